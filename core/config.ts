@@ -1,0 +1,76 @@
+// Limits and timeouts of the core, as a plain object: the shell reads the
+// environment and builds one; the core never reads env (conventions §1, §4).
+
+export type ProviderConfig = {
+  name: string;
+  /** A disabled provider rejects workers and answers clients 503 (C2, C31). */
+  enabled: boolean;
+};
+
+export type Config = {
+  providers: ProviderConfig[];
+  /** Provider that client requests go to (PROVIDER_NAME). */
+  defaultProvider: string;
+  /** MAX_QUEUE_LEN, per provider (C9). */
+  queueLenMax: number;
+  /** QUEUE_TIMEOUT_SECS (C12). */
+  queueTimeoutMs: number;
+  /** REQUEST_TIMEOUT_SECS (C19, C48). */
+  requestTimeoutMs: number;
+  /** MAX_REQUEUE_COUNT (C23). */
+  requeueCountMax: number;
+  /** Ping period (C25, C43). */
+  heartbeatIntervalMs: number;
+  /** Pong window: no pong for this long closes the socket (C25). */
+  heartbeatTimeoutMs: number;
+  /** A worker that does not send `register` within this time is closed. */
+  registerTimeoutMs: number;
+  /** Slot kept reserved after a cancel until the worker acknowledges (C44). */
+  cancelGraceMs: number;
+  /** Drain timeout sent in graceful_shutdown and enforced by the server (C28, C30). */
+  drainTimeoutMs: number;
+  /** Cumulative streamed characters per request before the stream is cut (C16). */
+  streamCharsMax: number;
+  /** Largest accepted worker frame, in characters (C33). */
+  frameCharsMax: number;
+  /** Sanitization caps (C4). */
+  modelsPerWorkerMax: number;
+  modelNameCharsMax: number;
+  workerNameCharsMax: number;
+  maxConcurrentMax: number;
+  /** Reject workers that omit protocol_version (C5: tolerated unless configured). */
+  requireProtocolVersion: boolean;
+  /** Failed worker auth attempts per client IP within the window before refusal (C2). */
+  authFailuresMax: number;
+  authFailureWindowMs: number;
+  /** Retry-After (seconds) for queue full and shutting down (C9, C47). */
+  retryAfterSecs: number;
+};
+
+export const DEFAULT_CONFIG: Config = {
+  providers: [{ name: "local", enabled: true }],
+  defaultProvider: "local",
+  queueLenMax: 100,
+  queueTimeoutMs: 30_000,
+  requestTimeoutMs: 300_000,
+  requeueCountMax: 3,
+  heartbeatIntervalMs: 15_000,
+  heartbeatTimeoutMs: 45_000,
+  registerTimeoutMs: 10_000,
+  cancelGraceMs: 5_000,
+  drainTimeoutMs: 30_000,
+  streamCharsMax: 64 * 1024 * 1024,
+  frameCharsMax: 16 * 1024 * 1024,
+  modelsPerWorkerMax: 256,
+  modelNameCharsMax: 256,
+  workerNameCharsMax: 128,
+  maxConcurrentMax: 1024,
+  requireProtocolVersion: false,
+  authFailuresMax: 10,
+  authFailureWindowMs: 60_000,
+  retryAfterSecs: 1,
+};
+
+export function makeConfig(overrides: Partial<Config> = {}): Config {
+  return { ...DEFAULT_CONFIG, ...overrides };
+}

@@ -1,0 +1,67 @@
+// The outputs of the core: imperatives, plain data, executed by the shell in array
+// order (conventions P2). Effects never depend on another effect's completion;
+// anything whose completion matters comes back as a new event.
+import type { Headers, RequestId, WorkerId } from "./events/event.ts";
+import type { ServerMessage } from "./protocol/messages.ts";
+
+/** A client-facing error: the shell renders it in the route's own shape (C47). */
+export type ClientError = {
+  status: number;
+  /** Machine-readable code, e.g. `queue_full`, `model_not_found`. */
+  code: string;
+  message: string;
+  /** Seconds, set on 503/429 (C9, C47). */
+  retryAfterSecs?: number;
+};
+
+export type Outcome = "completed" | "failed" | "cancelled" | "rejected";
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+export type Effect =
+  // -- worker sockets -------------------------------------------------------------
+  | { kind: "acceptWorker"; workerId: WorkerId }
+  /** Refuse a worker connection: close with `code` (1008 auth, C41) and a reason. */
+  | { kind: "rejectWorker"; workerId: WorkerId; code: number; reason: string }
+  | { kind: "sendToWorker"; workerId: WorkerId; message: ServerMessage }
+  | { kind: "closeWorker"; workerId: WorkerId; code: number; reason: string }
+  // -- clients ----------------------------------------------------------------------
+  /** A whole response, passed through from the worker (C14). Ends the request. */
+  | {
+    kind: "respond";
+    requestId: RequestId;
+    status: number;
+    headers: Headers;
+    body: string;
+  }
+  /** An error response in the route's shape. Ends the request. */
+  | { kind: "respondError"; requestId: RequestId; error: ClientError }
+  /** Open an SSE response (status 200); chunks follow. */
+  | { kind: "startStream"; requestId: RequestId }
+  /** Write the chunk byte for byte (C15). */
+  | { kind: "writeChunk"; requestId: RequestId; chunk: string }
+  /** End a started stream; with `error`, an SSE error event goes first (C16, C24, C48). */
+  | { kind: "endStream"; requestId: RequestId; error: ClientError | null }
+  // -- observability ------------------------------------------------------------------
+  | {
+    kind: "log";
+    level: LogLevel;
+    message: string;
+    fields: Record<string, string | number>;
+  }
+  /** One per accepted or refused request, when it ends: the source of metrics. */
+  | {
+    kind: "requestFinished";
+    requestId: RequestId;
+    model: string;
+    outcome: Outcome;
+    status: number;
+    durationMs: number;
+    queueWaitMs: number;
+    firstByteMs: number | null;
+    requeues: number;
+  }
+  /** Server shutdown finished: every request ended, every worker closed (C30). */
+  | { kind: "shutdownComplete" };
+
+export type EffectKind = Effect["kind"];

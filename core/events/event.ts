@@ -1,0 +1,115 @@
+// The inputs of the core: facts in the past tense, stamped by the shell (or the
+// simulator's virtual clock) with a monotonic `atMs`. Plain data only.
+import type { DecodeError } from "../protocol/decode.ts";
+import type { TokenCounts } from "../protocol/messages.ts";
+
+export type WorkerId = string;
+export type RequestId = string;
+/** Which client API a request came in on: decides the error body shape in the shell. */
+export type ClientApi = "openai" | "anthropic";
+export type Headers = Record<string, string>;
+
+export type Event =
+  // -- worker connection --------------------------------------------------------
+  | {
+    kind: "workerConnectAttempted";
+    atMs: number;
+    workerId: WorkerId;
+    provider: string;
+    clientIp: string;
+    secretValid: boolean;
+  }
+  | {
+    kind: "registerReceived";
+    atMs: number;
+    workerId: WorkerId;
+    workerName: string;
+    models: string[];
+    maxConcurrent: number;
+    protocolVersion: string | null;
+    currentLoad: number;
+  }
+  | {
+    kind: "modelsUpdateReceived";
+    atMs: number;
+    workerId: WorkerId;
+    models: string[];
+    currentLoad: number | null;
+  }
+  | {
+    kind: "pongReceived";
+    atMs: number;
+    workerId: WorkerId;
+    currentLoad: number | null;
+  }
+  | {
+    kind: "chunkReceived";
+    atMs: number;
+    workerId: WorkerId;
+    requestId: RequestId;
+    chunk: string;
+  }
+  | {
+    kind: "completeReceived";
+    atMs: number;
+    workerId: WorkerId;
+    requestId: RequestId;
+    statusCode: number;
+    headers: Headers;
+    body: string;
+    tokenCounts: TokenCounts | null;
+  }
+  | {
+    kind: "workerErrorReceived";
+    atMs: number;
+    workerId: WorkerId;
+    requestId: RequestId | null;
+    code: string;
+    message: string;
+  }
+  | {
+    kind: "workerFrameInvalid";
+    atMs: number;
+    workerId: WorkerId;
+    error: DecodeError;
+  }
+  | {
+    kind: "workerDisconnected";
+    atMs: number;
+    workerId: WorkerId;
+    reason: string;
+  }
+  // -- clients ------------------------------------------------------------------
+  | {
+    kind: "requestReceived";
+    atMs: number;
+    requestId: RequestId;
+    api: ClientApi;
+    endpointPath: string;
+    model: string;
+    isStreaming: boolean;
+    /** The raw JSON body, forwarded untouched. */
+    body: string;
+    /** Lowercased request headers; the core keeps only the forwardable ones (C13). */
+    headers: Headers;
+  }
+  | { kind: "clientDisconnected"; atMs: number; requestId: RequestId }
+  /** The shell's per-stream buffer for a slow client hit its cap. */
+  | { kind: "clientStalled"; atMs: number; requestId: RequestId }
+  // -- time and operator commands -------------------------------------------------
+  | { kind: "tick"; atMs: number }
+  | {
+    kind: "workerDrainRequested";
+    atMs: number;
+    workerId: WorkerId;
+    reason: string;
+  }
+  | {
+    kind: "modelsRefreshRequested";
+    atMs: number;
+    workerId: WorkerId | null;
+    reason: string;
+  }
+  | { kind: "shutdownRequested"; atMs: number };
+
+export type EventKind = Event["kind"];

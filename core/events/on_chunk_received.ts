@@ -1,0 +1,68 @@
+// The streaming hot path (C15, C16): one lookup, a few counter updates, one
+// `writeChunk` carrying the very string the frame carried. O(1), no copies.
+import type { Effect } from "../effect.ts";
+import { cancelOnWorker, clientError, fail } from "../state/requests.ts";
+import type { Request, State } from "../state/state.ts";
+import { dropFrame } from "./drop_frame.ts";
+import type { Event } from "./event.ts";
+
+type E = Extract<Event, { kind: "chunkReceived" }>;
+
+function cutOversized(
+  state: State,
+  request: Request,
+  workerId: string,
+  out: Effect[],
+): void {
+  const worker = state.workers.get(workerId);
+  if (worker !== undefined) {
+    cancelOnWorker(state, worker, request, { other: "stream_too_large" }, out);
+  }
+  const max = state.config.streamCharsMax;
+  const error = clientError(
+    502,
+    "stream_too_large",
+    `response exceeded the ${max} character limit`,
+  );
+  fail(state, request, error, "failed", out);
+}
+
+export function onChunkReceived(state: State, e: E, out: Effect[]): void {
+  const request = state.requests.get(e.requestId);
+  if (
+    request === undefined || request.status.kind === "queued" ||
+    request.status.workerId !== e.workerId
+  ) {
+    return dropFrame(state, e.workerId, e.requestId, "response_chunk", out);
+  }
+  const s = request.status;
+  if (!request.isStreaming) {
+    // Tolerated: a worker that streams a non-streaming answer; kept for the final body.
+    request.bufferedBody += e.chunk;
+    if (request.bufferedBody.length > state.config.streamCharsMax) {
+      cutOversized(state, request, e.workerId, out);
+    }
+    return;
+  }
+  if (s.kind === "dispatched") {
+    request.status = {
+      kind: "streaming",
+      workerId: s.workerId,
+      dispatchedAtMs: s.dispatchedAtMs,
+      firstByteAtMs: state.nowMs,
+      lastChunkAtMs: state.nowMs,
+      charsStreamed: e.chunk.length,
+    };
+    out.push({ kind: "startStream", requestId: request.id });
+  } else {
+    s.charsStreamed += e.chunk.length;
+    s.lastChunkAtMs = state.nowMs;
+  }
+  if (
+    request.status.kind === "streaming" &&
+    request.status.charsStreamed > state.config.streamCharsMax
+  ) {
+    return cutOversized(state, request, e.workerId, out);
+  }
+  out.push({ kind: "writeChunk", requestId: request.id, chunk: e.chunk });
+}

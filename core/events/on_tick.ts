@@ -1,0 +1,154 @@
+// Time passes (conventions §4): every deadline in state is checked here, so each
+// timing guarantee reads "no later than its deadline plus one tick".
+// Cost per tick is linear in workers and open requests; nothing per chunk.
+import type { Effect } from "../effect.ts";
+import { closeAndDrop } from "../state/drop_worker.ts";
+import {
+  cancelOnWorker,
+  clientError,
+  fail,
+  pumpQueue,
+} from "../state/requests.ts";
+import type { Request, State, Worker } from "../state/state.ts";
+import { recentAuthFailures } from "./on_worker_connect_attempted.ts";
+import type { Event } from "./event.ts";
+
+type E = Extract<Event, { kind: "tick" }>;
+
+function checkWorker(state: State, w: Worker, out: Effect[]): void {
+  const now = state.nowMs;
+  if (now - w.lastHeartbeatAtMs >= state.config.heartbeatTimeoutMs) {
+    out.push({
+      kind: "log",
+      level: "warn",
+      message: "worker heartbeat timed out",
+      fields: { worker_id: w.id, worker_name: w.name },
+    });
+    return closeAndDrop(state, w, 1000, "worker heartbeat timed out", out);
+  }
+  if (w.drainDeadlineAtMs !== null && now >= w.drainDeadlineAtMs) {
+    return closeAndDrop(state, w, 1000, "drain timeout reached", out);
+  }
+  for (const [id, graceEndsAtMs] of w.cancelling) {
+    if (now >= graceEndsAtMs) w.cancelling.delete(id); // C44: never acked, slot freed
+  }
+  // C43: pings go out on schedule, busy streaming or not.
+  if (now >= w.nextPingAtMs) {
+    w.nextPingAtMs = now + state.config.heartbeatIntervalMs;
+    out.push({
+      kind: "sendToWorker",
+      workerId: w.id,
+      message: { type: "ping", timestamp_unix_ms: now },
+    });
+  }
+}
+
+function timeOut(
+  state: State,
+  r: Request,
+  error: ReturnType<typeof clientError>,
+  out: Effect[],
+): void {
+  if (r.status.kind !== "queued") {
+    const worker = state.workers.get(r.status.workerId);
+    if (worker !== undefined) cancelOnWorker(state, worker, r, "timeout", out);
+  }
+  out.push({
+    kind: "log",
+    level: "warn",
+    message: error.code.replace("_", " "),
+    fields: { request_id: r.id },
+  });
+  fail(state, r, error, "failed", out);
+}
+
+function checkRequest(state: State, r: Request, out: Effect[]): void {
+  const now = state.nowMs;
+  const s = r.status;
+  switch (s.kind) {
+    case "queued":
+      // C12: never reached a worker, so no cancel.
+      if (now >= s.queueDeadlineAtMs) {
+        timeOut(
+          state,
+          r,
+          clientError(
+            504,
+            "queue_timeout",
+            "queue timeout: no worker available within deadline",
+          ),
+          out,
+        );
+      }
+      return;
+    case "dispatched":
+      // C19/C48: until the first byte, the limit counts from arrival.
+      if (now >= r.deadlineAtMs) {
+        timeOut(
+          state,
+          r,
+          clientError(504, "request_timeout", "request timeout"),
+          out,
+        );
+      }
+      return;
+    case "streaming":
+      // C48: once streaming, an idle limit; a stream that keeps flowing is never cut.
+      if (now - s.lastChunkAtMs >= state.config.requestTimeoutMs) {
+        const secs = Math.round(state.config.requestTimeoutMs / 1000);
+        timeOut(
+          state,
+          r,
+          clientError(
+            504,
+            "request_timeout",
+            `request timeout: no data for ${secs} s`,
+          ),
+          out,
+        );
+      }
+      return;
+  }
+}
+
+export function onTick(state: State, _e: E, out: Effect[]): void {
+  for (const p of [...state.pending.values()]) {
+    if (state.nowMs < p.registerDeadlineAtMs) continue;
+    state.pending.delete(p.id);
+    const secs = Math.round(state.config.registerTimeoutMs / 1000);
+    out.push({
+      kind: "closeWorker",
+      workerId: p.id,
+      code: 1002,
+      reason: `no register message within ${secs} s`,
+    });
+  }
+  for (const w of [...state.workers.values()]) checkWorker(state, w, out);
+  for (const r of [...state.requests.values()]) checkRequest(state, r, out);
+  for (const ip of [...state.authFailures.keys()]) {
+    recentAuthFailures(state, ip);
+  }
+  if (
+    state.shuttingDown && state.shutdownDeadlineAtMs !== null &&
+    state.nowMs >= state.shutdownDeadlineAtMs
+  ) {
+    for (const r of [...state.requests.values()]) {
+      timeOut(
+        state,
+        r,
+        clientError(
+          503,
+          "shutting_down",
+          "server shut down before the request finished",
+        ),
+        out,
+      );
+    }
+    for (const w of [...state.workers.values()]) {
+      closeAndDrop(state, w, 1001, "server shutting down", out);
+    }
+  }
+  for (const [provider, q] of state.queues) {
+    if (q.length > 0) pumpQueue(state, provider, out);
+  }
+}

@@ -1,0 +1,59 @@
+// `error` from a worker (C27, C40). Scoped to a request it holds: the request is
+// requeued if it can be (not streamed yet, requeues left), else it fails with a
+// 502 carrying the worker's message. It also acknowledges a cancel (C44).
+// Unscoped: logged only.
+import type { Effect } from "../effect.ts";
+import { closeIfDrained } from "../state/drop_worker.ts";
+import {
+  clientError,
+  fail,
+  pumpQueue,
+  requeueOrFail,
+} from "../state/requests.ts";
+import type { State } from "../state/state.ts";
+import { releaseSlot } from "../state/workers.ts";
+import { dropFrame } from "./drop_frame.ts";
+import type { Event } from "./event.ts";
+
+type E = Extract<Event, { kind: "workerErrorReceived" }>;
+
+export function onWorkerErrorReceived(state: State, e: E, out: Effect[]): void {
+  const worker = state.workers.get(e.workerId);
+  if (worker === undefined) return;
+  out.push({
+    kind: "log",
+    level: "warn",
+    message: "worker error",
+    fields: {
+      worker_id: e.workerId,
+      request_id: e.requestId ?? "",
+      code: e.code,
+      error: e.message,
+    },
+  });
+  if (e.requestId === null) return;
+  if (worker.cancelling.has(e.requestId)) {
+    releaseSlot(worker, e.requestId);
+  } else {
+    const request = state.requests.get(e.requestId);
+    if (
+      request === undefined || request.status.kind === "queued" ||
+      request.status.workerId !== e.workerId
+    ) {
+      return dropFrame(state, e.workerId, e.requestId, "error", out);
+    }
+    if (request.status.kind === "streaming") {
+      releaseSlot(worker, request.id);
+      const error = clientError(
+        502,
+        e.code || "upstream_error",
+        `worker error: ${e.message}`,
+      );
+      fail(state, request, error, "failed", out);
+    } else {
+      requeueOrFail(state, worker, request, `worker error: ${e.message}`, out);
+    }
+  }
+  closeIfDrained(state, worker, out);
+  pumpQueue(state, worker.provider, out);
+}

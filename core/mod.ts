@@ -1,0 +1,34 @@
+// The only import surface of the core for shell/, sim/ and bench/.
+export { reduce, type Reduced } from "./reduce.ts";
+export {
+  type Config,
+  DEFAULT_CONFIG,
+  makeConfig,
+  type ProviderConfig,
+} from "./config.ts";
+export type {
+  ClientApi,
+  Event,
+  EventKind,
+  Headers,
+  RequestId,
+  WorkerId,
+} from "./events/event.ts";
+export type {
+  ClientError,
+  Effect,
+  EffectKind,
+  LogLevel,
+  Outcome,
+} from "./effect.ts";
+export {
+  initialState,
+  type Request,
+  type State,
+  type Worker,
+} from "./state/state.ts";
+export { binaryFrameEvent, eventFromFrame } from "./events/from_frame.ts";
+export { FORWARDED_HEADERS } from "./state/requests.ts";
+export { WILDCARD_MODEL } from "./state/workers.ts";
+export * from "./queries.ts";
+export * from "./protocol/mod.ts";

@@ -1,0 +1,142 @@
+// The WebSocket wire protocol between server and worker, exactly as the original
+// ModelRelay speaks it (serde tagged enums: a "type" field, snake_case names).
+// Unknown extra fields are ignored, never rejected (checklist C40), so zod objects
+// here are the default (stripping) kind, not strict.
+import { z } from "zod";
+
+/** The protocol version our worker sends: the one the original Rust server accepts (C39). */
+export const PROTOCOL_VERSION_BRIDGE = "2026-04-bridge-v1";
+/** Versions our server accepts besides an absent one (C39). */
+export const ACCEPTED_PROTOCOL_VERSIONS: readonly string[] = [
+  "1",
+  PROTOCOL_VERSION_BRIDGE,
+];
+
+const count = z.number().int().min(0).max(0xffff_ffff);
+const headerMap = z.record(z.string(), z.string());
+
+export const CANCEL_REASONS = [
+  "client_disconnect",
+  "timeout",
+  "graceful_shutdown",
+  "worker_disconnect",
+  "requeue_exhausted",
+  "server_shutdown",
+] as const;
+export type KnownCancelReason = (typeof CANCEL_REASONS)[number];
+/** A cancel reason is a known string or `{"other": text}` (serde's `Other(String)`, C40). */
+export type CancelReason = KnownCancelReason | { other: string };
+const cancelReason = z.union([
+  z.enum(CANCEL_REASONS),
+  z.object({ other: z.string() }),
+]);
+
+export const tokenCountsSchema = z.object({
+  prompt_tokens: count.nullish(),
+  completion_tokens: count.nullish(),
+  total_tokens: count.nullish(),
+});
+export type TokenCounts = z.infer<typeof tokenCountsSchema>;
+
+// ---- worker -> server -------------------------------------------------------
+
+export const registerSchema = z.object({
+  type: z.literal("register"),
+  worker_name: z.string(),
+  models: z.array(z.string()),
+  // Sanitized (clamped) by the core, so any integer is accepted here (C4).
+  max_concurrent: z.number().int(),
+  protocol_version: z.string().nullish(),
+  current_load: count.nullish(),
+});
+export const modelsUpdateSchema = z.object({
+  type: z.literal("models_update"),
+  models: z.array(z.string()),
+  current_load: count.nullish(),
+});
+export const responseChunkSchema = z.object({
+  type: z.literal("response_chunk"),
+  request_id: z.string(),
+  chunk: z.string(),
+});
+export const responseCompleteSchema = z.object({
+  type: z.literal("response_complete"),
+  request_id: z.string(),
+  status_code: z.number().int().min(100).max(999),
+  headers: headerMap.nullish(),
+  body: z.string().nullish(),
+  token_counts: tokenCountsSchema.nullish(),
+});
+export const pongSchema = z.object({
+  type: z.literal("pong"),
+  current_load: count.nullish(),
+  timestamp_unix_ms: z.number().nullish(),
+});
+export const workerErrorSchema = z.object({
+  type: z.literal("error"),
+  request_id: z.string().nullish(),
+  code: z.string().nullish(),
+  message: z.string(),
+});
+
+export const workerMessageSchema = z.discriminatedUnion("type", [
+  registerSchema,
+  modelsUpdateSchema,
+  responseChunkSchema,
+  responseCompleteSchema,
+  pongSchema,
+  workerErrorSchema,
+]);
+export type WorkerMessage = z.infer<typeof workerMessageSchema>;
+export type RegisterMessage = z.infer<typeof registerSchema>;
+export type ResponseCompleteMessage = z.infer<typeof responseCompleteSchema>;
+
+// ---- server -> worker -------------------------------------------------------
+
+export const registerAckSchema = z.object({
+  type: z.literal("register_ack"),
+  worker_id: z.string(),
+  models: z.array(z.string()),
+  warnings: z.array(z.string()).nullish(),
+  protocol_version: z.string().nullish(),
+  // Our extension list (issue 9); the original ignores unknown fields.
+  extensions: z.array(z.string()).nullish(),
+});
+export const requestSchema = z.object({
+  type: z.literal("request"),
+  request_id: z.string(),
+  model: z.string(),
+  endpoint_path: z.string(),
+  is_streaming: z.boolean(),
+  body: z.string(),
+  headers: headerMap.nullish(),
+});
+export const cancelSchema = z.object({
+  type: z.literal("cancel"),
+  request_id: z.string(),
+  reason: cancelReason,
+});
+export const pingSchema = z.object({
+  type: z.literal("ping"),
+  timestamp_unix_ms: z.number().nullish(),
+});
+export const gracefulShutdownSchema = z.object({
+  type: z.literal("graceful_shutdown"),
+  reason: z.string().nullish(),
+  drain_timeout_secs: z.number().min(0).nullish(),
+});
+export const modelsRefreshSchema = z.object({
+  type: z.literal("models_refresh"),
+  reason: z.string().nullish(),
+});
+
+export const serverMessageSchema = z.discriminatedUnion("type", [
+  registerAckSchema,
+  requestSchema,
+  cancelSchema,
+  pingSchema,
+  gracefulShutdownSchema,
+  modelsRefreshSchema,
+]);
+export type ServerMessage = z.infer<typeof serverMessageSchema>;
+export type RequestMessage = z.infer<typeof requestSchema>;

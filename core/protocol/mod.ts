@@ -1,0 +1,3 @@
+export * from "./messages.ts";
+export * from "./decode.ts";
+export * from "./encode.ts";

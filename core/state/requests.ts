@@ -1,0 +1,229 @@
+// The request lifecycle: queued -> dispatched -> streaming -> ended (done, failed
+// or cancelled). Every way a request ends goes through `finish`, which removes it
+// from state and emits exactly one `requestFinished` (C34: ends exactly once).
+import type { ClientError, Effect, Outcome } from "../effect.ts";
+import type { Headers } from "../events/event.ts";
+import type { CancelReason } from "../protocol/messages.ts";
+import { dequeue, enqueue, nextToDispatch } from "./queue.ts";
+import type { Request, State, Worker } from "./state.ts";
+import { releaseSlot } from "./workers.ts";
+
+/** Request headers a worker may see (C13); everything else stays at the relay. */
+export const FORWARDED_HEADERS: ReadonlySet<string> = new Set([
+  "authorization",
+  "content-type",
+  "openai-organization",
+  "x-api-key",
+  "anthropic-version",
+  "anthropic-beta",
+]);
+
+export function forwardableHeaders(headers: Headers): Headers {
+  const out: Headers = {};
+  for (const name in headers) {
+    const lower = name.toLowerCase();
+    if (FORWARDED_HEADERS.has(lower)) out[lower] = headers[name]!;
+  }
+  return out;
+}
+
+export function clientError(
+  status: number,
+  code: string,
+  message: string,
+  retryAfterSecs?: number,
+): ClientError {
+  return retryAfterSecs === undefined
+    ? { status, code, message }
+    : { status, code, message, retryAfterSecs };
+}
+
+/** Removes the request and reports how it ended. The caller emits the client effect. */
+export function finish(
+  state: State,
+  request: Request,
+  outcome: Outcome,
+  status: number,
+  out: Effect[],
+): void {
+  if (request.status.kind === "queued") {
+    dequeue(state, request);
+    request.queueWaitMs += state.nowMs - request.queuedAtMs;
+  }
+  state.requests.delete(request.id);
+  out.push({
+    kind: "requestFinished",
+    requestId: request.id,
+    model: request.model,
+    outcome,
+    status,
+    durationMs: state.nowMs - request.arrivedAtMs,
+    queueWaitMs: request.queueWaitMs,
+    firstByteMs: request.status.kind === "streaming"
+      ? request.status.firstByteAtMs - request.arrivedAtMs
+      : null,
+    requeues: request.requeueCount,
+  });
+}
+
+/** Ends a request with an error: an SSE error event if its stream started, else a response. */
+export function fail(
+  state: State,
+  request: Request,
+  error: ClientError,
+  outcome: Outcome,
+  out: Effect[],
+): void {
+  if (request.status.kind === "streaming") {
+    out.push({ kind: "endStream", requestId: request.id, error });
+  } else {
+    out.push({ kind: "respondError", requestId: request.id, error });
+  }
+  finish(state, request, outcome, error.status, out);
+}
+
+/** Sends `request` to `worker`, reserving the slot atomically (C8, C13). */
+export function dispatch(
+  state: State,
+  request: Request,
+  worker: Worker,
+  out: Effect[],
+): void {
+  if (request.status.kind === "queued") {
+    dequeue(state, request);
+    request.queueWaitMs += state.nowMs - request.queuedAtMs;
+  }
+  request.status = {
+    kind: "dispatched",
+    workerId: worker.id,
+    dispatchedAtMs: state.nowMs,
+  };
+  worker.inFlight.add(request.id);
+  worker.lastDispatchSeq = ++state.dispatchSeq;
+  out.push({
+    kind: "sendToWorker",
+    workerId: worker.id,
+    message: {
+      type: "request",
+      request_id: request.id,
+      model: request.model,
+      endpoint_path: request.endpointPath,
+      is_streaming: request.isStreaming,
+      body: request.body,
+      headers: request.headers,
+    },
+  });
+  out.push({
+    kind: "log",
+    level: "debug",
+    message: "request dispatched",
+    fields: {
+      request_id: request.id,
+      worker_id: worker.id,
+      model: request.model,
+    },
+  });
+}
+
+/** Puts a request (new or requeued) in the queue with its queue deadline (C12, C22). */
+export function putInQueue(state: State, request: Request): void {
+  const queueDeadline = state.nowMs + state.config.queueTimeoutMs;
+  request.status = {
+    kind: "queued",
+    // A requeue never extends the request's own deadline (C22).
+    queueDeadlineAtMs: queueDeadline < request.deadlineAtMs
+      ? queueDeadline
+      : request.deadlineAtMs,
+  };
+  request.queuedAtMs = state.nowMs;
+  enqueue(state, request);
+}
+
+/** Dispatches queued requests while some worker is free for one of them (C10). */
+export function pumpQueue(state: State, provider: string, out: Effect[]): void {
+  if (state.shuttingDown) return;
+  for (;;) {
+    const next = nextToDispatch(state, provider);
+    if (next === null) return;
+    dispatch(state, next.request, next.worker, out);
+  }
+}
+
+/**
+ * Tells the worker to stop a request and keeps its slot reserved until the worker
+ * acknowledges or the grace period ends (C44). The request itself is ended by the caller.
+ */
+export function cancelOnWorker(
+  state: State,
+  worker: Worker,
+  request: Request,
+  reason: CancelReason,
+  out: Effect[],
+): void {
+  worker.inFlight.delete(request.id);
+  worker.cancelling.set(request.id, state.nowMs + state.config.cancelGraceMs);
+  out.push({
+    kind: "sendToWorker",
+    workerId: worker.id,
+    message: { type: "cancel", request_id: request.id, reason },
+  });
+}
+
+/**
+ * A worker lost a request it held (disconnect, heartbeat loss, scoped error):
+ * requeue it keeping its place and deadline, unless its stream already reached
+ * the client (C24) or it was requeued too often (C23).
+ */
+export function requeueOrFail(
+  state: State,
+  worker: Worker,
+  request: Request,
+  cause: string,
+  out: Effect[],
+): void {
+  releaseSlot(worker, request.id);
+  if (request.status.kind === "streaming") {
+    const error = clientError(
+      502,
+      "worker_disconnected",
+      `${cause}; the stream cannot be resumed`,
+    );
+    fail(state, request, error, "failed", out);
+    return;
+  }
+  if (state.shuttingDown) {
+    const error = clientError(
+      503,
+      "shutting_down",
+      `server is shutting down (${cause})`,
+    );
+    fail(state, request, error, "failed", out);
+    return;
+  }
+  if (request.requeueCount >= state.config.requeueCountMax) {
+    out.push({
+      kind: "log",
+      level: "warn",
+      message: "requeue exhausted",
+      fields: { request_id: request.id, requeues: request.requeueCount },
+    });
+    const error = clientError(
+      503,
+      "requeue_exhausted",
+      `requeue attempts exhausted: the request failed on ${
+        request.requeueCount + 1
+      } workers (${cause})`,
+      state.config.retryAfterSecs,
+    );
+    fail(state, request, error, "failed", out);
+    return;
+  }
+  request.requeueCount++;
+  putInQueue(state, request);
+  out.push({
+    kind: "log",
+    level: "info",
+    message: "request requeued",
+    fields: { request_id: request.id, requeues: request.requeueCount, cause },
+  });
+}

@@ -1,0 +1,138 @@
+// The whole state of the relay core: plain objects and Maps keyed by id, owned by
+// whoever holds it (shell or simulator) and updated in place by the reducer.
+import type { Config } from "../config.ts";
+import type {
+  ClientApi,
+  Headers,
+  RequestId,
+  WorkerId,
+} from "../events/event.ts";
+
+/** A socket that passed auth but has not sent `register` yet. */
+export type PendingWorker = {
+  id: WorkerId;
+  provider: string;
+  connectedAtMs: number;
+  registerDeadlineAtMs: number;
+};
+
+export type Worker = {
+  id: WorkerId;
+  provider: string;
+  name: string;
+  /** Acked models in first-seen order (what register_ack echoed). */
+  models: string[];
+  /** O(1) membership for routing (C6, C7). `*` is kept out of it: see `wildcard`. */
+  modelSet: Set<string>;
+  /** Advertised `*`: serves any model, after exact matches (C42). */
+  wildcard: boolean;
+  maxConcurrent: number;
+  /** Load the worker last reported (register, pong, models_update). */
+  reportedLoad: number;
+  /** Requests assigned to this worker and not yet ended. */
+  inFlight: Set<RequestId>;
+  /** Cancelled requests whose slot stays reserved until acked or the grace ends (C44). */
+  cancelling: Map<RequestId, number>;
+  draining: boolean;
+  drainDeadlineAtMs: number | null;
+  connectedAtMs: number;
+  lastHeartbeatAtMs: number;
+  nextPingAtMs: number;
+  /** Dispatch sequence of the last request sent here: the round-robin tie-break (C8). */
+  lastDispatchSeq: number;
+  /** The worker's protocol_version, echoed in register_ack (C39). */
+  protocolVersion: string | null;
+};
+
+export type RequestStatus =
+  | { kind: "queued"; queueDeadlineAtMs: number }
+  | { kind: "dispatched"; workerId: WorkerId; dispatchedAtMs: number }
+  | {
+    kind: "streaming";
+    workerId: WorkerId;
+    dispatchedAtMs: number;
+    firstByteAtMs: number;
+    lastChunkAtMs: number;
+    charsStreamed: number;
+  };
+
+/**
+ * A request the core still owes an answer. Ended requests (done, failed,
+ * cancelled) are removed at once: their outcome leaves in a `requestFinished`
+ * effect, so memory never grows with history.
+ */
+export type Request = {
+  id: RequestId;
+  provider: string;
+  api: ClientApi;
+  endpointPath: string;
+  model: string;
+  isStreaming: boolean;
+  body: string;
+  headers: Headers;
+  arrivedAtMs: number;
+  /** arrival + REQUEST_TIMEOUT: never extended by requeue (C19, C22). */
+  deadlineAtMs: number;
+  /** Position in FIFO order, kept across requeues (C22). */
+  enqueueSeq: number;
+  requeueCount: number;
+  /** Total ms spent queued (for X-Queue-Wait-Ms and metrics). */
+  queueWaitMs: number;
+  queuedAtMs: number;
+  /** Chunks received for a non-streaming request, prepended to the final body. */
+  bufferedBody: string;
+  status: RequestStatus;
+};
+
+/** Per-provider queue: one FIFO per model, each ordered by `enqueueSeq` (C9, C10). */
+export type ProviderQueue = {
+  length: number;
+  byModel: Map<string, RequestId[]>;
+};
+
+export type State = {
+  config: Config;
+  nowMs: number;
+  pending: Map<WorkerId, PendingWorker>;
+  workers: Map<WorkerId, Worker>;
+  /** provider -> model -> workers that acked it (exact names). */
+  modelIndex: Map<string, Map<string, Set<WorkerId>>>;
+  /** provider -> workers that advertised `*`. */
+  wildcardIndex: Map<string, Set<WorkerId>>;
+  requests: Map<RequestId, Request>;
+  queues: Map<string, ProviderQueue>;
+  /** client IP -> times of recent failed worker auth attempts (C2). */
+  authFailures: Map<string, number[]>;
+  dispatchSeq: number;
+  enqueueSeq: number;
+  shuttingDown: boolean;
+  shutdownDeadlineAtMs: number | null;
+  shutdownCompleted: boolean;
+};
+
+export function initialState(config: Config, nowMs = 0): State {
+  const queues = new Map<string, ProviderQueue>();
+  const modelIndex = new Map<string, Map<string, Set<WorkerId>>>();
+  const wildcardIndex = new Map<string, Set<WorkerId>>();
+  for (const p of config.providers) {
+    queues.set(p.name, { length: 0, byModel: new Map() });
+    modelIndex.set(p.name, new Map());
+    wildcardIndex.set(p.name, new Set());
+  }
+  return {
+    config,
+    nowMs,
+    pending: new Map(),
+    workers: new Map(),
+    modelIndex,
+    wildcardIndex,
+    requests: new Map(),
+    queues,
+    authFailures: new Map(),
+    dispatchSeq: 0,
+    enqueueSeq: 0,
+    shuttingDown: false,
+    shutdownDeadlineAtMs: null,
+    shutdownCompleted: false,
+  };
+}

@@ -1,0 +1,184 @@
+// Worker registry rules: sanitization of what a worker advertises (C4), the
+// model index used for routing (C6, C42), and load accounting (C8, C44).
+import type { Config } from "../config.ts";
+import type { WorkerId } from "../events/event.ts";
+import type { State, Worker } from "./state.ts";
+
+export const WILDCARD_MODEL = "*";
+
+export type Sanitized<T> = { value: T; warnings: string[] };
+
+/** Trim, drop empty, drop exact duplicates keeping first-seen order, cap the list (C4). */
+export function sanitizeModels(
+  models: readonly string[],
+  config: Config,
+): Sanitized<string[]> {
+  const warnings: string[] = [];
+  const seen = new Set<string>();
+  const value: string[] = [];
+  let empty = 0;
+  let duplicates = 0;
+  for (const raw of models) {
+    const name = raw.trim();
+    if (name.length === 0) {
+      empty++;
+      continue;
+    }
+    if (name.length > config.modelNameCharsMax) {
+      warnings.push(
+        `model name of ${name.length} characters dropped (limit ${config.modelNameCharsMax})`,
+      );
+      continue;
+    }
+    if (name !== raw) {
+      warnings.push(`model "${name}" had surrounding whitespace, trimmed`);
+    }
+    if (seen.has(name)) {
+      duplicates++;
+      continue;
+    }
+    seen.add(name);
+    value.push(name);
+  }
+  if (empty > 0) warnings.push(`${empty} empty model name(s) dropped`);
+  if (duplicates > 0) {
+    warnings.push(`${duplicates} duplicate model name(s) dropped`);
+  }
+  if (value.length > config.modelsPerWorkerMax) {
+    warnings.push(
+      `${value.length} models advertised, only the first ${config.modelsPerWorkerMax} accepted`,
+    );
+    value.length = config.modelsPerWorkerMax;
+  }
+  return { value, warnings };
+}
+
+/** Bounded, non-empty worker name (C4). */
+export function sanitizeWorkerName(
+  name: string,
+  config: Config,
+): Sanitized<string> {
+  const trimmed = name.trim();
+  if (trimmed.length === 0) {
+    return {
+      value: "worker",
+      warnings: ['empty worker_name replaced by "worker"'],
+    };
+  }
+  if (trimmed.length > config.workerNameCharsMax) {
+    return {
+      value: trimmed.slice(0, config.workerNameCharsMax),
+      warnings: [
+        `worker_name truncated to ${config.workerNameCharsMax} characters`,
+      ],
+    };
+  }
+  return { value: trimmed, warnings: [] };
+}
+
+/** max_concurrent clamped to 1..maxConcurrentMax (C4). */
+export function sanitizeMaxConcurrent(
+  n: number,
+  config: Config,
+): Sanitized<number> {
+  if (n < 1) return { value: 1, warnings: [`max_concurrent ${n} raised to 1`] };
+  if (n > config.maxConcurrentMax) {
+    return {
+      value: config.maxConcurrentMax,
+      warnings: [`max_concurrent ${n} capped at ${config.maxConcurrentMax}`],
+    };
+  }
+  return { value: n, warnings: [] };
+}
+
+/**
+ * The load routing sees: the larger of what we reserved (in flight plus cancelled
+ * slots awaiting acknowledgment, C44) and what the worker last reported, so a
+ * backend busy with other clients is not overloaded (C8).
+ */
+export function effectiveLoad(worker: Worker): number {
+  const reserved = worker.inFlight.size + worker.cancelling.size;
+  return reserved > worker.reportedLoad ? reserved : worker.reportedLoad;
+}
+
+export function hasCapacity(worker: Worker): boolean {
+  return !worker.draining && effectiveLoad(worker) < worker.maxConcurrent;
+}
+
+/** Adds the worker's acked models to the routing index. */
+export function indexWorker(state: State, worker: Worker): void {
+  const byModel = state.modelIndex.get(worker.provider);
+  if (byModel === undefined) return;
+  for (const model of worker.modelSet) {
+    let set = byModel.get(model);
+    if (set === undefined) {
+      set = new Set();
+      byModel.set(model, set);
+    }
+    set.add(worker.id);
+  }
+  if (worker.wildcard) state.wildcardIndex.get(worker.provider)?.add(worker.id);
+}
+
+export function unindexWorker(state: State, worker: Worker): void {
+  const byModel = state.modelIndex.get(worker.provider);
+  if (byModel !== undefined) {
+    for (const model of worker.modelSet) {
+      const set = byModel.get(model);
+      if (set === undefined) continue;
+      set.delete(worker.id);
+      if (set.size === 0) byModel.delete(model);
+    }
+  }
+  state.wildcardIndex.get(worker.provider)?.delete(worker.id);
+}
+
+/** Replaces a worker's acked models, keeping the index in step (C26). */
+export function setWorkerModels(
+  state: State,
+  worker: Worker,
+  models: string[],
+): void {
+  unindexWorker(state, worker);
+  worker.wildcard = models.includes(WILDCARD_MODEL);
+  worker.models = models;
+  worker.modelSet = new Set(models.filter((m) => m !== WILDCARD_MODEL));
+  indexWorker(state, worker);
+}
+
+/**
+ * Frees a request's slot on its worker. A finished request also lowers a stale
+ * reported load, so a pong from before the finish cannot block dispatch until
+ * the next pong (our choice; the reported load is a snapshot, not a reservation).
+ */
+export function releaseSlot(worker: Worker, requestId: string): void {
+  worker.inFlight.delete(requestId);
+  worker.cancelling.delete(requestId);
+  const reserved = worker.inFlight.size + worker.cancelling.size;
+  if (worker.reportedLoad > reserved) worker.reportedLoad = reserved;
+}
+
+export function workerCanServe(worker: Worker, model: string): boolean {
+  return worker.wildcard || worker.modelSet.has(model);
+}
+
+/** Whether any connected worker of the provider (draining included) acked the model (C11). */
+export function modelKnown(
+  state: State,
+  provider: string,
+  model: string,
+): boolean {
+  const set = state.modelIndex.get(provider)?.get(model);
+  if (set !== undefined && set.size > 0) return true;
+  return (state.wildcardIndex.get(provider)?.size ?? 0) > 0;
+}
+
+export function workerCount(state: State, provider: string): number {
+  let n = 0;
+  for (const w of state.workers.values()) if (w.provider === provider) n++;
+  return n;
+}
+
+export function getWorker(state: State, id: WorkerId): Worker | undefined {
+  return state.workers.get(id);
+}
