@@ -1,0 +1,142 @@
+// Test-only helpers: a real server on an ephemeral loopback port and a scripted
+// WebSocket worker that speaks the wire protocol by hand.
+import { makeConfig } from "../../core/mod.ts";
+import { makeLogger } from "../log.ts";
+import type { ServerConfig } from "./config.ts";
+import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
+
+export const SECRET = "test-secret";
+
+export function testConfig(
+  core: Partial<ServerConfig["core"]> = {},
+  rest: Partial<ServerConfig> = {},
+): ServerConfig {
+  return {
+    hostname: "127.0.0.1",
+    port: 0,
+    workerSecret: SECRET,
+    logLevel: "error",
+    logFormat: "text",
+    adminToken: "",
+    requireApiKeys: false,
+    dbPath: ":memory:",
+    maxBodyBytes: 1024 * 1024,
+    clientBufferBytes: 4 * 1024 * 1024,
+    tickMs: 20,
+    core: makeConfig(core),
+    ...rest,
+  };
+}
+
+export type TestServer = RunningServer & { url: string; wsUrl: string };
+
+export async function startTestServer(
+  config: ServerConfig = testConfig(),
+  hooks: ServerHooks = {},
+): Promise<TestServer> {
+  const server = await startServer(
+    config,
+    makeLogger(config.logLevel, "text", "test"),
+    hooks,
+  );
+  const base = `127.0.0.1:${server.port}`;
+  return {
+    ...server,
+    url: `http://${base}`,
+    wsUrl: `ws://${base}/v1/worker/connect`,
+  };
+}
+
+/** Polls a condition until it holds; fails with `what` after `timeoutMs`. */
+export async function waitFor(
+  what: string,
+  cond: () => boolean | Promise<boolean>,
+  timeoutMs = 5000,
+): Promise<void> {
+  const until = performance.now() + timeoutMs;
+  while (!(await cond())) {
+    if (performance.now() > until) {
+      throw new Error(`timed out waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+export type Frame = Record<string, unknown> & { type: string };
+
+export type TestWorker = {
+  ws: WebSocket;
+  frames: Frame[];
+  closed: Promise<CloseEvent>;
+  send(frame: Record<string, unknown>): void;
+  /** Next frame of this type not yet taken. */
+  next(type: string, timeoutMs?: number): Promise<Frame>;
+  close(): Promise<void>;
+};
+
+export async function connectWorker(
+  server: TestServer,
+  opts: { secret?: string; provider?: string; query?: string } = {},
+): Promise<TestWorker> {
+  const q = opts.query ?? `provider=${opts.provider ?? "local"}`;
+  const ws = new WebSocket(`${server.wsUrl}?${q}`, {
+    headers: { "x-worker-secret": opts.secret ?? SECRET },
+  } as unknown as string[]);
+  const frames: Frame[] = [];
+  const taken = new Set<Frame>();
+  ws.onmessage = (e) => frames.push(JSON.parse(e.data as string));
+  const closed = new Promise<CloseEvent>((r) =>
+    ws.addEventListener("close", (e) => r(e))
+  );
+  await new Promise<void>((resolve, reject) => {
+    ws.onopen = () => resolve();
+    ws.onerror = () => reject(new Error("worker socket failed to open"));
+  });
+  const worker: TestWorker = {
+    ws,
+    frames,
+    closed,
+    send: (frame) => ws.send(JSON.stringify(frame)),
+    async next(type, timeoutMs = 5000) {
+      let found: Frame | undefined;
+      await waitFor(`a ${type} frame`, () => {
+        found = frames.find((f) => f.type === type && !taken.has(f));
+        return found !== undefined;
+      }, timeoutMs);
+      taken.add(found!);
+      return found!;
+    },
+    async close() {
+      if (ws.readyState === WebSocket.OPEN) ws.close(1000, "test done");
+      await closed;
+    },
+  };
+  return worker;
+}
+
+/** Connects and registers; resolves with the worker and its register_ack. */
+export async function registeredWorker(
+  server: TestServer,
+  register: Record<string, unknown> = {},
+): Promise<TestWorker & { ack: Frame }> {
+  const w = await connectWorker(server);
+  w.send({
+    type: "register",
+    worker_name: "test-worker",
+    models: ["m1"],
+    max_concurrent: 2,
+    protocol_version: "2026-04-bridge-v1",
+    current_load: 0,
+    ...register,
+  });
+  const ack = await w.next("register_ack");
+  return Object.assign(w, { ack });
+}
+
+export function chatBody(model = "m1", stream = false): string {
+  return JSON.stringify({
+    model,
+    stream,
+    messages: [{ role: "user", content: "hi" }],
+  });
+}

@@ -1,0 +1,257 @@
+// Server configuration: the original's env names and defaults (spec, Configuration
+// Quick Reference), plus ours, each also settable by flag.
+import { type Config as CoreConfig, makeConfig } from "../../core/mod.ts";
+import { isLogLevel, type LogFormat, type LogLevel } from "../log.ts";
+import {
+  bool,
+  helpText,
+  int,
+  OptionError,
+  type OptionSpec,
+  readOptions,
+  str,
+} from "../options.ts";
+
+export const SERVER_OPTIONS: OptionSpec[] = [
+  {
+    flag: "listen-addr",
+    env: "LISTEN_ADDR",
+    kind: "string",
+    default: "127.0.0.1:8080",
+    help: "HTTP listen address host:port",
+  },
+  {
+    flag: "provider-name",
+    env: "PROVIDER_NAME",
+    kind: "string",
+    default: "local",
+    help: "provider name workers connect to and requests route to",
+  },
+  {
+    flag: "worker-secret",
+    env: "WORKER_SECRET",
+    kind: "secret",
+    default: null,
+    help: "shared secret workers must present (X-Worker-Secret)",
+  },
+  {
+    flag: "max-queue-len",
+    env: "MAX_QUEUE_LEN",
+    kind: "int",
+    default: "100",
+    min: 0,
+    help: "queued requests before 503 queue_full",
+  },
+  {
+    flag: "queue-timeout-secs",
+    env: "QUEUE_TIMEOUT_SECS",
+    kind: "int",
+    default: "30",
+    min: 1,
+    help: "longest wait in the queue before 504",
+  },
+  {
+    flag: "request-timeout-secs",
+    env: "REQUEST_TIMEOUT_SECS",
+    kind: "int",
+    default: "300",
+    min: 1,
+    help: "time to first byte from arrival; then the idle limit of a stream",
+  },
+  {
+    flag: "log-level",
+    env: "LOG_LEVEL",
+    kind: "string",
+    default: "info",
+    help: "trace, debug, info, warn or error",
+  },
+  {
+    flag: "log-format",
+    env: "LOG_FORMAT",
+    kind: "string",
+    default: "text",
+    help: "text or json (JSON lines)",
+  },
+  {
+    flag: "admin-token",
+    env: "MODELRELAY_ADMIN_TOKEN",
+    kind: "secret",
+    default: "",
+    help: "Bearer token for /admin/*; unset = admin answers 403",
+  },
+  {
+    flag: "require-api-keys",
+    env: "MODELRELAY_REQUIRE_API_KEYS",
+    kind: "bool",
+    default: "false",
+    help: "require a client API key on inference routes",
+  },
+  {
+    flag: "db-path",
+    env: "MODELRELAY_DB_PATH",
+    kind: "string",
+    default: "modelrelay.db",
+    help: "SQLite file for API keys (:memory: allowed)",
+  },
+  {
+    flag: "max-body-bytes",
+    env: "MAX_BODY_BYTES",
+    kind: "int",
+    default: String(10 * 1024 * 1024),
+    min: 1,
+    help: "largest request body before 413",
+  },
+  {
+    flag: "drain-timeout-secs",
+    env: "DRAIN_TIMEOUT_SECS",
+    kind: "int",
+    default: "30",
+    min: 0,
+    help: "how long a drain or shutdown waits for in-flight work",
+  },
+  {
+    flag: "max-stream-bytes",
+    env: "MAX_STREAM_BYTES",
+    kind: "int",
+    default: String(64 * 1024 * 1024),
+    min: 1,
+    help: "cumulative size of one streamed response before it is cut",
+  },
+  {
+    flag: "client-buffer-bytes",
+    env: "CLIENT_BUFFER_BYTES",
+    kind: "int",
+    default: String(4 * 1024 * 1024),
+    min: 1024,
+    help:
+      "unsent bytes buffered for a slow client before its request is cancelled",
+  },
+  {
+    flag: "heartbeat-interval-secs",
+    env: "HEARTBEAT_INTERVAL_SECS",
+    kind: "int",
+    default: "15",
+    min: 1,
+    help: "ping period",
+  },
+  {
+    flag: "heartbeat-timeout-secs",
+    env: "HEARTBEAT_TIMEOUT_SECS",
+    kind: "int",
+    default: "45",
+    min: 1,
+    help: "no pong for this long closes the worker",
+  },
+  {
+    flag: "require-protocol-version",
+    env: "REQUIRE_PROTOCOL_VERSION",
+    kind: "bool",
+    default: "false",
+    help: "refuse workers that send no protocol_version",
+  },
+  {
+    flag: "tick-ms",
+    env: "TICK_MS",
+    kind: "int",
+    default: "250",
+    min: 10,
+    help: "timer resolution for deadlines",
+  },
+];
+
+export type ServerConfig = {
+  hostname: string;
+  port: number;
+  workerSecret: string;
+  logLevel: LogLevel;
+  logFormat: LogFormat;
+  adminToken: string;
+  requireApiKeys: boolean;
+  dbPath: string;
+  maxBodyBytes: number;
+  clientBufferBytes: number;
+  tickMs: number;
+  core: CoreConfig;
+};
+
+export function serverHelp(): string {
+  return helpText(
+    "modelrelay server: one OpenAI + Anthropic endpoint in front of your GPU workers",
+    "deno task server [options]",
+    SERVER_OPTIONS,
+  );
+}
+
+export function parseListenAddr(
+  addr: string,
+): { hostname: string; port: number } {
+  const m = /^\[?([^\]]*?)\]?:(\d{1,5})$/.exec(addr);
+  if (m === null || Number(m[2]) > 65535) {
+    throw new OptionError(
+      `LISTEN_ADDR (--listen-addr) must look like 127.0.0.1:8080, got "${addr}"`,
+    );
+  }
+  return { hostname: m[1] === "" ? "0.0.0.0" : m[1]!, port: Number(m[2]) };
+}
+
+export function loadServerConfig(
+  args: string[],
+  env: (name: string) => string | undefined,
+): { config: ServerConfig; help: false } | { help: true } {
+  const { values, help } = readOptions(args, env, SERVER_OPTIONS);
+  if (help) return { help: true };
+  const secret = values["worker-secret"];
+  if (secret === null || secret === undefined || secret === "") {
+    throw new OptionError(
+      "WORKER_SECRET is required: set it (or --worker-secret) to the secret your workers will use",
+    );
+  }
+  const logLevel = str(values, "log-level").toLowerCase();
+  if (!isLogLevel(logLevel)) {
+    throw new OptionError(
+      `LOG_LEVEL must be trace, debug, info, warn or error, got "${logLevel}"`,
+    );
+  }
+  const logFormat = str(values, "log-format").toLowerCase();
+  if (logFormat !== "text" && logFormat !== "json") {
+    throw new OptionError(
+      `LOG_FORMAT must be text or json, got "${logFormat}"`,
+    );
+  }
+  const provider = str(values, "provider-name");
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(provider)) {
+    throw new OptionError(
+      `PROVIDER_NAME must be 1-64 of A-Z a-z 0-9 . _ -, got "${provider}"`,
+    );
+  }
+  const { hostname, port } = parseListenAddr(str(values, "listen-addr"));
+  const core = makeConfig({
+    providers: [{ name: provider, enabled: true }],
+    defaultProvider: provider,
+    queueLenMax: int(values, "max-queue-len"),
+    queueTimeoutMs: int(values, "queue-timeout-secs") * 1000,
+    requestTimeoutMs: int(values, "request-timeout-secs") * 1000,
+    drainTimeoutMs: int(values, "drain-timeout-secs") * 1000,
+    streamCharsMax: int(values, "max-stream-bytes"),
+    heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
+    heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
+    requireProtocolVersion: bool(values, "require-protocol-version"),
+  });
+  return {
+    help: false,
+    config: {
+      hostname,
+      port,
+      workerSecret: secret,
+      logLevel,
+      logFormat,
+      adminToken: str(values, "admin-token"),
+      requireApiKeys: bool(values, "require-api-keys"),
+      dbPath: str(values, "db-path"),
+      maxBodyBytes: int(values, "max-body-bytes"),
+      clientBufferBytes: int(values, "client-buffer-bytes"),
+      tickMs: int(values, "tick-ms"),
+      core,
+    },
+  };
+}

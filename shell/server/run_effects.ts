@@ -1,0 +1,142 @@
+// Carries out core effects: the exhaustive switch over `Effect` (conventions §1).
+// Writes are enqueued synchronously; nothing here decides anything about routing,
+// timing or retries.
+// @ts-types="npm:@types/ws@8.18.1"
+import type { WebSocket } from "ws";
+import { assertNever } from "../../core/assert_never.ts";
+import { type Effect, encodeFrame, type Event } from "../../core/mod.ts";
+import type { Logger } from "../log.ts";
+import type { Clients } from "./clients.ts";
+import { errorBody, errorHeaders, sseErrorEvent } from "./errors.ts";
+
+/** Hop-by-hop and length headers are the relay's to set, not the backend's. */
+const DROPPED_RESPONSE_HEADERS = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "content-length",
+  "content-encoding",
+  "upgrade",
+  "te",
+  "trailer",
+  "proxy-authenticate",
+  "proxy-authorization",
+]);
+
+export const SSE_HEADERS = {
+  "content-type": "text/event-stream; charset=utf-8",
+  "cache-control": "no-cache",
+  // Keeps an nginx in front from buffering the stream (time to first token).
+  "x-accel-buffering": "no",
+};
+
+export type EffectDeps = {
+  clients: Clients;
+  sockets: Map<string, WebSocket>;
+  log: Logger;
+  clientBufferBytes: number;
+  submit: (event: Event) => void;
+  now: () => number;
+  onRequestFinished: (
+    effect: Extract<Effect, { kind: "requestFinished" }>,
+  ) => void;
+  onShutdownComplete: () => void;
+};
+
+function closeReason(reason: string): string {
+  // A close reason must fit 123 bytes.
+  const bytes = new TextEncoder().encode(reason);
+  return bytes.length <= 123
+    ? reason
+    : new TextDecoder().decode(bytes.slice(0, 120)) + "...";
+}
+
+export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
+  return (effect) => {
+    switch (effect.kind) {
+      case "writeChunk": {
+        const c = d.clients.get(effect.requestId);
+        if (c === undefined || c.stalled) return;
+        c.res.write(effect.chunk);
+        if (c.res.writableLength > d.clientBufferBytes) {
+          c.stalled = true;
+          d.submit({
+            kind: "clientStalled",
+            atMs: d.now(),
+            requestId: effect.requestId,
+          });
+        }
+        return;
+      }
+      case "sendToWorker": {
+        d.sockets.get(effect.workerId)?.send(encodeFrame(effect.message));
+        return;
+      }
+      case "startStream": {
+        const c = d.clients.get(effect.requestId);
+        if (c === undefined) return;
+        c.res.writeHead(200, SSE_HEADERS);
+        c.res.flushHeaders();
+        return;
+      }
+      case "endStream": {
+        const c = d.clients.get(effect.requestId);
+        if (c === undefined) return;
+        c.ended = true;
+        d.clients.delete(effect.requestId);
+        if (effect.error !== null) {
+          c.res.write(sseErrorEvent(c.api, effect.error));
+        }
+        c.res.end();
+        return;
+      }
+      case "respond": {
+        const c = d.clients.get(effect.requestId);
+        if (c === undefined) return;
+        c.ended = true;
+        d.clients.delete(effect.requestId);
+        const headers: Record<string, string> = {};
+        for (const [k, v] of Object.entries(effect.headers)) {
+          if (!DROPPED_RESPONSE_HEADERS.has(k.toLowerCase())) headers[k] = v;
+        }
+        c.res.writeHead(effect.status, headers);
+        c.res.end(effect.body);
+        return;
+      }
+      case "respondError": {
+        const c = d.clients.get(effect.requestId);
+        if (c === undefined) return;
+        c.ended = true;
+        d.clients.delete(effect.requestId);
+        c.res.writeHead(effect.error.status, errorHeaders(effect.error));
+        c.res.end(errorBody(c.api, effect.error));
+        return;
+      }
+      case "acceptWorker":
+        return;
+      case "rejectWorker":
+      case "closeWorker": {
+        const ws = d.sockets.get(effect.workerId);
+        if (ws === undefined) return;
+        d.sockets.delete(effect.workerId);
+        ws.close(effect.code, closeReason(effect.reason));
+        // The close event comes back as workerDisconnected; the core ignores it.
+        // A peer that never answers the close handshake is cut after 2 s.
+        const timer = setTimeout(() => ws.terminate(), 2000);
+        ws.once("close", () => clearTimeout(timer));
+        return;
+      }
+      case "log":
+        d.log(effect.level, effect.message, effect.fields);
+        return;
+      case "requestFinished":
+        d.onRequestFinished(effect);
+        return;
+      case "shutdownComplete":
+        d.onShutdownComplete();
+        return;
+      default:
+        assertNever(effect);
+    }
+  };
+}

@@ -1,0 +1,121 @@
+// Wires the shell together: one node:http server for clients and the worker
+// WebSocket endpoint, one runtime driving the core, one tick timer.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+// @ts-types="npm:@types/ws@8.18.1"
+import type { WebSocket } from "ws";
+import { type Effect, initialState } from "../../core/mod.ts";
+import type { Logger } from "../log.ts";
+import { handleHttp, type HttpDeps } from "./client_http.ts";
+import type { Clients } from "./clients.ts";
+import { nowMs } from "./clock.ts";
+import type { ServerConfig } from "./config.ts";
+import { makeEffectRunner } from "./run_effects.ts";
+import { makeRuntime, type Runtime } from "./runtime.ts";
+import { makeWorkerUpgrade } from "./worker_socket.ts";
+
+export type RunningServer = {
+  port: number;
+  hostname: string;
+  runtime: Runtime;
+  /** Starts a graceful shutdown (C30); resolves when it completed. */
+  shutdown(): Promise<void>;
+  /** Stops at once: closes every socket and the listener. */
+  close(): Promise<void>;
+};
+
+export type ServerHooks = {
+  onRequestFinished?: (e: Extract<Effect, { kind: "requestFinished" }>) => void;
+  extraRoutes?: HttpDeps["extraRoutes"];
+  authorize?: HttpDeps["authorize"];
+};
+
+export async function startServer(
+  config: ServerConfig,
+  log: Logger,
+  hooks: ServerHooks = {},
+): Promise<RunningServer> {
+  const state = initialState(config.core, nowMs());
+  const clients: Clients = new Map();
+  const sockets = new Map<string, WebSocket>();
+  let resolveShutdown = () => {};
+  const shutdownDone = new Promise<void>((r) => resolveShutdown = r);
+  // Late-bound so the effect runner can submit follow-up events.
+  let submit = (_e: Parameters<Runtime["submit"]>[0]) => {};
+  const runEffect = makeEffectRunner({
+    clients,
+    sockets,
+    log,
+    clientBufferBytes: config.clientBufferBytes,
+    submit: (e) => submit(e),
+    now: nowMs,
+    onRequestFinished: hooks.onRequestFinished ?? (() => {}),
+    onShutdownComplete: () => resolveShutdown(),
+  });
+  const runtime = makeRuntime(state, runEffect, log);
+  submit = runtime.submit;
+
+  const upgrade = makeWorkerUpgrade({
+    sockets,
+    submit: runtime.submit,
+    now: nowMs,
+    workerSecret: config.workerSecret,
+    defaultProvider: config.core.defaultProvider,
+    frameCharsMax: config.core.frameCharsMax,
+  });
+  const httpDeps: HttpDeps = {
+    state,
+    clients,
+    submit: runtime.submit,
+    now: nowMs,
+    maxBodyBytes: config.maxBodyBytes,
+    startedAtMs: nowMs(),
+    ...(hooks.extraRoutes === undefined
+      ? {}
+      : { extraRoutes: hooks.extraRoutes }),
+    ...(hooks.authorize === undefined ? {} : { authorize: hooks.authorize }),
+  };
+  const server = createServer((req, res) => handleHttp(req, res, httpDeps));
+  server.on("upgrade", upgrade.onUpgrade);
+  server.keepAliveTimeout = 65_000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(config.port, config.hostname, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const tick = setInterval(
+    () => runtime.submit({ kind: "tick", atMs: nowMs() }),
+    config.tickMs,
+  );
+  log("info", "server listening", {
+    address: `${config.hostname}:${address.port}`,
+    provider: config.core.defaultProvider,
+  });
+
+  let closed = false;
+  async function close(): Promise<void> {
+    if (closed) return;
+    closed = true;
+    clearInterval(tick);
+    for (const ws of sockets.values()) ws.terminate();
+    for (const c of clients.values()) c.res.destroy();
+    upgrade.close();
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  }
+  async function shutdown(): Promise<void> {
+    runtime.submit({ kind: "shutdownRequested", atMs: nowMs() });
+    await shutdownDone;
+    await close();
+  }
+  return {
+    port: address.port,
+    hostname: config.hostname,
+    runtime,
+    shutdown,
+    close,
+  };
+}
