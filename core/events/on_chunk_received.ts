@@ -1,6 +1,7 @@
 // The streaming hot path (C15, C16): one lookup, a few counter updates, one
 // `writeChunk` carrying the very string the frame carried. O(1), no copies.
 import type { Effect } from "../effect.ts";
+import { closeIfDrained } from "../state/drop_worker.ts";
 import { cancelOnWorker, clientError, fail } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
 import { dropFrame } from "./drop_frame.ts";
@@ -25,6 +26,8 @@ function cutOversized(
     `response exceeded the ${max} character limit`,
   );
   fail(state, request, error, "failed", out);
+  // C28: a draining worker whose last request was cut is idle now.
+  if (worker !== undefined) closeIfDrained(state, worker, out);
 }
 
 export function onChunkReceived(state: State, e: E, out: Effect[]): void {

@@ -2,13 +2,14 @@
 // Queued: removed at once, no cancel (no worker had it). Dispatched or streaming:
 // `cancel` to the worker, whose slot stays reserved until it acknowledges (C44).
 import type { Effect } from "../effect.ts";
+import { closeIfDrained } from "../state/drop_worker.ts";
 import {
   cancelOnWorker,
   clientError,
   fail,
   finish,
 } from "../state/requests.ts";
-import type { State } from "../state/state.ts";
+import type { State, Worker } from "../state/state.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "clientDisconnected" | "clientStalled" }>;
@@ -17,8 +18,9 @@ export function onClientGone(state: State, e: E, out: Effect[]): void {
   const request = state.requests.get(e.requestId);
   if (request === undefined) return;
   const stalled = e.kind === "clientStalled";
+  let worker: Worker | undefined;
   if (request.status.kind !== "queued") {
-    const worker = state.workers.get(request.status.workerId);
+    worker = state.workers.get(request.status.workerId);
     if (worker !== undefined) {
       const reason = stalled
         ? { other: "client_too_slow" }
@@ -40,7 +42,10 @@ export function onClientGone(state: State, e: E, out: Effect[]): void {
       "client_too_slow",
       "client did not read the stream fast enough",
     );
-    return fail(state, request, error, "cancelled", out);
+    fail(state, request, error, "cancelled", out);
+  } else {
+    finish(state, request, "cancelled", 499, out);
   }
-  finish(state, request, "cancelled", 499, out);
+  // C28: a draining worker whose last request was cancelled is idle now.
+  if (worker !== undefined) closeIfDrained(state, worker, out);
 }

@@ -2,7 +2,7 @@
 // timing guarantee reads "no later than its deadline plus one tick".
 // Cost per tick is linear in workers and open requests; nothing per chunk.
 import type { Effect } from "../effect.ts";
-import { closeAndDrop } from "../state/drop_worker.ts";
+import { closeAndDrop, closeIfDrained } from "../state/drop_worker.ts";
 import {
   cancelOnWorker,
   clientError,
@@ -49,10 +49,10 @@ function timeOut(
   error: ReturnType<typeof clientError>,
   out: Effect[],
 ): void {
-  if (r.status.kind !== "queued") {
-    const worker = state.workers.get(r.status.workerId);
-    if (worker !== undefined) cancelOnWorker(state, worker, r, "timeout", out);
-  }
+  const worker = r.status.kind === "queued"
+    ? undefined
+    : state.workers.get(r.status.workerId);
+  if (worker !== undefined) cancelOnWorker(state, worker, r, "timeout", out);
   out.push({
     kind: "log",
     level: "warn",
@@ -60,6 +60,8 @@ function timeOut(
     fields: { request_id: r.id },
   });
   fail(state, r, error, "failed", out);
+  // C28: a draining worker whose last request timed out is idle now.
+  if (worker !== undefined) closeIfDrained(state, worker, out);
 }
 
 function checkRequest(state: State, r: Request, out: Effect[]): void {
@@ -140,6 +142,7 @@ export function onTick(state: State, _e: E, out: Effect[]): void {
           503,
           "shutting_down",
           "server shut down before the request finished",
+          state.config.retryAfterSecs,
         ),
         out,
       );

@@ -196,7 +196,16 @@ export function requeueOrFail(
       503,
       "shutting_down",
       `server is shutting down (${cause})`,
+      state.config.retryAfterSecs,
     );
+    fail(state, request, error, "failed", out);
+    return;
+  }
+  // C22: a request whose client already timed out fails at once, even when the
+  // tick that would have noticed has not run yet; requeueing it would hand a dead
+  // request to another worker.
+  if (state.nowMs >= request.deadlineAtMs) {
+    const error = clientError(504, "request_timeout", "request timeout");
     fail(state, request, error, "failed", out);
     return;
   }
@@ -219,6 +228,8 @@ export function requeueOrFail(
     return;
   }
   request.requeueCount++;
+  // Output buffered from the lost worker must not be spliced into the next answer.
+  request.bufferedBody = "";
   putInQueue(state, request);
   out.push({
     kind: "log",

@@ -1,0 +1,259 @@
+// Shared helpers for the core's unit tests: event builders and effect filters.
+// Private to core/ tests (leading underscore); nothing here is exported by mod.ts.
+import type { Config } from "./config.ts";
+import { makeConfig } from "./config.ts";
+import type { Effect, EffectKind } from "./effect.ts";
+import type { Event, Headers } from "./events/event.ts";
+import type { ServerMessage } from "./protocol/messages.ts";
+import { reduce } from "./reduce.ts";
+import { initialState, type State, type Worker } from "./state/state.ts";
+
+export function newState(overrides: Partial<Config> = {}): State {
+  return initialState(makeConfig(overrides));
+}
+
+/** Reduces one event and returns only its effects (the state is updated in place). */
+export function step(state: State, event: Event): Effect[] {
+  const reduced = reduce(state, event);
+  if (reduced.state !== state) throw new Error("reduce returned a new state");
+  return reduced.effects;
+}
+
+export type WorkerOpts = {
+  atMs?: number;
+  name?: string;
+  models?: string[];
+  maxConcurrent?: number;
+  protocolVersion?: string | null;
+  currentLoad?: number;
+  provider?: string;
+  clientIp?: string;
+};
+
+/** Connects (auth ok) and registers a worker; returns the effects of both events. */
+export function addWorker(
+  state: State,
+  workerId: string,
+  opts: WorkerOpts = {},
+): Effect[] {
+  const atMs = opts.atMs ?? state.nowMs;
+  const first = step(state, {
+    kind: "workerConnectAttempted",
+    atMs,
+    workerId,
+    provider: opts.provider ?? "local",
+    clientIp: opts.clientIp ?? "10.0.0.1",
+    secretValid: true,
+  });
+  const second = step(state, register(workerId, { ...opts, atMs }));
+  return [...first, ...second];
+}
+
+export function register(
+  workerId: string,
+  opts: WorkerOpts = {},
+): Extract<Event, { kind: "registerReceived" }> {
+  return {
+    kind: "registerReceived",
+    atMs: opts.atMs ?? 0,
+    workerId,
+    workerName: opts.name ?? workerId,
+    models: opts.models ?? ["m"],
+    maxConcurrent: opts.maxConcurrent ?? 4,
+    protocolVersion: opts.protocolVersion === undefined
+      ? "2026-04-bridge-v1"
+      : opts.protocolVersion,
+    currentLoad: opts.currentLoad ?? 0,
+  };
+}
+
+export type RequestOpts = {
+  atMs?: number;
+  model?: string;
+  stream?: boolean;
+  body?: string;
+  headers?: Headers;
+  endpointPath?: string;
+};
+
+export function requestEvent(
+  state: State,
+  requestId: string,
+  opts: RequestOpts = {},
+): Extract<Event, { kind: "requestReceived" }> {
+  return {
+    kind: "requestReceived",
+    atMs: opts.atMs ?? state.nowMs,
+    requestId,
+    api: "openai",
+    endpointPath: opts.endpointPath ?? "/v1/chat/completions",
+    model: opts.model ?? "m",
+    isStreaming: opts.stream ?? false,
+    body: opts.body ?? `{"model":"${opts.model ?? "m"}"}`,
+    headers: opts.headers ?? {},
+  };
+}
+
+/** A client request arrives; returns its effects. */
+export function addRequest(
+  state: State,
+  requestId: string,
+  opts: RequestOpts = {},
+): Effect[] {
+  return step(state, requestEvent(state, requestId, opts));
+}
+
+export function chunk(
+  state: State,
+  workerId: string,
+  requestId: string,
+  text: string,
+  atMs = state.nowMs,
+): Effect[] {
+  return step(state, {
+    kind: "chunkReceived",
+    atMs,
+    workerId,
+    requestId,
+    chunk: text,
+  });
+}
+
+export function complete(
+  state: State,
+  workerId: string,
+  requestId: string,
+  opts: {
+    atMs?: number;
+    status?: number;
+    headers?: Headers;
+    body?: string;
+  } = {},
+): Effect[] {
+  return step(state, {
+    kind: "completeReceived",
+    atMs: opts.atMs ?? state.nowMs,
+    workerId,
+    requestId,
+    statusCode: opts.status ?? 200,
+    headers: opts.headers ?? {},
+    body: opts.body ?? "",
+    tokenCounts: null,
+  });
+}
+
+export function tick(state: State, atMs: number): Effect[] {
+  return step(state, { kind: "tick", atMs });
+}
+
+export function pong(
+  state: State,
+  workerId: string,
+  currentLoad: number | null,
+  atMs = state.nowMs,
+): Effect[] {
+  return step(state, { kind: "pongReceived", atMs, workerId, currentLoad });
+}
+
+export function disconnect(
+  state: State,
+  workerId: string,
+  atMs = state.nowMs,
+): Effect[] {
+  return step(state, {
+    kind: "workerDisconnected",
+    atMs,
+    workerId,
+    reason: "socket closed",
+  });
+}
+
+export function clientGone(
+  state: State,
+  requestId: string,
+  atMs = state.nowMs,
+): Effect[] {
+  return step(state, { kind: "clientDisconnected", atMs, requestId });
+}
+
+// ---- effect filters ------------------------------------------------------------
+
+export function kinds(effects: Effect[]): EffectKind[] {
+  return effects.map((e) => e.kind);
+}
+
+/** Effects without logs: what the shell actually does. */
+export function actions(effects: Effect[]): Effect[] {
+  return effects.filter((e) => e.kind !== "log");
+}
+
+export function ofKind<K extends EffectKind>(
+  effects: Effect[],
+  kind: K,
+): Extract<Effect, { kind: K }>[] {
+  return effects.filter((e): e is Extract<Effect, { kind: K }> =>
+    e.kind === kind
+  );
+}
+
+export function only<K extends EffectKind>(
+  effects: Effect[],
+  kind: K,
+): Extract<Effect, { kind: K }> {
+  const found = ofKind(effects, kind);
+  if (found.length !== 1) {
+    throw new Error(
+      `expected exactly one ${kind} effect, got ${found.length}: ${
+        JSON.stringify(effects)
+      }`,
+    );
+  }
+  return found[0]!;
+}
+
+/** Messages sent to workers, optionally only to one worker and of one type. */
+export function sent<T extends ServerMessage["type"]>(
+  effects: Effect[],
+  type: T,
+  workerId?: string,
+): (Extract<ServerMessage, { type: T }> & { to: string })[] {
+  const out: (Extract<ServerMessage, { type: T }> & { to: string })[] = [];
+  for (const e of effects) {
+    if (e.kind !== "sendToWorker" || e.message.type !== type) continue;
+    if (workerId !== undefined && e.workerId !== workerId) continue;
+    out.push({
+      ...(e.message as Extract<ServerMessage, { type: T }>),
+      to: e.workerId,
+    });
+  }
+  return out;
+}
+
+/** request_ids dispatched in these effects, in order, with the worker each went to. */
+export function dispatched(effects: Effect[]): [string, string][] {
+  return sent(effects, "request").map((m) => [m.request_id, m.to]);
+}
+
+export function logs(effects: Effect[], message: string): Effect[] {
+  return effects.filter((e) => e.kind === "log" && e.message === message);
+}
+
+export function worker(state: State, id: string): Worker {
+  const w = state.workers.get(id);
+  if (w === undefined) throw new Error(`no worker ${id}`);
+  return w;
+}
+
+export function statusOf(state: State, requestId: string): string | undefined {
+  return state.requests.get(requestId)?.status.kind;
+}
+
+export function queued(state: State, provider = "local"): string[] {
+  const q = state.queues.get(provider);
+  if (q === undefined) return [];
+  const ids: string[] = [];
+  for (const list of q.byModel.values()) ids.push(...list);
+  return ids.sort((a, b) =>
+    state.requests.get(a)!.enqueueSeq - state.requests.get(b)!.enqueueSeq
+  );
+}
