@@ -15,7 +15,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
   const worker = state.workers.get(e.workerId);
   if (worker === undefined) return;
   if (worker.cancelling.has(e.requestId)) {
-    releaseSlot(worker, e.requestId);
+    releaseSlot(state, worker, e.requestId);
   } else {
     const request = state.requests.get(e.requestId);
     if (
@@ -47,7 +47,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
       });
     }
     finish(state, request, "completed", e.statusCode, out);
-    releaseSlot(worker, e.requestId);
+    releaseSlot(state, worker, e.requestId);
     out.push({
       kind: "log",
       level: "debug",

@@ -16,8 +16,8 @@ export function onModelsUpdateReceived(
   const worker = state.workers.get(e.workerId);
   if (worker === undefined) return;
   const models = sanitizeModels(e.models, state.config);
-  setWorkerModels(state, worker, models.value);
   if (e.currentLoad !== null) worker.reportedLoad = e.currentLoad;
+  setWorkerModels(state, worker, models.value);
   out.push({
     kind: "log",
     level: "info",

@@ -4,6 +4,7 @@ import type { Effect } from "../effect.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import { clientError, fail } from "../state/requests.ts";
 import type { State, Worker } from "../state/state.ts";
+import { syncRoute } from "../state/workers.ts";
 import type { Event } from "./event.ts";
 
 export function drainWorker(
@@ -14,6 +15,7 @@ export function drainWorker(
 ): void {
   if (worker.draining) return;
   worker.draining = true;
+  syncRoute(state, worker);
   worker.drainDeadlineAtMs = state.nowMs + state.config.drainTimeoutMs;
   out.push({
     kind: "sendToWorker",

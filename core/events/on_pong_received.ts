@@ -2,6 +2,7 @@
 import type { Effect } from "../effect.ts";
 import { pumpQueue } from "../state/requests.ts";
 import type { State } from "../state/state.ts";
+import { syncRoute } from "../state/workers.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "pongReceived" }>;
@@ -13,5 +14,6 @@ export function onPongReceived(state: State, e: E, out: Effect[]): void {
   if (e.currentLoad === null) return;
   const lowered = e.currentLoad < worker.reportedLoad;
   worker.reportedLoad = e.currentLoad;
+  syncRoute(state, worker);
   if (lowered) pumpQueue(state, worker.provider, out);
 }

@@ -91,6 +91,7 @@ export function onRegisterReceived(state: State, e: E, out: Effect[]): void {
     lastHeartbeatAtMs: state.nowMs,
     nextPingAtMs: state.nowMs + state.config.heartbeatIntervalMs,
     lastDispatchSeq: 0,
+    routeLevel: null,
     protocolVersion: e.protocolVersion,
   };
   state.workers.set(worker.id, worker);

@@ -11,7 +11,7 @@ import {
   putInQueue,
 } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
-import { modelKnown, workerCount } from "../state/workers.ts";
+import { hasWorkers, modelKnown } from "../state/workers.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "requestReceived" }>;
@@ -55,7 +55,7 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
   // C11: with workers connected, a model none of them acked is unknown; with none
   // connected, the request waits for one (walkthrough 7).
   if (
-    workerCount(state, provider) > 0 && !modelKnown(state, provider, e.model)
+    hasWorkers(state, provider) && !modelKnown(state, provider, e.model)
   ) {
     return clientError(
       404,

@@ -12,6 +12,7 @@ import {
 import type { Request, State, Worker } from "../state/state.ts";
 import { recentAuthFailures } from "./on_worker_connect_attempted.ts";
 import type { Event } from "./event.ts";
+import { syncRoute } from "../state/workers.ts";
 
 type E = Extract<Event, { kind: "tick" }>;
 
@@ -32,6 +33,7 @@ function checkWorker(state: State, w: Worker, out: Effect[]): void {
   for (const [id, graceEndsAtMs] of w.cancelling) {
     if (now >= graceEndsAtMs) w.cancelling.delete(id); // C44: never acked, slot freed
   }
+  syncRoute(state, w);
   // C43: pings go out on schedule, busy streaming or not.
   if (now >= w.nextPingAtMs) {
     w.nextPingAtMs = now + state.config.heartbeatIntervalMs;

@@ -33,7 +33,7 @@ export function onWorkerErrorReceived(state: State, e: E, out: Effect[]): void {
   });
   if (e.requestId === null) return;
   if (worker.cancelling.has(e.requestId)) {
-    releaseSlot(worker, e.requestId);
+    releaseSlot(state, worker, e.requestId);
   } else {
     const request = state.requests.get(e.requestId);
     if (
@@ -43,7 +43,7 @@ export function onWorkerErrorReceived(state: State, e: E, out: Effect[]): void {
       return dropFrame(state, e.workerId, e.requestId, "error", out);
     }
     if (request.status.kind === "streaming") {
-      releaseSlot(worker, request.id);
+      releaseSlot(state, worker, request.id);
       const error = clientError(
         502,
         e.code || "upstream_error",

@@ -6,7 +6,7 @@ import type { Headers } from "../events/event.ts";
 import type { CancelReason } from "../protocol/messages.ts";
 import { dequeue, enqueue, nextToDispatch } from "./queue.ts";
 import type { Request, State, Worker } from "./state.ts";
-import { releaseSlot } from "./workers.ts";
+import { releaseSlot, syncRoute } from "./workers.ts";
 
 /** Request headers a worker may see (C13); everything else stays at the relay. */
 export const FORWARDED_HEADERS: ReadonlySet<string> = new Set([
@@ -100,6 +100,7 @@ export function dispatch(
   };
   worker.inFlight.add(request.id);
   worker.lastDispatchSeq = ++state.dispatchSeq;
+  syncRoute(state, worker);
   out.push({
     kind: "sendToWorker",
     workerId: worker.id,
@@ -181,7 +182,7 @@ export function requeueOrFail(
   cause: string,
   out: Effect[],
 ): void {
-  releaseSlot(worker, request.id);
+  releaseSlot(state, worker, request.id);
   if (request.status.kind === "streaming") {
     const error = clientError(
       502,

@@ -1,6 +1,7 @@
 // The whole state of the relay core: plain objects and Maps keyed by id, owned by
 // whoever holds it (shell or simulator) and updated in place by the reducer.
 import type { Config } from "../config.ts";
+import type { LoadBuckets } from "./load_buckets.ts";
 import type {
   ClientApi,
   Headers,
@@ -38,8 +39,10 @@ export type Worker = {
   connectedAtMs: number;
   lastHeartbeatAtMs: number;
   nextPingAtMs: number;
-  /** Dispatch sequence of the last request sent here: the round-robin tie-break (C8). */
+  /** Dispatch sequence of the last request sent here (diagnostics and the simulator). */
   lastDispatchSeq: number;
+  /** The load level this worker is filed under in `routes`, or null when it cannot take work. */
+  routeLevel: number | null;
   /** The worker's protocol_version, echoed in register_ack (C39). */
   protocolVersion: string | null;
 };
@@ -99,6 +102,8 @@ export type State = {
   modelIndex: Map<string, Map<string, Set<WorkerId>>>;
   /** provider -> workers that advertised `*`. */
   wildcardIndex: Map<string, Set<WorkerId>>;
+  /** provider -> model (or `*`) -> routable workers by load level (C7, C8). */
+  routes: Map<string, Map<string, LoadBuckets>>;
   requests: Map<RequestId, Request>;
   queues: Map<string, ProviderQueue>;
   /** client IP -> times of recent failed worker auth attempts (C2). */
@@ -114,7 +119,9 @@ export function initialState(config: Config, nowMs = 0): State {
   const queues = new Map<string, ProviderQueue>();
   const modelIndex = new Map<string, Map<string, Set<WorkerId>>>();
   const wildcardIndex = new Map<string, Set<WorkerId>>();
+  const routes = new Map<string, Map<string, LoadBuckets>>();
   for (const p of config.providers) {
+    routes.set(p.name, new Map());
     queues.set(p.name, { length: 0, byModel: new Map() });
     modelIndex.set(p.name, new Map());
     wildcardIndex.set(p.name, new Set());
@@ -126,6 +133,7 @@ export function initialState(config: Config, nowMs = 0): State {
     workers: new Map(),
     modelIndex,
     wildcardIndex,
+    routes,
     requests: new Map(),
     queues,
     authFailures: new Map(),

@@ -2,6 +2,7 @@
 // model index used for routing (C6, C42), and load accounting (C8, C44).
 import type { Config } from "../config.ts";
 import type { WorkerId } from "../events/event.ts";
+import { bucketAdd, bucketRemove, emptyBuckets } from "./load_buckets.ts";
 import type { State, Worker } from "./state.ts";
 
 export const WILDCARD_MODEL = "*";
@@ -105,6 +106,43 @@ export function hasCapacity(worker: Worker): boolean {
   return !worker.draining && effectiveLoad(worker) < worker.maxConcurrent;
 }
 
+function routeKeys(worker: Worker): Iterable<string> {
+  return worker.wildcard
+    ? [...worker.modelSet, WILDCARD_MODEL]
+    : worker.modelSet;
+}
+
+function moveRoute(state: State, worker: Worker, to: number | null): void {
+  const from = worker.routeLevel;
+  if (from === to) return;
+  const byKey = state.routes.get(worker.provider);
+  if (byKey === undefined) return;
+  for (const key of routeKeys(worker)) {
+    let b = byKey.get(key);
+    if (b === undefined) {
+      if (to === null) continue;
+      b = emptyBuckets();
+      byKey.set(key, b);
+    }
+    if (from !== null) bucketRemove(b, from, worker.id);
+    if (to !== null) bucketAdd(b, to, worker.id);
+    else if (b.levels.length === 0) byKey.delete(key);
+  }
+  worker.routeLevel = to;
+}
+
+/**
+ * Files the worker under its current load for routing, or takes it out when it
+ * cannot take work (draining, full, gone). Call after anything that changes its
+ * load, models or drain state.
+ */
+export function syncRoute(state: State, worker: Worker): void {
+  const load = effectiveLoad(worker);
+  const routable = !worker.draining && load < worker.maxConcurrent &&
+    state.workers.get(worker.id) === worker;
+  moveRoute(state, worker, routable ? load : null);
+}
+
 /** Adds the worker's acked models to the routing index. */
 export function indexWorker(state: State, worker: Worker): void {
   const byModel = state.modelIndex.get(worker.provider);
@@ -118,9 +156,11 @@ export function indexWorker(state: State, worker: Worker): void {
     set.add(worker.id);
   }
   if (worker.wildcard) state.wildcardIndex.get(worker.provider)?.add(worker.id);
+  syncRoute(state, worker);
 }
 
 export function unindexWorker(state: State, worker: Worker): void {
+  moveRoute(state, worker, null);
   const byModel = state.modelIndex.get(worker.provider);
   if (byModel !== undefined) {
     for (const model of worker.modelSet) {
@@ -147,15 +187,19 @@ export function setWorkerModels(
 }
 
 /**
- * Frees a request's slot on its worker. A finished request also lowers a stale
- * reported load, so a pong from before the finish cannot block dispatch until
- * the next pong (our choice; the reported load is a snapshot, not a reservation).
+ * Frees a request's slot on its worker (completion, cancel acknowledged, loss).
  */
-export function releaseSlot(worker: Worker, requestId: string): void {
-  worker.inFlight.delete(requestId);
-  worker.cancelling.delete(requestId);
-  const reserved = worker.inFlight.size + worker.cancelling.size;
-  if (worker.reportedLoad > reserved) worker.reportedLoad = reserved;
+export function releaseSlot(
+  state: State,
+  worker: Worker,
+  requestId: string,
+): void {
+  const held = worker.inFlight.delete(requestId) ||
+    worker.cancelling.delete(requestId);
+  // One finished request lowers a higher reported load by one: the backend may be
+  // busy with other clients too, so the rest of the report stands until the next pong.
+  if (held && worker.reportedLoad > 0) worker.reportedLoad--;
+  syncRoute(state, worker);
 }
 
 export function workerCanServe(worker: Worker, model: string): boolean {
@@ -173,10 +217,12 @@ export function modelKnown(
   return (state.wildcardIndex.get(provider)?.size ?? 0) > 0;
 }
 
-export function workerCount(state: State, provider: string): number {
-  let n = 0;
-  for (const w of state.workers.values()) if (w.provider === provider) n++;
-  return n;
+/** Whether any worker of the provider is registered; stops at the first one found. */
+export function hasWorkers(state: State, provider: string): boolean {
+  for (const w of state.workers.values()) {
+    if (w.provider === provider) return true;
+  }
+  return false;
 }
 
 export function getWorker(state: State, id: WorkerId): Worker | undefined {

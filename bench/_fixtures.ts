@@ -1,0 +1,74 @@
+// Benchmark fixtures: states with N registered workers and M open or queued
+// requests, built once at module scope (conventions §9).
+import {
+  type Event,
+  initialState,
+  makeConfig,
+  reduce,
+  type State,
+} from "../core/mod.ts";
+
+export function stateWithWorkers(
+  workers: number,
+  maxConcurrent = 4,
+  queueLenMax = 20_000,
+): State {
+  const state = initialState(
+    makeConfig({ queueLenMax, requestTimeoutMs: 1e12, queueTimeoutMs: 1e12 }),
+  );
+  for (let i = 0; i < workers; i++) {
+    const workerId = `w${i}`;
+    reduce(state, {
+      kind: "workerConnectAttempted",
+      atMs: 0,
+      workerId,
+      provider: "local",
+      clientIp: "10.0.0.1",
+      secretValid: true,
+    });
+    reduce(state, {
+      kind: "registerReceived",
+      atMs: 0,
+      workerId,
+      workerName: workerId,
+      models: ["m"],
+      maxConcurrent,
+      protocolVersion: "1",
+      currentLoad: 0,
+    });
+  }
+  return state;
+}
+
+export function request(
+  requestId: string,
+  model = "m",
+  isStreaming = true,
+): Event {
+  return {
+    kind: "requestReceived",
+    atMs: 0,
+    requestId,
+    api: "openai",
+    endpointPath: "/v1/chat/completions",
+    model,
+    isStreaming,
+    body: '{"model":"m"}',
+    headers: {},
+  };
+}
+
+/** Opens `n` streaming requests and returns (requestId, workerId) pairs. */
+export function openStreams(state: State, n: number): [string, string][] {
+  const out: [string, string][] = [];
+  for (let i = 0; i < n; i++) {
+    const id = `r${i}`;
+    const effects = reduce(state, request(id)).effects;
+    const send = effects.find((e) => e.kind === "sendToWorker");
+    if (send === undefined || send.kind !== "sendToWorker") {
+      throw new Error("not dispatched");
+    }
+    out.push([id, send.workerId]);
+  }
+  return out;
+}
