@@ -317,7 +317,10 @@ Deno.test("C30 at the drain timeout remaining requests fail 503 and every worker
   // The started stream ends with an SSE error event (status is not visible to the client).
   const end = only(effects, "endStream");
   assert.equal(end.requestId, "r1");
-  assert.notEqual(end.error, null);
+  assert.equal(end.error?.code, "shutting_down");
+  // C21: the workers still holding them hear why.
+  const reasons = sent(effects, "cancel").map((c) => c.reason);
+  assert.deepEqual(reasons, ["server_shutdown", "server_shutdown"]);
   const err = only(effects, "respondError");
   assert.equal(err.requestId, "r2");
   assert.equal(err.error.status, 503);

@@ -50,11 +50,12 @@ function timeOut(
   r: Request,
   error: ReturnType<typeof clientError>,
   out: Effect[],
+  reason: "timeout" | "server_shutdown" = "timeout",
 ): void {
   const worker = r.status.kind === "queued"
     ? undefined
     : state.workers.get(r.status.workerId);
-  if (worker !== undefined) cancelOnWorker(state, worker, r, "timeout", out);
+  if (worker !== undefined) cancelOnWorker(state, worker, r, reason, out);
   out.push({
     kind: "log",
     level: "warn",
@@ -127,11 +128,8 @@ export function onTick(state: State, _e: E, out: Effect[]): void {
       reason: `no register message within ${secs} s`,
     });
   }
-  for (const w of [...state.workers.values()]) checkWorker(state, w, out);
-  for (const r of [...state.requests.values()]) checkRequest(state, r, out);
-  for (const ip of [...state.authFailures.keys()]) {
-    recentAuthFailures(state, ip);
-  }
+  // Server shutdown deadline first: its requests end with 503 shutting_down and a
+  // cancel "server_shutdown" (C21, C30), not as losses of workers whose drain ends now.
   if (
     state.shuttingDown && state.shutdownDeadlineAtMs !== null &&
     state.nowMs >= state.shutdownDeadlineAtMs
@@ -147,11 +145,17 @@ export function onTick(state: State, _e: E, out: Effect[]): void {
           state.config.retryAfterSecs,
         ),
         out,
+        "server_shutdown",
       );
     }
     for (const w of [...state.workers.values()]) {
       closeAndDrop(state, w, 1001, "server shutting down", out);
     }
+  }
+  for (const w of [...state.workers.values()]) checkWorker(state, w, out);
+  for (const r of [...state.requests.values()]) checkRequest(state, r, out);
+  for (const ip of [...state.authFailures.keys()]) {
+    recentAuthFailures(state, ip);
   }
   for (const [provider, q] of state.queues) {
     if (q.length > 0) pumpQueue(state, provider, out);
