@@ -1,0 +1,147 @@
+// A scenario is plain data (FoundationDB's test specs): a load workload, worker
+// fleets with failure plans, durations. Everything random inside a run (arrival
+// jitter, speeds, delays) is drawn from the run's seed, so `--scenario NAME
+// --seed N` is one exact run.
+
+/** Inclusive integer range [lo, hi]. */
+export type Range = readonly [number, number];
+
+export type WorkerFault =
+  /** The worker process dies right after sending its k-th chunk on a connection. */
+  | { kind: "crashAtChunk"; chunk: number }
+  /** The socket drops at this time (network cut). */
+  | { kind: "disconnectAt"; atMs: number }
+  /** The worker stops answering pings in [fromMs, untilMs). */
+  | { kind: "stopPongs"; fromMs: number; untilMs: number }
+  /** The operator drains this worker (C28). */
+  | { kind: "drainAt"; atMs: number }
+  /** The worker advertises a new model list (C26). */
+  | { kind: "modelsUpdate"; atMs: number; models: string[] }
+  /** The worker sends a malformed frame (C33); `variant` picks which. */
+  | { kind: "garbageAt"; atMs: number; variant: number }
+  /** The worker sends chunks/completions/errors naming requests it does not hold (C32). */
+  | { kind: "foreignFramesAt"; atMs: number; count: number }
+  /** A share num/den of its requests end with a scoped `error` frame (C27). */
+  | { kind: "errorReplies"; num: number; den: number }
+  /** A share num/den of its completions are sent twice (C20). */
+  | { kind: "duplicateComplete"; num: number; den: number }
+  /** Its pongs report this much more load than it has (C8 live load). */
+  | { kind: "lieLoad"; extra: number };
+
+export type WorkerSpec = {
+  name: string;
+  models: string[];
+  maxConcurrent: number;
+  connectAtMs: number;
+  /** Delay from receiving a request to its first chunk (or completion). */
+  firstChunkMs: Range;
+  chunkGapMs: Range;
+  chunks: Range;
+  /** One-way network delay of its frames. */
+  netDelayMs: Range;
+  /** What it does on `cancel`: acknowledge (C44), stop silently, or keep streaming. */
+  onCancel: "ack" | "silent" | "ignore";
+  /** After its socket closes for any reason, it reconnects after this delay (null: only in heal). */
+  reconnectAfterMs: number | null;
+  faults: WorkerFault[];
+};
+
+export type ClientSpec = {
+  atMs: number;
+  model: string;
+  streaming: boolean;
+  /** Disconnect after receiving this many chunks. */
+  abortAfterChunks: number | null;
+  /** Disconnect this long after arrival. */
+  abortAfterMs: number | null;
+  /** The abort is a `clientStalled` (slow reader) instead of a disconnect. */
+  stall: boolean;
+};
+
+/** A parametric client workload, expanded with the run's seed. */
+export type LoadSpec = {
+  count: number;
+  fromMs: number;
+  toMs: number;
+  models: string[];
+  /** Percentages 0..100. */
+  streamingPct: number;
+  abortPct: number;
+};
+
+/** The Config fields a scenario may set (plain numbers: timeouts kept short). */
+export type ScenarioConfig = {
+  queueLenMax?: number;
+  queueTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  heartbeatIntervalMs?: number;
+  heartbeatTimeoutMs?: number;
+  registerTimeoutMs?: number;
+  cancelGraceMs?: number;
+  drainTimeoutMs?: number;
+  streamCharsMax?: number;
+  frameCharsMax?: number;
+  maxConcurrentMax?: number;
+};
+
+export type Scenario = {
+  name: string;
+  /** The period of the `tick` event (virtual ms). */
+  tickMs: number;
+  /** Faults stop here; then the heal phase: workers recover, ticks go on. */
+  faultsEndMs: number;
+  config: ScenarioConfig;
+  workers: WorkerSpec[];
+  clients: ClientSpec[];
+  load: LoadSpec[];
+  /** Server shutdown (C30) at this time, if set. */
+  shutdownAtMs: number | null;
+};
+
+/** Short timeouts so runs stay small; a scenario overrides any of them. */
+export const SIM_CONFIG_DEFAULTS: Required<ScenarioConfig> = {
+  queueLenMax: 20,
+  queueTimeoutMs: 3_000,
+  requestTimeoutMs: 6_000,
+  heartbeatIntervalMs: 1_000,
+  heartbeatTimeoutMs: 3_000,
+  registerTimeoutMs: 2_000,
+  cancelGraceMs: 1_000,
+  drainTimeoutMs: 4_000,
+  streamCharsMax: 4_000,
+  frameCharsMax: 2_000,
+  maxConcurrentMax: 16,
+};
+
+export function worker(
+  name: string,
+  models: string[],
+  overrides: Partial<WorkerSpec> = {},
+): WorkerSpec {
+  return {
+    name,
+    models,
+    maxConcurrent: 2,
+    connectAtMs: 0,
+    firstChunkMs: [20, 200],
+    chunkGapMs: [10, 100],
+    chunks: [1, 8],
+    netDelayMs: [1, 20],
+    onCancel: "ack",
+    reconnectAfterMs: null,
+    faults: [],
+    ...overrides,
+  };
+}
+
+export function load(overrides: Partial<LoadSpec> = {}): LoadSpec {
+  return {
+    count: 40,
+    fromMs: 100,
+    toMs: 5_000,
+    models: ["m1"],
+    streamingPct: 50,
+    abortPct: 0,
+    ...overrides,
+  };
+}

@@ -1,0 +1,76 @@
+// A virtual client: arrives at its time with a model, streaming or not, and
+// may abort after n chunks or t ms (or stall as a slow reader). It only acts;
+// what it receives is checked by the invariants (invariants.ts).
+import type { Effect } from "../core/mod.ts";
+import type { ClientSpec } from "./scenario.ts";
+import type { World } from "./world.ts";
+
+export class VirtualClient {
+  readonly spec: ClientSpec;
+  readonly requestId: string;
+  readonly #world: World;
+  ended = false;
+  #chunks = 0;
+  #abortSent = false;
+
+  constructor(spec: ClientSpec, requestId: string, world: World) {
+    this.spec = spec;
+    this.requestId = requestId;
+    this.#world = world;
+  }
+
+  arrive(now: number): void {
+    this.#world.schedule(now, {
+      kind: "core",
+      event: {
+        kind: "requestReceived",
+        atMs: now,
+        requestId: this.requestId,
+        api: this.spec.model.length % 2 === 0 ? "openai" : "anthropic",
+        endpointPath: "/v1/chat/completions",
+        model: this.spec.model,
+        isStreaming: this.spec.streaming,
+        body: `{"model":"${this.spec.model}"}`,
+        headers: { authorization: "Bearer k", "x-secret": "kept at relay" },
+      },
+    });
+    if (this.spec.abortAfterMs !== null) {
+      this.#abort(now + this.spec.abortAfterMs);
+    }
+  }
+
+  #abort(at: number): void {
+    if (this.#abortSent) return;
+    this.#abortSent = true;
+    this.#world.schedule(at, {
+      kind: "core",
+      event: this.spec.stall
+        ? { kind: "clientStalled", atMs: at, requestId: this.requestId }
+        : { kind: "clientDisconnected", atMs: at, requestId: this.requestId },
+    });
+  }
+
+  /** Whether an abort scheduled for now still matters (a finished client has nothing to abort). */
+  wantsAbort(): boolean {
+    return !this.ended;
+  }
+
+  onEffect(now: number, f: Effect): void {
+    switch (f.kind) {
+      case "writeChunk":
+        this.#chunks++;
+        if (
+          this.spec.abortAfterChunks !== null &&
+          this.#chunks >= this.spec.abortAfterChunks
+        ) this.#abort(now + 1);
+        return;
+      case "respond":
+      case "respondError":
+      case "endStream":
+        this.ended = true;
+        return;
+      default:
+        return;
+    }
+  }
+}
