@@ -1,5 +1,6 @@
 // Shared helpers for the core's unit tests: event builders and effect filters.
 // Private to core/ tests (leading underscore); nothing here is exported by mod.ts.
+import { queuedIds } from "./state/queue.ts";
 import type { Config } from "./config.ts";
 import { makeConfig } from "./config.ts";
 import type { Effect, EffectKind } from "./effect.ts";
@@ -249,11 +250,5 @@ export function statusOf(state: State, requestId: string): string | undefined {
 }
 
 export function queued(state: State, provider = "local"): string[] {
-  const q = state.queues.get(provider);
-  if (q === undefined) return [];
-  const ids: string[] = [];
-  for (const list of q.byModel.values()) ids.push(...list);
-  return ids.sort((a, b) =>
-    state.requests.get(a)!.enqueueSeq - state.requests.get(b)!.enqueueSeq
-  );
+  return queuedIds(state, provider);
 }

@@ -7,6 +7,9 @@ export type ProviderConfig = {
   enabled: boolean;
 };
 
+/** A request budget per sliding window (spec 004: `TENANT_RATE_LIMIT_<tenant>=100req/min`). */
+export type RateLimit = { limit: number; windowMs: number };
+
 export type Config = {
   providers: ProviderConfig[];
   /** Provider that client requests go to (PROVIDER_NAME). */
@@ -43,8 +46,24 @@ export type Config = {
   /** Failed worker auth attempts per client IP within the window before refusal (C2). */
   authFailuresMax: number;
   authFailureWindowMs: number;
-  /** Retry-After (seconds) for queue full and shutting down (C9, C47). */
+  /** Retry-After (seconds) when nothing better is known (C9, C47). */
   retryAfterSecs: number;
+  /** Upper bound for a computed Retry-After (spec 004 backpressure). */
+  retryAfterMaxSecs: number;
+  /** Queued requests one tenant may hold, besides the provider bound (spec 004). */
+  tenantQueueLenMax: number;
+  /**
+   * Dispatch shares of the priority classes when all are waiting (stride
+   * scheduling): high gets `high` dispatches for every `low` one, so low is
+   * served less but never starved.
+   */
+  priorityWeights: { high: number; normal: number; low: number };
+  /** Per-tenant limits; `defaultRateLimit` applies to tenants not listed (null = none). */
+  rateLimits: Record<string, RateLimit>;
+  defaultRateLimit: RateLimit | null;
+  /** Cache affinity: remembered keys (LRU) and the load margin the preferred worker may exceed the least-loaded one by. */
+  affinityKeysMax: number;
+  affinityLoadMargin: number;
 };
 
 export const DEFAULT_CONFIG: Config = {
@@ -69,6 +88,13 @@ export const DEFAULT_CONFIG: Config = {
   authFailuresMax: 10,
   authFailureWindowMs: 60_000,
   retryAfterSecs: 1,
+  retryAfterMaxSecs: 60,
+  tenantQueueLenMax: 100,
+  priorityWeights: { high: 8, normal: 4, low: 1 },
+  rateLimits: {},
+  defaultRateLimit: null,
+  affinityKeysMax: 10_000,
+  affinityLoadMargin: 2,
 };
 
 export function makeConfig(overrides: Partial<Config> = {}): Config {

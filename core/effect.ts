@@ -12,6 +12,8 @@ export type ClientError = {
   message: string;
   /** Seconds, set on 503/429 (C9, C47). */
   retryAfterSecs?: number;
+  /** Extra fields for the error body (spec 004: limit, remaining, queueDepth, avgWaitMs…). */
+  details?: Record<string, number | string>;
 };
 
 export type Outcome = "completed" | "failed" | "cancelled" | "rejected";
@@ -33,11 +35,18 @@ export type Effect =
     status: number;
     headers: Headers;
     body: string;
+    /** Time spent queued, for X-Queue-Wait-Ms (spec 004); absent = 0. */
+    queueWaitMs?: number;
   }
   /** An error response in the route's shape. Ends the request. */
-  | { kind: "respondError"; requestId: RequestId; error: ClientError }
+  | {
+    kind: "respondError";
+    requestId: RequestId;
+    error: ClientError;
+    queueWaitMs?: number;
+  }
   /** Open an SSE response (status 200); chunks follow. */
-  | { kind: "startStream"; requestId: RequestId }
+  | { kind: "startStream"; requestId: RequestId; queueWaitMs?: number }
   /** Write the chunk byte for byte (C15). */
   | { kind: "writeChunk"; requestId: RequestId; chunk: string }
   /** End a started stream; with `error`, an SSE error event goes first (C16, C24, C48). */
@@ -54,6 +63,7 @@ export type Effect =
     kind: "requestFinished";
     requestId: RequestId;
     model: string;
+    tenant: string;
     outcome: Outcome;
     status: number;
     durationMs: number;

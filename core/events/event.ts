@@ -8,6 +8,8 @@ export type RequestId = string;
 /** Which client API a request came in on: decides the error body shape in the shell. */
 export type ClientApi = "openai" | "anthropic";
 export type Headers = Record<string, string>;
+/** Spec 004 priority classes (X-Priority). */
+export type Priority = "high" | "normal" | "low";
 
 export type Event =
   // -- worker connection --------------------------------------------------------
@@ -92,6 +94,12 @@ export type Event =
     body: string;
     /** Lowercased request headers; the core keeps only the forwardable ones (C13). */
     headers: Headers;
+    /** X-Tenant-ID, or the tenant bound to the API key; absent = "default". */
+    tenant?: string;
+    /** X-Priority; absent = "normal". */
+    priority?: Priority;
+    /** Cache affinity key (X-Cache-Tag, prompt_cache_key or user); absent or null = none. */
+    cacheKey?: string | null;
   }
   | { kind: "clientDisconnected"; atMs: number; requestId: RequestId }
   /** The shell's per-stream buffer for a slow client hit its cap. */

@@ -56,7 +56,11 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
       lastChunkAtMs: state.nowMs,
       charsStreamed: e.chunk.length,
     };
-    out.push({ kind: "startStream", requestId: request.id });
+    out.push({
+      kind: "startStream",
+      requestId: request.id,
+      queueWaitMs: request.queueWaitMs,
+    });
   } else {
     s.charsStreamed += e.chunk.length;
     s.lastChunkAtMs = state.nowMs;

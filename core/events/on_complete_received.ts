@@ -44,6 +44,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         body: request.bufferedBody.length > 0
           ? request.bufferedBody + e.body
           : e.body,
+        queueWaitMs: request.queueWaitMs,
       });
     }
     finish(state, request, "completed", e.statusCode, out);

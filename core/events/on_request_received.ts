@@ -1,15 +1,24 @@
-// A client request (C7-C11, C17, C31): refused at once when it cannot be served
-// (shutting down, provider disabled, unknown model, queue full), else dispatched
-// to the best free worker, else queued.
+// A client request (C7-C11, C17, C31, spec 004): refused at once when it cannot
+// be served (shutting down, provider disabled, unknown model, tenant over its rate
+// limit, queue or tenant share full), else dispatched to the best free worker,
+// else queued.
 import type { ClientError, Effect } from "../effect.ts";
-import { pickWorker } from "../state/routing.ts";
-import { queueIsFull, queueOf } from "../state/queue.ts";
+import { retryAfterSecs } from "../state/backpressure.ts";
+import {
+  modelQueued,
+  queueIsFull,
+  queueOf,
+  tenantQueueIsFull,
+} from "../state/queue.ts";
+import { admitRate } from "../state/rate_limit.ts";
 import {
   clientError,
   dispatch,
   forwardableHeaders,
+  pumpQueue,
   putInQueue,
 } from "../state/requests.ts";
+import { pickWorker } from "../state/routing.ts";
 import type { Request, State } from "../state/state.ts";
 import { hasWorkers, modelKnown } from "../state/workers.ts";
 import type { Event } from "./event.ts";
@@ -17,11 +26,17 @@ import type { Event } from "./event.ts";
 type E = Extract<Event, { kind: "requestReceived" }>;
 
 function reject(e: E, error: ClientError, out: Effect[]): void {
-  out.push({ kind: "respondError", requestId: e.requestId, error });
+  out.push({
+    kind: "respondError",
+    requestId: e.requestId,
+    error,
+    queueWaitMs: 0,
+  });
   out.push({
     kind: "requestFinished",
     requestId: e.requestId,
     model: e.model,
+    tenant: e.tenant ?? "default",
     outcome: "rejected",
     status: error.status,
     durationMs: 0,
@@ -31,7 +46,7 @@ function reject(e: E, error: ClientError, out: Effect[]): void {
   });
 }
 
-/** Why a request cannot be admitted, or null. */
+/** Why a request cannot be admitted before any limit is counted, or null. */
 function refusal(state: State, e: E, provider: string): ClientError | null {
   const retry = state.config.retryAfterSecs;
   if (state.shuttingDown) {
@@ -54,9 +69,7 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
   }
   // C11: with workers connected, a model none of them acked is unknown; with none
   // connected, the request waits for one (walkthrough 7).
-  if (
-    hasWorkers(state, provider) && !modelKnown(state, provider, e.model)
-  ) {
+  if (hasWorkers(state, provider) && !modelKnown(state, provider, e.model)) {
     return clientError(
       404,
       "model_not_found",
@@ -66,6 +79,25 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
   return null;
 }
 
+/** 503 queue_full with the spec 004 body fields and a computed Retry-After. */
+function queueFull(
+  state: State,
+  provider: string,
+  message: string,
+): ClientError {
+  const error = clientError(
+    503,
+    "queue_full",
+    message,
+    retryAfterSecs(state, provider),
+  );
+  error.details = {
+    queueDepth: queueOf(state, provider).length,
+    avgWaitMs: Math.round(state.queueWaitMsAvg),
+  };
+  return error;
+}
+
 export function onRequestReceived(state: State, e: E, out: Effect[]): void {
   if (state.requests.has(e.requestId)) {
     throw new Error(`Request id "${e.requestId}" is already in use`);
@@ -73,6 +105,34 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
   const provider = state.config.defaultProvider;
   const refused = refusal(state, e, provider);
   if (refused !== null) return reject(e, refused, out);
+  const tenant = e.tenant ?? "default";
+
+  // Spec 004: the rate limit is checked before queueing; a refused request is not counted.
+  const rate = admitRate(state, tenant);
+  if (!rate.ok) {
+    const secs = Math.max(1, Math.ceil(rate.retryAfterMs / 1000));
+    const perMin = rate.limit.windowMs === 60_000
+      ? "req/min"
+      : `req per ${rate.limit.windowMs} ms`;
+    const error = clientError(
+      429,
+      "rate_limit_exceeded",
+      `Tenant ${tenant} exceeded ${rate.limit.limit} ${perMin}`,
+      secs,
+    );
+    error.details = {
+      limit: rate.limit.limit,
+      remaining: 0,
+      resetInMs: rate.retryAfterMs,
+    };
+    out.push({
+      kind: "log",
+      level: "info",
+      message: "rate limited",
+      fields: { request_id: e.requestId, tenant },
+    });
+    return reject(e, error, out);
+  }
 
   const request: Request = {
     id: e.requestId,
@@ -90,33 +150,36 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     queueWaitMs: 0,
     queuedAtMs: state.nowMs,
     bufferedBody: "",
+    tenant,
+    priority: e.priority ?? "normal",
+    cacheKey: e.cacheKey ?? null,
     status: { kind: "queued", queueDeadlineAtMs: 0 },
   };
-  // FIFO (C9): while older requests for this model wait, a new one waits behind them.
-  const olderWaiting = queueOf(state, provider).byModel.has(e.model);
-  const worker = olderWaiting ? null : pickWorker(state, provider, e.model);
+  // FIFO (C9): while requests for this model wait, a newcomer waits with them and
+  // the scheduler (queue.ts) decides the order.
+  const worker = modelQueued(state, provider, e.model)
+    ? null
+    : pickWorker(state, provider, e.model, request.cacheKey);
   if (worker !== null) {
     state.requests.set(request.id, request);
     return dispatch(state, request, worker, out);
   }
-  if (queueIsFull(state, provider)) {
+  if (
+    queueIsFull(state, provider) || tenantQueueIsFull(state, provider, tenant)
+  ) {
+    const global = queueIsFull(state, provider);
     out.push({
       kind: "log",
       level: "warn",
       message: "queue full",
-      fields: {
-        request_id: e.requestId,
-        model: e.model,
-        queue_len: state.config.queueLenMax,
-      },
+      fields: { request_id: e.requestId, model: e.model, tenant },
     });
-    const error = clientError(
-      503,
-      "queue_full",
-      `queue full: ${state.config.queueLenMax} requests are already waiting; retry later`,
-      state.config.retryAfterSecs,
-    );
-    return reject(e, error, out);
+    const message = global
+      ? `queue full: ${
+        queueOf(state, provider).length
+      }/${state.config.queueLenMax} requests already waiting; retry later`
+      : `queue full for tenant ${tenant}: ${state.config.tenantQueueLenMax} of its requests already waiting; retry later`;
+    return reject(e, queueFull(state, provider, message), out);
   }
   state.requests.set(request.id, request);
   putInQueue(state, request);
@@ -124,6 +187,7 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     kind: "log",
     level: "debug",
     message: "request queued",
-    fields: { request_id: request.id, model: request.model },
+    fields: { request_id: request.id, model: request.model, tenant },
   });
+  pumpQueue(state, provider, out);
 }

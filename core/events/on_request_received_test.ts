@@ -31,6 +31,7 @@ Deno.test("C9 beyond the queue bound a request gets 503 queue_full with retryAft
     code: "queue_full",
     message: err.error.message,
     retryAfterSecs: 3,
+    details: { queueDepth: 2, avgWaitMs: 0 },
   });
   assert.match(err.error.message, /queue full/);
   const finished = only(effects, "requestFinished");

@@ -12,6 +12,7 @@ import {
 import type { Request, State, Worker } from "../state/state.ts";
 import { recentAuthFailures } from "./on_worker_connect_attempted.ts";
 import type { Event } from "./event.ts";
+import { pruneRateWindows } from "../state/rate_limit.ts";
 import { syncRoute } from "../state/workers.ts";
 
 type E = Extract<Event, { kind: "tick" }>;
@@ -157,6 +158,7 @@ export function onTick(state: State, _e: E, out: Effect[]): void {
   for (const ip of [...state.authFailures.keys()]) {
     recentAuthFailures(state, ip);
   }
+  pruneRateWindows(state);
   for (const [provider, q] of state.queues) {
     if (q.length > 0) pumpQueue(state, provider, out);
   }

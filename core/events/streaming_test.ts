@@ -34,7 +34,14 @@ Deno.test("C14 status, headers and body reach the client unchanged", () => {
     body,
   });
   assert.deepEqual(actions(effects), [
-    { kind: "respond", requestId: "r1", status: 200, headers, body },
+    {
+      kind: "respond",
+      requestId: "r1",
+      status: 200,
+      headers,
+      body,
+      queueWaitMs: 0,
+    },
     {
       kind: "requestFinished",
       requestId: "r1",
@@ -45,6 +52,7 @@ Deno.test("C14 status, headers and body reach the client unchanged", () => {
       queueWaitMs: 0,
       firstByteMs: null,
       requeues: 0,
+      tenant: "default",
     },
   ]);
   assert.equal(only(effects, "respond").body, body);
@@ -66,6 +74,7 @@ Deno.test("C14 upstream 4xx and 5xx pass through unchanged, not collapsed into p
       status,
       headers,
       body,
+      queueWaitMs: 0,
     });
     assert.equal(ofKind(effects, "respondError").length, 0);
     const fin = only(effects, "requestFinished");
@@ -133,6 +142,7 @@ Deno.test("C15 chunks are written in order, as the exact same strings, with star
       queueWaitMs: 0,
       firstByteMs: 5,
       requeues: 0,
+      tenant: "default",
     },
   ]);
   assert.equal(state.requests.size, 0);

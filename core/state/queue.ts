@@ -1,11 +1,32 @@
-// The per-provider bounded queue (C9, C10, C12). One FIFO per model, each kept in
-// `enqueueSeq` order, so "the oldest request a free worker can serve" is the
-// smallest head among the models that have a free worker. `nextToDispatch` is the
-// single place that decides which queued request goes next: per-tenant fair
-// queueing and priorities (spec 004) replace that function and nothing else.
-import type { RequestId } from "../events/event.ts";
+// The per-provider bounded queue (C9, C10, C12) with spec 004 scheduling. Every
+// rule about "which queued request goes next" lives in `nextToDispatch`:
+//
+// 1. Only requests a worker is free for right now are candidates (FIFO among
+//    *compatible* requests, C9/C10).
+// 2. Priority classes by stride scheduling with weights high 8 : normal 4 : low 1
+//    (config). A class that has waited the least "virtual time" goes next, ties to
+//    the higher class. When all classes wait, high gets 8 dispatches for each low
+//    one: low is slower but never starved, and unlike aging it needs no clock and
+//    gives a hard bound (a low request is served within weight_high + weight_normal
+//    dispatches of its class reaching the front). A class that was empty restarts
+//    at the current virtual time, so it cannot bank credit while idle.
+// 3. Within a class, tenants take turns (round-robin over tenants with a
+//    dispatchable request): one tenant's burst of a thousand cannot hold another
+//    tenant's single request back by more than one dispatch per other waiting
+//    tenant in that class.
+// 4. Within a tenant, the oldest compatible request (enqueueSeq, kept across
+//    requeues, C22).
+import type { Priority, RequestId } from "../events/event.ts";
 import { pickWorker } from "./routing.ts";
-import type { ProviderQueue, Request, State, Worker } from "./state.ts";
+import type {
+  ProviderQueue,
+  Request,
+  State,
+  TenantLane,
+  Worker,
+} from "./state.ts";
+
+const CLASSES: readonly Priority[] = ["high", "normal", "low"];
 
 export function queueOf(state: State, provider: string): ProviderQueue {
   const q = state.queues.get(provider);
@@ -17,17 +38,47 @@ export function queueIsFull(state: State, provider: string): boolean {
   return queueOf(state, provider).length >= state.config.queueLenMax;
 }
 
+export function tenantQueueIsFull(
+  state: State,
+  provider: string,
+  tenant: string,
+): boolean {
+  return (queueOf(state, provider).tenants.get(tenant) ?? 0) >=
+    state.config.tenantQueueLenMax;
+}
+
+/** Whether requests for this model already wait (a newcomer must queue behind them). */
+export function modelQueued(
+  state: State,
+  provider: string,
+  model: string,
+): boolean {
+  return queueOf(state, provider).models.has(model);
+}
+
+function bump(map: Map<string, number>, key: string, by: number): void {
+  const n = (map.get(key) ?? 0) + by;
+  if (n <= 0) map.delete(key);
+  else map.set(key, n);
+}
+
 /**
- * Puts a request in its model's FIFO at the place its `enqueueSeq` gives it:
- * the end for a new request, nearer the front for a requeued one, which keeps
- * its original place (C22).
+ * Puts a request in its lane at the place its `enqueueSeq` gives it: the end for a
+ * new request, nearer the front for a requeued one, which keeps its place (C22).
  */
 export function enqueue(state: State, request: Request): void {
   const q = queueOf(state, request.provider);
-  let list = q.byModel.get(request.model);
+  const cls = q.classes[request.priority];
+  if (cls.length === 0 && cls.pass < q.vnow) cls.pass = q.vnow;
+  let lane = cls.tenants.get(request.tenant);
+  if (lane === undefined) {
+    lane = { length: 0, byModel: new Map() };
+    cls.tenants.set(request.tenant, lane);
+  }
+  let list = lane.byModel.get(request.model);
   if (list === undefined) {
     list = [];
-    q.byModel.set(request.model, list);
+    lane.byModel.set(request.model, list);
   }
   let i = list.length;
   while (i > 0) {
@@ -37,48 +88,102 @@ export function enqueue(state: State, request: Request): void {
   }
   if (i === list.length) list.push(request.id);
   else list.splice(i, 0, request.id);
+  lane.length++;
+  cls.length++;
   q.length++;
+  bump(q.models, request.model, 1);
+  bump(q.tenants, request.tenant, 1);
 }
 
-/** Removes a queued request (timeout, client gone, dispatch). */
-export function dequeue(state: State, request: Request): void {
+/** Removes a queued request (timeout, client gone, dispatch); false if it was not queued. */
+export function dequeue(state: State, request: Request): boolean {
   const q = queueOf(state, request.provider);
-  const list = q.byModel.get(request.model);
-  if (list === undefined) return;
+  const cls = q.classes[request.priority];
+  const lane = cls.tenants.get(request.tenant);
+  const list = lane?.byModel.get(request.model);
+  if (lane === undefined || list === undefined) return false;
   const i = list[0] === request.id ? 0 : list.indexOf(request.id);
-  if (i < 0) return;
+  if (i < 0) return false;
   if (i === 0) list.shift();
   else list.splice(i, 1);
+  if (list.length === 0) lane.byModel.delete(request.model);
+  if (--lane.length === 0) cls.tenants.delete(request.tenant);
+  cls.length--;
   q.length--;
-  if (list.length === 0) q.byModel.delete(request.model);
+  bump(q.models, request.model, -1);
+  bump(q.tenants, request.tenant, -1);
+  return true;
 }
 
-/**
- * The next queued request to dispatch and the worker it goes to: the oldest
- * (smallest enqueueSeq) among requests for which some worker is free (C10).
- */
+/** Accounts a dispatch from the queue: the class's virtual time moves, the tenant's turn ends. */
+export function markServed(state: State, request: Request): void {
+  const q = queueOf(state, request.provider);
+  const cls = q.classes[request.priority];
+  q.vnow = cls.pass;
+  cls.pass += 1 / state.config.priorityWeights[request.priority];
+  const lane = cls.tenants.get(request.tenant);
+  if (lane !== undefined) {
+    cls.tenants.delete(request.tenant);
+    cls.tenants.set(request.tenant, lane);
+  }
+}
+
+function oldestDispatchable(
+  state: State,
+  lane: TenantLane,
+  free: Map<string, Worker>,
+): Request | null {
+  let best: Request | null = null;
+  for (const [model, list] of lane.byModel) {
+    if (!free.has(model)) continue;
+    const head = state.requests.get(list[0]!);
+    if (
+      head !== undefined && (best === null || head.enqueueSeq < best.enqueueSeq)
+    ) best = head;
+  }
+  return best;
+}
+
+/** The next queued request to dispatch and the worker it goes to, or null. */
 export function nextToDispatch(
   state: State,
   provider: string,
 ): { request: Request; worker: Worker } | null {
   const q = queueOf(state, provider);
-  let best: { request: Request; worker: Worker } | null = null;
-  for (const [model, list] of q.byModel) {
-    const head = list[0];
-    if (head === undefined) continue;
-    const request = state.requests.get(head);
-    if (request === undefined) continue;
-    if (best !== null && best.request.enqueueSeq < request.enqueueSeq) continue;
-    const worker = pickWorker(state, provider, model);
-    if (worker !== null) best = { request, worker };
+  if (q.length === 0) return null;
+  const free = new Map<string, Worker>();
+  for (const model of q.models.keys()) {
+    const w = pickWorker(state, provider, model, null);
+    if (w !== null) free.set(model, w);
   }
-  return best;
+  if (free.size === 0) return null;
+  let chosen: Request | null = null;
+  let chosenPass = Infinity;
+  for (const priority of CLASSES) {
+    const cls = q.classes[priority];
+    if (cls.length === 0 || cls.pass >= chosenPass) continue;
+    for (const lane of cls.tenants.values()) {
+      const r = oldestDispatchable(state, lane, free);
+      if (r === null) continue;
+      chosen = r;
+      chosenPass = cls.pass;
+      break;
+    }
+  }
+  if (chosen === null) return null;
+  const worker = pickWorker(state, provider, chosen.model, chosen.cacheKey) ??
+    free.get(chosen.model)!;
+  return { request: chosen, worker };
 }
 
+/** Queued request ids in enqueue order (tests, admin views). */
 export function queuedIds(state: State, provider: string): RequestId[] {
   const out: RequestId[] = [];
-  for (const list of queueOf(state, provider).byModel.values()) {
-    out.push(...list);
+  for (const cls of Object.values(queueOf(state, provider).classes)) {
+    for (const lane of cls.tenants.values()) {
+      for (const list of lane.byModel.values()) out.push(...list);
+    }
   }
-  return out;
+  const seq = (id: RequestId) => state.requests.get(id)?.enqueueSeq ?? 0;
+  return out.sort((a, b) => seq(a) - seq(b));
 }

@@ -4,11 +4,15 @@
 import type { ClientError, Effect, Outcome } from "../effect.ts";
 import type { Headers } from "../events/event.ts";
 import type { CancelReason } from "../protocol/messages.ts";
-import { dequeue, enqueue, nextToDispatch } from "./queue.ts";
+import { dequeue, enqueue, markServed, nextToDispatch } from "./queue.ts";
+import { recordAffinity } from "./routing.ts";
 import type { Request, State, Worker } from "./state.ts";
 import { releaseSlot, syncRoute } from "./workers.ts";
 
-/** Request headers a worker may see (C13); everything else stays at the relay. */
+/**
+ * Request headers a worker may see (C13), plus the spec 004 request headers the
+ * backend acts on; everything else stays at the relay.
+ */
 export const FORWARDED_HEADERS: ReadonlySet<string> = new Set([
   "authorization",
   "content-type",
@@ -16,6 +20,10 @@ export const FORWARDED_HEADERS: ReadonlySet<string> = new Set([
   "x-api-key",
   "anthropic-version",
   "anthropic-beta",
+  "x-tenant-id",
+  "x-priority",
+  "x-cache-mode",
+  "x-cache-tag",
 ]);
 
 export function forwardableHeaders(headers: Headers): Headers {
@@ -50,11 +58,19 @@ export function finish(
     dequeue(state, request);
     request.queueWaitMs += state.nowMs - request.queuedAtMs;
   }
+  if (request.status.kind !== "queued") {
+    // Moving average of service time per slot, for the Retry-After estimate.
+    const serviceMs = state.nowMs - request.status.dispatchedAtMs;
+    state.serviceMsAvg = state.serviceMsAvg === 0
+      ? serviceMs
+      : state.serviceMsAvg * 0.8 + serviceMs * 0.2;
+  }
   state.requests.delete(request.id);
   out.push({
     kind: "requestFinished",
     requestId: request.id,
     model: request.model,
+    tenant: request.tenant,
     outcome,
     status,
     durationMs: state.nowMs - request.arrivedAtMs,
@@ -77,7 +93,15 @@ export function fail(
   if (request.status.kind === "streaming") {
     out.push({ kind: "endStream", requestId: request.id, error });
   } else {
-    out.push({ kind: "respondError", requestId: request.id, error });
+    const waiting = request.status.kind === "queued"
+      ? state.nowMs - request.queuedAtMs
+      : 0;
+    out.push({
+      kind: "respondError",
+      requestId: request.id,
+      error,
+      queueWaitMs: request.queueWaitMs + waiting,
+    });
   }
   finish(state, request, outcome, error.status, out);
 }
@@ -89,9 +113,20 @@ export function dispatch(
   worker: Worker,
   out: Effect[],
 ): void {
-  if (request.status.kind === "queued") {
-    dequeue(state, request);
-    request.queueWaitMs += state.nowMs - request.queuedAtMs;
+  if (request.status.kind === "queued" && dequeue(state, request)) {
+    const waitedMs = state.nowMs - request.queuedAtMs;
+    request.queueWaitMs += waitedMs;
+    state.queueWaitMsAvg = state.queueWaitMsAvg * 0.8 + waitedMs * 0.2;
+    markServed(state, request);
+  }
+  if (request.cacheKey !== null) {
+    recordAffinity(
+      state,
+      request.provider,
+      request.model,
+      request.cacheKey,
+      worker.id,
+    );
   }
   request.status = {
     kind: "dispatched",

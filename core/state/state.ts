@@ -5,6 +5,7 @@ import type { LoadBuckets } from "./load_buckets.ts";
 import type {
   ClientApi,
   Headers,
+  Priority,
   RequestId,
   WorkerId,
 } from "../events/event.ts";
@@ -84,13 +85,36 @@ export type Request = {
   queuedAtMs: number;
   /** Chunks received for a non-streaming request, prepended to the final body. */
   bufferedBody: string;
+  tenant: string;
+  priority: Priority;
+  /** Cache affinity key, null when none or X-Cache-Mode: none. */
+  cacheKey: string | null;
   status: RequestStatus;
 };
 
-/** Per-provider queue: one FIFO per model, each ordered by `enqueueSeq` (C9, C10). */
+/** One tenant's queued requests within a priority class: a FIFO per model, by `enqueueSeq`. */
+export type TenantLane = { length: number; byModel: Map<string, RequestId[]> };
+
+/** One priority class: stride-scheduling pass and tenants in round-robin order. */
+export type ClassQueue = {
+  pass: number;
+  length: number;
+  tenants: Map<string, TenantLane>;
+};
+
+/**
+ * Per-provider queue (C9, C10, spec 004): priority classes, then tenants in
+ * round-robin, then per-model FIFOs. `queue.ts` holds every rule over it.
+ */
 export type ProviderQueue = {
   length: number;
-  byModel: Map<string, RequestId[]>;
+  classes: Record<Priority, ClassQueue>;
+  /** Queued requests per model: which models a free worker could help. */
+  models: Map<string, number>;
+  /** Queued requests per tenant (the per-tenant bound). */
+  tenants: Map<string, number>;
+  /** Stride-scheduling virtual time: the pass of the last class served. */
+  vnow: number;
 };
 
 export type State = {
@@ -113,7 +137,25 @@ export type State = {
   shuttingDown: boolean;
   shutdownDeadlineAtMs: number | null;
   shutdownCompleted: boolean;
+  /** tenant -> admission times inside the current window (sliding-window rate limit). */
+  rateWindows: Map<string, number[]>;
+  /** provider|model|cacheKey -> worker that served it last; Map order is the LRU order. */
+  affinity: Map<string, WorkerId>;
+  /** Moving averages of dispatch-to-end and queue-wait times (Retry-After estimate). */
+  serviceMsAvg: number;
+  queueWaitMsAvg: number;
 };
+
+export function emptyQueue(): ProviderQueue {
+  const cls = (): ClassQueue => ({ pass: 0, length: 0, tenants: new Map() });
+  return {
+    length: 0,
+    classes: { high: cls(), normal: cls(), low: cls() },
+    models: new Map(),
+    tenants: new Map(),
+    vnow: 0,
+  };
+}
 
 export function initialState(config: Config, nowMs = 0): State {
   const queues = new Map<string, ProviderQueue>();
@@ -122,7 +164,7 @@ export function initialState(config: Config, nowMs = 0): State {
   const routes = new Map<string, Map<string, LoadBuckets>>();
   for (const p of config.providers) {
     routes.set(p.name, new Map());
-    queues.set(p.name, { length: 0, byModel: new Map() });
+    queues.set(p.name, emptyQueue());
     modelIndex.set(p.name, new Map());
     wildcardIndex.set(p.name, new Set());
   }
@@ -142,5 +184,9 @@ export function initialState(config: Config, nowMs = 0): State {
     shuttingDown: false,
     shutdownDeadlineAtMs: null,
     shutdownCompleted: false,
+    rateWindows: new Map(),
+    affinity: new Map(),
+    serviceMsAvg: 0,
+    queueWaitMsAvg: 0,
   };
 }

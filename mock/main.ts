@@ -1,0 +1,70 @@
+// CLI for the mock backend: `deno run --allow-net mock/main.ts --port 8000`.
+import { parseArgs } from "node:util";
+import { startMockBackend } from "./backend.ts";
+
+const HELP =
+  `Mock OpenAI/Anthropic-compatible backend (see mock/backend.ts for request controls)
+
+Usage: deno run --allow-net mock/main.ts [options]
+
+  --port <n>        port to listen on (default 8000; 0 = any free port)
+  --hostname <h>    address to bind (default 127.0.0.1)
+  --delay-ms <n>    delay before each streamed word (default 30)
+  --models <list>   comma-separated models listed at /v1/models (default mock-model)
+  --answer <text>   the canned answer streamed word by word
+  --help            show this help
+`;
+
+async function main(): Promise<number> {
+  let values;
+  try {
+    values = parseArgs({
+      args: Deno.args,
+      options: {
+        port: { type: "string", default: "8000" },
+        hostname: { type: "string", default: "127.0.0.1" },
+        "delay-ms": { type: "string", default: "30" },
+        models: { type: "string", default: "mock-model" },
+        answer: { type: "string" },
+        help: { type: "boolean" },
+      },
+      strict: true,
+    }).values;
+  } catch (e) {
+    console.error(`${(e as Error).message} (see --help)`);
+    return 2;
+  }
+  if (values.help === true) {
+    console.log(HELP);
+    return 0;
+  }
+  const port = Number(values.port);
+  const delay = Number(values["delay-ms"]);
+  if (
+    !Number.isInteger(port) || port < 0 || !Number.isFinite(delay) || delay < 0
+  ) {
+    console.error("--port and --delay-ms must be non-negative numbers");
+    return 2;
+  }
+  const models = values.models.split(",").map((m) => m.trim()).filter((m) =>
+    m !== ""
+  );
+  const backend = await startMockBackend({
+    port,
+    hostname: values.hostname,
+    chunkDelayMs: delay,
+    models,
+    ...(values.answer === undefined ? {} : { answer: values.answer }),
+  });
+  console.log(
+    `mock backend listening on ${backend.url} (models: ${models.join(", ")})`,
+  );
+  const stop = () => {
+    backend.close().then(() => Deno.exit(0));
+  };
+  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", stop);
+  return await new Promise<number>(() => {});
+}
+
+if (import.meta.main) Deno.exit(await main());

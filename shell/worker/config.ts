@@ -1,0 +1,224 @@
+// Worker configuration: the original's env names and defaults (spec, Configuration
+// Quick Reference) plus ours, each also settable by flag (flags win).
+import { isLogLevel, type LogFormat, type LogLevel } from "../log.ts";
+import {
+  helpText,
+  int,
+  OptionError,
+  type OptionSpec,
+  readOptions,
+  str,
+} from "../options.ts";
+
+export type OnServerShutdown = "exit" | "reconnect";
+
+export type WorkerConfig = {
+  proxyUrl: string;
+  /** ws(s)://…/v1/worker/connect?provider=NAME, derived from proxyUrl. */
+  connectUrl: string;
+  workerSecret: string;
+  workerName: string;
+  backendUrl: string;
+  /** null: discover from the backend's GET /v1/models. */
+  models: string[] | null;
+  maxConcurrent: number;
+  providerName: string;
+  logLevel: LogLevel;
+  logFormat: LogFormat;
+  drainTimeoutSecs: number;
+  modelsRefreshSecs: number;
+  onServerShutdown: OnServerShutdown;
+};
+
+export const WORKER_OPTIONS: OptionSpec[] = [
+  {
+    flag: "proxy-url",
+    env: "PROXY_URL",
+    kind: "string",
+    default: "http://127.0.0.1:8080",
+    help: "proxy base URL; http -> ws, https -> wss",
+  },
+  {
+    flag: "worker-secret",
+    env: "WORKER_SECRET",
+    kind: "secret",
+    default: null,
+    help: "shared secret, sent as X-Worker-Secret",
+  },
+  {
+    flag: "worker-name",
+    env: "WORKER_NAME",
+    kind: "string",
+    default: "",
+    help: "human-readable name (default worker-<hostname>)",
+  },
+  {
+    flag: "backend-url",
+    env: "BACKEND_URL",
+    kind: "string",
+    default: "http://127.0.0.1:8000",
+    help: "local model server (llama-server, vLLM, Ollama, …)",
+  },
+  {
+    flag: "models",
+    env: "MODELS",
+    kind: "string",
+    default: "",
+    help: "comma-separated models; unset = discover from BACKEND_URL/v1/models",
+  },
+  {
+    flag: "max-concurrent",
+    env: "MAX_CONCURRENT",
+    kind: "int",
+    default: "4",
+    min: 1,
+    help: "requests handled at once (MAX_CONCURRENCY also read)",
+  },
+  {
+    flag: "provider-name",
+    env: "PROVIDER_NAME",
+    kind: "string",
+    default: "local",
+    help: "provider to register with",
+  },
+  {
+    flag: "log-level",
+    env: "LOG_LEVEL",
+    kind: "string",
+    default: "info",
+    help: "trace, debug, info, warn or error",
+  },
+  {
+    flag: "log-format",
+    env: "LOG_FORMAT",
+    kind: "string",
+    default: "text",
+    help: "text or json (JSON lines)",
+  },
+  {
+    flag: "drain-timeout-secs",
+    env: "DRAIN_TIMEOUT_SECS",
+    kind: "int",
+    default: "30",
+    min: 0,
+    help: "on SIGTERM/SIGINT, longest wait for in-flight requests",
+  },
+  {
+    flag: "models-refresh-secs",
+    env: "MODELS_REFRESH_SECS",
+    kind: "int",
+    default: "60",
+    min: 0,
+    help: "re-list discovered models this often (0 = never)",
+  },
+  {
+    flag: "on-server-shutdown",
+    env: "ON_SERVER_SHUTDOWN",
+    kind: "string",
+    default: "exit",
+    help: "after the proxy's graceful_shutdown: exit or reconnect",
+  },
+];
+
+export function workerHelp(): string {
+  return helpText(
+    "modelrelay worker: connects out to the proxy and forwards requests to a local backend",
+    "deno task worker [options]",
+    WORKER_OPTIONS,
+  );
+}
+
+/** ws(s) URL of the proxy's worker endpoint. */
+export function connectUrlFor(proxyUrl: string, provider: string): string {
+  const base = proxyUrl.trim().replace(/\/+$/, "");
+  const ws = base.replace(/^http:\/\//i, "ws://").replace(
+    /^https:\/\//i,
+    "wss://",
+  );
+  if (!/^wss?:\/\//i.test(ws)) {
+    throw new OptionError(
+      `PROXY_URL (--proxy-url) must start with http:// or https://, got "${proxyUrl}"`,
+    );
+  }
+  return `${ws}/v1/worker/connect?provider=${encodeURIComponent(provider)}`;
+}
+
+export function parseModels(raw: string): string[] {
+  return raw.split(",").map((m) => m.trim()).filter((m) => m !== "");
+}
+
+/**
+ * Reads flags, then environment, then defaults. Returns null when --help was
+ * asked; throws OptionError with a one-line reason on invalid input.
+ */
+export function parseWorkerConfig(
+  args: string[],
+  env: (name: string) => string | undefined,
+  hostname: () => string,
+): WorkerConfig | null {
+  // An empty variable counts as unset (`MODELS=` in a unit file means "discover"),
+  // and the original worker's MAX_CONCURRENCY is read when ours is unset.
+  const get = (name: string) => {
+    const v = env(name);
+    return v === undefined || v.trim() === "" ? undefined : v;
+  };
+  const envWithAlias = (name: string) =>
+    name === "MAX_CONCURRENT" ? get(name) ?? get("MAX_CONCURRENCY") : get(name);
+  const { values, help } = readOptions(args, envWithAlias, WORKER_OPTIONS);
+  if (help) return null;
+  const secret = values["worker-secret"];
+  if (secret === null || secret === undefined || secret === "") {
+    throw new OptionError(
+      "WORKER_SECRET (--worker-secret) is required: set it to the proxy's worker secret",
+    );
+  }
+  const logLevel = str(values, "log-level");
+  if (!isLogLevel(logLevel)) {
+    throw new OptionError(
+      `LOG_LEVEL must be trace, debug, info, warn or error, got "${logLevel}"`,
+    );
+  }
+  const logFormat = str(values, "log-format");
+  if (logFormat !== "text" && logFormat !== "json") {
+    throw new OptionError(
+      `LOG_FORMAT must be text or json, got "${logFormat}"`,
+    );
+  }
+  const onServerShutdown = str(values, "on-server-shutdown");
+  if (onServerShutdown !== "exit" && onServerShutdown !== "reconnect") {
+    throw new OptionError(
+      `ON_SERVER_SHUTDOWN must be exit or reconnect, got "${onServerShutdown}"`,
+    );
+  }
+  const backendUrl = str(values, "backend-url").replace(/\/+$/, "");
+  if (!/^https?:\/\//i.test(backendUrl)) {
+    throw new OptionError(
+      `BACKEND_URL (--backend-url) must start with http:// or https://, got "${backendUrl}"`,
+    );
+  }
+  const providerName = str(values, "provider-name");
+  const models = parseModels(str(values, "models"));
+  return {
+    proxyUrl: str(values, "proxy-url"),
+    connectUrl: connectUrlFor(str(values, "proxy-url"), providerName),
+    workerSecret: secret,
+    workerName: str(values, "worker-name") || defaultName(hostname),
+    backendUrl,
+    models: models.length > 0 ? models : null,
+    maxConcurrent: int(values, "max-concurrent"),
+    providerName,
+    logLevel,
+    logFormat,
+    drainTimeoutSecs: int(values, "drain-timeout-secs"),
+    modelsRefreshSecs: int(values, "models-refresh-secs"),
+    onServerShutdown,
+  };
+}
+
+function defaultName(hostname: () => string): string {
+  try {
+    return `worker-${hostname()}`;
+  } catch {
+    return "worker"; // No --allow-sys=hostname, or no hostname: the spec's default.
+  }
+}

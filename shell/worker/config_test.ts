@@ -1,0 +1,73 @@
+import assert from "node:assert/strict";
+import { OptionError } from "../options.ts";
+import { connectUrlFor, parseWorkerConfig } from "./config.ts";
+
+function parse(env: Record<string, string>, args: string[] = []) {
+  return parseWorkerConfig(args, (n) => env[n], () => "gpu-box");
+}
+
+Deno.test("config defaults follow the spec's quick reference", () => {
+  const c = parse({ WORKER_SECRET: "s" })!;
+  assert.equal(c.proxyUrl, "http://127.0.0.1:8080");
+  assert.equal(
+    c.connectUrl,
+    "ws://127.0.0.1:8080/v1/worker/connect?provider=local",
+  );
+  assert.equal(c.backendUrl, "http://127.0.0.1:8000");
+  assert.equal(c.workerName, "worker-gpu-box");
+  assert.equal(c.models, null);
+  assert.equal(c.maxConcurrent, 4);
+  assert.equal(c.providerName, "local");
+  assert.equal(c.logLevel, "info");
+});
+
+Deno.test("config maps https to wss and flags win over the environment", () => {
+  const c = parse(
+    { WORKER_SECRET: "s", PROXY_URL: "http://ignored", MODELS: " a, ,b ,a" },
+    ["--proxy-url", "https://relay.example.com/", "--provider-name", "gpu"],
+  )!;
+  assert.equal(
+    c.connectUrl,
+    "wss://relay.example.com/v1/worker/connect?provider=gpu",
+  );
+  assert.deepEqual(c.models, ["a", "b", "a"]);
+});
+
+Deno.test("config refuses to start without WORKER_SECRET", () => {
+  assert.throws(
+    () => parse({}),
+    (e) => e instanceof OptionError && /WORKER_SECRET/.test(e.message),
+  );
+});
+
+Deno.test("config reads the original's MAX_CONCURRENCY when MAX_CONCURRENT is unset", () => {
+  assert.equal(
+    parse({ WORKER_SECRET: "s", MAX_CONCURRENCY: "7" })!.maxConcurrent,
+    7,
+  );
+  assert.equal(
+    parse({ WORKER_SECRET: "s", MAX_CONCURRENT: "2", MAX_CONCURRENCY: "7" })!
+      .maxConcurrent,
+    2,
+  );
+});
+
+Deno.test("config rejects bad values with a one-line reason", () => {
+  assert.throws(
+    () => parse({ WORKER_SECRET: "s", MAX_CONCURRENT: "0" }),
+    OptionError,
+  );
+  assert.throws(
+    () => parse({ WORKER_SECRET: "s", LOG_FORMAT: "xml" }),
+    OptionError,
+  );
+  assert.throws(
+    () => parse({ WORKER_SECRET: "s", PROXY_URL: "ftp://x" }),
+    OptionError,
+  );
+  assert.throws(() => connectUrlFor("proxy:8080", "local"), OptionError);
+});
+
+Deno.test("config returns null for --help", () => {
+  assert.equal(parse({}, ["--help"]), null);
+});

@@ -1,0 +1,241 @@
+// The worker's I/O: the WebSocket to the proxy, backend fetches, timers and the
+// event loop around `step`. Callbacks only translate I/O into events; every
+// decision is in decide.ts. Events raised while actions run are queued and
+// handled after the current batch, never re-entrantly.
+import { assertNever } from "../../core/assert_never.ts";
+import { encodeFrame } from "../../core/protocol/mod.ts";
+import type { Logger } from "../log.ts";
+import { forwardToBackend, listBackendModels } from "./backend_client.ts";
+import type { WorkerConfig } from "./config.ts";
+import {
+  initialWorkerState,
+  step,
+  type TimerName,
+  type WorkerAction,
+  type WorkerEvent,
+} from "./decide.ts";
+
+export type WorkerDeps = {
+  log: Logger;
+  /** In [0, 1); backoff jitter. */
+  random: () => number;
+};
+
+export type RunningWorker = {
+  /** Resolves with the process exit code once the worker has stopped. */
+  done: Promise<number>;
+  /** What SIGTERM/SIGINT do: the first drains, the second stops at once. */
+  signal(): void;
+};
+
+/** How long a graceful exit waits for the proxy to answer our close frame. */
+const CLOSE_WAIT_MS = 2_000;
+
+type Timer = ReturnType<typeof setTimeout>;
+
+export function startWorker(
+  config: WorkerConfig,
+  models: string[],
+  deps: WorkerDeps,
+): RunningWorker {
+  const state = initialWorkerState({
+    workerName: config.workerName,
+    maxConcurrent: config.maxConcurrent,
+    models,
+    modelsDiscovered: config.models === null,
+    drainTimeoutSecs: config.drainTimeoutSecs,
+    onServerShutdown: config.onServerShutdown,
+  });
+  const queue: WorkerEvent[] = [];
+  let running = false;
+  let stopped = false;
+  let socket: WebSocket | null = null;
+  const backendCalls = new Map<string, AbortController>();
+  const pending = new Set<Promise<unknown>>();
+  const timers = new Map<TimerName, Timer>();
+  const stopAll = new AbortController();
+  let refreshInterval: ReturnType<typeof setInterval> | null = null;
+  let resolveDone: (code: number) => void = () => {};
+  const done = new Promise<number>((resolve) => resolveDone = resolve);
+
+  function dispatch(event: WorkerEvent): void {
+    if (stopped) return;
+    queue.push(event);
+    if (running) return;
+    running = true;
+    try {
+      for (
+        let e = queue.shift();
+        e !== undefined && !stopped;
+        e = queue.shift()
+      ) {
+        for (const action of step(state, e)) run(action);
+      }
+    } finally {
+      running = false;
+    }
+  }
+
+  function track(p: Promise<unknown>): void {
+    pending.add(p);
+    p.finally(() => pending.delete(p));
+  }
+
+  function connect(): void {
+    let wasOpen = false;
+    const ws = new WebSocket(config.connectUrl, {
+      headers: { "X-Worker-Secret": config.workerSecret },
+    });
+    socket = ws;
+    ws.onopen = () => {
+      wasOpen = true;
+      dispatch({ kind: "socketOpened" });
+    };
+    ws.onmessage = (m) => {
+      if (typeof m.data === "string") {
+        dispatch({ kind: "frameReceived", text: m.data });
+      } else deps.log("warn", "ignored a binary frame from the proxy");
+    };
+    ws.onerror = () => {}; // A close event always follows and carries the code.
+    ws.onclose = (c) => {
+      if (socket === ws) socket = null;
+      dispatch({
+        kind: "socketClosed",
+        code: c.code,
+        reason: c.reason,
+        wasOpen,
+        random01: deps.random(),
+      });
+    };
+  }
+
+  function forward(action: Extract<WorkerAction, { kind: "forward" }>): void {
+    const id = action.request.request_id;
+    const controller = new AbortController();
+    backendCalls.set(id, controller);
+    track(
+      forwardToBackend(
+        config.backendUrl,
+        action.request,
+        controller.signal,
+        (chunk) => {
+          dispatch({ kind: "chunkRead", requestId: id, chunk });
+        },
+      ).then((completion) => {
+        if (backendCalls.get(id) === controller) backendCalls.delete(id);
+        if (completion !== null) {
+          dispatch({ kind: "backendFinished", requestId: id, completion });
+        }
+      }),
+    );
+  }
+
+  function listModels(reply: boolean): void {
+    track(
+      listBackendModels(config.backendUrl, stopAll.signal).then(
+        (listed) => dispatch({ kind: "modelsListed", models: listed, reply }),
+        (e: unknown) =>
+          dispatch({
+            kind: "modelsListFailed",
+            message: (e as Error).message,
+            reply,
+          }),
+      ),
+    );
+  }
+
+  function armTimer(timer: TimerName, ms: number): void {
+    clearTimeout(timers.get(timer));
+    timers.set(
+      timer,
+      setTimeout(() => {
+        timers.delete(timer);
+        dispatch(
+          timer === "drain"
+            ? { kind: "drainTimerFired" }
+            : { kind: "reconnectTimerFired" },
+        );
+      }, ms),
+    );
+  }
+
+  function run(action: WorkerAction): void {
+    switch (action.kind) {
+      case "connect":
+        connect();
+        return;
+      case "send":
+        if (socket?.readyState === WebSocket.OPEN) {
+          socket.send(encodeFrame(action.message));
+        }
+        return;
+      case "forward":
+        forward(action);
+        return;
+      case "abortBackend":
+        backendCalls.get(action.requestId)?.abort();
+        backendCalls.delete(action.requestId);
+        return;
+      case "listModels":
+        listModels(action.reply);
+        return;
+      case "armTimer":
+        armTimer(action.timer, action.ms);
+        return;
+      case "closeSocket":
+        if (socket !== null && socket.readyState <= WebSocket.OPEN) {
+          socket.close(action.code, action.reason);
+        }
+        return;
+      case "exit":
+        stop(action.code, action.graceful);
+        return;
+      case "log":
+        deps.log(action.level, action.message, action.fields);
+        return;
+      default:
+        return assertNever(action);
+    }
+  }
+
+  function stop(code: number, graceful: boolean): void {
+    if (stopped) return;
+    stopped = true;
+    for (const t of timers.values()) clearTimeout(t);
+    timers.clear();
+    if (refreshInterval !== null) clearInterval(refreshInterval);
+    for (const c of backendCalls.values()) c.abort();
+    backendCalls.clear();
+    stopAll.abort();
+    const ws = socket;
+    const closed = ws === null || ws.readyState === WebSocket.CLOSED
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => {
+        ws.addEventListener("close", () => resolve(), { once: true });
+        if (ws.readyState <= WebSocket.OPEN) {
+          ws.close(1000, "worker shutting down");
+        }
+      });
+    let timer: Timer | undefined;
+    const bounded = graceful
+      ? Promise.race([
+        closed,
+        new Promise<void>((r) => timer = setTimeout(r, CLOSE_WAIT_MS)),
+      ])
+      : Promise.resolve();
+    // Let aborted fetches settle so nothing outlives `done`.
+    bounded.then(() => Promise.allSettled([...pending])).then(() => {
+      clearTimeout(timer);
+      resolveDone(code);
+    });
+  }
+
+  if (state.modelsDiscovered && config.modelsRefreshSecs > 0) {
+    refreshInterval = setInterval(
+      () => dispatch({ kind: "modelsRefreshDue" }),
+      config.modelsRefreshSecs * 1000,
+    );
+  }
+  connect();
+  return { done, signal: () => dispatch({ kind: "shutdownSignalled" }) };
+}

@@ -1,0 +1,555 @@
+// The worker's own decisions, pure: what to do on each server message, socket
+// close, backend result, signal and timer; its load; its reconnect backoff. The
+// I/O part (connection.ts) turns sockets and fetches into these events and runs
+// the returned actions in order. `step` updates the state it is given in place.
+import { assertNever } from "../../core/assert_never.ts";
+import {
+  type CancelReason,
+  decodeServerFrame,
+  PROTOCOL_VERSION_BRIDGE,
+  type RequestMessage,
+  type ServerMessage,
+  type TokenCounts,
+  type WorkerMessage,
+} from "../../core/protocol/mod.ts";
+import type { LogFields, LogLevel } from "../log.ts";
+
+export const BACKOFF_MIN_MS = 1_000;
+export const BACKOFF_MAX_MS = 30_000;
+export const JITTER_MAX_MS = 500;
+/** A rejected secret will not fix itself quickly: retry at the slowest pace. */
+export const AUTH_RETRY_MS = BACKOFF_MAX_MS;
+/** After the proxy's own graceful_shutdown, a replacement usually needs a moment. */
+export const SERVER_RESTART_RETRY_MS = 2_000;
+/** Requests carry whole prompt bodies; frames far beyond any body limit are refused. */
+export const FRAME_CHARS_MAX = 64 * 1024 * 1024;
+
+/** 1 s doubling to 30 s, plus up to 500 ms of jitter; `random01` is in [0, 1). */
+export function backoffMs(failedAttempts: number, random01: number): number {
+  const base = Math.min(
+    BACKOFF_MAX_MS,
+    BACKOFF_MIN_MS * 2 ** Math.min(failedAttempts, 16),
+  );
+  return base + jitterMs(random01);
+}
+
+function jitterMs(random01: number): number {
+  return Math.floor(Math.min(Math.max(random01, 0), 0.999_999) * JITTER_MAX_MS);
+}
+
+export type Drain =
+  | { kind: "none" }
+  /** SIGTERM/SIGINT: finish in-flight work, close, exit. */
+  | { kind: "signal" }
+  /** The proxy sent graceful_shutdown: finish in-flight work, the proxy closes. */
+  | { kind: "server" };
+
+export type WorkerState = {
+  workerName: string;
+  maxConcurrent: number;
+  modelsDiscovered: boolean;
+  models: string[];
+  drainTimeoutMs: number;
+  onServerShutdown: "exit" | "reconnect";
+  connected: boolean;
+  registered: boolean;
+  /** Requests being forwarded; its size is the load reported to the proxy. */
+  inFlight: Set<string>;
+  drain: Drain;
+  failedAttempts: number;
+};
+
+export type WorkerEvent =
+  | { kind: "socketOpened" }
+  | { kind: "frameReceived"; text: string }
+  | {
+    kind: "socketClosed";
+    code: number;
+    reason: string;
+    wasOpen: boolean;
+    random01: number;
+  }
+  | { kind: "chunkRead"; requestId: string; chunk: string }
+  | { kind: "backendFinished"; requestId: string; completion: Completion }
+  | { kind: "modelsListed"; models: string[]; reply: boolean }
+  | { kind: "modelsListFailed"; message: string; reply: boolean }
+  | { kind: "modelsRefreshDue" }
+  | { kind: "shutdownSignalled" }
+  | { kind: "drainTimerFired" }
+  | { kind: "reconnectTimerFired" };
+
+export type Completion = {
+  status_code: number;
+  headers: Record<string, string>;
+  body: string;
+  token_counts: TokenCounts | null;
+};
+
+export type TimerName = "reconnect" | "drain";
+
+export type WorkerAction =
+  | { kind: "connect" }
+  | { kind: "send"; message: WorkerMessage }
+  | { kind: "forward"; request: RequestMessage }
+  | { kind: "abortBackend"; requestId: string }
+  | { kind: "listModels"; reply: boolean }
+  | { kind: "armTimer"; timer: TimerName; ms: number }
+  | { kind: "closeSocket"; code: number; reason: string }
+  | { kind: "exit"; code: number; graceful: boolean }
+  | { kind: "log"; level: LogLevel; message: string; fields: LogFields };
+
+export function initialWorkerState(opts: {
+  workerName: string;
+  maxConcurrent: number;
+  models: string[];
+  modelsDiscovered: boolean;
+  drainTimeoutSecs: number;
+  onServerShutdown: "exit" | "reconnect";
+}): WorkerState {
+  return {
+    workerName: opts.workerName,
+    maxConcurrent: opts.maxConcurrent,
+    modelsDiscovered: opts.modelsDiscovered,
+    models: [...opts.models],
+    drainTimeoutMs: opts.drainTimeoutSecs * 1000,
+    onServerShutdown: opts.onServerShutdown,
+    connected: false,
+    registered: false,
+    inFlight: new Set(),
+    drain: { kind: "none" },
+    failedAttempts: 0,
+  };
+}
+
+function log(
+  level: LogLevel,
+  message: string,
+  fields: LogFields = {},
+): WorkerAction {
+  return { kind: "log", level, message, fields };
+}
+
+function send(message: WorkerMessage): WorkerAction {
+  return { kind: "send", message };
+}
+
+/** Models as advertised: none while draining, so the proxy routes nothing new here. */
+function advertised(state: WorkerState): string[] {
+  return state.drain.kind === "none" ? state.models : [];
+}
+
+function drainingError(requestId: string, endpointPath: string): WorkerMessage {
+  const message = "worker is shutting down and takes no new requests";
+  const body = endpointPath.startsWith("/v1/messages")
+    ? { type: "error", error: { type: "overloaded_error", message } }
+    : { error: { message, type: "worker_draining", code: "worker_draining" } };
+  return {
+    type: "response_complete",
+    request_id: requestId,
+    status_code: 503,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  };
+}
+
+export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
+  switch (event.kind) {
+    case "socketOpened":
+      return onSocketOpened(state);
+    case "frameReceived":
+      return onFrame(state, event.text);
+    case "socketClosed":
+      return onSocketClosed(state, event);
+    case "chunkRead":
+      // Hot path: one lookup; nothing after a cancel or a disconnect.
+      if (!state.inFlight.has(event.requestId)) return [];
+      return [
+        send({
+          type: "response_chunk",
+          request_id: event.requestId,
+          chunk: event.chunk,
+        }),
+      ];
+    case "backendFinished":
+      return onBackendFinished(state, event.requestId, event.completion);
+    case "modelsListed":
+      return onModelsListed(state, event.models, event.reply);
+    case "modelsListFailed":
+      return onModelsListFailed(state, event.message, event.reply);
+    case "modelsRefreshDue":
+      if (
+        !state.modelsDiscovered || !state.registered ||
+        state.drain.kind !== "none"
+      ) return [];
+      return [{ kind: "listModels", reply: false }];
+    case "shutdownSignalled":
+      return onShutdownSignalled(state);
+    case "drainTimerFired":
+      return onDrainTimerFired(state);
+    case "reconnectTimerFired":
+      return state.connected ? [] : [{ kind: "connect" }];
+    default:
+      return assertNever(event);
+  }
+}
+
+function onSocketOpened(state: WorkerState): WorkerAction[] {
+  state.connected = true;
+  return [
+    log("info", "connected to proxy"),
+    send({
+      type: "register",
+      worker_name: state.workerName,
+      models: advertised(state),
+      max_concurrent: state.maxConcurrent,
+      protocol_version: PROTOCOL_VERSION_BRIDGE,
+      current_load: state.inFlight.size,
+    }),
+  ];
+}
+
+function onFrame(state: WorkerState, text: string): WorkerAction[] {
+  const decoded = decodeServerFrame(text, FRAME_CHARS_MAX);
+  if (!decoded.ok) {
+    return [
+      log("warn", "ignored an invalid frame from the proxy", {
+        reason: decoded.error.message,
+      }),
+    ];
+  }
+  return onServerMessage(state, decoded.message);
+}
+
+function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {
+  switch (m.type) {
+    case "register_ack": {
+      state.registered = true;
+      state.failedAttempts = 0;
+      const out: WorkerAction[] = [log("info", "registered", {
+        worker_id: m.worker_id,
+        models: m.models.join(","),
+        protocol_version: m.protocol_version ?? "(none)",
+      })];
+      for (const w of m.warnings ?? []) {
+        out.push(log("warn", "proxy warning", { warning: w }));
+      }
+      return out;
+    }
+    case "request":
+      return onRequest(state, m);
+    case "cancel":
+      return onCancel(state, m.request_id, m.reason);
+    case "ping":
+      return [send({
+        type: "pong",
+        current_load: state.inFlight.size,
+        // Echoed so the proxy can measure round trips; absent stays absent (C40).
+        ...(m.timestamp_unix_ms == null
+          ? {}
+          : { timestamp_unix_ms: m.timestamp_unix_ms }),
+      })];
+    case "graceful_shutdown":
+      return onServerShutdown(
+        state,
+        m.reason ?? "",
+        m.drain_timeout_secs ?? null,
+      );
+    case "models_refresh":
+      if (state.modelsDiscovered) return [{ kind: "listModels", reply: true }];
+      return [modelsUpdate(state)];
+    default:
+      return assertNever(m);
+  }
+}
+
+function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
+  if (state.drain.kind !== "none") {
+    return [
+      log("warn", "refused request while draining", {
+        request_id: r.request_id,
+      }),
+      send(drainingError(r.request_id, r.endpoint_path)),
+    ];
+  }
+  if (state.inFlight.has(r.request_id)) {
+    return [
+      log("warn", "ignored a duplicate request id", {
+        request_id: r.request_id,
+      }),
+    ];
+  }
+  state.inFlight.add(r.request_id);
+  return [
+    log("info", "forwarding request", {
+      request_id: r.request_id,
+      model: r.model,
+      endpoint: r.endpoint_path,
+      stream: r.is_streaming,
+      load: state.inFlight.size,
+    }),
+    { kind: "forward", request: r },
+  ];
+}
+
+function reasonText(reason: CancelReason): string {
+  return typeof reason === "string" ? reason : reason.other;
+}
+
+function onCancel(
+  state: WorkerState,
+  requestId: string,
+  reason: CancelReason,
+): WorkerAction[] {
+  if (!state.inFlight.delete(requestId)) {
+    return [
+      log("debug", "cancel for a request not in flight", {
+        request_id: requestId,
+      }),
+    ];
+  }
+  // 499 at once frees the proxy's slot (C44); not `error`, which the original
+  // server answers by closing the socket.
+  return [
+    { kind: "abortBackend", requestId },
+    log("info", "cancelled", {
+      request_id: requestId,
+      reason: reasonText(reason),
+    }),
+    send({
+      type: "response_complete",
+      request_id: requestId,
+      status_code: 499,
+      body: "",
+    }),
+    ...finishDrainIfIdle(state),
+  ];
+}
+
+function onBackendFinished(
+  state: WorkerState,
+  requestId: string,
+  c: Completion,
+): WorkerAction[] {
+  if (!state.inFlight.delete(requestId)) return []; // Cancelled or disconnected meanwhile.
+  const out: WorkerAction[] = [];
+  if (c.status_code >= 400) {
+    out.push(
+      log("warn", "backend error", {
+        request_id: requestId,
+        status: c.status_code,
+      }),
+    );
+  }
+  out.push(send({
+    type: "response_complete",
+    request_id: requestId,
+    status_code: c.status_code,
+    headers: c.headers,
+    body: c.body,
+    // Omitted when unknown, as the original's serde `skip_serializing_if` does.
+    ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
+  }));
+  out.push(...finishDrainIfIdle(state));
+  return out;
+}
+
+/** A signal drain ends when the last in-flight request has been answered. */
+function finishDrainIfIdle(state: WorkerState): WorkerAction[] {
+  if (state.drain.kind !== "signal" || state.inFlight.size > 0) return [];
+  return [
+    log("info", "drained, closing"),
+    { kind: "closeSocket", code: 1000, reason: "worker shutting down" },
+    { kind: "exit", code: 0, graceful: true },
+  ];
+}
+
+function abortAll(state: WorkerState): WorkerAction[] {
+  const out: WorkerAction[] = [];
+  for (const requestId of state.inFlight) {
+    out.push({ kind: "abortBackend", requestId });
+  }
+  state.inFlight.clear();
+  return out;
+}
+
+function onShutdownSignalled(state: WorkerState): WorkerAction[] {
+  if (state.drain.kind === "signal") {
+    return [log("warn", "second signal, exiting now"), ...abortAll(state), {
+      kind: "exit",
+      code: 1,
+      graceful: false,
+    }];
+  }
+  state.drain = { kind: "signal" };
+  const out: WorkerAction[] = [
+    log("info", "graceful shutdown", {
+      in_flight: state.inFlight.size,
+      source: "signal",
+    }),
+  ];
+  // An empty model list stops the proxy routing here; the original server
+  // understands it too (it has no worker-initiated drain message).
+  if (state.registered) out.push(modelsUpdate(state));
+  if (state.inFlight.size === 0) return [...out, ...finishDrainIfIdle(state)];
+  out.push({ kind: "armTimer", timer: "drain", ms: state.drainTimeoutMs });
+  return out;
+}
+
+function onServerShutdown(
+  state: WorkerState,
+  reason: string,
+  drainTimeoutSecs: number | null,
+): WorkerAction[] {
+  if (state.drain.kind !== "none") return [];
+  state.drain = { kind: "server" };
+  const ms = drainTimeoutSecs === null
+    ? state.drainTimeoutMs
+    : drainTimeoutSecs * 1000;
+  return [
+    log("info", "graceful shutdown", {
+      in_flight: state.inFlight.size,
+      source: "proxy",
+      reason,
+    }),
+    { kind: "armTimer", timer: "drain", ms },
+  ];
+}
+
+function onDrainTimerFired(state: WorkerState): WorkerAction[] {
+  if (state.drain.kind === "none") return [];
+  const abandoned = state.inFlight.size;
+  const out: WorkerAction[] = [
+    log("warn", "drain timeout, abandoning in-flight requests", {
+      in_flight: abandoned,
+    }),
+    ...abortAll(state),
+    { kind: "closeSocket", code: 1000, reason: "drain timeout" },
+  ];
+  // A signal drain exits now; a proxy drain continues in onSocketClosed.
+  if (state.drain.kind === "signal") {
+    out.push({ kind: "exit", code: 0, graceful: true });
+  }
+  return out;
+}
+
+function onSocketClosed(
+  state: WorkerState,
+  e: Extract<WorkerEvent, { kind: "socketClosed" }>,
+): WorkerAction[] {
+  state.connected = false;
+  state.registered = false;
+  // The proxy requeues or fails what this connection held; answers sent on a
+  // later connection would name ids it no longer assigns to us.
+  const out = abortAll(state);
+  const fields = { code: e.code, reason: e.reason };
+  switch (state.drain.kind) {
+    case "signal":
+      return [...out, log("info", "disconnected during shutdown", fields), {
+        kind: "exit",
+        code: 0,
+        graceful: true,
+      }];
+    case "server":
+      if (state.onServerShutdown === "exit") {
+        return [
+          ...out,
+          log("info", "proxy closed after graceful shutdown, exiting", fields),
+          {
+            kind: "exit",
+            code: 0,
+            graceful: true,
+          },
+        ];
+      }
+      state.drain = { kind: "none" };
+      state.failedAttempts = 0;
+      return [
+        ...out,
+        log(
+          "info",
+          "proxy closed after graceful shutdown, reconnecting",
+          fields,
+        ),
+        {
+          kind: "armTimer",
+          timer: "reconnect",
+          ms: SERVER_RESTART_RETRY_MS + jitterMs(e.random01),
+        },
+      ];
+    case "none":
+      break;
+    default:
+      return assertNever(state.drain);
+  }
+  if (e.code === 1008) {
+    const ms = AUTH_RETRY_MS + jitterMs(e.random01);
+    state.failedAttempts++;
+    return [
+      ...out,
+      log(
+        "error",
+        "proxy rejected this worker; check WORKER_SECRET and PROVIDER_NAME",
+        {
+          ...fields,
+          retry_in_ms: ms,
+        },
+      ),
+      { kind: "armTimer", timer: "reconnect", ms },
+    ];
+  }
+  const ms = backoffMs(state.failedAttempts, e.random01);
+  state.failedAttempts++;
+  const message = e.wasOpen
+    ? "disconnected from proxy, reconnecting"
+    : "could not connect to proxy, retrying";
+  return [...out, log("warn", message, { ...fields, retry_in_ms: ms }), {
+    kind: "armTimer",
+    timer: "reconnect",
+    ms,
+  }];
+}
+
+function modelsUpdate(state: WorkerState): WorkerAction {
+  return send({
+    type: "models_update",
+    models: advertised(state),
+    current_load: state.inFlight.size,
+  });
+}
+
+function sameModels(a: string[], b: string[]): boolean {
+  return a.length === b.length && a.every((m, i) => m === b[i]);
+}
+
+function onModelsListed(
+  state: WorkerState,
+  models: string[],
+  reply: boolean,
+): WorkerAction[] {
+  const changed = !sameModels(state.models, models);
+  state.models = [...models];
+  const out: WorkerAction[] = [];
+  if (changed) {
+    out.push(
+      log("info", "backend models changed", { models: models.join(",") }),
+    );
+  }
+  // While draining the advertised list stays empty: nothing to announce.
+  if ((changed || reply) && state.registered && state.drain.kind === "none") {
+    out.push(modelsUpdate(state));
+  }
+  return out;
+}
+
+function onModelsListFailed(
+  state: WorkerState,
+  message: string,
+  reply: boolean,
+): WorkerAction[] {
+  const out: WorkerAction[] = [
+    log("warn", "backend error: could not list models", { reason: message }),
+  ];
+  // A refresh asked by the proxy still gets an answer: the last known list.
+  if (reply && state.registered) out.push(modelsUpdate(state));
+  return out;
+}

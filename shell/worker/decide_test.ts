@@ -1,0 +1,283 @@
+import assert from "node:assert/strict";
+import {
+  AUTH_RETRY_MS,
+  backoffMs,
+  initialWorkerState,
+  step,
+  type WorkerAction,
+  type WorkerState,
+} from "./decide.ts";
+
+function fresh(
+  over: Partial<Parameters<typeof initialWorkerState>[0]> = {},
+): WorkerState {
+  return initialWorkerState({
+    workerName: "w",
+    maxConcurrent: 2,
+    models: ["m"],
+    modelsDiscovered: false,
+    drainTimeoutSecs: 30,
+    onServerShutdown: "exit",
+    ...over,
+  });
+}
+
+function registered(over: Parameters<typeof fresh>[0] = {}): WorkerState {
+  const s = fresh(over);
+  step(s, { kind: "socketOpened" });
+  step(s, {
+    kind: "frameReceived",
+    text: '{"type":"register_ack","worker_id":"w1","models":["m"]}',
+  });
+  return s;
+}
+
+function frame(value: unknown) {
+  return { kind: "frameReceived" as const, text: JSON.stringify(value) };
+}
+
+function sent(actions: WorkerAction[]) {
+  return actions.flatMap((a) => a.kind === "send" ? [a.message] : []);
+}
+
+function kinds(actions: WorkerAction[]) {
+  return actions.filter((a) => a.kind !== "log").map((a) => a.kind);
+}
+
+const request = (id: string) => ({
+  type: "request",
+  request_id: id,
+  model: "m",
+  endpoint_path: "/v1/chat/completions",
+  is_streaming: true,
+  body: "{}",
+});
+
+Deno.test("backoff doubles from 1 s to a 30 s cap plus under 500 ms of jitter", () => {
+  assert.equal(backoffMs(0, 0), 1_000);
+  assert.equal(backoffMs(1, 0), 2_000);
+  assert.equal(backoffMs(4, 0), 16_000);
+  assert.equal(backoffMs(5, 0), 30_000);
+  assert.equal(backoffMs(500, 0), 30_000);
+  assert.equal(backoffMs(0, 0.5), 1_250);
+  assert.equal(backoffMs(0, 0.999_999_9), 1_499);
+});
+
+Deno.test("opening the socket registers with the bridge protocol version and current load", () => {
+  const s = fresh();
+  const [reg] = sent(step(s, { kind: "socketOpened" }));
+  assert.deepEqual(reg, {
+    type: "register",
+    worker_name: "w",
+    models: ["m"],
+    max_concurrent: 2,
+    protocol_version: "2026-04-bridge-v1",
+    current_load: 0,
+  });
+});
+
+Deno.test("a request is forwarded and counts as load in the next pong", () => {
+  const s = registered();
+  assert.deepEqual(kinds(step(s, frame(request("r1")))), ["forward"]);
+  const [pong] = sent(step(s, frame({ type: "ping", timestamp_unix_ms: 7 })));
+  assert.deepEqual(pong, {
+    type: "pong",
+    current_load: 1,
+    timestamp_unix_ms: 7,
+  });
+});
+
+Deno.test("C44 cancel aborts the backend call, answers 499 and drops later chunks", () => {
+  const s = registered();
+  step(s, frame(request("r1")));
+  const actions = step(
+    s,
+    frame({ type: "cancel", request_id: "r1", reason: { other: "x" } }),
+  );
+  assert.deepEqual(kinds(actions), ["abortBackend", "send"]);
+  assert.deepEqual(sent(actions), [{
+    type: "response_complete",
+    request_id: "r1",
+    status_code: 499,
+    body: "",
+  }]);
+  assert.deepEqual(
+    step(s, { kind: "chunkRead", requestId: "r1", chunk: "data: x\n\n" }),
+    [],
+  );
+  assert.deepEqual(
+    step(s, {
+      kind: "backendFinished",
+      requestId: "r1",
+      completion: {
+        status_code: 200,
+        headers: {},
+        body: "",
+        token_counts: null,
+      },
+    }),
+    [],
+  );
+  assert.equal(s.inFlight.size, 0);
+});
+
+Deno.test("the first signal advertises no models and waits; the last answer closes 1000 and exits 0", () => {
+  const s = registered();
+  step(s, frame(request("r1")));
+  const first = step(s, { kind: "shutdownSignalled" });
+  assert.deepEqual(sent(first), [{
+    type: "models_update",
+    models: [],
+    current_load: 1,
+  }]);
+  assert.ok(
+    first.some((a) =>
+      a.kind === "armTimer" && a.timer === "drain" && a.ms === 30_000
+    ),
+  );
+  const refused = sent(step(s, frame(request("r2"))));
+  assert.equal(refused[0]?.type, "response_complete");
+  assert.equal((refused[0] as { status_code: number }).status_code, 503);
+  const last = step(s, {
+    kind: "backendFinished",
+    requestId: "r1",
+    completion: { status_code: 200, headers: {}, body: "", token_counts: null },
+  });
+  assert.deepEqual(kinds(last), ["send", "closeSocket", "exit"]);
+  assert.deepEqual(last.find((a) => a.kind === "exit"), {
+    kind: "exit",
+    code: 0,
+    graceful: true,
+  });
+});
+
+Deno.test("a second signal exits at once", () => {
+  const s = registered();
+  step(s, frame(request("r1")));
+  step(s, { kind: "shutdownSignalled" });
+  const second = step(s, { kind: "shutdownSignalled" });
+  assert.deepEqual(kinds(second), ["abortBackend", "exit"]);
+  assert.deepEqual(second.at(-1), { kind: "exit", code: 1, graceful: false });
+});
+
+Deno.test("the drain timeout abandons in-flight work and exits 0", () => {
+  const s = registered();
+  step(s, frame(request("r1")));
+  step(s, { kind: "shutdownSignalled" });
+  assert.deepEqual(kinds(step(s, { kind: "drainTimerFired" })), [
+    "abortBackend",
+    "closeSocket",
+    "exit",
+  ]);
+});
+
+Deno.test("an unexpected close aborts in-flight work and schedules a backoff reconnect", () => {
+  const s = registered();
+  step(s, frame(request("r1")));
+  const a = step(s, {
+    kind: "socketClosed",
+    code: 1006,
+    reason: "",
+    wasOpen: true,
+    random01: 0,
+  });
+  assert.deepEqual(kinds(a), ["abortBackend", "armTimer"]);
+  assert.ok(a.some((x) => x.kind === "armTimer" && x.ms === 1_000));
+  const b = step(s, {
+    kind: "socketClosed",
+    code: 1006,
+    reason: "",
+    wasOpen: false,
+    random01: 0,
+  });
+  assert.ok(b.some((x) => x.kind === "armTimer" && x.ms === 2_000));
+  assert.deepEqual(kinds(step(s, { kind: "reconnectTimerFired" })), [
+    "connect",
+  ]);
+});
+
+Deno.test("a 1008 rejection is logged as an error and retried slowly", () => {
+  const s = fresh();
+  const a = step(s, {
+    kind: "socketClosed",
+    code: 1008,
+    reason: "bad secret",
+    wasOpen: true,
+    random01: 0,
+  });
+  assert.ok(a.some((x) => x.kind === "log" && x.level === "error"));
+  assert.ok(a.some((x) => x.kind === "armTimer" && x.ms === AUTH_RETRY_MS));
+});
+
+Deno.test("graceful_shutdown from the proxy refuses new work and exits when the proxy closes", () => {
+  const s = registered();
+  step(
+    s,
+    frame({
+      type: "graceful_shutdown",
+      reason: "maintenance",
+      drain_timeout_secs: 5,
+    }),
+  );
+  assert.equal(
+    sent(step(s, frame(request("r1"))))[0]?.type,
+    "response_complete",
+  );
+  const closed = step(s, {
+    kind: "socketClosed",
+    code: 1000,
+    reason: "",
+    wasOpen: true,
+    random01: 0,
+  });
+  assert.deepEqual(kinds(closed), ["exit"]);
+});
+
+Deno.test("graceful_shutdown with on-server-shutdown=reconnect comes back after a short delay", () => {
+  const s = registered({ onServerShutdown: "reconnect" });
+  step(s, frame({ type: "graceful_shutdown" }));
+  const closed = step(s, {
+    kind: "socketClosed",
+    code: 1000,
+    reason: "",
+    wasOpen: true,
+    random01: 0,
+  });
+  assert.deepEqual(kinds(closed), ["armTimer"]);
+  assert.equal(s.drain.kind, "none");
+});
+
+Deno.test("models_refresh re-lists discovered models, or repeats configured ones", () => {
+  const discovered = registered({ modelsDiscovered: true });
+  assert.deepEqual(kinds(step(discovered, frame({ type: "models_refresh" }))), [
+    "listModels",
+  ]);
+  const configured = registered();
+  assert.deepEqual(sent(step(configured, frame({ type: "models_refresh" }))), [
+    { type: "models_update", models: ["m"], current_load: 0 },
+  ]);
+});
+
+Deno.test("a periodic listing sends models_update only when the models changed", () => {
+  const s = registered({ modelsDiscovered: true });
+  assert.deepEqual(kinds(step(s, { kind: "modelsRefreshDue" })), [
+    "listModels",
+  ]);
+  assert.deepEqual(
+    sent(step(s, { kind: "modelsListed", models: ["m"], reply: false })),
+    [],
+  );
+  assert.deepEqual(
+    sent(step(s, { kind: "modelsListed", models: ["m", "n"], reply: false })),
+    [
+      { type: "models_update", models: ["m", "n"], current_load: 0 },
+    ],
+  );
+});
+
+Deno.test("an invalid frame is logged and ignored", () => {
+  const s = registered();
+  const a = step(s, { kind: "frameReceived", text: "{not json" });
+  assert.deepEqual(kinds(a), []);
+  assert.ok(a.some((x) => x.kind === "log" && x.level === "warn"));
+});

@@ -1,0 +1,99 @@
+// Token accounting from a backend's `usage` object, for response_complete. Maps
+// OpenAI (prompt_tokens/completion_tokens/total_tokens) and Anthropic or the
+// Responses API (input_tokens/output_tokens). Pure.
+import type { TokenCounts } from "../../core/protocol/mod.ts";
+
+type Partial3 = {
+  prompt: number | null;
+  completion: number | null;
+  total: number | null;
+};
+
+function count(v: unknown): number | null {
+  return typeof v === "number" && Number.isInteger(v) && v >= 0 &&
+      v <= 0xffff_ffff
+    ? v
+    : null;
+}
+
+function mergeUsage(into: Partial3, usage: unknown): void {
+  if (typeof usage !== "object" || usage === null) return;
+  const u = usage as Record<string, unknown>;
+  into.prompt = count(u.prompt_tokens) ?? count(u.input_tokens) ?? into.prompt;
+  into.completion = count(u.completion_tokens) ?? count(u.output_tokens) ??
+    into.completion;
+  into.total = count(u.total_tokens) ?? into.total;
+}
+
+function toCounts(p: Partial3): TokenCounts | null {
+  if (p.prompt === null && p.completion === null && p.total === null) {
+    return null;
+  }
+  const total = p.total ??
+    (p.prompt !== null && p.completion !== null
+      ? p.prompt + p.completion
+      : null);
+  return {
+    prompt_tokens: p.prompt,
+    completion_tokens: p.completion,
+    total_tokens: total,
+  };
+}
+
+/** Token counts of a non-streaming JSON answer, or null when it has no usage. */
+export function tokenCountsFromBody(body: string): TokenCounts | null {
+  if (!body.includes('"usage"')) return null;
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch {
+    return null;
+  }
+  const p: Partial3 = { prompt: null, completion: null, total: null };
+  if (typeof value === "object" && value !== null) {
+    mergeUsage(p, (value as Record<string, unknown>).usage);
+  }
+  return toCounts(p);
+}
+
+/**
+ * Usage carried inside an SSE stream: OpenAI's final usage chunk, Anthropic's
+ * message_start and message_delta, the Responses API's response.completed. Only
+ * lines mentioning "usage" are parsed, so the per-chunk cost is a substring scan.
+ */
+export type UsageScan = { carry: string; counts: Partial3 };
+
+const CARRY_MAX = 1 << 20; // A longer unterminated line is not an SSE usage event.
+
+export function newUsageScan(): UsageScan {
+  return { carry: "", counts: { prompt: null, completion: null, total: null } };
+}
+
+export function scanChunk(scan: UsageScan, text: string): void {
+  const joined = scan.carry + text;
+  const end = joined.lastIndexOf("\n");
+  scan.carry = joined.slice(end + 1);
+  if (scan.carry.length > CARRY_MAX) scan.carry = "";
+  if (end === -1 || !joined.includes('"usage"')) return;
+  for (const line of joined.slice(0, end).split("\n")) {
+    if (!line.startsWith("data:") || !line.includes('"usage"')) continue;
+    try {
+      const event = JSON.parse(line.slice(5)) as Record<string, unknown>;
+      mergeUsage(scan.counts, event.usage);
+      mergeUsage(
+        scan.counts,
+        (event.message as Record<string, unknown> | undefined)?.usage,
+      );
+      mergeUsage(
+        scan.counts,
+        (event.response as Record<string, unknown> | undefined)?.usage,
+      );
+    } catch {
+      // Not JSON: not ours to judge, the bytes were forwarded as they were.
+    }
+  }
+}
+
+export function scanResult(scan: UsageScan): TokenCounts | null {
+  return toCounts(scan.counts);
+}
