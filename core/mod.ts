@@ -5,12 +5,14 @@ export {
   DEFAULT_CONFIG,
   makeConfig,
   type ProviderConfig,
+  type RateLimit,
 } from "./config.ts";
 export type {
   ClientApi,
   Event,
   EventKind,
   Headers,
+  Priority,
   RequestId,
   WorkerId,
 } from "./events/event.ts";

@@ -8,6 +8,7 @@ import { listModels, queueDepth } from "../../core/mod.ts";
 import type { Clients } from "./clients.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
 import { newRequestId } from "./ids.ts";
+import { readTenancy } from "./tenancy.ts";
 
 export const VERSION = "0.1.0";
 
@@ -33,6 +34,8 @@ export type HttpDeps = {
   ) => boolean;
   /** Client auth for inference routes; returns an error to send, or null. */
   authorize?: (req: IncomingMessage, api: ClientApi) => ClientError | null;
+  /** The tenant bound to the client's API key, if any (spec 004). */
+  tenantOf?: (req: IncomingMessage) => string | null;
 };
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -92,7 +95,9 @@ function readBody(
   });
 }
 
-type Parsed = { model: string; stream: boolean } | ClientError;
+type Parsed =
+  | { model: string; stream: boolean; fields: Record<string, unknown> }
+  | ClientError;
 
 /** Model and stream flag from the JSON body; the body itself is forwarded untouched. */
 export function parseInference(body: string): Parsed {
@@ -115,7 +120,7 @@ export function parseInference(body: string): Parsed {
   if (obj.stream !== undefined && typeof obj.stream !== "boolean") {
     return badRequest("invalid_stream", '"stream" must be true or false');
   }
-  return { model: obj.model, stream: obj.stream === true };
+  return { model: obj.model, stream: obj.stream === true, fields: obj };
 }
 
 export function handleHttp(
@@ -137,15 +142,7 @@ export function handleHttp(
     }
     return handleInference(req, res, d, api, path);
   }
-  if (req.method === "GET" && path === "/health") {
-    return sendJson(res, 200, {
-      status: d.state.shuttingDown ? "shutting_down" : "ok",
-      version: VERSION,
-      workers_connected: d.state.workers.size,
-      queue_depth: queueDepth(d.state),
-      uptime_secs: Math.round((d.now() - d.startedAtMs) / 100) / 10,
-    });
-  }
+  if (req.method === "GET" && path === "/health") return health(res, d);
   if (req.method === "GET" && path === "/v1/models") {
     return sendJson(res, 200, {
       object: "list",
@@ -174,6 +171,37 @@ export function handleHttp(
     "openai",
     badRequest("not_found", `no route for ${req.method} ${path}`, 404),
   );
+}
+
+/**
+ * GET /health: the original's fields plus spec 004's (`uptime`, `modelsLoaded`,
+ * `queueDepth`). 503 when the fleet cannot serve: no worker connected, the queue
+ * at 90% of its bound or more, or shutting down. Use it as a readiness check; a
+ * liveness probe should accept any answer.
+ */
+function health(res: ServerResponse, d: HttpDeps): void {
+  const depth = queueDepth(d.state);
+  const saturatedAt = Math.max(1, Math.ceil(d.state.config.queueLenMax * 0.9));
+  const problems: string[] = [];
+  if (d.state.shuttingDown) problems.push("shutting down");
+  if (d.state.workers.size === 0) problems.push("no worker connected");
+  if (depth >= saturatedAt) problems.push(`queue saturated (${depth} waiting)`);
+  const uptime = Math.round((d.now() - d.startedAtMs) / 100) / 10;
+  sendJson(res, problems.length === 0 ? 200 : 503, {
+    status: d.state.shuttingDown
+      ? "shutting_down"
+      : problems.length === 0
+      ? "ok"
+      : "unavailable",
+    version: VERSION,
+    workers_connected: d.state.workers.size,
+    queue_depth: depth,
+    uptime_secs: uptime,
+    uptime,
+    modelsLoaded: listModels(d.state).length,
+    queueDepth: depth,
+    ...(problems.length === 0 ? {} : { problems }),
+  });
 }
 
 function handleInference(
@@ -206,6 +234,8 @@ function handleInference(
     if (body === null) return;
     const parsed = parseInference(body);
     if ("status" in parsed) return sendError(res, api, parsed);
+    const tenancy = readTenancy(req, parsed.fields, d.tenantOf?.(req) ?? null);
+    if ("status" in tenancy) return sendError(res, api, tenancy);
     const requestId = newRequestId();
     const ctx = { res, api, ended: false, stalled: false };
     d.clients.set(requestId, ctx);
@@ -224,6 +254,9 @@ function handleInference(
       isStreaming: parsed.stream,
       body,
       headers: lowercaseHeaders(req),
+      tenant: tenancy.tenant,
+      priority: tenancy.priority,
+      cacheKey: tenancy.cacheKey,
     });
   });
 }

@@ -1,6 +1,10 @@
 // Server configuration: the original's env names and defaults (spec, Configuration
 // Quick Reference), plus ours, each also settable by flag.
-import { type Config as CoreConfig, makeConfig } from "../../core/mod.ts";
+import {
+  type Config as CoreConfig,
+  makeConfig,
+  type RateLimit,
+} from "../../core/mod.ts";
 import { isLogLevel, type LogFormat, type LogLevel } from "../log.ts";
 import {
   bool,
@@ -150,6 +154,30 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     help: "refuse workers that send no protocol_version",
   },
   {
+    flag: "default-rate-limit",
+    env: "DEFAULT_RATE_LIMIT",
+    kind: "string",
+    default: "",
+    help:
+      "per-tenant limit for tenants without their own, e.g. 100req/min (none = unlimited); one tenant's: TENANT_RATE_LIMIT_<tenant>=500req/min",
+  },
+  {
+    flag: "tenant-max-queue-len",
+    env: "TENANT_MAX_QUEUE_LEN",
+    kind: "string",
+    default: "",
+    help: "queued requests one tenant may hold (none = MAX_QUEUE_LEN)",
+  },
+  {
+    flag: "affinity-load-margin",
+    env: "AFFINITY_LOAD_MARGIN",
+    kind: "int",
+    default: "2",
+    min: 0,
+    help:
+      "how much busier than the least-loaded worker a cache-affine worker may be",
+  },
+  {
     flag: "tick-ms",
     env: "TICK_MS",
     kind: "int",
@@ -194,9 +222,27 @@ export function parseListenAddr(
   return { hostname: m[1] === "" ? "0.0.0.0" : m[1]!, port: Number(m[2]) };
 }
 
+const RATE = /^(\d+)\s*req\/(s|sec|second|m|min|minute|h|hour)$/i;
+
+/** Parses `100req/min` (spec 004) into a limit and window. */
+export function parseRateLimit(name: string, raw: string): RateLimit {
+  const m = RATE.exec(raw.trim());
+  if (m === null || Number(m[1]) < 1) {
+    throw new OptionError(
+      `${name} must look like 100req/min (or req/s, req/hour), got "${raw}"`,
+    );
+  }
+  const unit = m[2]!.toLowerCase()[0];
+  const windowMs = unit === "s" ? 1000 : unit === "m" ? 60_000 : 3_600_000;
+  return { limit: Number(m[1]), windowMs };
+}
+
+const TENANT_LIMIT_PREFIX = "TENANT_RATE_LIMIT_";
+
 export function loadServerConfig(
   args: string[],
   env: (name: string) => string | undefined,
+  allEnv: Record<string, string> = {},
 ): { config: ServerConfig; help: false } | { help: true } {
   const { values, help } = readOptions(args, env, SERVER_OPTIONS);
   if (help) return { help: true };
@@ -225,10 +271,36 @@ export function loadServerConfig(
     );
   }
   const { hostname, port } = parseListenAddr(str(values, "listen-addr"));
+  const rateLimits: Record<string, RateLimit> = {};
+  let defaultRateLimit: RateLimit | null = null;
+  for (const [name, raw] of Object.entries(allEnv)) {
+    if (!name.startsWith(TENANT_LIMIT_PREFIX) || raw.trim() === "") continue;
+    const tenant = name.slice(TENANT_LIMIT_PREFIX.length);
+    // The spec's example sets the default as TENANT_RATE_LIMIT_default.
+    if (tenant === "default") defaultRateLimit = parseRateLimit(name, raw);
+    else rateLimits[tenant] = parseRateLimit(name, raw);
+  }
+  const defaultRaw = str(values, "default-rate-limit");
+  if (defaultRaw !== "") {
+    defaultRateLimit = parseRateLimit("DEFAULT_RATE_LIMIT", defaultRaw);
+  }
+  const queueLenMax = int(values, "max-queue-len");
+  const tenantQueueRaw = str(values, "tenant-max-queue-len");
+  if (tenantQueueRaw !== "" && !/^[1-9]\d*$/.test(tenantQueueRaw)) {
+    throw new OptionError(
+      `TENANT_MAX_QUEUE_LEN (--tenant-max-queue-len) must be a whole number >= 1, got "${tenantQueueRaw}"`,
+    );
+  }
   const core = makeConfig({
     providers: [{ name: provider, enabled: true }],
     defaultProvider: provider,
-    queueLenMax: int(values, "max-queue-len"),
+    queueLenMax,
+    tenantQueueLenMax: tenantQueueRaw === ""
+      ? queueLenMax
+      : Number(tenantQueueRaw),
+    rateLimits,
+    defaultRateLimit,
+    affinityLoadMargin: int(values, "affinity-load-margin"),
     queueTimeoutMs: int(values, "queue-timeout-secs") * 1000,
     requestTimeoutMs: int(values, "request-timeout-secs") * 1000,
     drainTimeoutMs: int(values, "drain-timeout-secs") * 1000,

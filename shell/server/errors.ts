@@ -33,11 +33,30 @@ function anthropicType(status: number): string {
   }
 }
 
+/**
+ * Spec 004 detail fields go inside the error object (`limit`, `remaining`,
+ * `resetAt`, `queueDepth`, `avgWaitMs`). `resetInMs` from the core becomes the
+ * wall-clock `resetAt` (unix seconds) here, since the core has no wall clock.
+ */
+function details(error: ClientError): Record<string, number | string> {
+  const out: Record<string, number | string> = {};
+  for (const [k, v] of Object.entries(error.details ?? {})) {
+    if (k === "resetInMs") {
+      out.resetAt = Math.ceil((Date.now() + Number(v)) / 1000);
+    } else out[k] = v;
+  }
+  return out;
+}
+
 export function errorBody(api: ClientApi, error: ClientError): string {
   if (api === "anthropic") {
     return JSON.stringify({
       type: "error",
-      error: { type: anthropicType(error.status), message: error.message },
+      error: {
+        type: anthropicType(error.status),
+        message: error.message,
+        ...details(error),
+      },
     });
   }
   return JSON.stringify({
@@ -45,6 +64,7 @@ export function errorBody(api: ClientApi, error: ClientError): string {
       message: error.message,
       type: openAiType(error.status),
       code: error.code,
+      ...details(error),
     },
   });
 }

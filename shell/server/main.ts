@@ -8,7 +8,11 @@ import { startServer } from "./server.ts";
 async function main(): Promise<number> {
   let loaded;
   try {
-    loaded = loadServerConfig(Deno.args, (name) => Deno.env.get(name));
+    loaded = loadServerConfig(
+      Deno.args,
+      (name) => Deno.env.get(name),
+      Deno.env.toObject(),
+    );
   } catch (e) {
     if (e instanceof OptionError) {
       console.error(`modelrelay server: ${e.message}`);

@@ -8,6 +8,7 @@ import { type Effect, encodeFrame, type Event } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import type { Clients } from "./clients.ts";
 import { errorBody, errorHeaders, sseErrorEvent } from "./errors.ts";
+import { CACHE_HEADER_DEFAULTS } from "./tenancy.ts";
 
 /** Hop-by-hop and length headers are the relay's to set, not the backend's. */
 const DROPPED_RESPONSE_HEADERS = new Set([
@@ -75,7 +76,11 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
       case "startStream": {
         const c = d.clients.get(effect.requestId);
         if (c === undefined) return;
-        c.res.writeHead(200, SSE_HEADERS);
+        c.res.writeHead(200, {
+          ...SSE_HEADERS,
+          ...CACHE_HEADER_DEFAULTS,
+          "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
+        });
         c.res.flushHeaders();
         return;
       }
@@ -95,10 +100,13 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         if (c === undefined) return;
         c.ended = true;
         d.clients.delete(effect.requestId);
-        const headers: Record<string, string> = {};
+        // Spec 004 headers: the backend's when it sent them, else false/0.
+        const headers: Record<string, string> = { ...CACHE_HEADER_DEFAULTS };
         for (const [k, v] of Object.entries(effect.headers)) {
-          if (!DROPPED_RESPONSE_HEADERS.has(k.toLowerCase())) headers[k] = v;
+          const lower = k.toLowerCase();
+          if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = v;
         }
+        headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
         c.res.writeHead(effect.status, headers);
         c.res.end(effect.body);
         return;
@@ -108,7 +116,10 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         if (c === undefined) return;
         c.ended = true;
         d.clients.delete(effect.requestId);
-        c.res.writeHead(effect.error.status, errorHeaders(effect.error));
+        c.res.writeHead(effect.error.status, {
+          ...errorHeaders(effect.error),
+          "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
+        });
         c.res.end(errorBody(c.api, effect.error));
         return;
       }

@@ -1,0 +1,309 @@
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import {
+  chatBody,
+  registeredWorker,
+  startTestServer,
+  testConfig,
+  waitFor,
+} from "./_test_helpers.ts";
+
+Deno.test("spec 004 tenant, priority and cache headers reach the worker; response headers are present", async () => {
+  const server = await startTestServer();
+  try {
+    const w = await registeredWorker(server);
+    const pending = fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "x-tenant-id": "team-a",
+        "x-priority": "high",
+        "x-cache-mode": "prefix",
+        "x-cache-tag": "session-1",
+        "x-unrelated": "stays here",
+      },
+      body: chatBody(),
+    });
+    const req = await w.next("request");
+    assert.deepEqual(req.headers, {
+      "content-type": "application/json",
+      "x-tenant-id": "team-a",
+      "x-priority": "high",
+      "x-cache-mode": "prefix",
+      "x-cache-tag": "session-1",
+    });
+    w.send({
+      type: "response_complete",
+      request_id: req.request_id,
+      status_code: 200,
+      headers: {
+        "content-type": "application/json",
+        "x-cache-hit": "true",
+        "x-gpu-time-ms": "42",
+      },
+      body: "{}",
+    });
+    const res = await pending;
+    await res.text();
+    assert.equal(res.headers.get("x-queue-wait-ms"), "0");
+    assert.equal(res.headers.get("x-cache-hit"), "true");
+    assert.equal(res.headers.get("x-gpu-time-ms"), "42");
+    assert.equal(res.headers.get("x-cache-tokens-reused"), "0");
+    // A stream gets the defaults: its headers go out before the backend's are known.
+    const stream = fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: chatBody("m1", true),
+    });
+    const sreq = await w.next("request");
+    w.send({
+      type: "response_chunk",
+      request_id: sreq.request_id,
+      chunk: "data: 1\n\n",
+    });
+    const sres = await stream;
+    assert.equal(sres.headers.get("x-cache-hit"), "false");
+    assert.equal(sres.headers.get("x-queue-wait-ms"), "0");
+    w.send({
+      type: "response_complete",
+      request_id: sreq.request_id,
+      status_code: 200,
+    });
+    await sres.text();
+    await w.close();
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("spec 004 invalid tenancy headers get 400 with the reason", async () => {
+  const server = await startTestServer();
+  try {
+    const cases: [Record<string, string>, string][] = [
+      [{ "x-tenant-id": "has space" }, "invalid_tenant"],
+      [{ "x-priority": "urgent" }, "invalid_priority"],
+      [{ "x-cache-mode": "always" }, "invalid_cache_mode"],
+      [{ "x-cache-tag": "t".repeat(65) }, "invalid_cache_tag"],
+    ];
+    for (const [headers, code] of cases) {
+      const res = await fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers,
+        body: chatBody(),
+      });
+      assert.equal(res.status, 400);
+      assert.equal((await res.json()).error.code, code);
+    }
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("spec 004 a tenant over its rate limit gets 429 with Retry-After and the spec body, nothing forwarded", async () => {
+  const server = await startTestServer(
+    testConfig({ rateLimits: { "team-a": { limit: 1, windowMs: 60_000 } } }),
+  );
+  try {
+    const w = await registeredWorker(server);
+    const first = fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "x-tenant-id": "team-a" },
+      body: chatBody(),
+    });
+    const r1 = await w.next("request");
+    w.send({
+      type: "response_complete",
+      request_id: r1.request_id,
+      status_code: 200,
+      body: "ok",
+    });
+    assert.equal(await (await first).text(), "ok");
+    const res = await fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "x-tenant-id": "team-a" },
+      body: chatBody(),
+    });
+    assert.equal(res.status, 429);
+    const retryAfter = Number(res.headers.get("retry-after"));
+    assert.ok(
+      retryAfter >= 59 && retryAfter <= 60,
+      `retry-after ${retryAfter}`,
+    );
+    const body = await res.json();
+    assert.equal(body.error.code, "rate_limit_exceeded");
+    assert.equal(body.error.limit, 1);
+    assert.equal(body.error.remaining, 0);
+    assert.ok(body.error.resetAt > Date.now() / 1000);
+    // Another tenant is unaffected.
+    const other = fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: chatBody(),
+    });
+    const r2 = await w.next("request");
+    w.send({
+      type: "response_complete",
+      request_id: r2.request_id,
+      status_code: 200,
+      body: "ok",
+    });
+    assert.equal((await other).status, 200);
+    await (await other).body?.cancel().catch(() => {});
+    assert.equal(w.frames.filter((f) => f.type === "request").length, 2);
+    await w.close();
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("spec 004 queue full answers 503 with queueDepth and avgWaitMs in the body", async () => {
+  const server = await startTestServer(testConfig({ queueLenMax: 1 }));
+  try {
+    const w = await registeredWorker(server, { max_concurrent: 1 });
+    const busy = fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: chatBody(),
+    });
+    const r1 = await w.next("request");
+    const queued = fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: chatBody(),
+    });
+    await waitFor(
+      "one queued",
+      () => server.runtime.state.queues.get("local")!.length === 1,
+    );
+    const res = await fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: chatBody(),
+    });
+    assert.equal(res.status, 503);
+    assert.ok(Number(res.headers.get("retry-after")) >= 1);
+    const body = await res.json();
+    assert.equal(body.error.code, "queue_full");
+    assert.equal(body.error.queueDepth, 1);
+    assert.equal(typeof body.error.avgWaitMs, "number");
+    w.send({
+      type: "response_complete",
+      request_id: r1.request_id,
+      status_code: 200,
+      body: "",
+    });
+    await (await busy).text();
+    const r2 = await w.next("request");
+    w.send({
+      type: "response_complete",
+      request_id: r2.request_id,
+      status_code: 200,
+      body: "",
+    });
+    const q = await queued;
+    assert.ok(Number(q.headers.get("x-queue-wait-ms")) >= 0);
+    await q.text();
+    await w.close();
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("spec 004 X-Priority: a queued high request is dispatched before older low ones", async () => {
+  const server = await startTestServer();
+  try {
+    const w = await registeredWorker(server, { max_concurrent: 1 });
+    const send = (priority: string) =>
+      fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "x-priority": priority },
+        body: JSON.stringify({ model: "m1", tag: priority }),
+      });
+    const busy = send("normal");
+    const r0 = await w.next("request");
+    const low = send("low");
+    await waitFor(
+      "low queued",
+      () => server.runtime.state.queues.get("local")!.length === 1,
+    );
+    const high = send("high");
+    await waitFor(
+      "high queued",
+      () => server.runtime.state.queues.get("local")!.length === 2,
+    );
+    w.send({
+      type: "response_complete",
+      request_id: r0.request_id,
+      status_code: 200,
+      body: "",
+    });
+    const next = await w.next("request");
+    assert.match(next.body as string, /"high"/);
+    w.send({
+      type: "response_complete",
+      request_id: next.request_id,
+      status_code: 200,
+      body: "",
+    });
+    const last = await w.next("request");
+    assert.match(last.body as string, /"low"/);
+    w.send({
+      type: "response_complete",
+      request_id: last.request_id,
+      status_code: 200,
+      body: "",
+    });
+    for (const r of [busy, low, high]) await (await r).text();
+    await w.close();
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("spec 004 the official openai SDK honours Retry-After on 429 and then succeeds", async () => {
+  const server = await startTestServer(
+    testConfig({ rateLimits: { default: { limit: 1, windowMs: 1000 } } }),
+  );
+  try {
+    const w = await registeredWorker(server);
+    const answer = (async () => {
+      for (let i = 0; i < 2; i++) {
+        const req = await w.next("request", 10_000);
+        w.send({
+          type: "response_complete",
+          request_id: req.request_id,
+          status_code: 200,
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            id: `c${i}`,
+            object: "chat.completion",
+            created: 0,
+            model: "m1",
+            choices: [{
+              index: 0,
+              message: { role: "assistant", content: "hi" },
+              finish_reason: "stop",
+            }],
+          }),
+        });
+      }
+    })();
+    const client = new OpenAI({
+      baseURL: `${server.url}/v1`,
+      apiKey: "k",
+      maxRetries: 2,
+    });
+    const first = await client.chat.completions.create({
+      model: "m1",
+      messages: [{ role: "user", content: "a" }],
+    });
+    assert.equal(first.choices[0]!.message.content, "hi");
+    const started = performance.now();
+    const second = await client.chat.completions.create({
+      model: "m1",
+      messages: [{ role: "user", content: "b" }],
+    });
+    assert.equal(second.choices[0]!.message.content, "hi");
+    // It waited for the window instead of failing.
+    assert.ok(performance.now() - started >= 500);
+    await answer;
+    await w.close();
+  } finally {
+    await server.close();
+  }
+});
