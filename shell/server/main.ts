@@ -2,8 +2,9 @@
 // SIGTERM, which drains gracefully (C30); a second signal exits at once.
 import { makeLogger } from "../log.ts";
 import { OptionError } from "../options.ts";
+import { KeyStoreError } from "./api_keys.ts";
 import { loadServerConfig, serverHelp } from "./config.ts";
-import { startServer } from "./server.ts";
+import { startRelay } from "./ops.ts";
 
 async function main(): Promise<number> {
   let loaded;
@@ -28,8 +29,12 @@ async function main(): Promise<number> {
   const log = makeLogger(config.logLevel, config.logFormat, "server");
   let server;
   try {
-    server = await startServer(config, log);
+    server = await startRelay(config, log);
   } catch (e) {
+    if (e instanceof KeyStoreError) {
+      console.error(`modelrelay server: ${e.message}`);
+      return 1;
+    }
     console.error(
       `modelrelay server: cannot listen on ${config.hostname}:${config.port}: ${e}`,
     );

@@ -4,7 +4,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 // @ts-types="npm:@types/ws@8.18.1"
 import type { WebSocket } from "ws";
-import { type Effect, initialState } from "../../core/mod.ts";
+import { type Effect, type Event, initialState } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { handleHttp, type HttpDeps } from "./client_http.ts";
 import type { Clients } from "./clients.ts";
@@ -26,6 +26,9 @@ export type RunningServer = {
 
 export type ServerHooks = {
   onRequestFinished?: (e: Extract<Effect, { kind: "requestFinished" }>) => void;
+  /** Taps for metrics: every event before it is submitted, every effect after it ran. */
+  onEvent?: (event: Event) => void;
+  onEffect?: (effect: Effect) => void;
   extraRoutes?: HttpDeps["extraRoutes"];
   authorize?: HttpDeps["authorize"];
 };
@@ -52,12 +55,28 @@ export async function startServer(
     onRequestFinished: hooks.onRequestFinished ?? (() => {}),
     onShutdownComplete: () => resolveShutdown(),
   });
-  const runtime = makeRuntime(state, runEffect, log);
-  submit = runtime.submit;
+  const { onEvent, onEffect } = hooks;
+  const runtime = makeRuntime(
+    state,
+    onEffect === undefined ? runEffect : (e) => {
+      runEffect(e);
+      onEffect(e);
+    },
+    log,
+  );
+  const submitEvent = onEvent === undefined ? runtime.submit : (e: Event) => {
+    try {
+      onEvent(e);
+    } catch (err) {
+      log("error", "event tap failed", { event: e.kind, error: String(err) });
+    }
+    runtime.submit(e);
+  };
+  submit = submitEvent;
 
   const upgrade = makeWorkerUpgrade({
     sockets,
-    submit: runtime.submit,
+    submit: submitEvent,
     now: nowMs,
     workerSecret: config.workerSecret,
     defaultProvider: config.core.defaultProvider,
@@ -66,7 +85,7 @@ export async function startServer(
   const httpDeps: HttpDeps = {
     state,
     clients,
-    submit: runtime.submit,
+    submit: submitEvent,
     now: nowMs,
     maxBodyBytes: config.maxBodyBytes,
     startedAtMs: nowMs(),

@@ -1,0 +1,77 @@
+// Test-only: the relay with its operations hooks (admin, keys, metrics, pages) on
+// an ephemeral loopback port, shaped like TestServer so the scripted worker
+// helpers work with it.
+import { makeLogger } from "../log.ts";
+import { SECRET, type TestServer, type TestWorker } from "./_test_helpers.ts";
+import type { ServerConfig } from "./config.ts";
+import { type Relay, startRelay } from "./ops.ts";
+
+export const ADMIN_TOKEN = "test-admin-token";
+
+export type TestRelay = Relay & TestServer;
+
+export async function startTestRelay(config: ServerConfig): Promise<TestRelay> {
+  const relay = await startRelay(
+    config,
+    makeLogger(config.logLevel, "text", "test"),
+  );
+  const base = `127.0.0.1:${relay.port}`;
+  return {
+    ...relay,
+    url: `http://${base}`,
+    wsUrl: `ws://${base}/v1/worker/connect`,
+  };
+}
+
+export function admin(
+  relay: TestServer,
+  path: string,
+  init: RequestInit = {},
+  token = ADMIN_TOKEN,
+): Promise<Response> {
+  return fetch(`${relay.url}${path}`, {
+    ...init,
+    headers: { authorization: `Bearer ${token}`, ...init.headers },
+  });
+}
+
+/** Answers every request frame: streams two chunks when asked to stream, else a JSON body. */
+export function autoRespond(w: TestWorker): () => void {
+  let stopped = false;
+  const seen = new Set<unknown>();
+  const onMessage = (e: MessageEvent) => {
+    if (stopped) return;
+    const f = JSON.parse(e.data as string);
+    if (f.type !== "request" || seen.has(f.request_id)) return;
+    seen.add(f.request_id);
+    if (f.is_streaming) {
+      for (const text of ["hel", "lo"]) {
+        w.send({
+          type: "response_chunk",
+          request_id: f.request_id,
+          chunk: `data: {"choices":[{"delta":{"content":"${text}"}}]}\n\n`,
+        });
+      }
+      w.send({
+        type: "response_complete",
+        request_id: f.request_id,
+        status_code: 200,
+      });
+    } else {
+      w.send({
+        type: "response_complete",
+        request_id: f.request_id,
+        status_code: 200,
+        headers: { "content-type": "application/json" },
+        body: '{"id":"r","choices":[{"message":{"content":"hello"}}]}',
+      });
+    }
+  };
+  w.ws.addEventListener("message", onMessage);
+  return () => {
+    stopped = true;
+    w.ws.removeEventListener("message", onMessage);
+  };
+}
+
+export { SECRET };

@@ -1,0 +1,313 @@
+// Admin API (C35, C36): /admin/workers, /admin/workers/{id}/drain, /admin/stats,
+// /admin/keys. Bearer MODELRELAY_ADMIN_TOKEN, compared in constant time; with no
+// token configured every /admin route answers 403 saying how to enable it.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { type Event, type State, workerViews } from "../../core/mod.ts";
+import type { ApiKeyInfo, KeyStore } from "./api_keys.ts";
+import { KEY_NAME_MAX } from "./api_keys.ts";
+import type { Metrics } from "./metrics.ts";
+import { secretsEqual } from "./secret.ts";
+
+export type AdminDeps = {
+  adminToken: string;
+  keys: KeyStore | null;
+  metrics: Metrics;
+  state: () => State | null;
+  submit: (event: Event) => void;
+  /** The shell's monotonic clock (state times are on it). */
+  now: () => number;
+  /** Wall-clock ms since the epoch: key times, which outlive the process. */
+  wallNow: () => number;
+};
+
+const ADMIN_BODY_MAX = 16 * 1024;
+
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "cache-control": "no-store",
+    ...headers,
+  });
+  res.end(JSON.stringify(body));
+}
+
+function sendAdminError(
+  res: ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
+  const type = status === 403
+    ? "permission_error"
+    : status === 404
+    ? "not_found_error"
+    : status >= 500
+    ? "server_error"
+    : "invalid_request_error";
+  sendJson(res, status, { error: { message, type, code } }, headers);
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or null. */
+export function bearerToken(req: IncomingMessage): string | null {
+  const h = req.headers.authorization;
+  if (h === undefined) return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  return m === null ? null : m[1]!;
+}
+
+function decodeId(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+function keyJson(k: ApiKeyInfo): Record<string, unknown> {
+  return {
+    id: k.id,
+    name: k.name,
+    created_at: iso(k.createdAtMs),
+    last_used_at: iso(k.lastUsedAtMs),
+  };
+}
+
+function readJsonBody(
+  req: IncomingMessage,
+  onDone: (value: unknown, error: string | null) => void,
+): void {
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  let over = false;
+  req.on("data", (c: Uint8Array) => {
+    size += c.length;
+    if (size > ADMIN_BODY_MAX) over = true;
+    else parts.push(c);
+  });
+  req.on("end", () => {
+    if (over) return onDone(null, `body exceeds ${ADMIN_BODY_MAX} bytes`);
+    const text = Buffer.concat(parts).toString("utf8").trim();
+    if (text === "") return onDone({}, null);
+    try {
+      onDone(JSON.parse(text), null);
+    } catch {
+      onDone(null, "body is not valid JSON");
+    }
+  });
+  req.on("error", () => {});
+}
+
+/** Handles /admin and /admin/*; false for any other path. */
+export function handleAdmin(
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  d: AdminDeps,
+): boolean {
+  const path = url.pathname;
+  if (path !== "/admin" && !path.startsWith("/admin/")) return false;
+  if (d.adminToken === "") {
+    req.resume();
+    sendAdminError(
+      res,
+      403,
+      "admin_disabled",
+      "the admin API is disabled: start the server with MODELRELAY_ADMIN_TOKEN=<token> (or --admin-token <token>) and send Authorization: Bearer <token>",
+    );
+    return true;
+  }
+  const given = bearerToken(req);
+  if (given === null || !secretsEqual(given, d.adminToken)) {
+    req.resume();
+    d.metrics.authFailure("admin_token");
+    sendAdminError(
+      res,
+      403,
+      given === null ? "missing_admin_token" : "invalid_admin_token",
+      given === null
+        ? "send the admin token as Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>"
+        : "the admin token does not match MODELRELAY_ADMIN_TOKEN",
+    );
+    return true;
+  }
+  const state = d.state();
+  if (state === null) {
+    req.resume();
+    sendAdminError(res, 503, "starting", "the server is still starting");
+    return true;
+  }
+  const method = req.method ?? "GET";
+  const only = (allowed: string): boolean => {
+    if (method === allowed) return true;
+    req.resume();
+    sendAdminError(
+      res,
+      405,
+      "method_not_allowed",
+      `use ${allowed} for ${path}`,
+      { allow: allowed },
+    );
+    return false;
+  };
+
+  if (path === "/admin/workers") {
+    if (!only("GET")) return true;
+    const now = d.now();
+    const wall = (monotonicMs: number) => d.wallNow() - (now - monotonicMs);
+    sendJson(res, 200, {
+      workers: workerViews(state).map((w) => ({
+        ...w,
+        connected_since: iso(wall(w.connected_at_ms)),
+        connected_secs: Math.round((now - w.connected_at_ms) / 1000),
+        last_heartbeat: iso(wall(w.last_heartbeat_at_ms)),
+        last_heartbeat_secs_ago: Math.round(
+          (now - w.last_heartbeat_at_ms) / 1000,
+        ),
+      })),
+    });
+    return true;
+  }
+  const drain = /^\/admin\/workers\/([^/]+)\/drain$/.exec(path);
+  if (drain !== null) {
+    if (!only("POST")) return true;
+    req.resume();
+    const id = decodeId(drain[1]!);
+    const worker = state.workers.get(id);
+    if (worker === undefined) {
+      sendAdminError(res, 404, "worker_not_found", `no worker with id ${id}`);
+      return true;
+    }
+    d.submit({
+      kind: "workerDrainRequested",
+      atMs: d.now(),
+      workerId: id,
+      reason: "drained by an operator (POST /admin/workers/{id}/drain)",
+    });
+    sendJson(res, 202, {
+      id,
+      name: worker.name,
+      draining: true,
+      in_flight: worker.inFlight.size,
+    });
+    return true;
+  }
+  if (path === "/admin/stats") {
+    if (!only("GET")) return true;
+    sendJson(res, 200, d.metrics.stats(state, d.now()));
+    return true;
+  }
+  if (path === "/admin/keys" || path.startsWith("/admin/keys/")) {
+    return handleKeys(req, res, path, method, d);
+  }
+  req.resume();
+  sendAdminError(res, 404, "not_found", `no admin route for ${method} ${path}`);
+  return true;
+}
+
+function handleKeys(
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+  method: string,
+  d: AdminDeps,
+): boolean {
+  const keys = d.keys;
+  if (keys === null) {
+    req.resume();
+    sendAdminError(res, 503, "keys_unavailable", "the key store is not open");
+    return true;
+  }
+  const fail = (e: unknown) => {
+    sendAdminError(
+      res,
+      500,
+      "key_store_error",
+      `the key store failed: ${(e as Error).message}`,
+    );
+  };
+  if (path === "/admin/keys") {
+    if (method === "GET") {
+      req.resume();
+      try {
+        sendJson(res, 200, { keys: keys.list().map(keyJson) });
+      } catch (e) {
+        fail(e);
+      }
+      return true;
+    }
+    if (method === "POST") {
+      readJsonBody(req, (value, error) => {
+        if (error !== null) {
+          return sendAdminError(res, 400, "invalid_body", error);
+        }
+        const name = (value as { name?: unknown } | null)?.name;
+        if (
+          typeof name !== "string" || name.trim() === "" ||
+          name.length > KEY_NAME_MAX
+        ) {
+          return sendAdminError(
+            res,
+            400,
+            "invalid_name",
+            `send {"name": "..."}: a non-empty name of at most ${KEY_NAME_MAX} characters`,
+          );
+        }
+        try {
+          const k = keys.create(name.trim(), d.wallNow());
+          sendJson(res, 201, {
+            ...keyJson(k),
+            key: k.key,
+            note:
+              "store this key now: it is shown only once; clients send it as Authorization: Bearer <key>",
+          });
+        } catch (e) {
+          fail(e);
+        }
+      });
+      return true;
+    }
+    req.resume();
+    sendAdminError(
+      res,
+      405,
+      "method_not_allowed",
+      "use GET or POST for /admin/keys",
+      { allow: "GET, POST" },
+    );
+    return true;
+  }
+  const m = /^\/admin\/keys\/([^/]+)$/.exec(path);
+  req.resume();
+  if (m === null) {
+    sendAdminError(res, 404, "not_found", `no admin route for ${path}`);
+    return true;
+  }
+  if (method !== "DELETE") {
+    sendAdminError(
+      res,
+      405,
+      "method_not_allowed",
+      `use DELETE for ${path}`,
+      { allow: "DELETE" },
+    );
+    return true;
+  }
+  const id = decodeId(m[1]!);
+  try {
+    if (keys.revoke(id)) sendJson(res, 200, { id, revoked: true });
+    else sendAdminError(res, 404, "key_not_found", `no API key with id ${id}`);
+  } catch (e) {
+    fail(e);
+  }
+  return true;
+}

@@ -1,0 +1,208 @@
+// Client API keys (C36): `mr-` + 43 base64url characters (256 random bits), shown
+// once at creation, stored only as a SHA-256 hash with id, name and times.
+// `KeyStore` is kept small so a shared store (Redis, for several relay instances)
+// can implement it later; `openSqliteKeyStore` is the embedded one (node:sqlite).
+import { createHash, randomBytes } from "node:crypto";
+import { DatabaseSync } from "node:sqlite";
+
+export type ApiKeyInfo = {
+  id: string;
+  name: string;
+  createdAtMs: number;
+  lastUsedAtMs: number | null;
+};
+
+export type CreatedKey = ApiKeyInfo & { key: string };
+
+export interface KeyStore {
+  create(name: string, nowMs: number): CreatedKey;
+  list(): ApiKeyInfo[];
+  /** false when no key has this id. */
+  revoke(id: string): boolean;
+  /** The key's id when `key` is a live key, else null. */
+  verify(key: string): string | null;
+  /** Records a use; implementations may coarsen writes. */
+  touch(id: string, nowMs: number): void;
+  close(): void;
+}
+
+export const KEY_PREFIX = "mr-";
+export const KEY_NAME_MAX = 100;
+/** last_used is written at most this often per key, so requests don't each write to disk. */
+export const TOUCH_RESOLUTION_MS = 60_000;
+
+export class KeyStoreError extends Error {}
+
+export function newApiKey(): string {
+  return KEY_PREFIX + randomBytes(32).toString("base64url");
+}
+
+export function hashKey(key: string): string {
+  return createHash("sha256").update(key).digest("hex");
+}
+
+/**
+ * Schema migrations: MIGRATIONS[i] takes the database from version i to i + 1.
+ * Append, never edit, once released.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE api_keys (
+     id TEXT PRIMARY KEY,
+     name TEXT NOT NULL,
+     key_hash TEXT NOT NULL UNIQUE,
+     created_at_ms INTEGER NOT NULL,
+     last_used_at_ms INTEGER
+   )`,
+];
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+type Row = Record<string, unknown>;
+
+function infoFromRow(r: Row): ApiKeyInfo {
+  return {
+    id: String(r.id),
+    name: String(r.name),
+    createdAtMs: Number(r.created_at_ms),
+    lastUsedAtMs: r.last_used_at_ms === null ? null : Number(r.last_used_at_ms),
+  };
+}
+
+function describe(path: string): string {
+  return path === ":memory:" ? "the in-memory key database" : `"${path}"`;
+}
+
+/** Brings the schema to SCHEMA_VERSION; refuses files that are not ours or are newer. */
+function migrate(db: DatabaseSync, path: string): void {
+  const tables = db.prepare(
+    "SELECT name FROM sqlite_master WHERE type = 'table'",
+  ).all().map((r) => String(r.name));
+  let version = 0;
+  if (tables.includes("schema_version")) {
+    const row = db.prepare("SELECT version FROM schema_version").get();
+    version = row === undefined ? 0 : Number(row.version);
+  } else if (tables.length > 0) {
+    throw new KeyStoreError(
+      `${
+        describe(path)
+      } is an SQLite database but not a ModelRelay key database (tables: ${
+        tables.join(", ")
+      }); it was left untouched: point MODELRELAY_DB_PATH (--db-path) at another file`,
+    );
+  }
+  if (version > SCHEMA_VERSION) {
+    throw new KeyStoreError(
+      `${
+        describe(path)
+      } has key database schema version ${version}, newer than this build knows (${SCHEMA_VERSION}); upgrade ModelRelay or use another MODELRELAY_DB_PATH`,
+    );
+  }
+  if (version === SCHEMA_VERSION) return;
+  db.exec("BEGIN IMMEDIATE");
+  try {
+    if (version === 0) {
+      db.exec("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)");
+      db.exec("DELETE FROM schema_version");
+      db.exec("INSERT INTO schema_version (version) VALUES (0)");
+    }
+    for (let v = version; v < SCHEMA_VERSION; v++) db.exec(MIGRATIONS[v]!);
+    db.prepare("UPDATE schema_version SET version = ?").run(SCHEMA_VERSION);
+    db.exec("COMMIT");
+  } catch (e) {
+    db.exec("ROLLBACK");
+    throw e;
+  }
+}
+
+/**
+ * Opens (creating on first start) the key database at `path`, or `:memory:`.
+ * Throws KeyStoreError with a one-line explanation when the file cannot be read,
+ * is not a database, or is damaged; such a file is never modified or replaced.
+ */
+export function openSqliteKeyStore(path: string): KeyStore {
+  let db: DatabaseSync;
+  try {
+    db = new DatabaseSync(path);
+  } catch (e) {
+    throw new KeyStoreError(
+      `cannot open the API key database ${describe(path)}: ${
+        (e as Error).message
+      } (check that the directory exists and is writable, or set MODELRELAY_DB_PATH)`,
+    );
+  }
+  try {
+    db.exec("PRAGMA busy_timeout = 2000");
+    const check = db.prepare("PRAGMA quick_check").all();
+    const verdict = check.map((r) => String(Object.values(r)[0])).join("; ");
+    if (verdict !== "ok") throw new Error(`integrity check failed: ${verdict}`);
+    migrate(db, path);
+  } catch (e) {
+    db.close();
+    if (e instanceof KeyStoreError) throw e;
+    throw new KeyStoreError(
+      `the API key database ${describe(path)} is unreadable or damaged: ${
+        (e as Error).message
+      }; it was left untouched: restore it from a backup, or move it away to start with no keys`,
+    );
+  }
+  return new SqliteKeyStore(db);
+}
+
+class SqliteKeyStore implements KeyStore {
+  readonly #db: DatabaseSync;
+  readonly #insert;
+  readonly #list;
+  readonly #delete;
+  readonly #byHash;
+  readonly #touch;
+  /** id -> last_used written, to coarsen writes to TOUCH_RESOLUTION_MS. */
+  readonly #touched = new Map<string, number>();
+
+  constructor(db: DatabaseSync) {
+    this.#db = db;
+    this.#insert = db.prepare(
+      "INSERT INTO api_keys (id, name, key_hash, created_at_ms) VALUES (?, ?, ?, ?)",
+    );
+    this.#list = db.prepare(
+      "SELECT id, name, created_at_ms, last_used_at_ms FROM api_keys ORDER BY created_at_ms, id",
+    );
+    this.#delete = db.prepare("DELETE FROM api_keys WHERE id = ?");
+    this.#byHash = db.prepare("SELECT id FROM api_keys WHERE key_hash = ?");
+    this.#touch = db.prepare(
+      "UPDATE api_keys SET last_used_at_ms = ? WHERE id = ?",
+    );
+  }
+
+  create(name: string, nowMs: number): CreatedKey {
+    const key = newApiKey();
+    const id = "key_" + randomBytes(8).toString("hex");
+    this.#insert.run(id, name, hashKey(key), nowMs);
+    return { id, name, createdAtMs: nowMs, lastUsedAtMs: null, key };
+  }
+
+  list(): ApiKeyInfo[] {
+    return this.#list.all().map(infoFromRow);
+  }
+
+  revoke(id: string): boolean {
+    this.#touched.delete(id);
+    return Number(this.#delete.run(id).changes) > 0;
+  }
+
+  verify(key: string): string | null {
+    if (!key.startsWith(KEY_PREFIX)) return null;
+    // Looked up by hash: timing reveals nothing about stored keys' text.
+    const row = this.#byHash.get(hashKey(key));
+    return row === undefined ? null : String(row.id);
+  }
+
+  touch(id: string, nowMs: number): void {
+    const last = this.#touched.get(id);
+    if (last !== undefined && nowMs - last < TOUCH_RESOLUTION_MS) return;
+    this.#touched.set(id, nowMs);
+    this.#touch.run(nowMs, id);
+  }
+
+  close(): void {
+    if (this.#db.isOpen) this.#db.close();
+  }
+}

@@ -1,0 +1,168 @@
+// C37 in a real browser: playwright-core driving Debian's Chromium (see
+// _chromium.ts for how it is found or installed). Screenshots go to
+// $MODELRELAY_SCREENSHOT_DIR, else a fresh temporary directory; the path is printed.
+import assert from "node:assert/strict";
+import type { Page } from "playwright-core";
+import {
+  ADMIN_TOKEN,
+  autoRespond,
+  startTestRelay,
+  type TestRelay,
+} from "./_ops_test_helpers.ts";
+import { launchBrowser } from "./_chromium.ts";
+import { chatBody, registeredWorker, testConfig } from "./_test_helpers.ts";
+
+let screenshotDir: string | null = null;
+
+async function screenshot(page: Page, name: string): Promise<string> {
+  screenshotDir ??= Deno.env.get("MODELRELAY_SCREENSHOT_DIR") ||
+    await Deno.makeTempDir({ prefix: "modelrelay-screens-" });
+  await Deno.mkdir(screenshotDir, { recursive: true });
+  const path = `${screenshotDir}/${name}.png`;
+  await page.screenshot({ path, fullPage: true });
+  const bytes = await Deno.readFile(path);
+  assert.deepEqual([...bytes.slice(1, 4)], [0x50, 0x4e, 0x47], "a PNG");
+  console.log(`screenshot: ${path}`);
+  return path;
+}
+
+/** Script errors, CSP violations and failed loads the page reports, except `expected`. */
+function watchErrors(page: Page, expected: RegExp | null = null): string[] {
+  const errors: string[] = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    if (expected !== null && expected.test(m.text())) return;
+    errors.push(m.text());
+  });
+  return errors;
+}
+
+async function textOf(page: Page, selector: string): Promise<string> {
+  return (await page.locator(selector).textContent()) ?? "";
+}
+
+async function withBrowserAndRelay(
+  fn: (page: Page, relay: TestRelay) => Promise<void>,
+): Promise<void> {
+  const relay = await startTestRelay(
+    testConfig({}, { adminToken: ADMIN_TOKEN }),
+  );
+  let browser;
+  try {
+    browser = await launchBrowser();
+    const page = await browser.context.newPage();
+    page.setDefaultTimeout(10_000);
+    await fn(page, relay);
+  } finally {
+    await browser?.close();
+    await relay.close();
+  }
+}
+
+const SANITIZE = { sanitizeOps: false, sanitizeResources: false };
+
+Deno.test({
+  name:
+    "C37 /dashboard asks for the token, then shows a worker appear and the request counter move",
+  ...SANITIZE,
+  fn: () =>
+    withBrowserAndRelay(async (page, relay) => {
+      // The wrong token below is answered 403, which the browser logs.
+      const errors = watchErrors(page, /status of 403 \(Forbidden\)/);
+      await page.goto(`${relay.url}/dashboard`);
+      // A wrong token is refused and the form stays.
+      await page.fill("#token", "wrong-token");
+      await page.click("#connect");
+      await page.locator("#login-error", { hasText: "does not match" })
+        .waitFor();
+      await page.fill("#token", ADMIN_TOKEN);
+      await page.click("#connect");
+      await page.locator("#dash").waitFor({ state: "visible" });
+      await page.locator("#no-workers").waitFor({ state: "visible" });
+      assert.equal(await textOf(page, "#workers-connected"), "0");
+      assert.equal(await textOf(page, "#requests-total"), "0");
+
+      const w = await registeredWorker(relay, {
+        worker_name: "gpu-box-1",
+        models: ["llama3.2:3b", "m1"],
+        max_concurrent: 4,
+      });
+      const stop = autoRespond(w);
+      const row = page.locator(
+        `#workers tr[data-worker-id="${w.ack.worker_id}"]`,
+      );
+      await row.waitFor();
+      assert.match((await row.textContent()) ?? "", /gpu-box-1/);
+      assert.match((await row.textContent()) ?? "", /llama3\.2:3b/);
+      assert.match(await textOf(page, "#models"), /llama3\.2:3b/);
+      assert.equal(await textOf(page, "#workers-connected"), "1");
+
+      for (const stream of [false, true, true]) {
+        const res = await fetch(`${relay.url}/v1/chat/completions`, {
+          method: "POST",
+          body: chatBody("m1", stream),
+        });
+        await res.text();
+      }
+      await page.locator("#requests-total", { hasText: /^3$/ }).waitFor();
+      // Same counters as /admin/stats.
+      assert.equal(relay.metrics.requestsTotal(), 3);
+      await page.locator("#latency", { hasText: /ms/ }).waitFor();
+      await screenshot(page, "dashboard");
+      assert.deepEqual(errors, []);
+      stop();
+      await w.close();
+    }),
+});
+
+Deno.test({
+  name:
+    "C37 /setup shows the worker command for this server and turns green when a worker registers",
+  ...SANITIZE,
+  fn: () =>
+    withBrowserAndRelay(async (page, relay) => {
+      const errors = watchErrors(page);
+      // An existing worker does not count as the new one.
+      const existing = await registeredWorker(relay, { worker_name: "old" });
+      await page.goto(`${relay.url}/setup`);
+      assert.equal(await textOf(page, "#platform-detected"), "Linux");
+      const command = await textOf(page, "#command");
+      assert.match(command, new RegExp(`PROXY_URL='${relay.url}' \\\\`));
+      assert.match(command, /WORKER_SECRET='your-worker-secret'/);
+      assert.match(command, /BACKEND_URL='http:\/\/localhost:11434'/);
+      assert.match(command, /MODELS='llama3\.2:3b'/);
+      assert.match(command, /\n {2}deno task worker$/);
+      await page.fill("#secret", "s3cret");
+      await page.selectOption("#runner", "npx");
+      await page.selectOption("#backend", "http://localhost:8000");
+      const edited = await textOf(page, "#command");
+      assert.match(edited, /WORKER_SECRET='s3cret'/);
+      assert.match(edited, /BACKEND_URL='http:\/\/localhost:8000'/);
+      assert.match(edited, /npx -y deno@2\.9\.6 task worker$/);
+      // No models: the worker discovers them from the backend.
+      await page.fill("#models", "");
+      assert.doesNotMatch(await textOf(page, "#command"), /MODELS=/);
+      await page.selectOption("#platform", "windows");
+      assert.match(
+        await textOf(page, "#command"),
+        /^\$env:PROXY_URL = '.*'\n[^]*\nnpx -y deno@2\.9\.6 task worker$/,
+      );
+      await page.selectOption("#platform", "linux");
+
+      await page.locator("#status-detail", { hasText: /worker/ }).waitFor();
+      assert.equal(await page.getAttribute("#status", "class"), "waiting");
+      assert.match(await textOf(page, "#status-detail"), /1 worker/);
+
+      const w = await registeredWorker(relay, {
+        worker_name: "gpu-box-4",
+        models: ["llama3-8b"],
+      });
+      await page.locator("#status.ok").waitFor();
+      assert.match(await textOf(page, "#status"), /llama3-8b/);
+      await screenshot(page, "setup");
+      assert.deepEqual(errors, []);
+      await w.close();
+      await existing.close();
+    }),
+});

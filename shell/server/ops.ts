@@ -1,0 +1,187 @@
+// Day-two operations wired into the server through its hooks (issue 7): the admin
+// API, client API keys, /metrics, /dashboard and /setup. `startRelay` is what
+// `deno task server` runs; tests start it the same way.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ClientApi, ClientError } from "../../core/mod.ts";
+import type { Logger } from "../log.ts";
+import { handleAdmin, sendJson } from "./admin.ts";
+import { type KeyStore, openSqliteKeyStore } from "./api_keys.ts";
+import { nowMs } from "./clock.ts";
+import type { ServerConfig } from "./config.ts";
+import { Metrics } from "./metrics.ts";
+import { handlePages } from "./pages.ts";
+import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
+
+export type Relay = RunningServer & { metrics: Metrics; keys: KeyStore | null };
+
+/** Whether the key database is needed: keys are managed via the admin API and checked when required. */
+export function needsKeyStore(config: ServerConfig): boolean {
+  return config.requireApiKeys || config.adminToken !== "";
+}
+
+/** The client API key of a request and its header: Bearer, or x-api-key on the Anthropic route. */
+function clientKey(
+  req: IncomingMessage,
+  api: ClientApi,
+): { key: string; header: "authorization" | "x-api-key" } | null {
+  const auth = req.headers.authorization;
+  if (auth !== undefined) {
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
+    if (m !== null) return { key: m[1]!, header: "authorization" };
+  }
+  if (api === "anthropic") {
+    const x = req.headers["x-api-key"];
+    const v = Array.isArray(x) ? x[0] : x;
+    if (v !== undefined && v.trim() !== "") {
+      return { key: v.trim(), header: "x-api-key" };
+    }
+  }
+  return null;
+}
+
+export function makeOpsHooks(
+  config: ServerConfig,
+  keys: KeyStore | null,
+  metrics: Metrics,
+  server: () => RunningServer | null,
+  log: Logger,
+): ServerHooks {
+  const authorize = (
+    req: IncomingMessage,
+    api: ClientApi,
+  ): ClientError | null => {
+    if (!config.requireApiKeys) return null;
+    const found = clientKey(req, api);
+    const how = api === "anthropic"
+      ? "send Authorization: Bearer <key> or x-api-key: <key>"
+      : "send Authorization: Bearer <key>";
+    if (found === null) {
+      metrics.authFailure("api_key");
+      return {
+        status: 401,
+        code: "missing_api_key",
+        message:
+          `this relay requires an API key (MODELRELAY_REQUIRE_API_KEYS=true): ${how}; keys are created with POST /admin/keys`,
+      };
+    }
+    let id: string | null;
+    try {
+      id = keys?.verify(found.key) ?? null;
+      if (id !== null) keys?.touch(id, Date.now());
+    } catch (e) {
+      log("error", "API key store failed", { error: String(e) });
+      return {
+        status: 503,
+        code: "key_store_unavailable",
+        message: "the API key store is unavailable; try again shortly",
+        retryAfterSecs: 5,
+      };
+    }
+    if (id === null) {
+      metrics.authFailure("api_key");
+      return {
+        status: 401,
+        code: "invalid_api_key",
+        message: `the API key is invalid or was revoked; ${how}`,
+      };
+    }
+    // The relay key is the relay's credential: it is not forwarded to workers.
+    delete req.headers[found.header];
+    return null;
+  };
+
+  const extraRoutes = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: URL,
+  ): boolean => {
+    const s = server();
+    if (url.pathname === "/metrics") {
+      req.resume();
+      if (req.method !== "GET" && req.method !== "HEAD") {
+        sendJson(res, 405, {
+          error: {
+            message: "use GET for /metrics",
+            type: "invalid_request_error",
+            code: "method_not_allowed",
+          },
+        }, { allow: "GET" });
+        return true;
+      }
+      if (s === null) return false;
+      res.writeHead(200, {
+        "content-type": "text/plain; version=0.0.4; charset=utf-8",
+        "cache-control": "no-store",
+      });
+      res.end(
+        req.method === "HEAD"
+          ? ""
+          : metrics.prometheus(s.runtime.state, nowMs()),
+      );
+      return true;
+    }
+    if (
+      handleAdmin(req, res, url, {
+        adminToken: config.adminToken,
+        keys,
+        metrics,
+        state: () => s?.runtime.state ?? null,
+        submit: (e) => s?.runtime.submit(e),
+        now: nowMs,
+        wallNow: Date.now,
+      })
+    ) return true;
+    return handlePages(req, res, url, {
+      metrics,
+      state: () => s?.runtime.state ?? null,
+    });
+  };
+
+  return {
+    onEvent: (e) => metrics.onEvent(e),
+    onEffect: (e) => metrics.onEffect(e),
+    authorize,
+    extraRoutes,
+  };
+}
+
+/**
+ * Opens the key store (throws KeyStoreError on a damaged or unreadable database)
+ * and starts the server with the operations hooks.
+ */
+export async function startRelay(
+  config: ServerConfig,
+  log: Logger,
+): Promise<Relay> {
+  const keys = needsKeyStore(config) ? openSqliteKeyStore(config.dbPath) : null;
+  if (config.requireApiKeys && config.adminToken === "") {
+    log(
+      "warn",
+      "API keys are required but MODELRELAY_ADMIN_TOKEN is unset: no new key can be created",
+      {},
+    );
+  }
+  const metrics = new Metrics(nowMs());
+  let running: RunningServer | null = null;
+  const hooks = makeOpsHooks(config, keys, metrics, () => running, log);
+  try {
+    running = await startServer(config, log, hooks);
+  } catch (e) {
+    keys?.close();
+    throw e;
+  }
+  const server = running;
+  return {
+    ...server,
+    metrics,
+    keys,
+    shutdown: async () => {
+      await server.shutdown();
+      keys?.close();
+    },
+    close: async () => {
+      await server.close();
+      keys?.close();
+    },
+  };
+}

@@ -1,0 +1,271 @@
+// /dashboard: asks for the admin token (kept in this tab's sessionStorage only),
+// then polls GET /admin/stats and GET /admin/workers every second. Rates and the
+// throughput chart are differences of the same counters /metrics exports.
+// Worker-supplied text is only ever set with textContent.
+export const DASHBOARD_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>ModelRelay dashboard</title>
+<link rel="stylesheet" href="/ui.css">
+<link rel="icon" href="data:,">
+</head>
+<body>
+<header>
+  <h1>ModelRelay</h1>
+  <nav><a href="/dashboard">Dashboard</a><a href="/setup">Connect a worker</a><a href="/metrics">Metrics</a></nav>
+  <span id="conn" class="muted"></span>
+</header>
+<main>
+  <section id="login" class="panel">
+    <h2>Admin token</h2>
+    <p class="muted">The dashboard reads the admin API. Enter the server's
+      MODELRELAY_ADMIN_TOKEN; it stays in this browser tab only.</p>
+    <form id="login-form">
+      <input id="token" type="password" autocomplete="current-password"
+        placeholder="MODELRELAY_ADMIN_TOKEN" size="40" required>
+      <button id="connect" type="submit">Open dashboard</button>
+    </form>
+    <p id="login-error" class="error"></p>
+  </section>
+
+  <section id="dash" class="hidden">
+    <div class="cards">
+      <div class="card"><div class="label">Workers connected</div><div class="value" id="workers-connected">-</div></div>
+      <div class="card"><div class="label">In flight</div><div class="value" id="in-flight">-</div></div>
+      <div class="card"><div class="label">Queue depth</div><div class="value" id="queue-depth">-</div></div>
+      <div class="card"><div class="label">Requests (total)</div><div class="value" id="requests-total">-</div></div>
+      <div class="card"><div class="label">Requests / s</div><div class="value" id="request-rate">-</div></div>
+      <div class="card"><div class="label">Stream KiB / s</div><div class="value" id="byte-rate">-</div></div>
+      <div class="card"><div class="label">Latency p50 / p95</div><div class="value" id="latency">-</div></div>
+      <div class="card"><div class="label">First byte p50 / p95</div><div class="value" id="ttfb">-</div></div>
+    </div>
+
+    <section class="panel">
+      <h2>Throughput (last 2 minutes)</h2>
+      <div class="legend"><span><i class="c-req"></i>requests/s</span><span><i class="c-chunks"></i>stream chunks/s</span></div>
+      <canvas id="chart" width="1100" height="180"></canvas>
+    </section>
+
+    <section class="panel">
+      <h2>Workers</h2>
+      <table>
+        <thead><tr><th>Name</th><th>Models</th><th>Load</th><th>In flight</th><th>Connected</th><th>Heartbeat</th><th></th></tr></thead>
+        <tbody id="workers"></tbody>
+      </table>
+      <p id="no-workers" class="muted">No worker connected. <a href="/setup">Connect one</a>.</p>
+    </section>
+
+    <div class="cards three">
+      <section class="panel"><h2>Models</h2><table><tbody id="models"></tbody></table></section>
+      <section class="panel"><h2>Queues</h2><table><tbody id="queues"></tbody></table></section>
+      <section class="panel"><h2>Outcomes</h2><table><tbody id="outcomes"></tbody></table></section>
+    </div>
+    <p class="muted">Updated every second from /admin/stats and /admin/workers (the counters behind /metrics). <button id="logout" class="secondary" type="button">Forget token</button></p>
+  </section>
+</main>
+<script src="/dashboard.js"></script>
+</body>
+</html>
+`;
+
+export const DASHBOARD_JS = `"use strict";
+(function () {
+  var KEY = "modelrelay.adminToken";
+  var POLL_MS = 1000;
+  var HISTORY = 120;
+  var token = sessionStorage.getItem(KEY) || "";
+  var timer = null;
+  var prev = null;
+  var history = [];
+
+  function $(id) { return document.getElementById(id); }
+  function text(id, v) { $(id).textContent = String(v); }
+  function el(tag, content, cls) {
+    var e = document.createElement(tag);
+    if (content !== undefined && content !== null) e.textContent = String(content);
+    if (cls) e.className = cls;
+    return e;
+  }
+  function fmtMs(v) { return v === null || v === undefined ? "-" : v < 1000 ? v + " ms" : (v / 1000).toFixed(1) + " s"; }
+  function ago(secs) { return secs < 60 ? secs + " s" : secs < 3600 ? Math.round(secs / 60) + " min" : (secs / 3600).toFixed(1) + " h"; }
+
+  function api(path) {
+    return fetch(path, { headers: { authorization: "Bearer " + token }, cache: "no-store" })
+      .then(function (r) {
+        if (r.status === 403 || r.status === 401) {
+          return r.json().then(function (b) { var e = new Error(b && b.error ? b.error.message : "forbidden"); e.auth = true; throw e; });
+        }
+        if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+        return r.json();
+      });
+  }
+
+  function showLogin(message) {
+    if (timer !== null) { clearTimeout(timer); timer = null; }
+    $("dash").classList.add("hidden");
+    $("login").classList.remove("hidden");
+    text("login-error", message || "");
+    text("conn", "");
+  }
+
+  function start() {
+    prev = null;
+    history = [];
+    poll(true);
+  }
+
+  function poll(first) {
+    Promise.all([api("/admin/stats"), api("/admin/workers")]).then(function (res) {
+      if (first) {
+        $("login").classList.add("hidden");
+        $("dash").classList.remove("hidden");
+      }
+      render(res[0], res[1].workers);
+      text("conn", "live");
+      timer = setTimeout(poll, POLL_MS);
+    }).catch(function (e) {
+      if (e.auth) { sessionStorage.removeItem(KEY); return showLogin(e.message); }
+      if (first) return showLogin(String(e.message || e));
+      text("conn", "connection lost, retrying...");
+      timer = setTimeout(poll, POLL_MS * 2);
+    });
+  }
+
+  function render(s, workers) {
+    var now = performance.now();
+    var reqRate = 0, chunkRate = 0, byteRate = 0;
+    if (prev !== null) {
+      var dt = (now - prev.at) / 1000;
+      if (dt > 0) {
+        reqRate = Math.max(0, (s.requests_total - prev.s.requests_total) / dt);
+        chunkRate = Math.max(0, (s.chunks_streamed_total - prev.s.chunks_streamed_total) / dt);
+        byteRate = Math.max(0, (s.bytes_streamed_total - prev.s.bytes_streamed_total) / dt);
+      }
+      history.push({ req: reqRate, chunks: chunkRate });
+      if (history.length > HISTORY) history.shift();
+    }
+    prev = { at: now, s: s };
+    text("workers-connected", s.workers_connected);
+    text("in-flight", s.in_flight);
+    text("queue-depth", s.queue_depth);
+    text("requests-total", s.requests_total);
+    text("request-rate", reqRate.toFixed(1));
+    text("byte-rate", (byteRate / 1024).toFixed(1));
+    text("latency", fmtMs(s.latency_ms.p50) + " / " + fmtMs(s.latency_ms.p95));
+    text("ttfb", fmtMs(s.time_to_first_byte_ms.p50) + " / " + fmtMs(s.time_to_first_byte_ms.p95));
+    renderWorkers(workers);
+    renderModels(workers);
+    renderPairs("queues", s.queue_depth_by_provider);
+    var outcomes = {};
+    Object.keys(s.requests_by_outcome).forEach(function (k) { outcomes[k] = s.requests_by_outcome[k]; });
+    outcomes.requeues = s.requeues_total;
+    renderPairs("outcomes", outcomes);
+    drawChart();
+  }
+
+  function renderWorkers(workers) {
+    var body = $("workers");
+    body.textContent = "";
+    $("no-workers").classList.toggle("hidden", workers.length > 0);
+    workers.forEach(function (w) {
+      var tr = el("tr");
+      tr.setAttribute("data-worker-id", w.id);
+      var name = el("td");
+      name.appendChild(el("div", w.name));
+      name.appendChild(el("div", w.id, "muted"));
+      if (w.draining) name.appendChild(el("span", "draining", "tag warn"));
+      tr.appendChild(name);
+      var models = el("td");
+      w.models.forEach(function (m) { models.appendChild(el("span", m, "tag")); });
+      tr.appendChild(models);
+      var load = el("td", null, "num");
+      load.appendChild(el("div", w.load + " / " + w.max_concurrent));
+      var bar = el("div", null, "bar");
+      var fill = el("div");
+      fill.style.width = Math.min(100, Math.round(100 * w.load / Math.max(1, w.max_concurrent))) + "%";
+      bar.appendChild(fill);
+      load.appendChild(bar);
+      tr.appendChild(load);
+      tr.appendChild(el("td", w.in_flight, "num"));
+      tr.appendChild(el("td", ago(w.connected_secs)));
+      tr.appendChild(el("td", ago(w.last_heartbeat_secs_ago) + " ago"));
+      var act = el("td");
+      if (!w.draining) {
+        var b = el("button", "Drain", "secondary");
+        b.type = "button";
+        b.addEventListener("click", function () {
+          if (!confirm("Drain worker " + w.name + "? It finishes its requests, then disconnects.")) return;
+          fetch("/admin/workers/" + encodeURIComponent(w.id) + "/drain", { method: "POST", headers: { authorization: "Bearer " + token } });
+        });
+        act.appendChild(b);
+      }
+      tr.appendChild(act);
+      body.appendChild(tr);
+    });
+  }
+
+  function renderModels(workers) {
+    var counts = {};
+    workers.forEach(function (w) { w.models.forEach(function (m) { counts[m] = (counts[m] || 0) + 1; }); });
+    var out = {};
+    Object.keys(counts).sort().forEach(function (m) { out[m] = counts[m] + (counts[m] === 1 ? " worker" : " workers"); });
+    renderPairs("models", out);
+  }
+
+  function renderPairs(id, obj) {
+    var body = $(id);
+    body.textContent = "";
+    var keys = Object.keys(obj);
+    if (keys.length === 0) { var tr0 = el("tr"); tr0.appendChild(el("td", "none", "muted")); body.appendChild(tr0); }
+    keys.forEach(function (k) {
+      var tr = el("tr");
+      tr.appendChild(el("td", k));
+      tr.appendChild(el("td", obj[k], "num"));
+      body.appendChild(tr);
+    });
+  }
+
+  function drawChart() {
+    var c = $("chart");
+    var ctx = c.getContext("2d");
+    var w = c.width, h = c.height;
+    ctx.clearRect(0, 0, w, h);
+    ctx.strokeStyle = "#2a3642";
+    ctx.lineWidth = 1;
+    for (var g = 1; g < 4; g++) { ctx.beginPath(); ctx.moveTo(0, h * g / 4); ctx.lineTo(w, h * g / 4); ctx.stroke(); }
+    if (history.length < 2) return;
+    function series(field, color) {
+      var max = 1;
+      history.forEach(function (p) { if (p[field] > max) max = p[field]; });
+      ctx.strokeStyle = color;
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      history.forEach(function (p, i) {
+        var x = w - (history.length - 1 - i) * (w / (HISTORY - 1));
+        var y = h - 4 - (h - 20) * p[field] / max;
+        if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+      });
+      ctx.stroke();
+      ctx.fillStyle = color;
+      ctx.fillText("max " + max.toFixed(1), field === "req" ? 4 : 100, 12);
+    }
+    series("req", "#4fa3ff");
+    series("chunks", "#3fb950");
+  }
+
+  $("login-form").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    token = $("token").value.trim();
+    sessionStorage.setItem(KEY, token);
+    start();
+  });
+  $("logout").addEventListener("click", function () {
+    sessionStorage.removeItem(KEY);
+    token = "";
+    showLogin("");
+  });
+  if (token !== "") start();
+})();
+`;

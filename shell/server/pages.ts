@@ -1,0 +1,80 @@
+// Built-in web pages (C37): /dashboard (admin token required for its data) and
+// /setup (connect-a-worker wizard). Static text compiled into the server, no
+// build step; scripts are separate files so the CSP can forbid inline script.
+//
+// GET /setup/status is public, so it reveals nothing /health and /v1/models don't
+// already: the number of connected workers, how many registrations happened since
+// start, and the union of served models. No worker names, ids, addresses or loads.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { listModels, type State } from "../../core/mod.ts";
+import { sendJson } from "./admin.ts";
+import { DASHBOARD_HTML, DASHBOARD_JS } from "./page_dashboard.ts";
+import { SETUP_HTML, SETUP_JS } from "./page_setup.ts";
+import { PAGE_CSS } from "./page_style.ts";
+import type { Metrics } from "./metrics.ts";
+
+export type PagesDeps = {
+  metrics: Metrics;
+  state: () => State | null;
+};
+
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "connect-src 'self'",
+  "img-src 'self' data:",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+const ASSETS: Record<string, { type: string; body: string }> = {
+  "/dashboard": { type: "text/html; charset=utf-8", body: DASHBOARD_HTML },
+  "/dashboard.js": {
+    type: "text/javascript; charset=utf-8",
+    body: DASHBOARD_JS,
+  },
+  "/setup": { type: "text/html; charset=utf-8", body: SETUP_HTML },
+  "/setup.js": { type: "text/javascript; charset=utf-8", body: SETUP_JS },
+  "/ui.css": { type: "text/css; charset=utf-8", body: PAGE_CSS },
+};
+
+export function handlePages(
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  d: PagesDeps,
+): boolean {
+  const path = url.pathname.length > 1 && url.pathname.endsWith("/")
+    ? url.pathname.slice(0, -1)
+    : url.pathname;
+  if (path === "/setup/status") {
+    req.resume();
+    const state = d.state();
+    if (state === null) return false;
+    sendJson(res, 200, {
+      workers_connected: state.workers.size,
+      worker_registrations_total: d.metrics.workerRegistrations,
+      models: listModels(state),
+    });
+    return true;
+  }
+  const asset = ASSETS[path];
+  if (asset === undefined) return false;
+  req.resume();
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    res.writeHead(405, { allow: "GET", "content-type": "text/plain" });
+    res.end("use GET\n");
+    return true;
+  }
+  res.writeHead(200, {
+    "content-type": asset.type,
+    "cache-control": "no-cache",
+    "content-security-policy": CSP,
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+  });
+  res.end(req.method === "HEAD" ? "" : asset.body);
+  return true;
+}
