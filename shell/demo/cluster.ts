@@ -1,0 +1,132 @@
+// The three processes of a relay on loopback — mock backend, server, workers —
+// each started as `deno run` with the permissions it needs and nothing more.
+// Used by `deno task demo` and the end-to-end tests.
+import { SERVER_OPTIONS } from "../server/config.ts";
+import { WORKER_OPTIONS } from "../worker/config.ts";
+import { type Child, spawnChild } from "./children.ts";
+
+/** Loopback only: the demo and the tests never reach beyond this machine. */
+const LOOPBACK = "--allow-net=127.0.0.1,localhost";
+
+export const PERMISSIONS = {
+  mock: [LOOPBACK],
+  server: [LOOPBACK, "--allow-env", "--allow-read", "--allow-write"],
+  worker: [LOOPBACK, "--allow-env", "--allow-sys=hostname"],
+} as const;
+
+/**
+ * Every variable the server or worker reads, removed from the children's
+ * environment so a stray LISTEN_ADDR or MODELS in the caller's shell cannot
+ * change what the demo or a test runs.
+ */
+const RELAY_ENV = [
+  ...SERVER_OPTIONS.map((o) => o.env),
+  ...WORKER_OPTIONS.map((o) => o.env),
+  "MAX_CONCURRENCY",
+];
+
+export type Running = { child: Child; url: string };
+
+export async function startMockProcess(opts: {
+  script?: string;
+  delayMs: number;
+  models?: string[];
+  port?: number;
+  onLine?: (line: string) => void;
+  /** Own process group (see ChildSpec.detached); the demo sets it. */
+  detached?: boolean;
+}): Promise<Running> {
+  const child = spawnChild({
+    name: "mock",
+    script: opts.script ?? "mock/main.ts",
+    permissions: [...PERMISSIONS.mock],
+    args: [
+      "--port",
+      String(opts.port ?? 0),
+      "--delay-ms",
+      String(opts.delayMs),
+      "--models",
+      (opts.models ?? ["mock-model"]).join(","),
+    ],
+    ...(opts.onLine ? { onLine: opts.onLine } : {}),
+    detached: opts.detached ?? false,
+  });
+  const m = await awaitOrStop(
+    child,
+    child.waitForLine(/listening on (http:\/\/\S+)/),
+  );
+  return { child, url: m[1]! };
+}
+
+export async function startServerProcess(opts: {
+  secret: string;
+  port?: number;
+  adminToken?: string;
+  env?: Record<string, string>;
+  onLine?: (line: string) => void;
+  /** Own process group (see ChildSpec.detached); the demo sets it. */
+  detached?: boolean;
+}): Promise<Running> {
+  const child = spawnChild({
+    name: "server",
+    script: "shell/server/main.ts",
+    permissions: [...PERMISSIONS.server],
+    env: {
+      LISTEN_ADDR: `127.0.0.1:${opts.port ?? 0}`,
+      WORKER_SECRET: opts.secret,
+      MODELRELAY_DB_PATH: ":memory:",
+      ...(opts.adminToken ? { MODELRELAY_ADMIN_TOKEN: opts.adminToken } : {}),
+      ...opts.env,
+    },
+    unsetEnv: RELAY_ENV,
+    ...(opts.onLine ? { onLine: opts.onLine } : {}),
+    detached: opts.detached ?? false,
+  });
+  const m = await awaitOrStop(
+    child,
+    child.waitForLine(/server listening address=(\S+)/),
+  );
+  return { child, url: `http://${m[1]}` };
+}
+
+/** Starts a worker and resolves once the proxy acknowledged its registration. */
+export async function startWorkerProcess(opts: {
+  name: string;
+  serverUrl: string;
+  secret: string;
+  backendUrl: string;
+  maxConcurrent?: number;
+  env?: Record<string, string>;
+  onLine?: (line: string) => void;
+  /** Own process group (see ChildSpec.detached); the demo sets it. */
+  detached?: boolean;
+}): Promise<Child> {
+  const child = spawnChild({
+    name: opts.name,
+    script: "shell/worker/main.ts",
+    permissions: [...PERMISSIONS.worker],
+    env: {
+      PROXY_URL: opts.serverUrl,
+      WORKER_SECRET: opts.secret,
+      WORKER_NAME: opts.name,
+      BACKEND_URL: opts.backendUrl,
+      MAX_CONCURRENT: String(opts.maxConcurrent ?? 4),
+      ...opts.env,
+    },
+    unsetEnv: RELAY_ENV,
+    ...(opts.onLine ? { onLine: opts.onLine } : {}),
+    detached: opts.detached ?? false,
+  });
+  await awaitOrStop(child, child.waitForLine(/worker: registered /));
+  return child;
+}
+
+/** A child that never got ready is stopped before the error goes up. */
+async function awaitOrStop<T>(child: Child, ready: Promise<T>): Promise<T> {
+  try {
+    return await ready;
+  } catch (e) {
+    await child.stop(2_000);
+    throw e;
+  }
+}
