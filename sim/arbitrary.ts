@@ -1,12 +1,16 @@
 // fast-check arbitraries for random exploration: a whole scenario as plain data
 // (workers with failure plans, clients, short timeouts) plus the run seed, so a
 // failure shrinks to a smaller scenario (conventions §8). Swarm testing: each
-// scenario first picks which fault kinds are enabled at all (TigerBeetle).
+// scenario first picks which fault kinds are enabled at all (TigerBeetle), and
+// which spec 004 features (tenants, priorities, cache keys, rate limits, odd
+// weights): runs without them stay single-tenant, single-class as before.
 import fc from "fast-check";
+import type { Priority, RateLimit } from "../core/mod.ts";
 import type {
   ClientSpec,
   Range,
   Scenario,
+  ScenarioConfig,
   WorkerFault,
   WorkerSpec,
 } from "./scenario.ts";
@@ -27,10 +31,19 @@ export const SWARM_KINDS = [
   "clientAbort",
   "wildcard",
   "shutdown",
+  "tenants",
+  "priorities",
+  "cacheKeys",
+  "rateLimits",
+  "weights",
 ] as const;
 export type SwarmKind = (typeof SWARM_KINDS)[number];
 
 const MODELS = ["m1", "m2", "m3"];
+/** t0 is the noisy one: it sends about half of all requests. */
+const TENANTS = ["t0", "t1", "t2", "t3"];
+const PRIORITIES: Priority[] = ["high", "normal", "low"];
+const CACHE_KEYS = ["k1", "k2", "k3"];
 
 function range(lo: number, hi: number, spanMax: number): fc.Arbitrary<Range> {
   return fc.tuple(
@@ -147,6 +160,58 @@ function clientArb(
       ? fc.option(fc.integer({ min: 0, max: 3_000 }), { nil: null, freq: 2 })
       : fc.constant(null),
     stall: abort ? fc.boolean() : fc.constant(false),
+    tenant: on.has("tenants")
+      ? fc.oneof({ weight: 3, arbitrary: fc.constant(TENANTS[0]!) }, {
+        weight: 3,
+        arbitrary: fc.constantFrom(...TENANTS.slice(1)),
+      })
+      : fc.constant(null),
+    priority: on.has("priorities")
+      ? fc.constantFrom<Priority | null>(...PRIORITIES, null)
+      : fc.constant(null),
+    cacheKey: on.has("cacheKeys")
+      ? fc.option(fc.constantFrom(...CACHE_KEYS), { nil: null, freq: 3 })
+      : fc.constant(null),
+  }).map(({ tenant, priority, cacheKey, ...base }) => {
+    // Absent fields, not undefined ones: the core's own defaults apply.
+    const c: ClientSpec = base;
+    if (tenant !== null) c.tenant = tenant;
+    if (priority !== null) c.priority = priority;
+    if (cacheKey !== null) c.cacheKey = cacheKey;
+    return c;
+  });
+}
+
+function rateLimitArb(): fc.Arbitrary<RateLimit> {
+  return fc.record({
+    limit: fc.integer({ min: 1, max: 8 }),
+    windowMs: fc.integer({ min: 100, max: 3_000 }),
+  });
+}
+
+/** Spec 004 settings for the features the swarm turned on. */
+function config004Arb(
+  on: ReadonlySet<SwarmKind>,
+): fc.Arbitrary<ScenarioConfig> {
+  const weight = fc.integer({ min: 1, max: 9 });
+  return fc.record({
+    tenantQueueLenMax: on.has("tenants")
+      ? fc.integer({ min: 1, max: 10 })
+      : fc.constant(100),
+    priorityWeights: on.has("weights")
+      ? fc.record({ high: weight, normal: weight, low: weight })
+      : fc.constant({ high: 8, normal: 4, low: 1 }),
+    defaultRateLimit: on.has("rateLimits")
+      ? fc.option(rateLimitArb(), { nil: null })
+      : fc.constant(null),
+    rateLimits: on.has("rateLimits")
+      ? fc.dictionary(fc.constantFrom(...TENANTS, "default"), rateLimitArb(), {
+        maxKeys: 3,
+      })
+      : fc.constant({}),
+    affinityLoadMargin: on.has("cacheKeys")
+      ? fc.integer({ min: 0, max: 3 })
+      : fc.constant(2),
   });
 }
 
@@ -162,16 +227,19 @@ export function scenarioArb(): fc.Arbitrary<Scenario> {
       name: fc.constant("random"),
       tickMs: fc.constantFrom(100, 250, 500),
       faultsEndMs: fc.constant(endMs),
-      config: fc.record({
-        queueLenMax: fc.integer({ min: 1, max: 10 }),
-        queueTimeoutMs: fc.integer({ min: 300, max: 3_000 }),
-        requestTimeoutMs: fc.integer({ min: 800, max: 5_000 }),
-        heartbeatIntervalMs: fc.integer({ min: 300, max: 1_500 }),
-        heartbeatTimeoutMs: fc.integer({ min: 900, max: 4_000 }),
-        cancelGraceMs: fc.integer({ min: 100, max: 2_000 }),
-        drainTimeoutMs: fc.integer({ min: 300, max: 3_000 }),
-        streamCharsMax: fc.integer({ min: 40, max: 2_000 }),
-      }),
+      config: fc.tuple(
+        fc.record({
+          queueLenMax: fc.integer({ min: 1, max: 10 }),
+          queueTimeoutMs: fc.integer({ min: 300, max: 3_000 }),
+          requestTimeoutMs: fc.integer({ min: 800, max: 5_000 }),
+          heartbeatIntervalMs: fc.integer({ min: 300, max: 1_500 }),
+          heartbeatTimeoutMs: fc.integer({ min: 900, max: 4_000 }),
+          cancelGraceMs: fc.integer({ min: 100, max: 2_000 }),
+          drainTimeoutMs: fc.integer({ min: 300, max: 3_000 }),
+          streamCharsMax: fc.integer({ min: 40, max: 2_000 }),
+        }),
+        config004Arb(on),
+      ).map(([a, b]) => ({ ...a, ...b })),
       workers: fc.tuple(
         ...Array.from({ length: nWorkers }, (_, i) => workerArb(i, on, endMs)),
       ),
@@ -198,5 +266,16 @@ export function swarmOf(s: Scenario): string[] {
     )
   ) kinds.add("clientAbort");
   if (s.shutdownAtMs !== null) kinds.add("shutdown");
+  if (s.clients.some((c) => c.tenant !== undefined)) kinds.add("tenants");
+  if (s.clients.some((c) => c.priority !== undefined)) kinds.add("priorities");
+  if (s.clients.some((c) => c.cacheKey !== undefined)) kinds.add("cacheKeys");
+  if (
+    s.config.defaultRateLimit != null ||
+    Object.keys(s.config.rateLimits ?? {}).length > 0
+  ) kinds.add("rateLimits");
+  const w = s.config.priorityWeights;
+  if (w !== undefined && (w.high !== 8 || w.normal !== 4 || w.low !== 1)) {
+    kinds.add("weights");
+  }
   return [...kinds].sort();
 }

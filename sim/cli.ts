@@ -106,6 +106,17 @@ function main(argv: string[]): number {
       } events/s`,
     );
     console.log(`trace hash ${r.hash}`);
+    const d = r.sched.dispatched;
+    console.log(
+      `scheduling: dispatched high ${d.high} / normal ${d.normal} / low ${d.low}, low while high waited ${r.sched.lowWhileHighWaits}, longest low wait ${r.sched.maxLowWait} dispatches, most tenants served ahead of a waiting one ${r.sched.maxOthersAhead}, admitted ${r.sched.admitted}, 429 ${r.sched.rateLimited}, affinity hits ${r.sched.affinityHits}`,
+    );
+    if (r.sched.maxWaitByTenant.size > 1) {
+      console.log(
+        `longest wait per tenant (dispatches): ${
+          [...r.sched.maxWaitByTenant].map(([t, n]) => `${t} ${n}`).join(", ")
+        }`,
+      );
+    }
     if (r.ok) return 0;
     const traced = runScenario(
       scenario,

@@ -6,7 +6,9 @@
 import {
   type Effect,
   type Event,
+  type Priority,
   queueDepth,
+  type RateLimit,
   type State,
 } from "../core/mod.ts";
 
@@ -26,9 +28,20 @@ export const INVARIANTS = {
   noSplice: "C24 a stream is never spliced from two workers",
   cancelWhenAbandoned:
     "C18/C19 a cancel goes to a worker exactly when a dispatched request is abandoned",
-  fifo: "C9/C10 FIFO among requests a free worker can serve",
+  fifo:
+    "C9/C10 FIFO within (priority, tenant) among requests a free worker can serve",
   lowestLoad: "C8 lowest load wins, ties round-robin",
   observerAgrees: "C34 core and observer agree on open and queued requests",
+  priorityOrder:
+    "004 while a higher class stays dispatchable, a lower class gets at most ceil(w_lower/w_higher) dispatches between two of its dispatches (stride weights)",
+  fairnessBound:
+    "004 while a tenant has a dispatchable request waiting in a class, no other tenant of that class is served twice before it (at most one dispatch per other tenant)",
+  noStarvation:
+    "004 while low stays dispatchable, at most sum over higher classes of (floor(w/w_low)+1) dispatches pass before a low one",
+  rateLimit:
+    "004 per tenant, admissions in any sliding window never exceed the limit; 429 only when the window is full (never under- or over-counted)",
+  cacheAffinity:
+    "004 a cache key goes to the worker that served it last unless that worker is busier than the least-loaded one by more than the margin",
   liveness: "C34 heal phase: every request ends within bounded steps",
 } as const;
 export type InvariantName = keyof typeof INVARIANTS;
@@ -49,11 +62,49 @@ export type ObserverConfig = {
   maxConcurrentMax: number;
   modelsPerWorkerMax: number;
   modelNameCharsMax: number;
+  tenantQueueLenMax: number;
+  priorityWeights: Record<Priority, number>;
+  rateLimits: Record<string, RateLimit>;
+  defaultRateLimit: RateLimit | null;
+  affinityLoadMargin: number;
 };
+
+/** Scheduling measurements the named scenarios assert on (spec 004). */
+export type SchedStats = {
+  /** Dispatches from the queue or on arrival, per class (requeued ones again). */
+  dispatched: Record<Priority, number>;
+  /** Per tenant: the most dispatches of others any of its requests waited through. */
+  maxWaitByTenant: Map<string, number>;
+  /** The longest run of higher-class dispatches while low stayed dispatchable. */
+  maxLowWait: number;
+  /** Low dispatches made while a high request was dispatchable too (low not starved). */
+  lowWhileHighWaits: number;
+  /** The most other tenants served ahead of a waiting tenant of the same class. */
+  maxOthersAhead: number;
+  /** Admissions (counted in a window) and 429 refusals. */
+  admitted: number;
+  rateLimited: number;
+  /** Dispatches that went to the key's remembered worker. */
+  affinityHits: number;
+};
+
+const CLASSES: readonly Priority[] = ["high", "normal", "low"];
+const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
+/** Refusals the core decides before the rate limit is consulted (not counted). */
+const BEFORE_RATE = new Set([
+  "shutting_down",
+  "provider_disabled",
+  "model_not_found",
+]);
 
 type MReq = {
   id: string;
   model: string;
+  tenant: string;
+  priority: Priority;
+  cacheKey: string | null;
+  /** Queue dispatches of other requests since it was (re)queued, summed. */
+  waited: number;
   streaming: boolean;
   arrivedAtMs: number;
   order: number;
@@ -84,6 +135,7 @@ type MWorker = {
 };
 
 type Ended = {
+  tenant: string;
   conn: string | null;
   cancelled: boolean;
   how: Effect["kind"];
@@ -129,6 +181,28 @@ export class Observer {
   #levelSeq = 0;
   #stepLevelSeq = 0;
   #shutdownDeadline: number | null = null;
+  // -- spec 004 scheduling model ------------------------------------------------
+  /** class|tenant -> queued count (a lane exists exactly while it is positive). */
+  readonly #lanes = new Map<string, number>();
+  /** class|tenant -> other tenants of the class served while it had a dispatchable request. */
+  readonly #servedAhead = new Map<string, Set<string>>();
+  /** higher class -> lower class -> its dispatches since the higher one was last served. */
+  readonly #lowerRuns = new Map<Priority, Map<Priority, number>>();
+  #lowRun = 0;
+  /** tenant -> admission times still inside its window. */
+  readonly #windows = new Map<string, number[]>();
+  /** model|cacheKey -> the connection that served it last. */
+  readonly #affinity = new Map<string, string>();
+  readonly sched: SchedStats = {
+    dispatched: { high: 0, normal: 0, low: 0 },
+    maxWaitByTenant: new Map(),
+    maxLowWait: 0,
+    lowWhileHighWaits: 0,
+    maxOthersAhead: 0,
+    admitted: 0,
+    rateLimited: 0,
+    affinityHits: 0,
+  };
   checks = 0;
   violation: Violation | null = null;
 
@@ -188,6 +262,10 @@ export class Observer {
         this.#newReq = {
           id: e.requestId,
           model: e.model,
+          tenant: e.tenant ?? "default",
+          priority: e.priority ?? "normal",
+          cacheKey: e.cacheKey ?? null,
+          waited: 0,
           streaming: e.isStreaming,
           arrivedAtMs: e.atMs,
           order: ++this.#order,
@@ -288,7 +366,31 @@ export class Observer {
     r.queuedAtMs = this.#now;
     r.requeues++;
     r.conn = null;
+    this.#enqueued(r);
+  }
+
+  #laneKey(r: MReq): string {
+    return `${r.priority}|${r.tenant}`;
+  }
+
+  #enqueued(r: MReq): void {
     this.#queued++;
+    const k = this.#laneKey(r);
+    this.#lanes.set(k, (this.#lanes.get(k) ?? 0) + 1);
+  }
+
+  #dequeued(r: MReq): void {
+    this.#queued--;
+    const k = this.#laneKey(r);
+    const n = (this.#lanes.get(k) ?? 0) - 1;
+    if (n > 0) this.#lanes.set(k, n);
+    else {
+      // The lane is gone: a new one starts at the back of the rotation.
+      this.#lanes.delete(k);
+      this.#servedAhead.delete(k);
+    }
+    const w = this.sched.maxWaitByTenant.get(r.tenant) ?? 0;
+    if (r.waited > w) this.sched.maxWaitByTenant.set(r.tenant, r.waited);
   }
 
   #dropConn(conn: string): void {
@@ -392,6 +494,7 @@ export class Observer {
           );
           this.#ended.add(nr.id);
           this.#endedNow.set(nr.id, {
+            tenant: nr.tenant,
             conn: null,
             cancelled: false,
             how: f.kind,
@@ -435,6 +538,13 @@ export class Observer {
           () =>
             `requestFinished for ${f.requestId} without exactly one client answer in the step`,
         );
+        const endedAs = this.#endedNow.get(f.requestId);
+        this.#check(
+          endedAs === undefined || endedAs.tenant === f.tenant,
+          "observerAgrees",
+          () =>
+            `requestFinished for ${f.requestId} names tenant "${f.tenant}", the request was "${endedAs?.tenant}"`,
+        );
         this.#finishedNow.add(f.requestId);
         this.#check(
           f.requeues <= this.#c.requeueCountMax,
@@ -472,7 +582,7 @@ export class Observer {
     const conn = r.conn;
     this.#reqs.delete(r.id);
     this.#ended.add(r.id);
-    if (r.status === "queued") this.#queued--;
+    if (r.status === "queued") this.#dequeued(r);
     let cancelled = false;
     if (conn !== null) {
       const w = this.#workers.get(conn);
@@ -485,7 +595,7 @@ export class Observer {
         if (byItsWorker) this.#lowerLoad(w);
       }
     }
-    this.#endedNow.set(r.id, { conn, cancelled, how, code });
+    this.#endedNow.set(r.id, { tenant: r.tenant, conn, cancelled, how, code });
   }
 
   #writeChunk(id: string, chunk: string): void {
@@ -641,20 +751,28 @@ export class Observer {
       "requeueCap",
       () => `${id} dispatched after ${r.requeues} requeues`,
     );
+    // Cache affinity (004): the key's remembered worker may win within the margin.
+    const akey = r.cacheKey === null ? null : `${r.model}\u0000${r.cacheKey}`;
+    const preferred = akey === null ? undefined : this.#affinity.get(akey);
+    const viaAffinity = preferred === conn;
+    if (viaAffinity) this.sched.affinityHits++;
     // Choice (C8, C42): nobody certainly better was free.
     const myLo = this.#load(w, false);
+    let bestHi = Infinity;
     for (const x of this.#workers.values()) {
       if (x === w || !x.registered || x.draining) continue;
       const xExact = x.acked.has(r.model);
       if (!xExact && !(x.wildcard && !exact)) continue;
       const xHi = this.#load(x, true);
       if (xHi >= x.max) continue;
+      if (xHi < bestHi) bestHi = xHi;
       this.#check(
         exact || !xExact,
         "eligibleWorker",
         () =>
           `${id} for "${r.model}" went to wildcard ${conn} while ${x.conn} serves it exactly and is free`,
       );
+      if (viaAffinity) continue;
       // Ties: the worker waiting longest at that level goes first (round-robin). Order
       // among workers that changed level within this very step is not observable here.
       const settled = x.levelSeq <= this.#stepLevelSeq &&
@@ -667,25 +785,220 @@ export class Observer {
           `${id} went to ${conn} (load ${myLo}, at that level since #${w.levelSeq}) over ${x.conn} (load ${xHi}, since #${x.levelSeq})`,
       );
     }
-    // FIFO (C9, C10): no older waiting request this free worker could serve.
+    if (viaAffinity) {
+      this.#check(
+        myLo <= bestHi + this.#c.affinityLoadMargin,
+        "cacheAffinity",
+        () =>
+          `${id} (key ${r.cacheKey}) went to its remembered ${conn} at load ${myLo} while another free worker had load ${bestHi} (margin ${this.#c.affinityLoadMargin})`,
+      );
+    } else if (preferred !== undefined) this.#checkAffinityMissed(r, conn);
+    if (akey !== null) this.#affinity.set(akey, conn);
+    // FIFO (C9, C10): on arrival nothing a free worker could serve may wait; from
+    // the queue, no older request of the same (priority, tenant) this worker serves.
     if (this.#queued > (isNew ? 0 : 1)) {
       for (const q of this.#reqs.values()) {
         if (q.status !== "queued" || q === r || q.order > r.order) continue;
+        if (!isNew && (q.tenant !== r.tenant || q.priority !== r.priority)) {
+          continue;
+        }
         this.#check(
           !(w.acked.has(q.model) || w.wildcard),
           "fifo",
           () =>
-            `${id} (order ${r.order}) went to ${conn} while older ${q.id} (order ${q.order}, "${q.model}") waits`,
+            `${id} (order ${r.order}, ${r.priority}/${r.tenant}) went to ${conn} while older ${q.id} (order ${q.order}, "${q.model}", ${q.priority}/${q.tenant}) waits`,
         );
       }
     }
+    if (!isNew) this.#scheduled(r);
+    this.sched.dispatched[r.priority]++;
     if (isNew) this.#reqs.set(r.id, r);
-    else this.#queued--;
+    else this.#dequeued(r);
     r.status = "dispatched";
     r.conn = conn;
     w.assigned.add(r.id);
     w.lastDispatch = ++this.#dispatches;
     this.#sync(w);
+  }
+
+  /** Whether some worker is certainly free for `model` right now (C7, C42 with `*`). */
+  #certainlyFree(model: string): boolean {
+    for (const x of this.#workers.values()) {
+      if (!x.registered || x.draining) continue;
+      if (!x.acked.has(model) && !x.wildcard) continue;
+      if (this.#load(x, true) < x.max) return true;
+    }
+    return false;
+  }
+
+  /**
+   * The key's remembered worker was passed over: fine only if it was not certainly
+   * free or was busier than the best by more than the margin. Checked only when
+   * every load involved is settled (no cancel grace ending at this tick).
+   */
+  #checkAffinityMissed(r: MReq, conn: string): void {
+    const p = this.#workers.get(
+      this.#affinity.get(`${r.model}\u0000${r.cacheKey}`)!,
+    );
+    if (p === undefined || !p.registered || p.draining) return;
+    if (!p.acked.has(r.model) && !p.wildcard) return;
+    const exactFree = [...this.#workers.values()].some((x) =>
+      x.registered && !x.draining && x.acked.has(r.model) &&
+      this.#load(x, true) < x.max
+    );
+    let bestLo = Infinity;
+    for (const x of this.#workers.values()) {
+      if (!x.registered || x.draining) continue;
+      if (!(x.acked.has(r.model) || (x.wildcard && !exactFree))) continue;
+      const hi = this.#load(x, true);
+      if (hi !== this.#load(x, false)) return;
+      if (hi < x.max && hi < bestLo) bestLo = hi;
+    }
+    const pLoad = this.#load(p, true);
+    if (pLoad !== this.#load(p, false) || pLoad >= p.max) return;
+    if (!p.acked.has(r.model) && exactFree) return; // C42: `*` only when no exact match is free
+    this.#check(
+      pLoad > bestLo + this.#c.affinityLoadMargin,
+      "cacheAffinity",
+      () =>
+        `${r.id} (key ${r.cacheKey}) went to ${conn}, but its remembered ${p.conn} was free at load ${pLoad} within margin ${this.#c.affinityLoadMargin} of the best ${bestLo}`,
+    );
+  }
+
+  /**
+   * Spec 004 scheduling, checked at each dispatch from the queue against the
+   * requests still waiting (a deliberately simple view: which classes and tenants
+   * have a request some certainly-free worker could take right now).
+   */
+  #scheduled(r: MReq): void {
+    const byModel = new Map<string, boolean>();
+    const free = (model: string): boolean => {
+      let f = byModel.get(model);
+      if (f === undefined) {
+        f = this.#certainlyFree(model);
+        byModel.set(model, f);
+      }
+      return f;
+    };
+    const classReady = new Set<Priority>();
+    /** Tenants of r's class with a dispatchable request, and one such request each. */
+    const tenantsReady = new Map<string, string>();
+    for (const q of this.#reqs.values()) {
+      if (q.status !== "queued" || q === r) continue;
+      q.waited++;
+      if (!free(q.model)) continue;
+      classReady.add(q.priority);
+      if (q.priority === r.priority && !tenantsReady.has(q.tenant)) {
+        tenantsReady.set(q.tenant, q.id);
+      }
+    }
+    const wts = this.#c.priorityWeights;
+    const c = r.priority;
+    // priorityOrder: runs of a lower class while a higher one stays dispatchable.
+    for (const h of CLASSES) {
+      if (h === c || !classReady.has(h)) {
+        this.#lowerRuns.delete(h); // served, or not (certainly) waiting: a new window
+        continue;
+      }
+      if (RANK[h] > RANK[c]) continue;
+      let runs = this.#lowerRuns.get(h);
+      if (runs === undefined) {
+        runs = new Map();
+        this.#lowerRuns.set(h, runs);
+      }
+      const n = (runs.get(c) ?? 0) + 1;
+      runs.set(c, n);
+      const bound = Math.ceil(wts[c] / wts[h]);
+      this.#check(
+        n <= bound,
+        "priorityOrder",
+        () =>
+          `${r.id} (${c}, tenant ${r.tenant}) is the ${n}th ${c} dispatch since the last ${h} one while ${h} requests stayed dispatchable (weights ${h} ${
+            wts[h]
+          }, ${c} ${wts[c]}: at most ${bound})`,
+      );
+    }
+    if (c === "low" && classReady.has("high")) this.sched.lowWhileHighWaits++;
+    // noStarvation: how long low waits while it stays dispatchable.
+    if (c === "low" || !classReady.has("low")) this.#lowRun = 0;
+    else {
+      this.#lowRun++;
+      if (this.#lowRun > this.sched.maxLowWait) {
+        this.sched.maxLowWait = this.#lowRun;
+      }
+      let bound = 0;
+      for (const h of CLASSES) {
+        if (h !== "low") bound += Math.floor(wts[h] / wts.low) + 1;
+      }
+      this.#check(
+        this.#lowRun <= bound,
+        "noStarvation",
+        () =>
+          `${this.#lowRun} dispatches of higher classes in a row (now ${r.id}, ${c}) while a low request stayed dispatchable (bound ${bound} for weights ${wts.high}/${wts.normal}/${wts.low})`,
+      );
+    }
+    // fairnessBound: round-robin over the tenants of r's class.
+    for (const [tenant, qid] of tenantsReady) {
+      if (tenant === r.tenant) continue;
+      const key = `${c}|${tenant}`;
+      let ahead = this.#servedAhead.get(key);
+      if (ahead === undefined) {
+        ahead = new Set();
+        this.#servedAhead.set(key, ahead);
+      }
+      this.#check(
+        !ahead.has(r.tenant),
+        "fairnessBound",
+        () =>
+          `${r.id}: tenant ${r.tenant} served again in class ${c} while tenant ${tenant} has waited with dispatchable ${qid} since others were served: ${
+            [...ahead!].join(",")
+          } (${tenantsReady.size - 1} other tenant(s) ready now)`,
+      );
+      ahead.add(r.tenant);
+      if (ahead.size > this.sched.maxOthersAhead) {
+        this.sched.maxOthersAhead = ahead.size;
+      }
+    }
+    this.#servedAhead.delete(`${c}|${r.tenant}`);
+  }
+
+  /** Rate limits (004): the sliding window as the observer counts it, checked at arrival. */
+  #rateCheck(nr: MReq, code: string | null): void {
+    if (code !== null && BEFORE_RATE.has(code)) return;
+    const limit = this.#c.rateLimits[nr.tenant] ?? this.#c.defaultRateLimit;
+    const refused = code === "rate_limit_exceeded";
+    if (limit === null) {
+      this.#check(
+        !refused,
+        "rateLimit",
+        () => `${nr.id} (tenant ${nr.tenant}) refused with 429 without a limit`,
+      );
+      if (!refused) this.sched.admitted++;
+      return;
+    }
+    const since = this.#now - limit.windowMs;
+    const times = (this.#windows.get(nr.tenant) ?? []).filter((t) => t > since);
+    if (refused) {
+      this.sched.rateLimited++;
+      this.#check(
+        times.length >= limit.limit,
+        "rateLimit",
+        () =>
+          `${nr.id} (tenant ${nr.tenant}) refused with 429 at ${this.#now} with only ${times.length} of ${limit.limit} admissions in the last ${limit.windowMs} ms`,
+      );
+    } else {
+      this.sched.admitted++;
+      this.#check(
+        times.length < limit.limit,
+        "rateLimit",
+        () =>
+          `${nr.id} (tenant ${nr.tenant}) admitted at ${this.#now} with ${times.length} of ${limit.limit} already in the last ${limit.windowMs} ms (admitted at ${
+            times.join(",")
+          })`,
+      );
+      times.push(this.#now);
+    }
+    this.#windows.set(nr.tenant, times);
   }
 
   // -- after the step ---------------------------------------------------------
@@ -695,21 +1008,28 @@ export class Observer {
     const nr = this.#newReq;
     if (nr !== null) {
       const ended = this.#endedNow.get(nr.id);
+      this.#rateCheck(nr, ended?.code ?? null);
+      let tenantQueued = 0;
+      for (const q of this.#reqs.values()) {
+        if (q.status === "queued" && q.tenant === nr.tenant) tenantQueued++;
+      }
       if (ended === undefined && !this.#reqs.has(nr.id)) {
         this.#check(
-          this.#queuedBefore < this.#c.queueLenMax,
+          this.#queuedBefore < this.#c.queueLenMax &&
+            tenantQueued < this.#c.tenantQueueLenMax,
           "queueBound",
           () =>
-            `${nr.id} queued with ${this.#queuedBefore} already waiting (max ${this.#c.queueLenMax})`,
+            `${nr.id} queued with ${this.#queuedBefore} already waiting (max ${this.#c.queueLenMax}), ${tenantQueued} of tenant ${nr.tenant} (max ${this.#c.tenantQueueLenMax})`,
         );
         this.#reqs.set(nr.id, nr);
-        this.#queued++;
+        this.#enqueued(nr);
       } else if (ended?.code === "queue_full") {
         this.#check(
-          this.#queuedBefore >= this.#c.queueLenMax,
+          this.#queuedBefore >= this.#c.queueLenMax ||
+            tenantQueued >= this.#c.tenantQueueLenMax,
           "queueBound",
           () =>
-            `${nr.id} refused as queue_full with only ${this.#queuedBefore} waiting`,
+            `${nr.id} refused as queue_full with only ${this.#queuedBefore} waiting, ${tenantQueued} of tenant ${nr.tenant}`,
         );
       }
     }

@@ -10,6 +10,8 @@ export type Mutant = {
   breaks: string;
   /** A fresh broken reducer per run (mutants may keep memory). */
   make: () => ReduceFn;
+  /** A named scenario that must catch it too (seeds 1-5), besides the default sweep. */
+  scenario?: string;
 };
 
 function skipRequeueCap(): ReduceFn {
@@ -124,6 +126,103 @@ function lateQueueTimeout(): ReduceFn {
   };
 }
 
+// -- spec 004 scheduling and limits -------------------------------------------
+
+function strictPriority(): ReduceFn {
+  // Weights so lopsided that a higher class always goes first: low starves.
+  return (state, event) => {
+    if (state.config.priorityWeights.high < 1_000_000) {
+      state.config = {
+        ...state.config,
+        priorityWeights: { high: 1_000_000, normal: 1_000, low: 1 },
+      };
+    }
+    return reduce(state, event);
+  };
+}
+
+function ignorePriority(): ReduceFn {
+  // Every request lands in the normal class: plain FIFO across priorities.
+  return (state, event) =>
+    reduce(
+      state,
+      event.kind === "requestReceived"
+        ? { ...event, priority: "normal" }
+        : event,
+    );
+}
+
+function fifoIgnoringTenants(): ReduceFn {
+  // Within a class, the tenant holding the oldest request always goes first
+  // (lanes re-sorted by their oldest request before every event): no round-robin.
+  return (state, event) => {
+    const seqOf = (lane: { byModel: Map<string, string[]> }): number => {
+      let min = Infinity;
+      for (const list of lane.byModel.values()) {
+        const seq = state.requests.get(list[0]!)?.enqueueSeq ?? Infinity;
+        if (seq < min) min = seq;
+      }
+      return min;
+    };
+    for (const q of state.queues.values()) {
+      for (const cls of Object.values(q.classes)) {
+        if (cls.tenants.size < 2) continue;
+        const sorted = [...cls.tenants].sort((a, b) =>
+          seqOf(a[1]) - seqOf(b[1])
+        );
+        cls.tenants.clear();
+        for (const [t, lane] of sorted) cls.tenants.set(t, lane);
+      }
+    }
+    return reduce(state, event);
+  };
+}
+
+function rateCountsRefused(): ReduceFn {
+  // A 429 is counted in the tenant's window as if it had been admitted.
+  return (state, event) => {
+    const out = reduce(state, event);
+    if (event.kind !== "requestReceived") return out;
+    const limited = out.effects.some((f) =>
+      f.kind === "respondError" && f.error.code === "rate_limit_exceeded"
+    );
+    if (limited) {
+      const tenant = event.tenant ?? "default";
+      const times = state.rateWindows.get(tenant) ?? [];
+      times.push(event.atMs);
+      state.rateWindows.set(tenant, times);
+    }
+    return out;
+  };
+}
+
+function rateForgetsWindow(): ReduceFn {
+  // A fixed window reset on every tick instead of a sliding one.
+  return (state, event) => {
+    if (event.kind === "tick") state.rateWindows.clear();
+    return reduce(state, event);
+  };
+}
+
+function tenantQueueUnbounded(): ReduceFn {
+  return (state, event) => {
+    if (state.config.tenantQueueLenMax < 1_000_000) {
+      state.config = { ...state.config, tenantQueueLenMax: 1_000_000 };
+    }
+    return reduce(state, event);
+  };
+}
+
+function affinityIgnoresLoad(): ReduceFn {
+  // The remembered worker wins however busy it is (no load guard).
+  return (state, event) => {
+    if (state.config.affinityLoadMargin < 1_000_000) {
+      state.config = { ...state.config, affinityLoadMargin: 1_000_000 };
+    }
+    return reduce(state, event);
+  };
+}
+
 export const MUTANTS: readonly Mutant[] = [
   {
     name: "skip_requeue_cap",
@@ -159,5 +258,45 @@ export const MUTANTS: readonly Mutant[] = [
     name: "late_queue_timeout",
     breaks: "C12 queue timeout ends a queued request",
     make: lateQueueTimeout,
+  },
+  {
+    name: "strict_priority",
+    breaks: "004 low priority is never starved (stride weights)",
+    make: strictPriority,
+    scenario: "low_priority_burst_under_high",
+  },
+  {
+    name: "ignore_priority",
+    breaks: "004 higher classes go first (stride weights)",
+    make: ignorePriority,
+    scenario: "low_priority_burst_under_high",
+  },
+  {
+    name: "fifo_ignoring_tenants",
+    breaks: "004 tenants of a class take turns (fairness bound)",
+    make: fifoIgnoringTenants,
+    scenario: "noisy_tenant",
+  },
+  {
+    name: "rate_counts_refused",
+    breaks: "004 a 429 is not counted in the tenant's window",
+    make: rateCountsRefused,
+    scenario: "rate_limited_tenants",
+  },
+  {
+    name: "rate_forgets_window",
+    breaks: "004 the rate window slides over admission times",
+    make: rateForgetsWindow,
+    scenario: "rate_limited_tenants",
+  },
+  {
+    name: "tenant_queue_unbounded",
+    breaks: "004 per-tenant queue bound",
+    make: tenantQueueUnbounded,
+  },
+  {
+    name: "affinity_ignores_load",
+    breaks: "004 cache affinity yields to a much less loaded worker",
+    make: affinityIgnoresLoad,
   },
 ];

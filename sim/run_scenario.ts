@@ -15,7 +15,7 @@ import {
   type State,
 } from "../core/mod.ts";
 import { EventQueue } from "./event_queue.ts";
-import { Observer, type Violation } from "./invariants.ts";
+import { Observer, type SchedStats, type Violation } from "./invariants.ts";
 import { Prng } from "./prng.ts";
 import {
   type ClientSpec,
@@ -52,6 +52,8 @@ export type RunResult = {
   events: number;
   checks: number;
   trace: string[];
+  /** Spec 004 scheduling measurements (dispatches per class, waits per tenant, 429s). */
+  sched: SchedStats;
 };
 
 export function simConfig(s: Scenario): Config {
@@ -65,14 +67,19 @@ export function expandClients(s: Scenario, prng: Prng): ClientSpec[] {
     for (let i = 0; i < l.count; i++) {
       const abort = prng.chance(l.abortPct, 100);
       const byChunks = prng.chance(1, 2);
-      out.push({
+      const c: ClientSpec = {
         atMs: prng.int(l.fromMs, l.toMs),
         model: prng.pick(l.models),
         streaming: prng.chance(l.streamingPct, 100),
         abortAfterChunks: abort && byChunks ? prng.int(1, 4) : null,
         abortAfterMs: abort && !byChunks ? prng.int(1, 3_000) : null,
         stall: abort && prng.chance(1, 6),
-      });
+      };
+      // Spec 004 fields draw only when the load sets them, so older loads keep their runs.
+      if (l.tenants !== undefined) c.tenant = prng.pick(l.tenants);
+      if (l.priorities !== undefined) c.priority = prng.pick(l.priorities);
+      if (l.cacheKeys !== undefined) c.cacheKey = prng.pick(l.cacheKeys);
+      out.push(c);
     }
   }
   // Stable sort: equal times keep their listed order.
@@ -108,6 +115,11 @@ export function runScenario(
     maxConcurrentMax: config.maxConcurrentMax,
     modelsPerWorkerMax: config.modelsPerWorkerMax,
     modelNameCharsMax: config.modelNameCharsMax,
+    tenantQueueLenMax: config.tenantQueueLenMax,
+    priorityWeights: config.priorityWeights,
+    rateLimits: config.rateLimits,
+    defaultRateLimit: config.defaultRateLimit,
+    affinityLoadMargin: config.affinityLoadMargin,
   }, scenario.tickMs);
   let now = 0;
 
@@ -313,5 +325,6 @@ export function runScenario(
     events: steps,
     checks: observer.checks,
     trace,
+    sched: observer.sched,
   };
 }

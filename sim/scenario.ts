@@ -2,6 +2,7 @@
 // fleets with failure plans, durations. Everything random inside a run (arrival
 // jitter, speeds, delays) is drawn from the run's seed, so `--scenario NAME
 // --seed N` is one exact run.
+import type { Priority, RateLimit } from "../core/mod.ts";
 
 /** Inclusive integer range [lo, hi]. */
 export type Range = readonly [number, number];
@@ -56,6 +57,12 @@ export type ClientSpec = {
   abortAfterMs: number | null;
   /** The abort is a `clientStalled` (slow reader) instead of a disconnect. */
   stall: boolean;
+  /** Spec 004: X-Tenant-ID (absent: the core's "default"). */
+  tenant?: string;
+  /** Spec 004: X-Priority (absent: "normal"). */
+  priority?: Priority;
+  /** Spec 004: cache affinity key (X-Cache-Tag). */
+  cacheKey?: string;
 };
 
 /** A parametric client workload, expanded with the run's seed. */
@@ -67,6 +74,10 @@ export type LoadSpec = {
   /** Percentages 0..100. */
   streamingPct: number;
   abortPct: number;
+  /** Spec 004: each client picks one of these tenants / priorities / cache keys (absent: none sent). */
+  tenants?: string[];
+  priorities?: Priority[];
+  cacheKeys?: string[];
 };
 
 /** The Config fields a scenario may set (plain numbers: timeouts kept short). */
@@ -82,6 +93,12 @@ export type ScenarioConfig = {
   streamCharsMax?: number;
   frameCharsMax?: number;
   maxConcurrentMax?: number;
+  /** Spec 004 scheduling and limits. */
+  tenantQueueLenMax?: number;
+  priorityWeights?: { high: number; normal: number; low: number };
+  rateLimits?: Record<string, RateLimit>;
+  defaultRateLimit?: RateLimit | null;
+  affinityLoadMargin?: number;
 };
 
 export type Scenario = {
@@ -111,6 +128,11 @@ export const SIM_CONFIG_DEFAULTS: Required<ScenarioConfig> = {
   streamCharsMax: 4_000,
   frameCharsMax: 2_000,
   maxConcurrentMax: 16,
+  tenantQueueLenMax: 100,
+  priorityWeights: { high: 8, normal: 4, low: 1 },
+  rateLimits: {},
+  defaultRateLimit: null,
+  affinityLoadMargin: 2,
 };
 
 export function worker(

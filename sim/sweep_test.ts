@@ -1,4 +1,7 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
+import { scenarioArb, swarmOf } from "./arbitrary.ts";
+import { runScenario } from "./run_scenario.ts";
 import { formatFailure } from "./report.ts";
 import { DEFAULT_RUNS, DEFAULT_SEED, sweep } from "./sweep.ts";
 import { parseSeed } from "./prng.ts";
@@ -23,4 +26,33 @@ Deno.test(`fixed-seed sweep: ${DEFAULT_RUNS} random scenarios hold every invaria
     r.stats.events > DEFAULT_RUNS * 50,
     `only ${r.stats.events} events`,
   );
+});
+
+Deno.test("generator balance: the sweep exercises spec 004 and keeps single-tenant runs", () => {
+  const n = 400;
+  const counts = {
+    singleTenant: 0,
+    fairnessWindow: 0,
+    lowHeldBack: 0,
+    rateLimited: 0,
+    affinity: 0,
+  };
+  const samples = fc.sample(fc.tuple(scenarioArb(), fc.nat()), {
+    seed: 20260501,
+    numRuns: n,
+  });
+  for (const [s, seed] of samples) {
+    const r = runScenario(s, BigInt(seed));
+    if (!swarmOf(s).includes("tenants")) counts.singleTenant++;
+    if (r.sched.maxOthersAhead > 0) counts.fairnessWindow++;
+    if (r.sched.maxLowWait > 0) counts.lowHeldBack++;
+    if (r.sched.rateLimited > 0) counts.rateLimited++;
+    if (r.sched.affinityHits > 0) counts.affinity++;
+  }
+  const text = JSON.stringify(counts);
+  assert.ok(counts.singleTenant > n * 0.4, text);
+  assert.ok(counts.fairnessWindow > n * 0.08, text);
+  assert.ok(counts.lowHeldBack > n * 0.06, text);
+  assert.ok(counts.rateLimited > n * 0.08, text);
+  assert.ok(counts.affinity > n * 0.08, text);
 });

@@ -77,7 +77,11 @@ export function eventLine(e: Event): string {
     case "workerDisconnected":
       return `${e.atMs} E disconnected ${e.workerId} ${e.reason}`;
     case "requestReceived":
-      return `${e.atMs} E request ${e.requestId} ${e.model} stream=${e.isStreaming}`;
+      return `${e.atMs} E request ${e.requestId} ${e.model} stream=${e.isStreaming}${
+        e.tenant === undefined ? "" : ` tenant=${e.tenant}`
+      }${e.priority === undefined ? "" : ` prio=${e.priority}`}${
+        e.cacheKey == null ? "" : ` key=${e.cacheKey}`
+      }`;
     case "clientDisconnected":
       return `${e.atMs} E clientGone ${e.requestId}`;
     case "clientStalled":
@@ -129,7 +133,7 @@ export function effectLine(f: Effect): string {
     case "log":
       return `  F log ${f.level} ${f.message}`;
     case "requestFinished":
-      return `  F finished ${f.requestId} ${f.outcome} ${f.status} requeues=${f.requeues}`;
+      return `  F finished ${f.requestId} ${f.outcome} ${f.status} requeues=${f.requeues} tenant=${f.tenant}`;
     case "shutdownComplete":
       return `  F shutdownComplete`;
   }

@@ -32,6 +32,13 @@ export class VirtualClient {
         isStreaming: this.spec.streaming,
         body: `{"model":"${this.spec.model}"}`,
         headers: { authorization: "Bearer k", "x-secret": "kept at relay" },
+        ...(this.spec.tenant === undefined ? {} : { tenant: this.spec.tenant }),
+        ...(this.spec.priority === undefined
+          ? {}
+          : { priority: this.spec.priority }),
+        ...(this.spec.cacheKey === undefined
+          ? {}
+          : { cacheKey: this.spec.cacheKey }),
       },
     });
     if (this.spec.abortAfterMs !== null) {

@@ -7,9 +7,11 @@
 //    (config). A class that has waited the least "virtual time" goes next, ties to
 //    the higher class. When all classes wait, high gets 8 dispatches for each low
 //    one: low is slower but never starved, and unlike aging it needs no clock and
-//    gives a hard bound (a low request is served within weight_high + weight_normal
-//    dispatches of its class reaching the front). A class that was empty restarts
-//    at the current virtual time, so it cannot bank credit while idle.
+//    gives a hard bound (while low stays dispatchable, at most (8+1) + (4+1) = 14
+//    dispatches of other classes pass before a low one; the +1s are ties, which go
+//    to the higher class). A class that was empty, or could not be served because
+//    no worker was free for it, moves up to the current virtual time, so it cannot
+//    bank credit while idle.
 // 3. Within a class, tenants take turns (round-robin over tenants with a
 //    dispatchable request): one tenant's burst of a thousand cannot hold another
 //    tenant's single request back by more than one dispatch per other waiting
@@ -115,12 +117,41 @@ export function dequeue(state: State, request: Request): boolean {
   return true;
 }
 
+function gcd(a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
+/**
+ * A class's step of virtual time per dispatch: 1/weight, scaled by the weights'
+ * least common multiple when they are integers, so passes add up exactly and
+ * ties go to the higher class as intended (with 1/6 summed in floats, six steps
+ * fall short of 1 and a 6:1 class got 7 dispatches; found by the simulator).
+ */
+function stride(weights: Record<Priority, number>, priority: Priority): number {
+  const { high, normal, low } = weights;
+  if ([high, normal, low].every((w) => Number.isSafeInteger(w) && w > 0)) {
+    const hn = (high / gcd(high, normal)) * normal;
+    const lcm = (hn / gcd(hn, low)) * low;
+    if (lcm <= 0x7fff_ffff) return lcm / weights[priority];
+  }
+  return 1 / weights[priority];
+}
+
 /** Accounts a dispatch from the queue: the class's virtual time moves, the tenant's turn ends. */
 export function markServed(state: State, request: Request): void {
   const q = queueOf(state, request.provider);
   const cls = q.classes[request.priority];
   q.vnow = cls.pass;
-  cls.pass += 1 / state.config.priorityWeights[request.priority];
+  // The served class had the least pass among dispatchable ones, so a class behind
+  // it could not be served (empty, or no free worker for its requests): lift it to
+  // the virtual time, so it banks no credit to burst ahead of a higher class later
+  // (found by the simulator, sim/scenarios/regressions.ts). `vnow` stays monotone.
+  for (const other of CLASSES) {
+    const c = q.classes[other];
+    if (c.pass < q.vnow) c.pass = q.vnow;
+  }
+  cls.pass += stride(state.config.priorityWeights, request.priority);
   const lane = cls.tenants.get(request.tenant);
   if (lane !== undefined) {
     cls.tenants.delete(request.tenant);

@@ -46,6 +46,8 @@ export function pickWorker(
     preferred !== undefined && preferred.routeLevel !== null &&
     best.routeLevel !== null &&
     workerCanServe(preferred, model) &&
+    // C42: a `*` worker only when no exact match is free, affinity or not.
+    (preferred.modelSet.has(model) || !best.modelSet.has(model)) &&
     preferred.routeLevel <= best.routeLevel + state.config.affinityLoadMargin
   ) {
     return preferred;

@@ -5,8 +5,11 @@ import { drainDuringLoad } from "./drain_during_load.ts";
 import { heartbeatLoss } from "./heartbeat_loss.ts";
 import { hostileWorker } from "./hostile_worker.ts";
 import { massClientAbort } from "./mass_client_abort.ts";
+import { lowPriorityBurstUnderHigh } from "./low_priority_burst_under_high.ts";
 import { modelUpdateRace } from "./model_update_race.ts";
+import { noisyTenant } from "./noisy_tenant.ts";
 import { queueOverflow } from "./queue_overflow.ts";
+import { rateLimitedTenants } from "./rate_limited_tenants.ts";
 import { steadyLoad } from "./steady_load.ts";
 import { workerChurn } from "./worker_churn.ts";
 
@@ -23,5 +26,8 @@ export const SCENARIOS: ReadonlyMap<string, Scenario> = new Map(
     queueOverflow,
     modelUpdateRace,
     hostileWorker,
+    noisyTenant,
+    lowPriorityBurstUnderHigh,
+    rateLimitedTenants,
   ].map((s) => [s.name, s]),
 );
