@@ -1,5 +1,7 @@
 // One line per event of note, as text or JSON lines (LOG_FORMAT=json). Fields are
 // chosen by the caller; secrets and bodies are never passed in.
+import type { OptionSpec } from "./options.ts";
+
 export type LogLevel = "trace" | "debug" | "info" | "warn" | "error";
 export type LogFormat = "text" | "json";
 export type LogFields = Record<string, string | number | boolean>;
@@ -8,6 +10,24 @@ export type Logger = (
   message: string,
   fields?: LogFields,
 ) => void;
+
+/** LOG_LEVEL and LOG_FORMAT, the same for server and worker. */
+export const LOG_OPTIONS: OptionSpec[] = [
+  {
+    flag: "log-level",
+    env: "LOG_LEVEL",
+    kind: "string",
+    default: "info",
+    help: "trace, debug, info, warn or error",
+  },
+  {
+    flag: "log-format",
+    env: "LOG_FORMAT",
+    kind: "string",
+    default: "text",
+    help: "text or json (JSON lines)",
+  },
+];
 
 const RANK: Record<LogLevel, number> = {
   trace: 0,

@@ -2,7 +2,12 @@
 // `writeChunk` carrying the very string the frame carried. O(1), no copies.
 import type { Effect } from "../effect.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
-import { cancelOnWorker, clientError, fail } from "../state/requests.ts";
+import {
+  assignedRequest,
+  cancelOnWorker,
+  clientError,
+  fail,
+} from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
@@ -31,11 +36,8 @@ function cutOversized(
 }
 
 export function onChunkReceived(state: State, e: E, out: Effect[]): void {
-  const request = state.requests.get(e.requestId);
-  if (
-    request === undefined || request.status.kind === "queued" ||
-    request.status.workerId !== e.workerId
-  ) {
+  const request = assignedRequest(state, e.workerId, e.requestId);
+  if (request === undefined) {
     return dropFrame(state, e.workerId, e.requestId, "response_chunk", out);
   }
   const s = request.status;
@@ -61,7 +63,7 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
       requestId: request.id,
       queueWaitMs: request.queueWaitMs,
     });
-  } else {
+  } else if (s.kind === "streaming") {
     s.charsStreamed += e.chunk.length;
     s.lastChunkAtMs = state.nowMs;
   }

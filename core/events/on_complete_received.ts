@@ -3,7 +3,7 @@
 // and the queue moves (C10).
 import type { Effect } from "../effect.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
-import { finish, pumpQueue } from "../state/requests.ts";
+import { assignedRequest, finish, pumpQueue } from "../state/requests.ts";
 import type { State } from "../state/state.ts";
 import { releaseSlot } from "../state/workers.ts";
 import { dropFrame } from "./drop_frame.ts";
@@ -17,11 +17,8 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
   if (worker.cancelling.has(e.requestId)) {
     releaseSlot(state, worker, e.requestId);
   } else {
-    const request = state.requests.get(e.requestId);
-    if (
-      request === undefined || request.status.kind === "queued" ||
-      request.status.workerId !== e.workerId
-    ) {
+    const request = assignedRequest(state, e.workerId, e.requestId);
+    if (request === undefined) {
       return dropFrame(
         state,
         e.workerId,

@@ -5,6 +5,7 @@
 import type { Effect } from "../effect.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import {
+  assignedRequest,
   clientError,
   fail,
   pumpQueue,
@@ -35,11 +36,8 @@ export function onWorkerErrorReceived(state: State, e: E, out: Effect[]): void {
   if (worker.cancelling.has(e.requestId)) {
     releaseSlot(state, worker, e.requestId);
   } else {
-    const request = state.requests.get(e.requestId);
-    if (
-      request === undefined || request.status.kind === "queued" ||
-      request.status.workerId !== e.workerId
-    ) {
+    const request = assignedRequest(state, e.workerId, e.requestId);
+    if (request === undefined) {
       return dropFrame(state, e.workerId, e.requestId, "error", out);
     }
     if (request.status.kind === "streaming") {

@@ -35,6 +35,19 @@ export function forwardableHeaders(headers: Headers): Headers {
   return out;
 }
 
+/** The request `requestId` if it is assigned to `workerId` (dispatched or streaming), else undefined (C32). */
+export function assignedRequest(
+  state: State,
+  workerId: string,
+  requestId: string,
+): Request | undefined {
+  const request = state.requests.get(requestId);
+  if (request === undefined || request.status.kind === "queued") {
+    return undefined;
+  }
+  return request.status.workerId === workerId ? request : undefined;
+}
+
 export function clientError(
   status: number,
   code: string,

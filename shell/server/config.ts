@@ -5,7 +5,12 @@ import {
   makeConfig,
   type RateLimit,
 } from "../../core/mod.ts";
-import { isLogLevel, type LogFormat, type LogLevel } from "../log.ts";
+import {
+  isLogLevel,
+  LOG_OPTIONS,
+  type LogFormat,
+  type LogLevel,
+} from "../log.ts";
 import {
   bool,
   helpText,
@@ -62,20 +67,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     min: 1,
     help: "time to first byte from arrival; then the idle limit of a stream",
   },
-  {
-    flag: "log-level",
-    env: "LOG_LEVEL",
-    kind: "string",
-    default: "info",
-    help: "trace, debug, info, warn or error",
-  },
-  {
-    flag: "log-format",
-    env: "LOG_FORMAT",
-    kind: "string",
-    default: "text",
-    help: "text or json (JSON lines)",
-  },
+  ...LOG_OPTIONS,
   {
     flag: "admin-token",
     env: "MODELRELAY_ADMIN_TOKEN",

@@ -1,6 +1,11 @@
 // Worker configuration: the original's env names and defaults (spec, Configuration
 // Quick Reference) plus ours, each also settable by flag (flags win).
-import { isLogLevel, type LogFormat, type LogLevel } from "../log.ts";
+import {
+  isLogLevel,
+  LOG_OPTIONS,
+  type LogFormat,
+  type LogLevel,
+} from "../log.ts";
 import {
   helpText,
   int,
@@ -81,20 +86,7 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     default: "local",
     help: "provider to register with",
   },
-  {
-    flag: "log-level",
-    env: "LOG_LEVEL",
-    kind: "string",
-    default: "info",
-    help: "trace, debug, info, warn or error",
-  },
-  {
-    flag: "log-format",
-    env: "LOG_FORMAT",
-    kind: "string",
-    default: "text",
-    help: "text or json (JSON lines)",
-  },
+  ...LOG_OPTIONS,
   {
     flag: "drain-timeout-secs",
     env: "DRAIN_TIMEOUT_SECS",
