@@ -64,6 +64,10 @@ export type Config = {
   /** Cache affinity: remembered keys (LRU) and the load margin the preferred worker may exceed the least-loaded one by. */
   affinityKeysMax: number;
   affinityLoadMargin: number;
+  /** Lifecycle tasks remembered; the oldest finished ones are evicted beyond this. */
+  lifecycleTasksMax: number;
+  /** A lifecycle task part with no final progress after this long fails. */
+  lifecycleTaskTimeoutMs: number;
 };
 
 export const DEFAULT_CONFIG: Config = {
@@ -95,6 +99,8 @@ export const DEFAULT_CONFIG: Config = {
   defaultRateLimit: null,
   affinityKeysMax: 10_000,
   affinityLoadMargin: 2,
+  lifecycleTasksMax: 256,
+  lifecycleTaskTimeoutMs: 30 * 60_000,
 };
 
 export function makeConfig(overrides: Partial<Config> = {}): Config {

@@ -3,6 +3,7 @@
 // anything whose completion matters comes back as a new event.
 import type { Headers, RequestId, WorkerId } from "./events/event.ts";
 import type { ServerMessage } from "./protocol/messages.ts";
+import type { LifecycleTaskView } from "./state/lifecycle.ts";
 
 /** A client-facing error: the shell renders it in the route's own shape (C47). */
 export type ClientError = {
@@ -71,6 +72,8 @@ export type Effect =
     firstByteMs: number | null;
     requeues: number;
   }
+  /** A lifecycle task changed (progress, completion, failure): HTTP waiters answer from `task`. */
+  | { kind: "lifecycleTaskChanged"; task: LifecycleTaskView }
   /** Server shutdown finished: every request ended, every worker closed (C30). */
   | { kind: "shutdownComplete" };
 

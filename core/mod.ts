@@ -31,6 +31,14 @@ export {
 } from "./state/state.ts";
 export { binaryFrameEvent, eventFromFrame } from "./events/from_frame.ts";
 export { FORWARDED_HEADERS } from "./state/requests.ts";
-export { WILDCARD_MODEL } from "./state/workers.ts";
+export { effectiveLoad, WILDCARD_MODEL } from "./state/workers.ts";
 export * from "./queries.ts";
+export {
+  type LifecyclePart,
+  type LifecycleStatus,
+  type LifecycleTaskView,
+  lifecycleTaskView,
+  type ModelStatus,
+  modelStatuses,
+} from "./state/lifecycle.ts";
 export * from "./protocol/mod.ts";

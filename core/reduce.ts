@@ -8,9 +8,12 @@
 import { assertNever } from "./assert_never.ts";
 import type { Effect } from "./effect.ts";
 import type { Event } from "./events/event.ts";
+import { onCapabilitiesReceived } from "./events/on_capabilities_received.ts";
 import { onChunkReceived } from "./events/on_chunk_received.ts";
 import { onClientGone } from "./events/on_client_disconnected.ts";
 import { onCompleteReceived } from "./events/on_complete_received.ts";
+import { onLifecycleProgressReceived } from "./events/on_lifecycle_progress_received.ts";
+import { onLifecycleRequested } from "./events/on_lifecycle_requested.ts";
 import { onModelsUpdateReceived } from "./events/on_models_update_received.ts";
 import {
   onModelsRefreshRequested,
@@ -54,6 +57,8 @@ export function reduce(state: State, event: Event): Reduced {
     case "pongReceived":
     case "modelsUpdateReceived":
     case "workerErrorReceived":
+    case "capabilitiesReceived":
+    case "lifecycleProgressReceived":
       if (state.pending.has(event.workerId)) {
         protocolViolation(
           state,
@@ -75,6 +80,12 @@ export function reduce(state: State, event: Event): Reduced {
           break;
         case "workerErrorReceived":
           onWorkerErrorReceived(state, event, out);
+          break;
+        case "capabilitiesReceived":
+          onCapabilitiesReceived(state, event, out);
+          break;
+        case "lifecycleProgressReceived":
+          onLifecycleProgressReceived(state, event, out);
           break;
       }
       break;
@@ -108,6 +119,9 @@ export function reduce(state: State, event: Event): Reduced {
       break;
     case "shutdownRequested":
       onShutdownRequested(state, event, out);
+      break;
+    case "lifecycleRequested":
+      onLifecycleRequested(state, event, out);
       break;
     default:
       assertNever(event);

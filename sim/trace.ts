@@ -94,6 +94,12 @@ export function eventLine(e: Event): string {
       return `${e.atMs} E modelsRefresh ${e.workerId}`;
     case "shutdownRequested":
       return `${e.atMs} E shutdown`;
+    case "capabilitiesReceived":
+      return `${e.atMs} E capabilities ${e.workerId}`;
+    case "lifecycleProgressReceived":
+      return `${e.atMs} E lifecycleProgress ${e.workerId} ${e.taskId} ${e.status}`;
+    case "lifecycleRequested":
+      return `${e.atMs} E lifecycle ${e.taskId} ${e.operation} ${e.modelId}`;
   }
 }
 
@@ -136,5 +142,7 @@ export function effectLine(f: Effect): string {
       return `  F finished ${f.requestId} ${f.outcome} ${f.status} requeues=${f.requeues} tenant=${f.tenant}`;
     case "shutdownComplete":
       return `  F shutdownComplete`;
+    case "lifecycleTaskChanged":
+      return `  F lifecycleTask ${f.task.id} ${f.task.status}`;
   }
 }

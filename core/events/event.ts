@@ -1,7 +1,12 @@
 // The inputs of the core: facts in the past tense, stamped by the shell (or the
 // simulator's virtual clock) with a monotonic `atMs`. Plain data only.
 import type { DecodeError } from "../protocol/decode.ts";
-import type { TokenCounts } from "../protocol/messages.ts";
+import type {
+  LifecycleOperation,
+  LifecycleProgressStatus,
+  RunnerCapabilities,
+  TokenCounts,
+} from "../protocol/messages.ts";
 
 export type WorkerId = string;
 export type RequestId = string;
@@ -30,6 +35,8 @@ export type Event =
     maxConcurrent: number;
     protocolVersion: string | null;
     currentLoad: number;
+    /** Extensions the worker listed in register (ours); absent = none. */
+    extensions?: string[];
   }
   | {
     kind: "modelsUpdateReceived";
@@ -80,6 +87,36 @@ export type Event =
     atMs: number;
     workerId: WorkerId;
     reason: string;
+  }
+  // -- protocol extensions (issue 9) -----------------------------------------------
+  | {
+    kind: "capabilitiesReceived";
+    atMs: number;
+    workerId: WorkerId;
+    capabilities: RunnerCapabilities;
+  }
+  | {
+    kind: "lifecycleProgressReceived";
+    atMs: number;
+    workerId: WorkerId;
+    taskId: string;
+    status: LifecycleProgressStatus;
+    progress: number | null;
+    error: string | null;
+    result: Record<string, unknown> | null;
+  }
+  /** A verified lifecycle operation (the shell checked its op token and minted `taskId`). */
+  | {
+    kind: "lifecycleRequested";
+    atMs: number;
+    taskId: string;
+    operation: LifecycleOperation;
+    /** The model the operation is about; null for a cache flush not scoped to a model. */
+    modelId: string | null;
+    /** Passed to the worker as is (cache-flush reads `scope`). */
+    params: Record<string, unknown>;
+    /** A worker chosen by the caller, else the core picks. */
+    workerId: WorkerId | null;
   }
   // -- clients ------------------------------------------------------------------
   | {

@@ -51,6 +51,7 @@ export function eventFromFrame(
         maxConcurrent: m.max_concurrent,
         protocolVersion: m.protocol_version ?? null,
         currentLoad: m.current_load ?? 0,
+        ...(m.extensions == null ? {} : { extensions: m.extensions }),
       };
     case "models_update":
       return {
@@ -68,6 +69,24 @@ export function eventFromFrame(
         requestId: m.request_id ?? null,
         code: m.code ?? "worker_error",
         message: m.message,
+      };
+    case "capabilities":
+      return {
+        kind: "capabilitiesReceived",
+        atMs,
+        workerId,
+        capabilities: m.capabilities,
+      };
+    case "lifecycle_progress":
+      return {
+        kind: "lifecycleProgressReceived",
+        atMs,
+        workerId,
+        taskId: m.task_id,
+        status: m.status,
+        progress: m.progress ?? null,
+        error: m.error ?? null,
+        result: m.result ?? null,
       };
   }
 }

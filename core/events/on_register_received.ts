@@ -2,7 +2,10 @@
 // register_ack with the accepted models and every change as a warning, then give
 // it queued work (C10).
 import type { Effect } from "../effect.ts";
-import { ACCEPTED_PROTOCOL_VERSIONS } from "../protocol/messages.ts";
+import {
+  ACCEPTED_PROTOCOL_VERSIONS,
+  SUPPORTED_EXTENSIONS,
+} from "../protocol/messages.ts";
 import { closeAndDrop } from "../state/drop_worker.ts";
 import { pumpQueue } from "../state/requests.ts";
 import type { State, Worker } from "../state/state.ts";
@@ -93,6 +96,11 @@ export function onRegisterReceived(state: State, e: E, out: Effect[]): void {
     lastDispatchSeq: 0,
     routeLevel: null,
     protocolVersion: e.protocolVersion,
+    extensions: SUPPORTED_EXTENSIONS.filter((x) =>
+      e.extensions?.includes(x) === true
+    ),
+    capabilities: null,
+    capabilitiesAtMs: null,
   };
   state.workers.set(worker.id, worker);
   indexWorker(state, worker);
@@ -107,6 +115,10 @@ export function onRegisterReceived(state: State, e: E, out: Effect[]): void {
       ...(e.protocolVersion === null
         ? {}
         : { protocol_version: e.protocolVersion }),
+      // Only to a worker that listed extensions: the original sees the same ack as before.
+      ...(e.extensions === undefined
+        ? {}
+        : { extensions: [...SUPPORTED_EXTENSIONS] }),
     },
   });
   out.push({

@@ -13,6 +13,7 @@ import type { Request, State, Worker } from "../state/state.ts";
 import { recentAuthFailures } from "./on_worker_connect_attempted.ts";
 import type { Event } from "./event.ts";
 import { pruneRateWindows } from "../state/rate_limit.ts";
+import { expireLifecycleParts } from "../state/lifecycle.ts";
 import { syncRoute } from "../state/workers.ts";
 
 type E = Extract<Event, { kind: "tick" }>;
@@ -159,6 +160,7 @@ export function onTick(state: State, _e: E, out: Effect[]): void {
     recentAuthFailures(state, ip);
   }
   pruneRateWindows(state);
+  if (state.lifecycleTasks.size > 0) expireLifecycleParts(state, out);
   for (const [provider, q] of state.queues) {
     if (q.length > 0) pumpQueue(state, provider, out);
   }

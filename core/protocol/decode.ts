@@ -28,6 +28,8 @@ const WORKER_TYPES = new Set([
   "response_complete",
   "pong",
   "error",
+  "capabilities",
+  "lifecycle_progress",
 ]);
 const SERVER_TYPES = new Set([
   "register_ack",
@@ -36,6 +38,7 @@ const SERVER_TYPES = new Set([
   "ping",
   "graceful_shutdown",
   "models_refresh",
+  "lifecycle_request",
 ]);
 
 function fail<T>(kind: DecodeError["kind"], message: string): Decoded<T> {

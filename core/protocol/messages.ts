@@ -13,6 +13,50 @@ export const ACCEPTED_PROTOCOL_VERSIONS: readonly string[] = [
 ];
 
 const count = z.number().int().min(0).max(0xffff_ffff);
+
+// ---- protocol extensions (issue 9) -------------------------------------------
+// Negotiated, never assumed: our worker lists the extensions it speaks in
+// `register.extensions` (an added field the original server ignores); our server
+// answers with the ones it supports in `register_ack.extensions`, only to a
+// worker that listed some. Extension frames flow only when both sides listed
+// the extension, so an original worker or server never sees an unknown frame.
+export const EXTENSION_CAPABILITIES = "capabilities-v1";
+export const EXTENSION_LIFECYCLE = "lifecycle-v1";
+export const SUPPORTED_EXTENSIONS: readonly string[] = [
+  EXTENSION_CAPABILITIES,
+  EXTENSION_LIFECYCLE,
+];
+export const LIFECYCLE_OPERATIONS = [
+  "model-load",
+  "model-unload",
+  "cache-flush",
+] as const;
+export type LifecycleOperation = (typeof LIFECYCLE_OPERATIONS)[number];
+export const LIFECYCLE_STATUSES = ["running", "completed", "failed"] as const;
+export type LifecycleProgressStatus = (typeof LIFECYCLE_STATUSES)[number];
+
+const jsonObject = z.record(z.string(), z.unknown());
+const finite = z.number().finite();
+
+/** Spec 004 `GET /v1/capabilities` as a worker reports it; every field optional, unknown ones kept. */
+export const runnerCapabilitiesSchema = z.looseObject({
+  runnerType: z.string().nullish(),
+  runnerId: z.string().nullish(),
+  models: z.looseObject({
+    loaded: z.array(z.looseObject({ id: z.string() })).nullish(),
+    loading: z.array(z.looseObject({
+      id: z.string(),
+      progress: finite.nullish(),
+      eta: finite.nullish(),
+    })).nullish(),
+    available: z.array(z.string()).nullish(),
+  }).nullish(),
+  resources: z.record(z.string(), z.unknown()).nullish(),
+  queue: z.record(z.string(), z.unknown()).nullish(),
+  capabilities: z.record(z.string(), z.unknown()).nullish(),
+  health: z.string().nullish(),
+});
+export type RunnerCapabilities = z.infer<typeof runnerCapabilitiesSchema>;
 const headerMap = z.record(z.string(), z.string());
 
 export const CANCEL_REASONS = [
@@ -48,6 +92,8 @@ export const registerSchema = z.object({
   max_concurrent: z.number().int(),
   protocol_version: z.string().nullish(),
   current_load: count.nullish(),
+  /** Extensions this worker speaks (ours; the original server ignores it). */
+  extensions: z.array(z.string()).nullish(),
 });
 export const modelsUpdateSchema = z.object({
   type: z.literal("models_update"),
@@ -79,6 +125,21 @@ export const workerErrorSchema = z.object({
   message: z.string(),
 });
 
+/** Extension frame (capabilities-v1): the runner's spec 004 capabilities. */
+export const capabilitiesSchema = z.object({
+  type: z.literal("capabilities"),
+  capabilities: runnerCapabilitiesSchema,
+});
+/** Extension frame (lifecycle-v1): progress or the end of a lifecycle task. */
+export const lifecycleProgressSchema = z.object({
+  type: z.literal("lifecycle_progress"),
+  task_id: z.string(),
+  status: z.enum(LIFECYCLE_STATUSES),
+  progress: z.number().min(0).max(1).nullish(),
+  error: z.string().nullish(),
+  result: jsonObject.nullish(),
+});
+
 export const workerMessageSchema = z.discriminatedUnion("type", [
   registerSchema,
   modelsUpdateSchema,
@@ -86,6 +147,8 @@ export const workerMessageSchema = z.discriminatedUnion("type", [
   responseCompleteSchema,
   pongSchema,
   workerErrorSchema,
+  capabilitiesSchema,
+  lifecycleProgressSchema,
 ]);
 export type WorkerMessage = z.infer<typeof workerMessageSchema>;
 export type RegisterMessage = z.infer<typeof registerSchema>;
@@ -130,6 +193,14 @@ export const modelsRefreshSchema = z.object({
   reason: z.string().nullish(),
 });
 
+/** Extension frame (lifecycle-v1): carry a verified operation to the backend. */
+export const lifecycleRequestSchema = z.object({
+  type: z.literal("lifecycle_request"),
+  task_id: z.string(),
+  operation: z.enum(LIFECYCLE_OPERATIONS),
+  params: jsonObject,
+});
+
 export const serverMessageSchema = z.discriminatedUnion("type", [
   registerAckSchema,
   requestSchema,
@@ -137,6 +208,9 @@ export const serverMessageSchema = z.discriminatedUnion("type", [
   pingSchema,
   gracefulShutdownSchema,
   modelsRefreshSchema,
+  lifecycleRequestSchema,
 ]);
 export type ServerMessage = z.infer<typeof serverMessageSchema>;
 export type RequestMessage = z.infer<typeof requestSchema>;
+export type LifecycleRequestMessage = z.infer<typeof lifecycleRequestSchema>;
+export type LifecycleProgressMessage = z.infer<typeof lifecycleProgressSchema>;

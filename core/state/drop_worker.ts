@@ -1,6 +1,7 @@
 // Removing a worker from the registry (disconnect, heartbeat loss, drain end,
 // protocol error): its in-flight requests are requeued or failed one by one (C22).
 import type { Effect } from "../effect.ts";
+import { failWorkerLifecycleParts } from "./lifecycle.ts";
 import { pumpQueue, requeueOrFail } from "./requests.ts";
 import type { State, Worker } from "./state.ts";
 import { unindexWorker } from "./workers.ts";
@@ -20,6 +21,7 @@ export function dropWorker(
   }
   worker.inFlight.clear();
   worker.cancelling.clear();
+  failWorkerLifecycleParts(state, worker.id, cause, out);
   pumpQueue(state, worker.provider, out);
 }
 

@@ -2,6 +2,8 @@
 // whoever holds it (shell or simulator) and updated in place by the reducer.
 import type { Config } from "../config.ts";
 import type { LoadBuckets } from "./load_buckets.ts";
+import type { LifecycleTask } from "./lifecycle.ts";
+import type { RunnerCapabilities } from "../protocol/messages.ts";
 import type {
   ClientApi,
   Headers,
@@ -46,6 +48,11 @@ export type Worker = {
   routeLevel: number | null;
   /** The worker's protocol_version, echoed in register_ack (C39). */
   protocolVersion: string | null;
+  /** Extensions both sides speak (listed in register and supported here), issue 9. */
+  extensions: string[];
+  /** The last `capabilities` frame (capabilities-v1), null until one arrives. */
+  capabilities: RunnerCapabilities | null;
+  capabilitiesAtMs: number | null;
 };
 
 export type RequestStatus =
@@ -144,6 +151,8 @@ export type State = {
   /** Moving averages of dispatch-to-end and queue-wait times (Retry-After estimate). */
   serviceMsAvg: number;
   queueWaitMsAvg: number;
+  /** Lifecycle tasks (issue 9) in creation order; bounded by `lifecycleTasksMax`. */
+  lifecycleTasks: Map<string, LifecycleTask>;
 };
 
 export function emptyQueue(): ProviderQueue {
@@ -188,5 +197,6 @@ export function initialState(config: Config, nowMs = 0): State {
     affinity: new Map(),
     serviceMsAvg: 0,
     queueWaitMsAvg: 0,
+    lifecycleTasks: new Map(),
   };
 }

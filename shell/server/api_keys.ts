@@ -53,6 +53,11 @@ const MIGRATIONS: readonly string[] = [
      created_at_ms INTEGER NOT NULL,
      last_used_at_ms INTEGER
    )`,
+  // Op-token nonces (spec 004 replay protection), kept until their token expires.
+  `CREATE TABLE op_nonces (
+     nonce TEXT PRIMARY KEY,
+     expires_at_secs INTEGER NOT NULL
+   )`,
 ];
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
@@ -119,6 +124,19 @@ function migrate(db: DatabaseSync, path: string): void {
  * is not a database, or is damaged; such a file is never modified or replaced.
  */
 export function openSqliteKeyStore(path: string): KeyStore {
+  return keyStoreOn(openRelayDatabase(path));
+}
+
+/** The key store on an open relay database (shared with the op-token nonces). */
+export function keyStoreOn(db: DatabaseSync): KeyStore {
+  return new SqliteKeyStore(db);
+}
+
+/**
+ * Opens (creating on first start) the relay database at `path` and brings its
+ * schema up to date; same errors as openSqliteKeyStore.
+ */
+export function openRelayDatabase(path: string): DatabaseSync {
   let db: DatabaseSync;
   try {
     db = new DatabaseSync(path);
@@ -144,7 +162,7 @@ export function openSqliteKeyStore(path: string): KeyStore {
       }; it was left untouched: restore it from a backup, or move it away to start with no keys`,
     );
   }
-  return new SqliteKeyStore(db);
+  return db;
 }
 
 class SqliteKeyStore implements KeyStore {

@@ -4,7 +4,7 @@
 // writes, while node:http notices within ~300 ms (checklist C46, measured).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError, Event, State } from "../../core/mod.ts";
-import { listModels, queueDepth } from "../../core/mod.ts";
+import { listModels, modelStatuses, queueDepth } from "../../core/mod.ts";
 import type { Clients } from "./clients.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
 import { newRequestId } from "./ids.ts";
@@ -144,14 +144,24 @@ export function handleHttp(
   }
   if (req.method === "GET" && path === "/health") return health(res, d);
   if (req.method === "GET" && path === "/v1/models") {
+    // Acked models first (status "loaded"), then models a lifecycle task or a
+    // worker's capabilities report as loading (spec 004, issue 9).
+    const statuses = new Map(modelStatuses(d.state).map((m) => [m.id, m]));
+    const ids = [...listModels(d.state)];
+    for (const id of statuses.keys()) if (!ids.includes(id)) ids.push(id);
     return sendJson(res, 200, {
       object: "list",
-      data: listModels(d.state).map((id) => ({
-        id,
-        object: "model",
-        created: 0,
-        owned_by: "modelrelay",
-      })),
+      data: ids.map((id) => {
+        const m = statuses.get(id);
+        return {
+          id,
+          object: "model",
+          created: 0,
+          owned_by: "modelrelay",
+          status: m?.status ?? "loaded",
+          ...(m?.status === "loading" ? { progress: m.progress ?? 0 } : {}),
+        };
+      }),
     });
   }
   if (path === "/v1/worker/connect") {

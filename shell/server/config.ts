@@ -170,6 +170,30 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "how much busier than the least-loaded worker a cache-affine worker may be",
   },
   {
+    flag: "verified-op-token-key-path",
+    env: "VERIFIED_OP_TOKEN_KEY_PATH",
+    kind: "string",
+    default: "",
+    help:
+      "file holding the HMAC-SHA256 key for spec 004 op tokens (e.g. /etc/safebox/model-api.key); unset = /v1/models/load, /v1/models/unload and /v1/cache/flush answer 503",
+  },
+  {
+    flag: "op-token-signers",
+    env: "OP_TOKEN_SIGNERS",
+    kind: "string",
+    default: "",
+    help:
+      "comma-separated governance signers (the N of M-of-N), e.g. admin1,admin2,admin3",
+  },
+  {
+    flag: "op-token-min-signers",
+    env: "OP_TOKEN_MIN_SIGNERS",
+    kind: "int",
+    default: "1",
+    min: 1,
+    help: "distinct OP_TOKEN_SIGNERS an op token must list (the M of M-of-N)",
+  },
+  {
     flag: "tick-ms",
     env: "TICK_MS",
     kind: "int",
@@ -192,6 +216,10 @@ export type ServerConfig = {
   clientBufferBytes: number;
   tickMs: number;
   core: CoreConfig;
+  /** Spec 004 governance (lifecycle routes); absent = key path unset. */
+  opTokenKeyPath?: string;
+  opTokenSigners?: string[];
+  opTokenMinSigners?: number;
 };
 
 export function serverHelp(): string {
@@ -283,6 +311,15 @@ export function loadServerConfig(
       `TENANT_MAX_QUEUE_LEN (--tenant-max-queue-len) must be a whole number >= 1, got "${tenantQueueRaw}"`,
     );
   }
+  const opTokenSigners = str(values, "op-token-signers").split(",").map((x) =>
+    x.trim()
+  ).filter((x) => x !== "");
+  const opTokenMinSigners = int(values, "op-token-min-signers");
+  if (opTokenSigners.length > 0 && opTokenMinSigners > opTokenSigners.length) {
+    throw new OptionError(
+      `OP_TOKEN_MIN_SIGNERS (${opTokenMinSigners}) exceeds the ${opTokenSigners.length} signer(s) in OP_TOKEN_SIGNERS: no token could ever pass`,
+    );
+  }
   const core = makeConfig({
     providers: [{ name: provider, enabled: true }],
     defaultProvider: provider,
@@ -316,6 +353,9 @@ export function loadServerConfig(
       clientBufferBytes: int(values, "client-buffer-bytes"),
       tickMs: int(values, "tick-ms"),
       core,
+      opTokenKeyPath: str(values, "verified-op-token-key-path"),
+      opTokenSigners,
+      opTokenMinSigners,
     },
   };
 }

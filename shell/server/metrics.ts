@@ -100,6 +100,19 @@ export class Metrics {
   readonly authFailures = new Map<string, number>();
   workerRegistrations = 0;
   workerRejections = 0;
+  /** tenant SEP outcome -> count (spec 004 per-tenant counters). */
+  readonly tenantRequests = new Map<string, number>();
+  readonly #tenants = new Set<string>();
+  /** tenant -> requests refused with 429 (rate limit). */
+  readonly rateLimited = new Map<string, number>();
+  /** requestId -> model, for cache hits reported in response_complete. */
+  readonly #modelOf = new Map<string, string>();
+  /** model -> responses whose backend reported X-Cache-Hit: true. */
+  readonly cacheHits = new Map<string, number>();
+  /** model -> responses that reported X-Cache-Hit at all (true or false). */
+  readonly cacheReports = new Map<string, number>();
+  cacheTokensReused = 0;
+  readonly lifecycleTasks = new Map<string, number>();
 
   constructor(readonly startedAtMs: number) {}
 
@@ -108,7 +121,26 @@ export class Metrics {
     switch (e.kind) {
       case "requestReceived":
         this.#routes.set(e.requestId, e.endpointPath);
+        this.#modelOf.set(e.requestId, e.model);
         return;
+      case "completeReceived": {
+        const model = this.#modelOf.get(e.requestId);
+        if (model === undefined) return;
+        let hit: string | undefined;
+        let reused: string | undefined;
+        for (const k in e.headers) {
+          const lower = k.toLowerCase();
+          if (lower === "x-cache-hit") hit = e.headers[k];
+          else if (lower === "x-cache-tokens-reused") reused = e.headers[k];
+        }
+        if (hit === undefined) return;
+        const label = this.#modelLabel(model);
+        inc(this.cacheReports, label);
+        if (hit.trim().toLowerCase() === "true") inc(this.cacheHits, label);
+        const n = Number(reused);
+        if (Number.isFinite(n) && n > 0) this.cacheTokensReused += n;
+        return;
+      }
       case "workerConnectAttempted":
         if (!e.secretValid) this.authFailure("worker_secret");
         return;
@@ -142,9 +174,33 @@ export class Metrics {
       case "requestFinished":
         this.requestFinished(effect);
         return;
+      case "lifecycleTaskChanged":
+        if (effect.task.status !== "running") {
+          inc(
+            this.lifecycleTasks,
+            effect.task.operation + SEP + effect.task.status,
+          );
+        }
+        return;
       default:
         return;
     }
+  }
+
+  #tenantLabel(tenant: string): string {
+    if (this.#tenants.has(tenant)) return tenant;
+    if (this.#tenants.size >= MODEL_LABELS_MAX) return OTHER_MODEL;
+    this.#tenants.add(tenant);
+    return tenant;
+  }
+
+  /** Average and p95 queue wait in ms from the histogram (GET /v1/capabilities). */
+  queueWaitStats(): { avgWaitMs: number; p95WaitMs: number } {
+    const h = this.queueWaitSeconds;
+    return {
+      avgWaitMs: h.count === 0 ? 0 : Math.round(h.sum / h.count * 1000),
+      p95WaitMs: Math.round((h.quantile(0.95) ?? 0) * 1000),
+    };
   }
 
   authFailure(kind: AuthFailureKind): void {
@@ -161,6 +217,10 @@ export class Metrics {
   requestFinished(e: Extract<Effect, { kind: "requestFinished" }>): void {
     const route = this.#routes.get(e.requestId) ?? "unknown";
     this.#routes.delete(e.requestId);
+    this.#modelOf.delete(e.requestId);
+    const tenant = this.#tenantLabel(e.tenant);
+    inc(this.tenantRequests, tenant + SEP + e.outcome);
+    if (e.status === 429) inc(this.rateLimited, tenant);
     inc(
       this.requests,
       route + SEP + this.#modelLabel(e.model) + SEP + e.outcome,
@@ -269,6 +329,57 @@ export class Metrics {
       ];
       out.push(
         `modelrelay_requests_total${labels({ route, model, outcome })} ${n}`,
+      );
+    }
+    head(
+      "modelrelay_tenant_requests_total",
+      "counter",
+      "Inference requests that ended, by tenant (X-Tenant-ID or the key's tenant) and outcome.",
+    );
+    for (const [key, n] of this.tenantRequests) {
+      const [tenant, outcome] = key.split(SEP) as [string, string];
+      out.push(
+        `modelrelay_tenant_requests_total${labels({ tenant, outcome })} ${n}`,
+      );
+    }
+    head(
+      "modelrelay_rate_limited_total",
+      "counter",
+      "Requests refused with 429 by the per-tenant rate limit, by tenant.",
+    );
+    for (const [tenant, n] of this.rateLimited) {
+      out.push(`modelrelay_rate_limited_total${labels({ tenant })} ${n}`);
+    }
+    head(
+      "modelrelay_cache_hits_total",
+      "counter",
+      "Responses whose backend reported X-Cache-Hit: true, by model.",
+    );
+    for (const [model, n] of this.cacheHits) {
+      out.push(`modelrelay_cache_hits_total${labels({ model })} ${n}`);
+    }
+    head(
+      "modelrelay_cache_reports_total",
+      "counter",
+      "Responses whose backend reported X-Cache-Hit at all, by model (hit rate = hits / reports).",
+    );
+    for (const [model, n] of this.cacheReports) {
+      out.push(`modelrelay_cache_reports_total${labels({ model })} ${n}`);
+    }
+    counter(
+      "modelrelay_cache_tokens_reused_total",
+      "Prompt tokens served from cache, as reported in X-Cache-Tokens-Reused.",
+      this.cacheTokensReused,
+    );
+    head(
+      "modelrelay_lifecycle_tasks_total",
+      "counter",
+      "Lifecycle tasks (model-load, model-unload, cache-flush) that ended, by operation and status.",
+    );
+    for (const [key, n] of this.lifecycleTasks) {
+      const [operation, status] = key.split(SEP) as [string, string];
+      out.push(
+        `modelrelay_lifecycle_tasks_total${labels({ operation, status })} ${n}`,
       );
     }
     head(

@@ -5,7 +5,15 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { handleAdmin, sendJson } from "./admin.ts";
-import { type KeyStore, openSqliteKeyStore } from "./api_keys.ts";
+import type { DatabaseSync } from "node:sqlite";
+import { type KeyStore, keyStoreOn, openRelayDatabase } from "./api_keys.ts";
+import {
+  type Governance,
+  type LifecycleRoutes,
+  makeLifecycleRoutes,
+  readOpTokenKey,
+} from "./lifecycle_http.ts";
+import { sqliteNonceStore } from "./op_nonces.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { Metrics } from "./metrics.ts";
@@ -39,12 +47,51 @@ function clientKey(
   return null;
 }
 
+/** Governance for lifecycle routes: key file, signers, nonces (spec 004). */
+function makeGovernance(
+  config: ServerConfig,
+  db: DatabaseSync | null,
+  log: Logger,
+): Governance {
+  const path = config.opTokenKeyPath ?? "";
+  const signers = config.opTokenSigners ?? [];
+  const minSigners = config.opTokenMinSigners ?? 1;
+  let key = readOpTokenKey(path);
+  if (typeof key === "string") log("warn", key, {});
+  else if (signers.length === 0) {
+    log(
+      "warn",
+      "lifecycle operations are disabled: OP_TOKEN_SIGNERS is empty",
+      {},
+    );
+  } else {
+    log("info", "lifecycle operations enabled", {
+      key_path: path,
+      signers: signers.join(","),
+      min_signers: minSigners,
+    });
+  }
+  return {
+    nonces: db === null ? null : sqliteNonceStore(db),
+    policy() {
+      // A key file created after start is picked up on the next call.
+      if (typeof key === "string" && path !== "") key = readOpTokenKey(path);
+      if (typeof key === "string") return key;
+      if (signers.length === 0) {
+        return "lifecycle operations are disabled: set OP_TOKEN_SIGNERS (the governance signers, e.g. admin1,admin2,admin3) and OP_TOKEN_MIN_SIGNERS";
+      }
+      return { key, signers, minSigners };
+    },
+  };
+}
+
 export function makeOpsHooks(
   config: ServerConfig,
   keys: KeyStore | null,
   metrics: Metrics,
   server: () => RunningServer | null,
   log: Logger,
+  lifecycle: LifecycleRoutes | null = null,
 ): ServerHooks {
   const authorize = (
     req: IncomingMessage,
@@ -96,6 +143,7 @@ export function makeOpsHooks(
     url: URL,
   ): boolean => {
     const s = server();
+    if (lifecycle?.handle(req, res, url) === true) return true;
     if (url.pathname === "/metrics") {
       req.resume();
       if (req.method !== "GET" && req.method !== "HEAD") {
@@ -138,8 +186,14 @@ export function makeOpsHooks(
   };
 
   return {
-    onEvent: (e) => metrics.onEvent(e),
-    onEffect: (e) => metrics.onEffect(e),
+    onEvent: (e) => {
+      metrics.onEvent(e);
+      lifecycle?.onEvent(e);
+    },
+    onEffect: (e) => {
+      metrics.onEffect(e);
+      lifecycle?.onEffect(e);
+    },
     authorize,
     extraRoutes,
   };
@@ -153,7 +207,16 @@ export async function startRelay(
   config: ServerConfig,
   log: Logger,
 ): Promise<Relay> {
-  const keys = needsKeyStore(config) ? openSqliteKeyStore(config.dbPath) : null;
+  // One database for keys and op-token nonces, opened when either is needed.
+  const lifecycleOn = (config.opTokenKeyPath ?? "") !== "";
+  const db = needsKeyStore(config) || lifecycleOn
+    ? openRelayDatabase(config.dbPath)
+    : null;
+  const keys = needsKeyStore(config) && db !== null ? keyStoreOn(db) : null;
+  const closeDb = () => {
+    keys?.close();
+    if (db?.isOpen === true) db.close();
+  };
   if (config.requireApiKeys && config.adminToken === "") {
     log(
       "warn",
@@ -163,11 +226,28 @@ export async function startRelay(
   }
   const metrics = new Metrics(nowMs());
   let running: RunningServer | null = null;
-  const hooks = makeOpsHooks(config, keys, metrics, () => running, log);
+  const lifecycle = makeLifecycleRoutes({
+    state: () => running?.runtime.state ?? null,
+    submit: (e) => running?.runtime.submit(e),
+    now: nowMs,
+    wallNowSecs: () => Date.now() / 1000,
+    governance: makeGovernance(config, db, log),
+    waits: () => metrics.queueWaitStats(),
+    waitMs: 30_000,
+    log,
+  });
+  const hooks = makeOpsHooks(
+    config,
+    keys,
+    metrics,
+    () => running,
+    log,
+    lifecycle,
+  );
   try {
     running = await startServer(config, log, hooks);
   } catch (e) {
-    keys?.close();
+    closeDb();
     throw e;
   }
   const server = running;
@@ -177,11 +257,13 @@ export async function startRelay(
     keys,
     shutdown: async () => {
       await server.shutdown();
-      keys?.close();
+      lifecycle.close();
+      closeDb();
     },
     close: async () => {
       await server.close();
-      keys?.close();
+      lifecycle.close();
+      closeDb();
     },
   };
 }

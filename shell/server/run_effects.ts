@@ -76,6 +76,9 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
       case "startStream": {
         const c = d.clients.get(effect.requestId);
         if (c === undefined) return;
+        // Chunks go out as they come: without TCP_NODELAY, a chunk that follows
+        // an unacknowledged one waits for the client's delayed ACK (~40 ms).
+        c.res.socket?.setNoDelay(true);
         c.res.writeHead(200, {
           ...SSE_HEADERS,
           ...CACHE_HEADER_DEFAULTS,
@@ -146,6 +149,8 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
       case "shutdownComplete":
         d.onShutdownComplete();
         return;
+      case "lifecycleTaskChanged":
+        return; // Read by the lifecycle routes through the effect tap (ops.ts).
       default:
         assertNever(effect);
     }

@@ -2,12 +2,19 @@
 // event loop around `step`. Callbacks only translate I/O into events; every
 // decision is in decide.ts. Events raised while actions run are queued and
 // handled after the current batch, never re-entrantly.
+// The `ws` package rather than Deno's WebSocket (issue 10, measured): Deno's
+// client socket has no TCP_NODELAY, so a chunk frame sent right after another
+// waited for the proxy's delayed ACK, ~40 ms. `ws` sets it.
+// @ts-types="npm:@types/ws@8.18.1"
+import { WebSocket } from "ws";
 import { assertNever } from "../../core/assert_never.ts";
 import { encodeFrame } from "../../core/protocol/mod.ts";
 import type { Logger } from "../log.ts";
 import { forwardToBackend, listBackendModels } from "./backend_client.ts";
 import type { WorkerConfig } from "./config.ts";
+import { CAPABILITIES_INTERVAL_MS, makeLifecycle } from "./lifecycle/mod.ts";
 import {
+  FRAME_CHARS_MAX,
   initialWorkerState,
   step,
   type TimerName,
@@ -55,6 +62,11 @@ export function startWorker(
   const timers = new Map<TimerName, Timer>();
   const stopAll = new AbortController();
   let refreshInterval: ReturnType<typeof setInterval> | null = null;
+  const lifecycle = makeLifecycle(config.backendUrl, stopAll.signal);
+  const capabilitiesInterval = setInterval(
+    () => dispatch({ kind: "capabilitiesDue" }),
+    CAPABILITIES_INTERVAL_MS,
+  );
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => resolveDone = resolve);
 
@@ -85,6 +97,9 @@ export function startWorker(
     let wasOpen = false;
     const ws = new WebSocket(config.connectUrl, {
       headers: { "X-Worker-Secret": config.workerSecret },
+      // A UTF-8 character is at most 4 bytes; decode.ts enforces the limit.
+      maxPayload: FRAME_CHARS_MAX * 4,
+      perMessageDeflate: false,
     });
     socket = ws;
     ws.onopen = () => {
@@ -179,6 +194,25 @@ export function startWorker(
       case "listModels":
         listModels(action.reply);
         return;
+      case "probeCapabilities":
+        track(
+          lifecycle.capabilities().then((capabilities) => {
+            if (capabilities !== null) {
+              dispatch({ kind: "capabilitiesRead", capabilities });
+            }
+          }),
+        );
+        return;
+      case "runLifecycle": {
+        const taskId = action.request.task_id;
+        track(
+          lifecycle.run(
+            action.request,
+            (u) => dispatch({ kind: "lifecycleUpdate", taskId, ...u }),
+          ),
+        );
+        return;
+      }
       case "armTimer":
         armTimer(action.timer, action.ms);
         return;
@@ -204,6 +238,7 @@ export function startWorker(
     for (const t of timers.values()) clearTimeout(t);
     timers.clear();
     if (refreshInterval !== null) clearInterval(refreshInterval);
+    clearInterval(capabilitiesInterval);
     for (const c of backendCalls.values()) c.abort();
     backendCalls.clear();
     stopAll.abort();

@@ -6,8 +6,14 @@ import { assertNever } from "../../core/assert_never.ts";
 import {
   type CancelReason,
   decodeServerFrame,
+  EXTENSION_CAPABILITIES,
+  EXTENSION_LIFECYCLE,
+  type LifecycleOperation,
+  type LifecycleProgressStatus,
+  type LifecycleRequestMessage,
   PROTOCOL_VERSION_BRIDGE,
   type RequestMessage,
+  type RunnerCapabilities,
   type ServerMessage,
   type TokenCounts,
   type WorkerMessage,
@@ -57,7 +63,16 @@ export type WorkerState = {
   inFlight: Set<string>;
   drain: Drain;
   failedAttempts: number;
+  /** Extensions the server listed in register_ack (and we speak); empty = original server. */
+  extensions: string[];
+  /** JSON of the capabilities last sent on this connection (change detection). */
+  capabilitiesSent: string | null;
+  /** Lifecycle tasks being carried to the backend: task id -> operation and model. */
+  lifecycle: Map<string, { operation: LifecycleOperation; modelId: string }>;
 };
+
+/** What our worker speaks, listed in register (an added field the original server ignores). */
+export const WORKER_EXTENSIONS = [EXTENSION_CAPABILITIES, EXTENSION_LIFECYCLE];
 
 export type WorkerEvent =
   | { kind: "socketOpened" }
@@ -76,7 +91,19 @@ export type WorkerEvent =
   | { kind: "modelsRefreshDue" }
   | { kind: "shutdownSignalled" }
   | { kind: "drainTimerFired" }
-  | { kind: "reconnectTimerFired" };
+  | { kind: "reconnectTimerFired" }
+  /** Every 5 s: look at the backend's capabilities again. */
+  | { kind: "capabilitiesDue" }
+  | { kind: "capabilitiesRead"; capabilities: RunnerCapabilities }
+  /** The lifecycle adapter's report on a task. */
+  | {
+    kind: "lifecycleUpdate";
+    taskId: string;
+    status: LifecycleProgressStatus;
+    progress: number | null;
+    error: string | null;
+    result: Record<string, unknown> | null;
+  };
 
 export type Completion = {
   status_code: number;
@@ -93,6 +120,8 @@ export type WorkerAction =
   | { kind: "forward"; request: RequestMessage }
   | { kind: "abortBackend"; requestId: string }
   | { kind: "listModels"; reply: boolean }
+  | { kind: "probeCapabilities" }
+  | { kind: "runLifecycle"; request: LifecycleRequestMessage }
   | { kind: "armTimer"; timer: TimerName; ms: number }
   | { kind: "closeSocket"; code: number; reason: string }
   | { kind: "exit"; code: number; graceful: boolean }
@@ -118,6 +147,9 @@ export function initialWorkerState(opts: {
     inFlight: new Set(),
     drain: { kind: "none" },
     failedAttempts: 0,
+    extensions: [],
+    capabilitiesSent: null,
+    lifecycle: new Map(),
   };
 }
 
@@ -188,6 +220,15 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
       return onDrainTimerFired(state);
     case "reconnectTimerFired":
       return state.connected ? [] : [{ kind: "connect" }];
+    case "capabilitiesDue":
+      return state.registered &&
+          state.extensions.includes(EXTENSION_CAPABILITIES)
+        ? [{ kind: "probeCapabilities" }]
+        : [];
+    case "capabilitiesRead":
+      return onCapabilitiesRead(state, event.capabilities);
+    case "lifecycleUpdate":
+      return onLifecycleUpdate(state, event);
     default:
       return assertNever(event);
   }
@@ -204,6 +245,7 @@ function onSocketOpened(state: WorkerState): WorkerAction[] {
       max_concurrent: state.maxConcurrent,
       protocol_version: PROTOCOL_VERSION_BRIDGE,
       current_load: state.inFlight.size,
+      extensions: WORKER_EXTENSIONS,
     }),
   ];
 }
@@ -233,6 +275,14 @@ function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {
       for (const w of m.warnings ?? []) {
         out.push(log("warn", "proxy warning", { warning: w }));
       }
+      // Extension frames only to a server that listed the extension (issue 9).
+      state.extensions = WORKER_EXTENSIONS.filter((x) =>
+        m.extensions?.includes(x) === true
+      );
+      state.capabilitiesSent = null;
+      if (state.extensions.includes(EXTENSION_CAPABILITIES)) {
+        out.push({ kind: "probeCapabilities" });
+      }
       return out;
     }
     case "request":
@@ -257,9 +307,102 @@ function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {
     case "models_refresh":
       if (state.modelsDiscovered) return [{ kind: "listModels", reply: true }];
       return [modelsUpdate(state)];
+    case "lifecycle_request":
+      return onLifecycleRequest(state, m);
     default:
       return assertNever(m);
   }
+}
+
+function onLifecycleRequest(
+  state: WorkerState,
+  m: LifecycleRequestMessage,
+): WorkerAction[] {
+  if (!state.extensions.includes(EXTENSION_LIFECYCLE)) {
+    return [
+      log("warn", "ignored a lifecycle_request the proxy did not negotiate", {
+        task_id: m.task_id,
+      }),
+    ];
+  }
+  if (state.lifecycle.has(m.task_id)) return [];
+  const modelId = typeof m.params.modelId === "string" ? m.params.modelId : "";
+  state.lifecycle.set(m.task_id, { operation: m.operation, modelId });
+  return [
+    log("info", "lifecycle operation", {
+      task_id: m.task_id,
+      operation: m.operation,
+      model: modelId,
+    }),
+    send({
+      type: "lifecycle_progress",
+      task_id: m.task_id,
+      status: "running",
+      progress: 0,
+    }),
+    { kind: "runLifecycle", request: m },
+  ];
+}
+
+function onLifecycleUpdate(
+  state: WorkerState,
+  e: Extract<WorkerEvent, { kind: "lifecycleUpdate" }>,
+): WorkerAction[] {
+  const task = state.lifecycle.get(e.taskId);
+  if (task === undefined) return [];
+  const out: WorkerAction[] = [];
+  if (state.registered && state.extensions.includes(EXTENSION_LIFECYCLE)) {
+    out.push(send({
+      type: "lifecycle_progress",
+      task_id: e.taskId,
+      status: e.status,
+      ...(e.progress === null ? {} : { progress: e.progress }),
+      ...(e.error === null ? {} : { error: e.error }),
+      ...(e.result === null ? {} : { result: e.result }),
+    }));
+  }
+  if (e.status === "running") return out;
+  state.lifecycle.delete(e.taskId);
+  out.push(
+    log(e.status === "completed" ? "info" : "warn", `lifecycle ${e.status}`, {
+      task_id: e.taskId,
+      operation: task.operation,
+      ...(e.error === null ? {} : { error: e.error }),
+    }),
+  );
+  if (e.status !== "completed" || task.operation === "cache-flush") {
+    return out;
+  }
+  // The backend's models changed: tell the proxy, and refresh capabilities.
+  if (state.modelsDiscovered) out.push({ kind: "listModels", reply: true });
+  else if (task.modelId !== "") {
+    const has = state.models.includes(task.modelId);
+    if (task.operation === "model-load" && !has) {
+      state.models = [...state.models, task.modelId];
+    } else if (task.operation === "model-unload" && has) {
+      state.models = state.models.filter((x) => x !== task.modelId);
+    }
+    if (state.registered && state.drain.kind === "none") {
+      out.push(modelsUpdate(state));
+    }
+  }
+  if (state.extensions.includes(EXTENSION_CAPABILITIES)) {
+    out.push({ kind: "probeCapabilities" });
+  }
+  return out;
+}
+
+function onCapabilitiesRead(
+  state: WorkerState,
+  capabilities: RunnerCapabilities,
+): WorkerAction[] {
+  if (
+    !state.registered || !state.extensions.includes(EXTENSION_CAPABILITIES)
+  ) return [];
+  const json = JSON.stringify(capabilities);
+  if (json === state.capabilitiesSent) return [];
+  state.capabilitiesSent = json;
+  return [send({ type: "capabilities", capabilities })];
 }
 
 function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
@@ -438,6 +581,8 @@ function onSocketClosed(
 ): WorkerAction[] {
   state.connected = false;
   state.registered = false;
+  state.extensions = [];
+  state.capabilitiesSent = null;
   // The proxy requeues or fails what this connection held; answers sent on a
   // later connection would name ids it no longer assigns to us.
   const out = abortAll(state);

@@ -73,6 +73,8 @@ Deno.test("opening the socket registers with the bridge protocol version and cur
     max_concurrent: 2,
     protocol_version: "2026-04-bridge-v1",
     current_load: 0,
+    // Added field (issue 9); the original server ignores unknown fields.
+    extensions: ["capabilities-v1", "lifecycle-v1"],
   });
 });
 

@@ -1,0 +1,105 @@
+// A verified lifecycle operation (issue 9): pick the workers that carry it, send
+// each a lifecycle_request (only workers that negotiated lifecycle-v1 are ever
+// picked), or fail the task at once when nothing can carry it (501 names what is
+// missing). Either way the task is recorded and a lifecycleTaskChanged effect
+// tells the shell.
+import type { Effect } from "../effect.ts";
+import {
+  evictFinishedTasks,
+  lifecycleTargets,
+  type LifecycleTask,
+  taskChanged,
+} from "../state/lifecycle.ts";
+import type { State } from "../state/state.ts";
+import type { Event } from "./event.ts";
+
+type E = Extract<Event, { kind: "lifecycleRequested" }>;
+
+export function onLifecycleRequested(
+  state: State,
+  e: E,
+  out: Effect[],
+): void {
+  if (state.lifecycleTasks.has(e.taskId)) {
+    out.push({
+      kind: "log",
+      level: "error",
+      message: "duplicate lifecycle task id ignored",
+      fields: { task_id: e.taskId },
+    });
+    return;
+  }
+  const scope = typeof e.params.scope === "string"
+    ? e.params.scope
+    : e.modelId === null
+    ? "all"
+    : "model";
+  const targets = state.shuttingDown
+    ? {
+      ok: false as const,
+      error: {
+        status: 503,
+        code: "shutting_down",
+        message: "the relay is shutting down",
+      },
+    }
+    : lifecycleTargets(state, e.operation, e.modelId, scope, e.workerId);
+  const task: LifecycleTask = {
+    id: e.taskId,
+    operation: e.operation,
+    modelId: e.modelId,
+    params: e.params,
+    createdAtMs: e.atMs,
+    updatedAtMs: e.atMs,
+    finishedAtMs: null,
+    status: "running",
+    progress: 0,
+    error: null,
+    parts: [],
+  };
+  state.lifecycleTasks.set(task.id, task);
+  if (!targets.ok) {
+    task.status = "failed";
+    task.finishedAtMs = e.atMs;
+    task.error = targets.error;
+    out.push({ kind: "lifecycleTaskChanged", task: { ...task, parts: [] } });
+    evictFinishedTasks(state);
+    return;
+  }
+  const params = e.modelId === null
+    ? e.params
+    : { ...e.params, modelId: e.modelId };
+  for (const w of targets.workers) {
+    task.parts.push({
+      workerId: w.id,
+      workerName: w.name,
+      status: "running",
+      progress: 0,
+      error: null,
+      result: null,
+      deadlineAtMs: e.atMs + state.config.lifecycleTaskTimeoutMs,
+    });
+    out.push({
+      kind: "sendToWorker",
+      workerId: w.id,
+      message: {
+        type: "lifecycle_request",
+        task_id: task.id,
+        operation: e.operation,
+        params,
+      },
+    });
+  }
+  out.push({
+    kind: "log",
+    level: "info",
+    message: "lifecycle task started",
+    fields: {
+      task_id: task.id,
+      operation: task.operation,
+      model: task.modelId ?? "",
+      workers: targets.workers.map((w) => w.id).join(","),
+    },
+  });
+  taskChanged(state, task, out);
+}

@@ -1,0 +1,371 @@
+// Issue 9: governed lifecycle operations through the relay, with real sockets.
+import assert from "node:assert/strict";
+import { startMockRunner } from "../../mock/runner.ts";
+import {
+  runTestWorker,
+  testConfig as workerConfig,
+} from "../worker/_test_worker.ts";
+import { startTestRelay, type TestRelay } from "./_ops_test_helpers.ts";
+import {
+  chatBody,
+  registeredWorker,
+  testConfig,
+  waitFor,
+} from "./_test_helpers.ts";
+import { encodeOpToken, type OpToken, signOpToken } from "./op_token.ts";
+
+const KEY = new TextEncoder().encode("0123456789abcdef-test-key");
+const SIGNERS = ["admin1", "admin2", "admin3"];
+const EXT = ["capabilities-v1", "lifecycle-v1"];
+let nonceSeq = 0;
+
+async function keyFile(): Promise<string> {
+  const path = await Deno.makeTempFile({ suffix: ".key" });
+  await Deno.writeFile(path, new Uint8Array([...KEY, 0x0a]));
+  return path;
+}
+
+function token(over: Partial<OpToken> = {}, key = KEY): string {
+  return encodeOpToken({
+    operation: "model-load",
+    modelId: "big",
+    issuedAt: Math.floor(Date.now() / 1000),
+    signers: ["admin1", "admin2"],
+    nonce: `n-${Date.now()}-${nonceSeq++}`,
+    ...over,
+  }, key);
+}
+
+async function relayWith(dbPath = ":memory:"): Promise<TestRelay> {
+  return await startTestRelay(testConfig({}, {
+    dbPath,
+    opTokenKeyPath: await keyFile(),
+    opTokenSigners: SIGNERS,
+    opTokenMinSigners: 2,
+  }));
+}
+
+async function post(relay: TestRelay, path: string, body: unknown) {
+  const res = await fetch(relay.url + path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+Deno.test("op token: every failed check has its own status and message, and the worker never sees the call", async () => {
+  const relay = await relayWith();
+  const w = await registeredWorker(relay, { models: ["m1"], extensions: EXT });
+  try {
+    assert.deepEqual(w.ack.extensions, EXT);
+    const cases: [string, unknown, number, string, RegExp][] = [
+      [
+        "bad signature",
+        token({}, new TextEncoder().encode("another-key-000000")),
+        401,
+        "op_token_bad_signature",
+        /signature/,
+      ],
+      [
+        "expired",
+        token({ issuedAt: Math.floor(Date.now() / 1000) - 301 }),
+        401,
+        "op_token_expired",
+        /issued 3\d\d s ago/,
+      ],
+      [
+        "from the future",
+        token({ issuedAt: Math.floor(Date.now() / 1000) + 400 }),
+        401,
+        "op_token_expired",
+        /in the future/,
+      ],
+      [
+        "too few signers",
+        token({ signers: ["admin1", "mallory"] }),
+        403,
+        "op_token_insufficient_signers",
+        /1 distinct configured signer/,
+      ],
+      [
+        "wrong operation",
+        token({ operation: "model-unload" }),
+        403,
+        "op_token_wrong_operation",
+        /"model-unload"/,
+      ],
+      [
+        "wrong model",
+        token({ modelId: "other" }),
+        403,
+        "op_token_wrong_model",
+        /"other"/,
+      ],
+      ["malformed", "not-a-token!!", 400, "invalid_op_token", /malformed/],
+      ["missing", undefined, 401, "missing_op_token", /governed/],
+    ];
+    for (const [what, tok, status, code, message] of cases) {
+      const r = await post(relay, "/v1/models/load", {
+        modelId: "big",
+        verifiedOpToken: tok,
+      });
+      assert.equal(r.status, status, what);
+      assert.equal(r.body.error.code, code, what);
+      assert.match(r.body.error.message, message, what);
+    }
+    // A valid token as a JSON object (not base64) passes; its replay is refused.
+    const op: OpToken = {
+      operation: "model-load",
+      modelId: "big",
+      issuedAt: Math.floor(Date.now() / 1000),
+      signers: ["admin3", "admin2"],
+      nonce: "valid-1",
+    };
+    const valid = { opToken: op, signature: signOpToken(op, KEY) };
+    const ok = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      verifiedOpToken: valid,
+    });
+    assert.equal(ok.status, 202);
+    assert.match(ok.body.taskId, /^load-/);
+    const frame = await w.next("lifecycle_request");
+    assert.equal(frame.task_id, ok.body.taskId);
+    const replay = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      verifiedOpToken: JSON.stringify(valid),
+    });
+    assert.equal(replay.status, 409);
+    assert.equal(replay.body.error.code, "op_token_replayed");
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(
+      w.frames.filter((f) => f.type === "lifecycle_request").length,
+      1,
+      "only the valid call reached the worker",
+    );
+  } finally {
+    await w.close();
+    await relay.close();
+  }
+});
+
+Deno.test("op token: a nonce stays used after a restart on the same database", async () => {
+  const dir = await Deno.makeTempDir();
+  const dbPath = `${dir}/relay.db`;
+  const tok = token({ operation: "cache-flush", modelId: null });
+  let relay = await relayWith(dbPath);
+  let w = await registeredWorker(relay, { extensions: EXT });
+  try {
+    const first = post(relay, "/v1/cache/flush", {
+      scope: "all",
+      verifiedOpToken: tok,
+    });
+    const frame = await w.next("lifecycle_request");
+    w.send({
+      type: "lifecycle_progress",
+      task_id: frame.task_id,
+      status: "completed",
+      result: { entriesRemoved: 3 },
+    });
+    const r = await first;
+    assert.equal(r.status, 200);
+    assert.equal(r.body.entriesRemoved, 3);
+  } finally {
+    await w.close();
+    await relay.close();
+  }
+  relay = await relayWith(dbPath);
+  w = await registeredWorker(relay, { extensions: EXT });
+  try {
+    const again = await post(relay, "/v1/cache/flush", {
+      scope: "all",
+      verifiedOpToken: tok,
+    });
+    assert.equal(again.status, 409);
+    assert.equal(again.body.error.code, "op_token_replayed");
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(w.frames.some((f) => f.type === "lifecycle_request"), false);
+  } finally {
+    await w.close();
+    await relay.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("lifecycle routes answer 503 saying how to configure the key when VERIFIED_OP_TOKEN_KEY_PATH is unset", async () => {
+  const relay = await startTestRelay(testConfig());
+  try {
+    const r = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      verifiedOpToken: token(),
+    });
+    assert.equal(r.status, 503);
+    assert.equal(r.body.error.code, "lifecycle_unconfigured");
+    assert.match(r.body.error.message, /VERIFIED_OP_TOKEN_KEY_PATH/);
+  } finally {
+    await relay.close();
+  }
+});
+
+Deno.test("compatibility: an original-style worker gets no extensions in register_ack and never an extension frame; a load with only such workers is 501", async () => {
+  const relay = await relayWith();
+  const w = await registeredWorker(relay, { models: ["big"] });
+  try {
+    assert.equal("extensions" in w.ack, false);
+    const r = await post(relay, "/v1/models/unload", {
+      modelId: "big",
+      verifiedOpToken: token({ operation: "model-unload" }),
+    });
+    assert.equal(r.status, 501);
+    assert.match(r.body.error.message, /lifecycle-v1/);
+    const caps = await fetch(`${relay.url}/v1/capabilities`).then((x) =>
+      x.json()
+    );
+    assert.deepEqual(caps.workers[0].extensions, []);
+    await new Promise((r) => setTimeout(r, 50));
+    const known = [
+      "register_ack",
+      "request",
+      "cancel",
+      "ping",
+      "graceful_shutdown",
+      "models_refresh",
+    ];
+    assert.ok(
+      w.frames.every((f) => known.includes(f.type)),
+      JSON.stringify(w.frames),
+    );
+  } finally {
+    await w.close();
+    await relay.close();
+  }
+});
+
+Deno.test("end to end: load a model onto a mock runner through the relay and our worker, poll it, use it, unload it", async () => {
+  const runner = await startMockRunner({
+    loaded: ["small"],
+    available: ["big"],
+    loadSteps: 4,
+    stepMs: 40,
+  });
+  const relay = await relayWith();
+  const worker = runTestWorker(
+    workerConfig(relay.url, runner.url, { models: null }),
+    ["small"],
+  );
+  try {
+    await waitFor(
+      "worker capabilities",
+      () =>
+        [...relay.runtime.state.workers.values()].some((x) =>
+          x.capabilities !== null
+        ),
+    );
+    let caps = await fetch(`${relay.url}/v1/capabilities`).then((r) =>
+      r.json()
+    );
+    assert.deepEqual(caps.models.available, ["big"]);
+    assert.equal(caps.resources.gpuMemoryTotalMB, 81920);
+    assert.equal(caps.queue.maxDepth, 100);
+
+    const load = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      quantization: "fp16",
+      verifiedOpToken: token(),
+    });
+    assert.equal(load.status, 202, JSON.stringify(load.body));
+    assert.equal(load.body.status, "loading");
+    const taskId = load.body.taskId as string;
+    const seen = new Set<string>();
+    let last: Record<string, unknown> = {};
+    await waitFor("load completed", async () => {
+      last = await fetch(`${relay.url}/v1/models/load/${taskId}`).then((r) =>
+        r.json()
+      );
+      seen.add(String(last.status));
+      if (last.status === "loading") {
+        const models = await fetch(`${relay.url}/v1/models`).then((r) =>
+          r.json()
+        );
+        const big = models.data.find((m: { id: string }) => m.id === "big");
+        if (big !== undefined) seen.add(`models:${big.status}`);
+      }
+      return last.status === "completed";
+    }, 10_000);
+    assert.ok(seen.has("loading"));
+    assert.equal(last.modelId, "big");
+    assert.equal(typeof last.loadTimeMs, "number");
+    assert.equal(runner.stats.loads, 1);
+    assert.equal(
+      (runner.stats.lastLifecycleBody as { quantization?: string })
+        .quantization,
+      "fp16",
+    );
+
+    await waitFor("big acked", async () => {
+      const models = await fetch(`${relay.url}/v1/models`).then((r) =>
+        r.json()
+      );
+      return models.data.some((m: { id: string; status: string }) =>
+        m.id === "big" && m.status === "loaded"
+      );
+    });
+    caps = await fetch(`${relay.url}/v1/capabilities`).then((r) => r.json());
+    assert.ok(caps.models.loaded.some((m: { id: string }) => m.id === "big"));
+
+    for (let i = 0; i < 2; i++) {
+      const chat = await fetch(`${relay.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "x-cache-tag": "s1",
+          "x-tenant-id": "team-a",
+        },
+        body: chatBody("big"),
+      });
+      assert.equal(chat.status, 200);
+      assert.equal(chat.headers.get("x-cache-hit"), i === 0 ? "false" : "true");
+      assert.ok(Number(chat.headers.get("x-gpu-time-ms")) >= 1);
+      const body = await chat.json();
+      assert.ok(JSON.stringify(body).includes("choices"));
+    }
+    const metrics = await fetch(`${relay.url}/metrics`).then((r) => r.text());
+    assert.match(metrics, /modelrelay_cache_hits_total\{model="big"\} 1/);
+    assert.match(
+      metrics,
+      /modelrelay_tenant_requests_total\{tenant="team-a",outcome="completed"\} 2/,
+    );
+    assert.match(
+      metrics,
+      /modelrelay_lifecycle_tasks_total\{operation="model-load",status="completed"\} 1/,
+    );
+
+    const flush = await post(relay, "/v1/cache/flush", {
+      scope: "model",
+      modelId: "big",
+      verifiedOpToken: token({ operation: "cache-flush" }),
+    });
+    assert.equal(flush.status, 200, JSON.stringify(flush.body));
+    assert.equal(flush.body.entriesRemoved, 1);
+
+    const unload = await post(relay, "/v1/models/unload", {
+      modelId: "big",
+      verifiedOpToken: token({ operation: "model-unload" }),
+    });
+    assert.equal(unload.status, 200, JSON.stringify(unload.body));
+    assert.equal(unload.body.gpuMemoryFreedMB, 8000);
+    assert.equal(unload.body.kvCacheFlushed, true);
+    await waitFor("big gone", async () => {
+      const models = await fetch(`${relay.url}/v1/models`).then((r) =>
+        r.json()
+      );
+      return !models.data.some((m: { id: string }) => m.id === "big");
+    });
+    assert.deepEqual(runner.loaded(), ["small"]);
+  } finally {
+    worker.signal();
+    await worker.done;
+    await relay.close();
+    await runner.close();
+  }
+});

@@ -1,0 +1,245 @@
+// Spec 004 governance: the `verifiedOpToken` every lifecycle call carries.
+//
+// Token: {"opToken": {"operation", "modelId", "issuedAt", "signers", "nonce"},
+//         "signature": "..."}
+// sent as a JSON object, as a JSON string, or as that JSON base64url-encoded
+// (standard base64 is accepted too).
+//
+// Signature: HMAC-SHA256 with the key file's bytes (trailing CR/LF removed) over
+// the canonical JSON of `opToken`: keys sorted at every level, no whitespace,
+// JSON.stringify escaping. For the example in the spec that is
+//   {"issuedAt":1745880000,"modelId":"meta-llama/Llama-3.1-70B-Instruct",
+//    "nonce":"abc123","operation":"model-load","signers":["admin1","admin2"]}
+// (one line). The signature is 64 hex digits or 43 base64url characters.
+// `modelId` is null for a cache flush not scoped to a model.
+//
+// Checks, in order, each with its own answer (nothing reaches a worker on any):
+//   malformed token or field            400 invalid_op_token
+//   missing token                       401 missing_op_token
+//   bad signature                       401 op_token_bad_signature
+//   operation differs from the route    403 op_token_wrong_operation
+//   modelId differs from the call       403 op_token_wrong_model
+//   issuedAt more than 5 min off        401 op_token_expired
+//   too few configured signers          403 op_token_insufficient_signers
+//   nonce seen before                   409 op_token_replayed
+// The nonce is recorded only when every other check passed, so a rejected token
+// does not burn its nonce.
+import { createHmac, timingSafeEqual } from "node:crypto";
+import type { LifecycleOperation } from "../../core/mod.ts";
+
+export const OP_TOKEN_WINDOW_SECS = 300;
+export const NONCE_CHARS_MAX = 256;
+
+export type OpToken = {
+  operation: string;
+  modelId: string | null;
+  issuedAt: number;
+  signers: string[];
+  nonce: string;
+};
+
+export type OpTokenError = { status: number; code: string; message: string };
+
+export type OpTokenPolicy = {
+  key: Uint8Array;
+  /** The configured signer set (N). */
+  signers: readonly string[];
+  /** How many distinct configured signers must sign (M). */
+  minSigners: number;
+};
+
+/** Remembers nonces until their token could no longer be accepted. */
+export interface NonceStore {
+  /** false when the nonce was seen before; else records it until `expiresAtSecs`. */
+  claim(nonce: string, nowSecs: number, expiresAtSecs: number): boolean;
+}
+
+/** Canonical JSON: object keys sorted at every level, no whitespace. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const obj = value as Record<string, unknown>;
+    const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
+    return `{${
+      keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(",")
+    }}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+export function signOpToken(token: OpToken, key: Uint8Array): string {
+  return createHmac("sha256", key).update(canonicalJson(token)).digest("hex");
+}
+
+/** A complete token as clients send it, base64url-encoded. */
+export function encodeOpToken(token: OpToken, key: Uint8Array): string {
+  return Buffer.from(
+    JSON.stringify({ opToken: token, signature: signOpToken(token, key) }),
+  ).toString("base64url");
+}
+
+function err(status: number, code: string, message: string): OpTokenError {
+  return { status, code, message };
+}
+
+function malformed(what: string): OpTokenError {
+  return err(
+    400,
+    "invalid_op_token",
+    `verifiedOpToken is malformed: ${what} (expected {"opToken":{"operation","modelId","issuedAt","signers","nonce"},"signature"} as JSON or base64url JSON)`,
+  );
+}
+
+type Parsed = { token: OpToken; signature: string; raw: unknown };
+
+export function parseOpToken(input: unknown): Parsed | OpTokenError {
+  let value = input;
+  if (typeof value === "string") {
+    const text = value.trim();
+    let json = text;
+    if (!text.startsWith("{")) {
+      if (!/^[A-Za-z0-9_\-+/=]+$/.test(text)) return malformed("not base64");
+      json = Buffer.from(text, "base64").toString("utf8");
+    }
+    try {
+      value = JSON.parse(json);
+    } catch {
+      return malformed("not JSON");
+    }
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return malformed("not a JSON object");
+  }
+  const outer = value as Record<string, unknown>;
+  const t = outer.opToken;
+  if (typeof outer.signature !== "string" || outer.signature === "") {
+    return malformed('"signature" must be a non-empty string');
+  }
+  if (typeof t !== "object" || t === null || Array.isArray(t)) {
+    return malformed('"opToken" must be an object');
+  }
+  const o = t as Record<string, unknown>;
+  if (typeof o.operation !== "string") {
+    return malformed('"opToken.operation" must be a string');
+  }
+  if (o.modelId !== null && typeof o.modelId !== "string") {
+    return malformed('"opToken.modelId" must be a string or null');
+  }
+  if (typeof o.issuedAt !== "number" || !Number.isFinite(o.issuedAt)) {
+    return malformed('"opToken.issuedAt" must be unix seconds');
+  }
+  if (
+    !Array.isArray(o.signers) || !o.signers.every((s) => typeof s === "string")
+  ) {
+    return malformed('"opToken.signers" must be an array of strings');
+  }
+  if (
+    typeof o.nonce !== "string" || o.nonce === "" ||
+    o.nonce.length > NONCE_CHARS_MAX
+  ) {
+    return malformed(
+      `"opToken.nonce" must be a string of 1-${NONCE_CHARS_MAX} characters`,
+    );
+  }
+  return {
+    token: {
+      operation: o.operation,
+      modelId: o.modelId as string | null,
+      issuedAt: o.issuedAt,
+      signers: o.signers as string[],
+      nonce: o.nonce,
+    },
+    signature: outer.signature,
+    raw: t,
+  };
+}
+
+function signatureBytes(sig: string): Buffer | null {
+  if (/^[0-9a-fA-F]{64}$/.test(sig)) return Buffer.from(sig, "hex");
+  if (/^[A-Za-z0-9_-]{43}=?$/.test(sig)) return Buffer.from(sig, "base64url");
+  return null;
+}
+
+export type OpCall = { operation: LifecycleOperation; modelId: string | null };
+
+/** Checks a token for one call; returns the token, or the first failed check. */
+export function verifyOpToken(
+  input: unknown,
+  call: OpCall,
+  policy: OpTokenPolicy,
+  nonces: NonceStore,
+  nowSecs: number,
+): OpToken | OpTokenError {
+  if (input === undefined || input === null || input === "") {
+    return err(
+      401,
+      "missing_op_token",
+      `${call.operation} is a governed operation: send "verifiedOpToken" signed by ${policy.minSigners} of the configured signers`,
+    );
+  }
+  const parsed = parseOpToken(input);
+  if ("status" in parsed) return parsed;
+  const { token, signature, raw } = parsed;
+  const given = signatureBytes(signature);
+  // Signed over what the client sent (canonicalized), not our re-typed copy.
+  const expected = createHmac("sha256", policy.key).update(canonicalJson(raw))
+    .digest();
+  if (
+    given === null || given.length !== expected.length ||
+    !timingSafeEqual(given, expected)
+  ) {
+    return err(
+      401,
+      "op_token_bad_signature",
+      "verifiedOpToken signature does not verify: HMAC-SHA256 over the canonical JSON of opToken (sorted keys, no spaces) with the key at VERIFIED_OP_TOKEN_KEY_PATH, as hex or base64url",
+    );
+  }
+  if (token.operation !== call.operation) {
+    return err(
+      403,
+      "op_token_wrong_operation",
+      `verifiedOpToken is for operation "${token.operation}", this call is "${call.operation}"`,
+    );
+  }
+  if (token.modelId !== call.modelId) {
+    return err(
+      403,
+      "op_token_wrong_model",
+      `verifiedOpToken is for model ${
+        JSON.stringify(token.modelId)
+      }, this call is for ${JSON.stringify(call.modelId)}`,
+    );
+  }
+  const skew = nowSecs - token.issuedAt;
+  if (Math.abs(skew) > OP_TOKEN_WINDOW_SECS) {
+    return err(
+      401,
+      "op_token_expired",
+      `verifiedOpToken was issued ${Math.round(Math.abs(skew))} s ${
+        skew > 0 ? "ago" : "in the future"
+      }; it must be within ${OP_TOKEN_WINDOW_SECS} s of the relay's clock`,
+    );
+  }
+  const valid = new Set(
+    token.signers.filter((s) => policy.signers.includes(s)),
+  );
+  if (valid.size < policy.minSigners) {
+    return err(
+      403,
+      "op_token_insufficient_signers",
+      `verifiedOpToken has ${valid.size} distinct configured signer(s), ${policy.minSigners} of [${
+        policy.signers.join(", ")
+      }] are required (OP_TOKEN_MIN_SIGNERS)`,
+    );
+  }
+  if (
+    !nonces.claim(token.nonce, nowSecs, token.issuedAt + OP_TOKEN_WINDOW_SECS)
+  ) {
+    return err(
+      409,
+      "op_token_replayed",
+      "verifiedOpToken nonce was already used: every operation needs a fresh token",
+    );
+  }
+  return token;
+}

@@ -1,0 +1,276 @@
+// Carries lifecycle operations (model-load, model-unload, cache-flush) to the
+// local backend. Which API the backend offers is found by probing, once, and
+// again after a failure:
+//
+//   spec004       GET /v1/capabilities answers a spec 004 document: load, unload
+//                 and flush are passed through; a load's task is polled
+//                 (GET /v1/models/load/{taskId}) and its progress reported.
+//   ollama        GET /api/tags answers: load = POST /api/generate {model,
+//                 prompt: "", keep_alive: "5m"} (or params.keepAlive), unload =
+//                 the same with keep_alive 0; no cache flush (501).
+//   llama-router  llama-server in router mode (GET /models lists models with a
+//                 status): POST /models/load and /models/unload {model}; load is
+//                 polled through GET /models; no cache flush (501).
+//   llama-swap    GET /running answers: load = GET /upstream/{model}/health
+//                 (llama-swap starts the model on demand), unload = POST /unload
+//                 (llama-swap unloads every model, so only when the requested one
+//                 is the only one running, else 501); no cache flush (501).
+//   none          anything else: every operation fails with a 501-style message
+//                 naming what the backend lacks.
+import type {
+  LifecycleOperation,
+  LifecycleProgressStatus,
+} from "../../../core/protocol/mod.ts";
+
+export type BackendKind =
+  | "spec004"
+  | "ollama"
+  | "llama-router"
+  | "llama-swap"
+  | "none";
+
+export type Report = (u: {
+  status: LifecycleProgressStatus;
+  progress: number | null;
+  error: string | null;
+  result: Record<string, unknown> | null;
+}) => void;
+
+const PROBE_MS = 3_000;
+const CALL_MS = 30_000;
+export const POLL_MS = 250;
+/** A load that has not finished in this long is reported failed. */
+const LOAD_MAX_MS = 30 * 60_000;
+
+type Json = Record<string, unknown>;
+
+async function getJson(url: string, ms = PROBE_MS): Promise<unknown> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(ms) });
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw new Error(`GET ${new URL(url).pathname} answered ${res.status}`);
+  }
+  return await res.json();
+}
+
+async function postJson(
+  url: string,
+  body: unknown,
+  ms = CALL_MS,
+): Promise<{ status: number; json: Json }> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(ms),
+  });
+  const text = await res.text();
+  let json: Json = {};
+  try {
+    const v = JSON.parse(text);
+    if (typeof v === "object" && v !== null) json = v as Json;
+  } catch {
+    json = { text: text.slice(0, 200) };
+  }
+  return { status: res.status, json };
+}
+
+function isObj(v: unknown): v is Json {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Probes the backend's API; never throws. */
+export async function detectBackend(base: string): Promise<BackendKind> {
+  const tries: [BackendKind, string, (v: unknown) => boolean][] = [
+    ["spec004", "/v1/capabilities", (v) => isObj(v) && isObj(v.models)],
+    ["ollama", "/api/tags", (v) => isObj(v) && Array.isArray(v.models)],
+    [
+      "llama-router",
+      "/models",
+      (v) =>
+        isObj(v) && Array.isArray(v.data) &&
+        v.data.some((m) => isObj(m) && "status" in m),
+    ],
+    ["llama-swap", "/running", (v) => isObj(v) && Array.isArray(v.running)],
+  ];
+  for (const [kind, path, ok] of tries) {
+    try {
+      if (ok(await getJson(base + path))) return kind;
+    } catch {
+      // Not this kind.
+    }
+  }
+  return "none";
+}
+
+function unsupported(
+  report: Report,
+  backend: BackendKind,
+  operation: LifecycleOperation,
+): void {
+  const what = backend === "none"
+    ? "the backend offers no model lifecycle API (no spec 004 /v1/capabilities, Ollama /api/tags, llama-server router /models or llama-swap /running)"
+    : `the ${backend} backend has no ${operation} operation`;
+  report({
+    status: "failed",
+    progress: null,
+    error: `501 not implemented: ${what}`,
+    result: { status: 501 },
+  });
+}
+
+function errorText(status: number, json: Json): string {
+  const e = json.error;
+  const msg = isObj(e) && typeof e.message === "string"
+    ? e.message
+    : typeof e === "string"
+    ? e
+    : JSON.stringify(json).slice(0, 200);
+  return `backend answered ${status}: ${msg}`;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
+}
+
+/** Runs one operation to its end, reporting progress; never throws. */
+export async function runOperation(
+  base: string,
+  backend: BackendKind,
+  operation: LifecycleOperation,
+  params: Json,
+  report: Report,
+  signal: AbortSignal,
+): Promise<void> {
+  const modelId = typeof params.modelId === "string" ? params.modelId : "";
+  const started = Date.now();
+  const fail = (error: string, status = 502) =>
+    report({ status: "failed", progress: null, error, result: { status } });
+  const ok = (result: Json) =>
+    report({ status: "completed", progress: 1, error: null, result });
+  try {
+    switch (backend) {
+      case "spec004": {
+        const path = operation === "model-load"
+          ? "/v1/models/load"
+          : operation === "model-unload"
+          ? "/v1/models/unload"
+          : "/v1/cache/flush";
+        const r = await postJson(base + path, params);
+        if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
+        if (operation !== "model-load" || r.status !== 202) return ok(r.json);
+        const taskId = String(r.json.taskId ?? "");
+        while (!signal.aborted && Date.now() - started < LOAD_MAX_MS) {
+          await sleep(POLL_MS, signal);
+          const t = await getJson(
+            `${base}/v1/models/load/${encodeURIComponent(taskId)}`,
+            CALL_MS,
+          ) as Json;
+          if (t.status === "completed") return ok(t);
+          if (t.status === "failed") {
+            return fail(String(t.error ?? "the runner reported a failure"));
+          }
+          report({
+            status: "running",
+            progress: typeof t.progress === "number" ? t.progress : null,
+            error: null,
+            result: typeof t.eta === "number" ? { eta: t.eta } : null,
+          });
+        }
+        return fail("the load did not finish in time");
+      }
+      case "ollama": {
+        if (operation === "cache-flush") {
+          return unsupported(report, backend, operation);
+        }
+        const keepAlive = operation === "model-unload"
+          ? 0
+          : (params.keepAlive ?? "5m");
+        const r = await postJson(`${base}/api/generate`, {
+          model: modelId,
+          prompt: "",
+          keep_alive: keepAlive,
+          stream: false,
+        }, LOAD_MAX_MS);
+        if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
+        return ok(
+          operation === "model-load"
+            ? { modelId, loadTimeMs: Date.now() - started }
+            : { modelId, kvCacheFlushed: true },
+        );
+      }
+      case "llama-router": {
+        if (operation === "cache-flush") {
+          return unsupported(report, backend, operation);
+        }
+        const path = operation === "model-load"
+          ? "/models/load"
+          : "/models/unload";
+        const r = await postJson(base + path, { model: modelId });
+        if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
+        if (operation === "model-unload") return ok({ modelId });
+        while (!signal.aborted && Date.now() - started < LOAD_MAX_MS) {
+          const list = await getJson(`${base}/models`, CALL_MS) as Json;
+          const m = (list.data as Json[]).find((x) => x.id === modelId);
+          const st = isObj(m?.status) ? m.status.value : m?.status;
+          if (st === "loaded") {
+            return ok({ modelId, loadTimeMs: Date.now() - started });
+          }
+          if (
+            st === "failed" || st === "unloaded" && Date.now() - started > 5000
+          ) {
+            return fail(`llama-server reports model "${modelId}" as ${st}`);
+          }
+          report({
+            status: "running",
+            progress: null,
+            error: null,
+            result: null,
+          });
+          await sleep(POLL_MS, signal);
+        }
+        return fail("the load did not finish in time");
+      }
+      case "llama-swap": {
+        if (operation === "cache-flush") {
+          return unsupported(report, backend, operation);
+        }
+        if (operation === "model-load") {
+          const res = await fetch(
+            `${base}/upstream/${encodeURIComponent(modelId)}/health`,
+            { signal: AbortSignal.timeout(LOAD_MAX_MS) },
+          );
+          await res.body?.cancel();
+          if (!res.ok) {
+            return fail(`llama-swap answered ${res.status}`, res.status);
+          }
+          return ok({ modelId, loadTimeMs: Date.now() - started });
+        }
+        const running = (await getJson(`${base}/running`) as Json)
+          .running as Json[];
+        const others = running.filter((x) => x.model !== modelId);
+        if (others.length > 0) {
+          return fail(
+            `501 not implemented: llama-swap can only unload every model at once and ${others.length} other model(s) are running`,
+            501,
+          );
+        }
+        const r = await postJson(`${base}/unload`, {});
+        if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
+        return ok({ modelId });
+      }
+      case "none":
+        return unsupported(report, backend, operation);
+    }
+  } catch (e) {
+    fail(`backend error: ${(e as Error).message}`);
+  }
+}

@@ -1,0 +1,103 @@
+// The backend's spec 004 capabilities: its own GET /v1/capabilities when it has
+// one, else derived from what it does offer (Ollama /api/ps and /api/tags,
+// llama-server /props and /slots, and /v1/models for everything).
+import type { RunnerCapabilities } from "../../../core/protocol/mod.ts";
+import { runnerCapabilitiesSchema } from "../../../core/protocol/mod.ts";
+import type { BackendKind } from "./backends.ts";
+
+type Json = Record<string, unknown>;
+
+async function tryJson(url: string): Promise<Json | null> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(3_000) });
+    if (!res.ok) {
+      await res.body?.cancel();
+      return null;
+    }
+    const v = await res.json();
+    return typeof v === "object" && v !== null && !Array.isArray(v)
+      ? v as Json
+      : null;
+  } catch {
+    return null;
+  }
+}
+
+function ids(list: unknown, key = "id"): string[] {
+  if (!Array.isArray(list)) return [];
+  return list.map((m) => (m as Json)?.[key]).filter((x): x is string =>
+    typeof x === "string"
+  );
+}
+
+/** Never throws; null when the backend answers nothing useful. */
+export async function readCapabilities(
+  base: string,
+  kind: BackendKind,
+): Promise<RunnerCapabilities | null> {
+  if (kind === "spec004") {
+    const own = await tryJson(`${base}/v1/capabilities`);
+    const parsed = runnerCapabilitiesSchema.safeParse(own);
+    if (parsed.success) return parsed.data;
+  }
+  const health = "healthy";
+  if (kind === "ollama") {
+    const ps = await tryJson(`${base}/api/ps`);
+    const tags = await tryJson(`${base}/api/tags`);
+    if (ps === null && tags === null) return null;
+    const loaded = Array.isArray(ps?.models)
+      ? (ps.models as Json[]).map((m) => ({
+        id: String(m.name ?? m.model ?? ""),
+        ...(typeof m.size_vram === "number"
+          ? { gpuMemoryMB: Math.round(m.size_vram / 1048576) }
+          : {}),
+        ...(typeof m.context_length === "number"
+          ? { contextLength: m.context_length }
+          : {}),
+      }))
+      : [];
+    const vram = loaded.reduce((a, m) => a + (m.gpuMemoryMB ?? 0), 0);
+    return {
+      runnerType: "ollama",
+      models: {
+        loaded,
+        loading: [],
+        available: ids(tags?.models, "name"),
+      },
+      ...(vram > 0 ? { resources: { gpuMemoryUsedMB: vram } } : {}),
+      capabilities: { streaming: true, functionCalling: true },
+      health,
+    };
+  }
+  const models = await tryJson(`${base}/v1/models`);
+  if (models === null) return null;
+  const listed = ids(models.data);
+  const out: RunnerCapabilities = {
+    runnerType: kind === "none" ? "openai-compatible" : kind,
+    models: {
+      loaded: listed.map((id) => ({ id })),
+      loading: [],
+      available: [],
+    },
+    capabilities: { streaming: true },
+    health,
+  };
+  // llama-server: context length from /props, slot use from /slots.
+  const props = await tryJson(`${base}/props`);
+  const settings = props?.default_generation_settings as Json | undefined;
+  const nCtx = settings?.n_ctx ?? props?.n_ctx;
+  if (typeof nCtx === "number" && out.models?.loaded?.length === 1) {
+    out.models.loaded[0]!.contextLength = nCtx;
+    out.runnerType = "llama-server";
+  }
+  const slots = await fetch(`${base}/slots`, {
+    signal: AbortSignal.timeout(3_000),
+  }).then((r) => r.ok ? r.json() : (r.body?.cancel(), null)).catch(() => null);
+  if (Array.isArray(slots)) {
+    const busy = slots.filter((s) =>
+      (s as Json)?.is_processing === true
+    ).length;
+    out.queue = { depth: busy, maxDepth: slots.length };
+  }
+  return out;
+}

@@ -1,0 +1,53 @@
+// The worker's lifecycle adapter (issue 9): detects which lifecycle API the
+// backend offers (backends.ts), carries operations to it and reads its
+// capabilities (capabilities.ts). connection.ts turns its results into events.
+import type {
+  LifecycleRequestMessage,
+  RunnerCapabilities,
+} from "../../../core/protocol/mod.ts";
+import {
+  type BackendKind,
+  detectBackend,
+  type Report,
+  runOperation,
+} from "./backends.ts";
+import { readCapabilities } from "./capabilities.ts";
+
+export type { BackendKind, Report };
+/** How often the worker looks at the backend's capabilities (sent only on change). */
+export const CAPABILITIES_INTERVAL_MS = 5_000;
+
+export type Lifecycle = {
+  capabilities(): Promise<RunnerCapabilities | null>;
+  run(request: LifecycleRequestMessage, report: Report): Promise<void>;
+  kind(): Promise<BackendKind>;
+};
+
+export function makeLifecycle(base: string, signal: AbortSignal): Lifecycle {
+  let detected: Promise<BackendKind> | null = null;
+  const kind = () => detected ??= detectBackend(base);
+  return {
+    kind,
+    async capabilities() {
+      const k = await kind();
+      const caps = await readCapabilities(base, k);
+      // Nothing useful, or a backend that may have changed: probe again next time.
+      if (caps === null || k === "none") detected = null;
+      return caps;
+    },
+    async run(request, report) {
+      const k = await kind();
+      await runOperation(
+        base,
+        k,
+        request.operation,
+        request.params,
+        (u) => {
+          if (u.status === "failed") detected = null;
+          report(u);
+        },
+        signal,
+      );
+    },
+  };
+}
