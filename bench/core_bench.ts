@@ -1,7 +1,12 @@
 // Core reducer alone: per-event cost as workers and queued requests grow.
 // Each iteration reduces a batch of 1,000 events; divide by 1,000 for one event.
 import assert from "node:assert/strict";
-import { type Event, reduce } from "../core/mod.ts";
+import {
+  decodeWorkerFrame,
+  type Event,
+  reduce,
+  workerMessageSchema,
+} from "../core/mod.ts";
 import { openStreams, request, stateWithWorkers } from "./_fixtures.ts";
 
 const BATCH = 1000;
@@ -28,7 +33,7 @@ function chunkFixture(workers: number, streams: number) {
 }
 
 for (
-  const [workers, streams] of [[10, 10], [10_000, 10], [
+  const [workers, streams] of [[10, 10], [1000, 10], [10_000, 10], [
     10_000,
     10_000,
   ]] as const
@@ -74,15 +79,20 @@ for (const workers of [10, 1000, 10_000]) {
 }
 
 // Queue: with every worker busy, requests queue; a freed slot takes the oldest.
-for (const queued of [0, 10_000]) {
-  const state = stateWithWorkers(10, 1);
-  const open = openStreams(state, 10);
+for (
+  const [workers, queued] of [[10, 0], [10, 10_000], [10_000, 0], [
+    10_000,
+    10_000,
+  ]] as const
+) {
+  const state = stateWithWorkers(workers, 1);
+  const open = openStreams(state, workers);
   for (let i = 0; i < queued; i++) reduce(state, request(`q${i}`, "m"));
   let n = 0;
   Deno.bench({
-    group: "queue: enqueue + dispatch-on-free, by queue depth",
-    name: `${queued} queued`,
-    baseline: queued === 0,
+    group: "queue: enqueue + dispatch-on-free, by workers and queue depth",
+    name: `${workers} busy workers, ${queued} queued`,
+    baseline: workers === 10 && queued === 0,
     fn() {
       for (let i = 0; i < BATCH; i++) {
         const id = `x${n++}`;
@@ -108,3 +118,35 @@ for (const queued of [0, 10_000]) {
     },
   });
 }
+
+// Wire decode of the hot frame: the hand-written response_chunk guard after one
+// JSON.parse (what the server runs) against a zod discriminated-union parse.
+const FRAMES = Array.from(
+  { length: BATCH },
+  (_, i) =>
+    JSON.stringify({
+      type: "response_chunk",
+      request_id: `r${i}`,
+      chunk: CHUNK,
+    }),
+);
+{
+  const d = decodeWorkerFrame(FRAMES[0]!, 1 << 20);
+  assert.ok(d.ok && d.message.type === "response_chunk");
+  assert.ok(workerMessageSchema.safeParse(JSON.parse(FRAMES[0]!)).success);
+}
+Deno.bench({
+  group: "decode: 1,000 response_chunk frames",
+  name: "hand-written guard (decodeWorkerFrame)",
+  baseline: true,
+  fn() {
+    for (const f of FRAMES) decodeWorkerFrame(f, 1 << 20);
+  },
+});
+Deno.bench({
+  group: "decode: 1,000 response_chunk frames",
+  name: "zod discriminated union",
+  fn() {
+    for (const f of FRAMES) workerMessageSchema.safeParse(JSON.parse(f));
+  },
+});

@@ -1,0 +1,67 @@
+// `deno task bench:ci`: the short e2e check CI runs (well under 2 minutes). It
+// measures scenarios (a) and (b) through the relay and direct, interleaved, and
+// fails when the relay/direct throughput ratio of either drops below its floor.
+// The floors and why they are where they are: bench/README.md.
+import { machineFacts } from "./e2e/machine.ts";
+import { REPO } from "./e2e/procs.ts";
+import { type Report, table, writeJson } from "./e2e/report.ts";
+import { scenarioA, scenarioB, type ScenarioResult } from "./e2e/scenarios.ts";
+import { setUp } from "./e2e/setup.ts";
+
+/** Relay/direct throughput floors, from measurements on a 2-core machine (README). */
+export const FLOOR_A = 0.3;
+export const FLOOR_B = 0.3;
+
+const started = performance.now();
+const machine = machineFacts();
+const log = (line: string) => console.error(line);
+const setup = await setUp({
+  backendUrl: null,
+  model: null,
+  rounds: 3,
+  withStamp: false,
+  workerMaxConcurrent: 256,
+  log,
+});
+const results: ScenarioResult[] = [];
+let error: unknown = null;
+try {
+  results.push(await scenarioA(setup.ctx, 20_000, FLOOR_A));
+  results.push(await scenarioB(setup.ctx, 64, 500, FLOOR_B));
+} catch (e) {
+  error = e;
+  console.error(`--- server output ---\n${setup.ctx.relayServer.proc.tail()}`);
+} finally {
+  await setup.teardown();
+}
+const report: Report = {
+  command: "deno task bench:ci",
+  mode: "mock backend (ci)",
+  backend: "mock/main.ts --delay-ms 0",
+  machine,
+  durationSecs: Math.round((performance.now() - started) / 1000),
+  scenarios: results,
+};
+console.log(table(results));
+console.log(
+  `JSON: ${await writeJson(
+    report,
+    `${REPO}bench/results`,
+  )} (${report.durationSecs} s)`,
+);
+if (error !== null) {
+  console.error(
+    `bench:ci failed: ${error instanceof Error ? error.stack : error}`,
+  );
+  Deno.exit(1);
+}
+const low = results.flatMap((s) =>
+  s.figures.filter((f) => f.met === false).map((f) =>
+    `(${s.id}) ${f.metric}: relay/direct ${f.ratio} < floor (${f.target})`
+  )
+);
+if (low.length > 0) {
+  console.error(`bench:ci: throughput regression\n${low.join("\n")}`);
+  Deno.exit(1);
+}
+console.log("bench:ci: relay/direct throughput above the floors");

@@ -1,0 +1,198 @@
+// `deno task bench:e2e`: what the relay costs, measured on real processes on
+// loopback against a direct connection to the same backend in the same run
+// (issue 10, scenarios a-g). See bench/README.md for the figures and how to
+// point it at a real backend (BACKEND_URL=http://… deno task bench:e2e).
+import { parseArgs } from "node:util";
+import { machineFacts } from "./e2e/machine.ts";
+import { REPO } from "./e2e/procs.ts";
+import { type Report, table, writeJson } from "./e2e/report.ts";
+import {
+  type Ctx,
+  scenarioA,
+  scenarioB,
+  scenarioC,
+  scenarioD,
+  scenarioE,
+  scenarioF,
+  scenarioG,
+  type ScenarioResult,
+} from "./e2e/scenarios.ts";
+import { setUp } from "./e2e/setup.ts";
+
+const HELP = `deno task bench:e2e [options]
+
+  --only <list>     scenarios to run, e.g. a,b,g (default: all; f is skipped
+                    against a real backend)
+  --rounds <n>      measured rounds per scenario (default 5, 3 for c/d/g)
+  --c-streams <n>   concurrent streams in scenario (c) (default 256)
+  --cpu-prof <dir>  run the relay server with --cpu-prof into <dir>
+  --out <dir>       where the JSON goes (default bench/results)
+
+  BACKEND_URL=http://host:port   measure against a running llama-server,
+                    Ollama or vLLM instead of the mock (smaller sizes)
+  BENCH_MODEL=<id>  model to request (default: the first from /v1/models)
+`;
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    only: { type: "string" },
+    rounds: { type: "string" },
+    "c-streams": { type: "string" },
+    "cpu-prof": { type: "string" },
+    out: { type: "string", default: `${REPO}bench/results` },
+    help: { type: "boolean" },
+  },
+  strict: true,
+});
+if (values.help === true) {
+  console.log(HELP);
+  Deno.exit(0);
+}
+
+const backendUrl = Deno.env.get("BACKEND_URL") ?? null;
+const real = backendUrl !== null;
+const all = real ? "a,b,c,d,e,g" : "a,b,c,d,e,f,g";
+const only = new Set((values.only ?? all).split(",").map((s) => s.trim()));
+const roundsOverride = values.rounds === undefined
+  ? null
+  : Number(values.rounds);
+const rounds = (n: number) => roundsOverride ?? n;
+
+// Sizes: the mock is fast and free; a real model is neither.
+const size = real
+  ? {
+    aChunks: 256,
+    bStreams: 8,
+    bChunks: 128,
+    cStreams: 16,
+    cChunks: 64,
+    dRequests: 200,
+    dConcurrency: 8,
+    eWorkers: 1000,
+    gRequests: 20,
+    gTokens: 8,
+  }
+  : {
+    aChunks: 20_000,
+    bStreams: 64,
+    bChunks: 500,
+    cStreams: 256,
+    cChunks: 50,
+    dRequests: 2000,
+    dConcurrency: 32,
+    eWorkers: 1000,
+    gRequests: 200,
+    gTokens: 5,
+  };
+
+const log = (line: string) => console.error(line);
+const started = performance.now();
+const machine = machineFacts();
+const results: ScenarioResult[] = [];
+let failed = false;
+
+/** One fresh relay stack per phase; a failure is reported with the server's output. */
+async function phase(
+  withStamp: boolean,
+  run: (c: Ctx) => Promise<void>,
+): Promise<void> {
+  const setup = await setUp({
+    backendUrl,
+    model: Deno.env.get("BENCH_MODEL") ?? null,
+    rounds: 5,
+    withStamp,
+    workerMaxConcurrent: 256,
+    ...(values["cpu-prof"] === undefined
+      ? {}
+      : { cpuProfDir: values["cpu-prof"] }),
+    log,
+  });
+  try {
+    await run(setup.ctx);
+  } catch (e) {
+    failed = true;
+    console.error(`bench:e2e failed: ${e instanceof Error ? e.stack : e}`);
+    console.error(
+      `--- server output ---\n${setup.ctx.relayServer.proc.tail()}`,
+    );
+  } finally {
+    await setup.teardown();
+  }
+}
+
+// Throughput and latency first; memory (e, f) on a fresh server so that the
+// garbage of earlier scenarios does not move its RSS baseline.
+const timed = ["a", "b", "c", "d", "g"].some((s) => only.has(s));
+if (timed) {
+  await phase(only.has("c"), async (c) => {
+    if (only.has("a")) {
+      results.push(await scenarioA({ ...c, rounds: rounds(5) }, size.aChunks));
+    }
+    if (only.has("b")) {
+      results.push(
+        await scenarioB(
+          { ...c, rounds: rounds(5) },
+          size.bStreams,
+          size.bChunks,
+        ),
+      );
+    }
+    if (only.has("c")) {
+      results.push(
+        await scenarioC(
+          { ...c, rounds: rounds(3) },
+          values["c-streams"] === undefined
+            ? size.cStreams
+            : Number(values["c-streams"]),
+          size.cChunks,
+          20,
+        ),
+      );
+    }
+    if (only.has("d")) {
+      results.push(
+        await scenarioD(
+          { ...c, rounds: rounds(3) },
+          size.dRequests,
+          size.dConcurrency,
+          5,
+        ),
+      );
+    }
+    if (only.has("g")) {
+      results.push(
+        await scenarioG(
+          { ...c, rounds: rounds(3) },
+          size.gRequests,
+          size.gTokens,
+        ),
+      );
+    }
+  });
+}
+if (only.has("e") || (only.has("f") && !real)) {
+  await phase(false, async (c) => {
+    if (only.has("e")) results.push(await scenarioE(c, size.eWorkers));
+    if (only.has("f") && !real) results.push(await scenarioF(c, 5000, 1000));
+  });
+}
+
+results.sort((x, y) => x.id.localeCompare(y.id));
+const report: Report = {
+  command: `deno task bench:e2e${
+    Deno.args.length > 0 ? " " + Deno.args.join(" ") : ""
+  }`,
+  mode: real ? "real backend" : "mock backend",
+  backend: backendUrl ?? "mock/main.ts --delay-ms 0",
+  machine,
+  durationSecs: Math.round((performance.now() - started) / 1000),
+  scenarios: results,
+};
+console.log(
+  `\n${machine.date}  ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Deno ${machine.deno}, ${report.mode}`,
+);
+console.log(table(results));
+const path = await writeJson(report, values.out);
+console.log(`\nJSON: ${path} (${report.durationSecs} s)`);
+Deno.exit(failed ? 1 : 0);

@@ -1,0 +1,290 @@
+// Real processes for the e2e harness: the mock backend, the relay server and its
+// workers, each a `deno run` of the project's own entry point with explicit
+// permissions. Output is drained into a short tail (a full pipe would block a
+// process that logs) and shown when something fails.
+
+export const REPO = new URL("../../", import.meta.url).pathname;
+export const SECRET = "bench-secret";
+
+export type Proc = {
+  name: string;
+  pid: number;
+  /** Last lines of stdout and stderr. */
+  tail(): string;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process exited. */
+  stop(graceMs?: number): Promise<void>;
+  exited: Promise<Deno.CommandStatus>;
+};
+
+const TAIL_LINES = 40;
+
+function drain(stream: ReadableStream<Uint8Array>, lines: string[]): void {
+  const decoder = new TextDecoder();
+  let partial = "";
+  (async () => {
+    try {
+      for await (const bytes of stream) {
+        const parts = (partial + decoder.decode(bytes, { stream: true }))
+          .split("\n");
+        partial = parts.pop() ?? "";
+        lines.push(...parts);
+        if (lines.length > TAIL_LINES * 2) {
+          lines.splice(0, lines.length - TAIL_LINES);
+        }
+      }
+    } catch {
+      // Process gone.
+    }
+  })();
+}
+
+export function spawn(
+  name: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Proc {
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    cwd: REPO,
+    env: { NO_COLOR: "1", ...env },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const lines: string[] = [];
+  drain(child.stdout, lines);
+  drain(child.stderr, lines);
+  let done = false;
+  const exited = child.status.then((s) => {
+    done = true;
+    return s;
+  });
+  return {
+    name,
+    pid: child.pid,
+    tail: () => lines.slice(-TAIL_LINES).join("\n"),
+    exited,
+    async stop(graceMs = 3000) {
+      if (done) return;
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        return;
+      }
+      const timer = setTimeout(() => {
+        try {
+          child.kill("SIGKILL");
+        } catch {
+          // Already gone.
+        }
+      }, graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A port that was free a moment ago on 127.0.0.1. */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+/** Polls `check` every 50 ms until it returns true; throws after `timeoutMs`. */
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  proc?: Proc,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch {
+      // Not up yet.
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${what}` +
+      (proc === undefined
+        ? ""
+        : `\n--- ${proc.name} output ---\n${proc.tail()}`),
+  );
+}
+
+/**
+ * Reads a /proc file. Deno asks for --allow-all to read /proc/<pid>/*
+ * directly, so `cat` (already covered by --allow-run) reads it.
+ */
+export function readProc(path: string): string {
+  const out = new Deno.Command("cat", { args: [path], stderr: "null" })
+    .outputSync();
+  if (!out.success) throw new Error(`cannot read ${path}`);
+  return new TextDecoder().decode(out.stdout);
+}
+
+/** Resident set size of a process in KiB (Linux /proc/<pid>/status VmRSS). */
+export function rssKiB(pid: number): number {
+  const status = readProc(`/proc/${pid}/status`);
+  const m = /^VmRSS:\s+(\d+)\s+kB$/m.exec(status);
+  if (m === null) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(m[1]);
+}
+
+export async function getJson(url: string): Promise<unknown> {
+  const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${url} answered ${res.status}: ${text}`);
+  return JSON.parse(text);
+}
+
+export async function startMock(): Promise<{ proc: Proc; url: string }> {
+  const port = freePort();
+  const proc = spawn("mock", [
+    "run",
+    "--allow-net=127.0.0.1,localhost",
+    "mock/main.ts",
+    "--port",
+    String(port),
+    "--delay-ms",
+    "0",
+  ]);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(
+    "the mock backend",
+    async () => {
+      await getJson(`${url}/v1/models`);
+      return true;
+    },
+    30_000,
+    proc,
+  );
+  return { proc, url };
+}
+
+export async function startStampBackend(): Promise<
+  { proc: Proc; url: string }
+> {
+  const port = freePort();
+  const proc = spawn("stamp-backend", [
+    "run",
+    "--allow-net=127.0.0.1",
+    "bench/e2e/stamp_backend.ts",
+    String(port),
+  ]);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(
+    "the stamp backend",
+    async () => {
+      await getJson(`${url}/v1/models`);
+      return true;
+    },
+    30_000,
+    proc,
+  );
+  return { proc, url };
+}
+
+export type Relay = {
+  proc: Proc;
+  url: string;
+  port: number;
+  workersConnected(): Promise<number>;
+};
+
+export async function startRelayServer(
+  opts: { cpuProfDir?: string } = {},
+): Promise<Relay> {
+  const port = freePort();
+  const prof = opts.cpuProfDir === undefined
+    ? []
+    : ["--cpu-prof", `--cpu-prof-dir=${opts.cpuProfDir}/server`];
+  // The same permissions as `deno task server`.
+  const proc = spawn("server", [
+    "run",
+    ...prof,
+    "--allow-net",
+    "--allow-env",
+    "--allow-read",
+    "--allow-write",
+    "shell/server/main.ts",
+  ], {
+    WORKER_SECRET: SECRET,
+    LISTEN_ADDR: `127.0.0.1:${port}`,
+    MAX_QUEUE_LEN: "20000",
+    DRAIN_TIMEOUT_SECS: "2",
+  });
+  const url = `http://127.0.0.1:${port}`;
+  // /health answers 503 while no worker is connected: read the body anyway.
+  const workersConnected = async () => {
+    const res = await fetch(`${url}/health`, {
+      signal: AbortSignal.timeout(5000),
+    });
+    const body = await res.json() as { workers_connected?: unknown };
+    if (typeof body.workers_connected !== "number") {
+      throw new Error(
+        `/health has no workers_connected: ${JSON.stringify(body)}`,
+      );
+    }
+    return body.workers_connected;
+  };
+  await waitFor(
+    "the relay server",
+    async () => {
+      await workersConnected();
+      return true;
+    },
+    30_000,
+    proc,
+  );
+  return { proc, url, port, workersConnected };
+}
+
+/**
+ * Starts a worker daemon and waits until the server counts `expectWorkers`
+ * registered workers. `models` null: the worker discovers them from the backend.
+ */
+export async function startWorker(
+  relay: Relay,
+  backendUrl: string,
+  opts: {
+    name: string;
+    models: string[] | null;
+    maxConcurrent: number;
+    expectWorkers: number;
+    cpuProfDir?: string;
+  },
+): Promise<Proc> {
+  const env: Record<string, string> = {
+    WORKER_SECRET: SECRET,
+    PROXY_URL: relay.url,
+    BACKEND_URL: backendUrl,
+    WORKER_NAME: opts.name,
+    MAX_CONCURRENT: String(opts.maxConcurrent),
+    MODELS_REFRESH_SECS: "0",
+  };
+  if (opts.models !== null) env.MODELS = opts.models.join(",");
+  // The same permissions as `deno task worker`.
+  const prof = opts.cpuProfDir === undefined
+    ? []
+    : ["--cpu-prof", `--cpu-prof-dir=${opts.cpuProfDir}/${opts.name}`];
+  const proc = spawn(opts.name, [
+    "run",
+    ...prof,
+    "--allow-net",
+    "--allow-env",
+    "--allow-sys=hostname",
+    "shell/worker/main.ts",
+  ], env);
+  await waitFor(
+    `worker ${opts.name} to register`,
+    async () => (await relay.workersConnected()) >= opts.expectWorkers,
+    30_000,
+    proc,
+  );
+  return proc;
+}

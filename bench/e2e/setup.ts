@@ -1,0 +1,124 @@
+// Brings up what the scenarios run against: the backend (the mock, or the real
+// one at BACKEND_URL), the relay server and a worker, plus scenario (c)'s
+// timestamping backend and its worker when the mock is used.
+import type { Checker, Target } from "./client.ts";
+import {
+  getJson,
+  type Proc,
+  type Relay,
+  startMock,
+  startRelayServer,
+  startStampBackend,
+  startWorker,
+} from "./procs.ts";
+import type { Ctx } from "./scenarios.ts";
+
+export type Setup = { ctx: Ctx; teardown(): Promise<void> };
+
+function target(name: "relay" | "direct", url: string): Target {
+  const u = new URL(url);
+  return {
+    name,
+    host: u.hostname,
+    port: Number(u.port || (u.protocol === "https:" ? 443 : 80)),
+  };
+}
+
+export async function setUp(opts: {
+  backendUrl: string | null;
+  model: string | null;
+  rounds: number;
+  withStamp: boolean;
+  workerMaxConcurrent: number;
+  cpuProfDir?: string;
+  log: (line: string) => void;
+}): Promise<Setup> {
+  const procs: Proc[] = [];
+  const teardown = async () => {
+    // Reverse order: workers before the server, so the server can exit cleanly
+    // (and write its CPU profile when asked).
+    for (const p of procs.reverse()) await p.stop();
+  };
+  try {
+    let backendUrl = opts.backendUrl;
+    let checker: Checker = "generic";
+    if (backendUrl === null) {
+      const mock = await startMock();
+      procs.push(mock.proc);
+      backendUrl = mock.url;
+      checker = "mock";
+    }
+    backendUrl = backendUrl.replace(/\/+$/, "");
+    if (new URL(backendUrl).protocol !== "http:") {
+      throw new Error(
+        "BACKEND_URL must be http:// (the load generator speaks plain HTTP)",
+      );
+    }
+    let model = opts.model;
+    if (model === null) {
+      const listed = await getJson(`${backendUrl}/v1/models`) as {
+        data?: { id?: string }[];
+      };
+      model = listed.data?.[0]?.id ?? null;
+      if (model === null) {
+        throw new Error(
+          `${backendUrl}/v1/models lists no model; set BENCH_MODEL`,
+        );
+      }
+    }
+    const relay: Relay = await startRelayServer(
+      opts.cpuProfDir === undefined ? {} : { cpuProfDir: opts.cpuProfDir },
+    );
+    procs.push(relay.proc);
+    const prof = opts.cpuProfDir === undefined
+      ? {}
+      : { cpuProfDir: opts.cpuProfDir };
+    procs.push(
+      await startWorker(relay, backendUrl, {
+        name: "bench-worker",
+        models: [model],
+        maxConcurrent: opts.workerMaxConcurrent,
+        expectWorkers: 1,
+        ...prof,
+      }),
+    );
+    let stamp: Ctx["stamp"] = null;
+    if (opts.withStamp && checker === "mock") {
+      const sb = await startStampBackend();
+      procs.push(sb.proc);
+      procs.push(
+        await startWorker(relay, sb.url, {
+          name: "bench-stamp-worker",
+          models: ["stamp-model"],
+          maxConcurrent: opts.workerMaxConcurrent,
+          expectWorkers: 2,
+          ...prof,
+        }),
+      );
+      stamp = {
+        relay: target("relay", relay.url),
+        direct: target("direct", sb.url),
+      };
+    }
+    opts.log(
+      `backend ${backendUrl} (model ${model}), relay ${relay.url} (server pid ${relay.proc.pid})`,
+    );
+    return {
+      ctx: {
+        relay: target("relay", relay.url),
+        direct: target("direct", backendUrl),
+        relayServer: relay,
+        model,
+        checker,
+        backendUrl,
+        stamp,
+        rounds: opts.rounds,
+        log: opts.log,
+      },
+      teardown,
+    };
+  } catch (e) {
+    await teardown();
+    throw e;
+  }
+}
