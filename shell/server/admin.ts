@@ -36,21 +36,25 @@ export function sendJson(
   res.end(JSON.stringify(body));
 }
 
-function sendAdminError(
+/** An error in the OpenAI shape for the operator routes (admin, lifecycle). */
+export function sendAdminError(
   res: ServerResponse,
   status: number,
   code: string,
   message: string,
   headers: Record<string, string> = {},
+  extra: Record<string, unknown> = {},
 ): void {
-  const type = status === 403
+  const type = status === 401
+    ? "authentication_error"
+    : status === 403
     ? "permission_error"
     : status === 404
     ? "not_found_error"
     : status >= 500
     ? "server_error"
     : "invalid_request_error";
-  sendJson(res, status, { error: { message, type, code } }, headers);
+  sendJson(res, status, { error: { message, type, code }, ...extra }, headers);
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or null. */

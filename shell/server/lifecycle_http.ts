@@ -16,7 +16,7 @@ import {
   type State,
 } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { sendJson } from "./admin.ts";
+import { sendAdminError, sendJson } from "./admin.ts";
 import { capabilitiesView, type WaitStats } from "./capabilities.ts";
 import {
   type NonceStore,
@@ -64,16 +64,7 @@ function sendError(
   message: string,
   extra: Record<string, unknown> = {},
 ): void {
-  const type = status === 401
-    ? "authentication_error"
-    : status === 403
-    ? "permission_error"
-    : status === 404
-    ? "not_found_error"
-    : status >= 500
-    ? "server_error"
-    : "invalid_request_error";
-  sendJson(res, status, { error: { message, type, code }, ...extra });
+  sendAdminError(res, status, code, message, {}, extra);
 }
 
 function readJson(
