@@ -2,6 +2,9 @@
 // exact worker command with this server's URL, and polls the public
 // GET /setup/status until a new worker registers. The worker secret typed here
 // never leaves the browser: it only fills in the command.
+
+/** The Deno this server runs on: the version the README pins, stated nowhere else. */
+const DENO_VERSION = Deno.version.deno;
 export const SETUP_HTML = `<!doctype html>
 <html lang="en">
 <head>
@@ -28,10 +31,10 @@ export const SETUP_HTML = `<!doctype html>
           <option value="macos">macOS</option>
           <option value="windows">Windows (PowerShell)</option>
         </select></p>
-      <p>The worker runs from a copy of the ModelRelay source with Deno 2.9.6.
+      <p>The worker runs from a copy of the ModelRelay source with Deno ${DENO_VERSION}.
         <select id="runner">
           <option value="deno">Deno is installed (deno task worker)</option>
-          <option value="npx">Only Node.js/npm is installed (npx -y deno@2.9.6 task worker)</option>
+          <option value="npx">Only Node.js/npm is installed (npx -y deno@${DENO_VERSION} task worker)</option>
         </select></p>
       <p id="install-hint" class="muted"></p>
     </div>
@@ -105,7 +108,7 @@ export const SETUP_JS = `"use strict";
 
   function command() {
     var platform = $("platform").value;
-    var runner = $("runner").value === "npx" ? "npx -y deno@2.9.6 task worker" : "deno task worker";
+    var runner = $("runner").value === "npx" ? "npx -y deno@${DENO_VERSION} task worker" : "deno task worker";
     var env = [
       ["PROXY_URL", $("proxy-url").value.trim()],
       ["WORKER_SECRET", $("secret").value || "your-worker-secret"],
@@ -121,9 +124,9 @@ export const SETUP_JS = `"use strict";
 
   function installHint() {
     var platform = $("platform").value;
-    if ($("runner").value === "npx") return "Needs Node.js 18+ and npm; npx downloads Deno 2.9.6 the first time.";
-    if (platform === "windows") return "Install Deno 2.9.6: $v='2.9.6'; irm https://deno.land/install.ps1 | iex (or use the npx option).";
-    return "Install Deno 2.9.6: curl -fsSL https://deno.land/install.sh | sh -s v2.9.6 (or use the npx option).";
+    if ($("runner").value === "npx") return "Needs Node.js 18+ and npm; npx downloads Deno ${DENO_VERSION} the first time.";
+    if (platform === "windows") return "Install Deno ${DENO_VERSION}: $v='${DENO_VERSION}'; irm https://deno.land/install.ps1 | iex (or use the npx option).";
+    return "Install Deno ${DENO_VERSION}: curl -fsSL https://deno.land/install.sh | sh -s v${DENO_VERSION} (or use the npx option).";
   }
 
   function update() {
