@@ -307,3 +307,70 @@ Deno.test("spec 004 the official openai SDK honours Retry-After on 429 and then 
     await server.close();
   }
 });
+
+Deno.test("spec 004 the official openai SDK honours Retry-After on 503 queue_full and then succeeds", async () => {
+  const statuses: number[] = [];
+  const server = await startTestServer(testConfig({ queueLenMax: 0 }), {
+    onRequestFinished: (e) => void statuses.push(e.status),
+  });
+  try {
+    const w = await registeredWorker(server, { max_concurrent: 1 });
+    const completion = (id: string) =>
+      JSON.stringify({
+        id,
+        object: "chat.completion",
+        created: 0,
+        model: "m1",
+        choices: [{
+          index: 0,
+          message: { role: "assistant", content: "hi" },
+          finish_reason: "stop",
+        }],
+      });
+    // One request holds the only slot, so the SDK's first attempt meets a full queue.
+    const busy = fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: chatBody(),
+    });
+    const r0 = await w.next("request");
+    const client = new OpenAI({
+      baseURL: `${server.url}/v1`,
+      apiKey: "k",
+      maxRetries: 3,
+    });
+    const started = performance.now();
+    const sdkCall = client.chat.completions.create({
+      model: "m1",
+      messages: [{ role: "user", content: "b" }],
+    });
+    await waitFor(
+      "the 503 to be answered",
+      () =>
+        server.runtime.state.requests.size === 1 &&
+        performance.now() - started > 50,
+    );
+    w.send({
+      type: "response_complete",
+      request_id: r0.request_id,
+      status_code: 200,
+      headers: { "content-type": "application/json" },
+      body: completion("c0"),
+    });
+    await (await busy).text();
+    const r1 = await w.next("request", 10_000);
+    w.send({
+      type: "response_complete",
+      request_id: r1.request_id,
+      status_code: 200,
+      headers: { "content-type": "application/json" },
+      body: completion("c1"),
+    });
+    const result = await sdkCall;
+    assert.equal(result.id, "c1");
+    // The retry waited for Retry-After (1 s) rather than failing or hammering.
+    assert.ok(performance.now() - started >= 900);
+    await w.close();
+  } finally {
+    await server.close();
+  }
+});
