@@ -72,6 +72,8 @@ export async function withCluster(
           secret: SECRET,
           backendUrl: mock.url,
           maxConcurrent: w.maxConcurrent,
+          // `forwarding request` (debug) tells which worker got a request.
+          env: { LOG_LEVEL: "debug" },
         }).then((child) => {
           started.push(child);
           return child;

@@ -1,8 +1,11 @@
 // Pure frame decoders: text in, a typed message or a typed error out. They never
 // throw into the caller (issue 3), so the simulator can feed them garbage (C33).
 import {
+  type RequestMessage,
+  type ResponseCompleteMessage,
   type ServerMessage,
   serverMessageSchema,
+  type TokenCounts,
   type WorkerMessage,
   workerMessageSchema,
 } from "./messages.ts";
@@ -103,7 +106,11 @@ export function decodeWorkerFrame(
       "response_chunk needs string request_id and chunk",
     );
   }
-  if (typeof type !== "string" || !WORKER_TYPES.has(type)) {
+  if (type === "response_complete") {
+    const message = responseCompleteFast(obj);
+    if (message !== null) return { ok: true, message };
+    // Not accepted by hand: zod decides, and words the error.
+  } else if (typeof type !== "string" || !WORKER_TYPES.has(type)) {
     return fail("unknownType", `unknown message type ${JSON.stringify(type)}`);
   }
   const parsed = workerMessageSchema.safeParse(obj);
@@ -125,7 +132,11 @@ export function decodeServerFrame(
   if (!parsedObj.ok) return parsedObj;
   const obj = parsedObj.obj;
   const type = obj.type;
-  if (typeof type !== "string" || !SERVER_TYPES.has(type)) {
+  if (type === "request") {
+    const message = requestFast(obj);
+    if (message !== null) return { ok: true, message };
+    // Not accepted by hand: zod decides, and words the error.
+  } else if (typeof type !== "string" || !SERVER_TYPES.has(type)) {
     return fail("unknownType", `unknown message type ${JSON.stringify(type)}`);
   }
   const parsed = serverMessageSchema.safeParse(obj);
@@ -136,6 +147,111 @@ export function decodeServerFrame(
     );
   }
   return { ok: true, message: parsed.data };
+}
+
+// ---- hand-written guards for the per-request frames (issue 10) ---------------
+// Each returns exactly what the zod schema in messages.ts would (same fields in
+// the same order, unknown fields dropped, absent optional fields left absent),
+// or null when the frame is anything else; the caller then asks zod, so a
+// rejection and its message are zod's. decode_test.ts checks the equivalence.
+
+/** A `z.record(z.string(), z.string())` value, copied as zod copies it; undefined when not one. */
+function stringRecord(value: unknown): Record<string, string> | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return undefined;
+  }
+  const out: Record<string, string> = {};
+  for (const key of Object.keys(value)) {
+    if (key === "__proto__") continue; // zod skips it, value unchecked
+    const v = (value as Record<string, unknown>)[key];
+    if (typeof v !== "string") return undefined;
+    out[key] = v;
+  }
+  return out;
+}
+
+/** `count.nullish()`: an integer in [0, 2^32 - 1], null, or absent. */
+function isCountOrNullish(v: unknown): boolean {
+  return v == null ||
+    (typeof v === "number" && Number.isInteger(v) && v >= 0 &&
+      v <= 0xffff_ffff);
+}
+
+function tokenCountsFast(value: unknown): TokenCounts | undefined {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    return undefined;
+  }
+  const o = value as Record<string, unknown>;
+  const p = o.prompt_tokens, c = o.completion_tokens, t = o.total_tokens;
+  if (!isCountOrNullish(p) || !isCountOrNullish(c) || !isCountOrNullish(t)) {
+    return undefined;
+  }
+  const out: TokenCounts = {};
+  if (p !== undefined) out.prompt_tokens = p as number | null;
+  if (c !== undefined) out.completion_tokens = c as number | null;
+  if (t !== undefined) out.total_tokens = t as number | null;
+  return out;
+}
+
+function responseCompleteFast(
+  o: Record<string, unknown>,
+): ResponseCompleteMessage | null {
+  const status = o.status_code;
+  if (
+    typeof o.request_id !== "string" || typeof status !== "number" ||
+    !Number.isInteger(status) || status < 100 || status > 999
+  ) return null;
+  const out: ResponseCompleteMessage = {
+    type: "response_complete",
+    request_id: o.request_id,
+    status_code: status,
+  };
+  if (o.headers !== undefined) {
+    if (o.headers === null) out.headers = null;
+    else {
+      const headers = stringRecord(o.headers);
+      if (headers === undefined) return null;
+      out.headers = headers;
+    }
+  }
+  if (o.body !== undefined) {
+    if (o.body !== null && typeof o.body !== "string") return null;
+    out.body = o.body;
+  }
+  if (o.token_counts !== undefined) {
+    if (o.token_counts === null) out.token_counts = null;
+    else {
+      const counts = tokenCountsFast(o.token_counts);
+      if (counts === undefined) return null;
+      out.token_counts = counts;
+    }
+  }
+  return out;
+}
+
+function requestFast(o: Record<string, unknown>): RequestMessage | null {
+  if (
+    typeof o.request_id !== "string" || typeof o.model !== "string" ||
+    typeof o.endpoint_path !== "string" ||
+    typeof o.is_streaming !== "boolean" || typeof o.body !== "string"
+  ) return null;
+  const out: RequestMessage = {
+    type: "request",
+    request_id: o.request_id,
+    model: o.model,
+    endpoint_path: o.endpoint_path,
+    is_streaming: o.is_streaming,
+    body: o.body,
+  };
+  if (o.headers !== undefined) {
+    if (o.headers === null) out.headers = null;
+    else {
+      const headers = stringRecord(o.headers);
+      if (headers === undefined) return null;
+      out.headers = headers;
+    }
+  }
+  return out;
 }
 
 function summarize(

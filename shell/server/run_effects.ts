@@ -3,6 +3,7 @@
 // timing or retries.
 // @ts-types="npm:@types/ws@8.18.1"
 import type { WebSocket } from "ws";
+import type { ServerResponse } from "node:http";
 import { assertNever } from "../../core/assert_never.ts";
 import { type Effect, encodeFrame, type Event } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
@@ -34,6 +35,8 @@ export const SSE_HEADERS = {
 export type EffectDeps = {
   clients: Clients;
   sockets: Map<string, WebSocket>;
+  /** Called before a frame goes to `ws`: frames of one turn share a write (frame_batch.ts). */
+  batch?: (ws: WebSocket) => void;
   log: Logger;
   clientBufferBytes: number;
   submit: (event: Event) => void;
@@ -53,11 +56,14 @@ function closeReason(reason: string): string {
 }
 
 export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
+  // Streams whose head was stored by startStream but not yet written.
+  const headPending = new Set<ServerResponse>();
   return (effect) => {
     switch (effect.kind) {
       case "writeChunk": {
         const c = d.clients.get(effect.requestId);
         if (c === undefined || c.stalled) return;
+        headPending.delete(c.res);
         c.res.write(effect.chunk);
         if (c.res.writableLength > d.clientBufferBytes) {
           c.stalled = true;
@@ -70,7 +76,10 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "sendToWorker": {
-        d.sockets.get(effect.workerId)?.send(encodeFrame(effect.message));
+        const ws = d.sockets.get(effect.workerId);
+        if (ws === undefined) return;
+        d.batch?.(ws);
+        ws.send(encodeFrame(effect.message));
         return;
       }
       case "startStream": {
@@ -84,7 +93,15 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
           ...CACHE_HEADER_DEFAULTS,
           "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
         });
-        c.res.flushHeaders();
+        // The core follows startStream with the first chunk's writeChunk: the
+        // head leaves in that chunk's write, one write less per stream (issue
+        // 10). Flushed on its own only if nothing was written by then.
+        headPending.add(c.res);
+        queueMicrotask(() => {
+          if (headPending.delete(c.res) && !c.res.writableEnded) {
+            c.res.flushHeaders();
+          }
+        });
         return;
       }
       case "endStream": {
@@ -92,6 +109,7 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         if (c === undefined) return;
         c.ended = true;
         d.clients.delete(effect.requestId);
+        headPending.delete(c.res);
         if (effect.error !== null) {
           c.res.write(sseErrorEvent(c.api, effect.error));
         }

@@ -10,6 +10,7 @@ import { handleHttp, type HttpDeps } from "./client_http.ts";
 import type { Clients } from "./clients.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
+import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import { makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
 import { makeWorkerUpgrade } from "./worker_socket.ts";
@@ -41,6 +42,8 @@ export async function startServer(
   const state = initialState(config.core, nowMs());
   const clients: Clients = new Map();
   const sockets = new Map<string, WebSocket>();
+  const rawSockets = new WeakMap<WebSocket, Corkable>();
+  const batcher = makeFrameBatcher();
   let resolveShutdown = () => {};
   const shutdownDone = new Promise<void>((r) => resolveShutdown = r);
   // Late-bound so the effect runner can submit follow-up events.
@@ -48,6 +51,10 @@ export async function startServer(
   const runEffect = makeEffectRunner({
     clients,
     sockets,
+    batch: (ws) => {
+      const raw = rawSockets.get(ws);
+      if (raw !== undefined) batcher.hold(raw);
+    },
     log,
     clientBufferBytes: config.clientBufferBytes,
     submit: (e) => submit(e),
@@ -76,6 +83,7 @@ export async function startServer(
 
   const upgrade = makeWorkerUpgrade({
     sockets,
+    rawSockets,
     submit: submitEvent,
     now: nowMs,
     workerSecret: config.workerSecret,

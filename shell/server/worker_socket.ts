@@ -9,11 +9,14 @@ import {
   type Event,
   eventFromFrame,
 } from "../../core/mod.ts";
+import type { Corkable } from "../frame_batch.ts";
 import { newWorkerId } from "./ids.ts";
 import { secretsEqual } from "./secret.ts";
 
 export type WorkerSocketDeps = {
   sockets: Map<string, WebSocket>;
+  /** Each worker's TCP socket, for write batching (frame_batch.ts). */
+  rawSockets?: WeakMap<WebSocket, Corkable>;
   submit: (event: Event) => void;
   now: () => number;
   workerSecret: string;
@@ -47,6 +50,7 @@ export function makeWorkerUpgrade(
     wss.handleUpgrade(req, socket, head, (ws) => {
       const workerId = newWorkerId();
       d.sockets.set(workerId, ws);
+      d.rawSockets?.set(ws, socket);
       ws.on("message", (data, isBinary) => {
         d.submit(
           isBinary ? binaryFrameEvent(workerId, d.now()) : eventFromFrame(

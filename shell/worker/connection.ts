@@ -9,6 +9,7 @@
 import { WebSocket } from "ws";
 import { assertNever } from "../../core/assert_never.ts";
 import { encodeFrame } from "../../core/protocol/mod.ts";
+import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import type { Logger } from "../log.ts";
 import { forwardToBackend, listBackendModels } from "./backend_client.ts";
 import type { WorkerConfig } from "./config.ts";
@@ -57,6 +58,9 @@ export function startWorker(
   let running = false;
   let stopped = false;
   let socket: WebSocket | null = null;
+  /** `socket`'s TCP socket: frames of one turn leave in one write (frame_batch.ts). */
+  let rawSocket: Corkable | null = null;
+  const batcher = makeFrameBatcher();
   const backendCalls = new Map<string, AbortController>();
   const pending = new Set<Promise<unknown>>();
   const timers = new Map<TimerName, Timer>();
@@ -102,6 +106,10 @@ export function startWorker(
       perMessageDeflate: false,
     });
     socket = ws;
+    rawSocket = null;
+    ws.on("upgrade", (res) => {
+      if (socket === ws) rawSocket = res.socket;
+    });
     ws.onopen = () => {
       wasOpen = true;
       dispatch({ kind: "socketOpened" });
@@ -113,7 +121,10 @@ export function startWorker(
     };
     ws.onerror = () => {}; // A close event always follows and carries the code.
     ws.onclose = (c) => {
-      if (socket === ws) socket = null;
+      if (socket === ws) {
+        socket = null;
+        rawSocket = null;
+      }
       dispatch({
         kind: "socketClosed",
         code: c.code,
@@ -181,6 +192,7 @@ export function startWorker(
         return;
       case "send":
         if (socket?.readyState === WebSocket.OPEN) {
+          if (rawSocket !== null) batcher.hold(rawSocket);
           socket.send(encodeFrame(action.message));
         }
         return;

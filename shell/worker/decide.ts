@@ -422,8 +422,10 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
     ];
   }
   state.inFlight.add(r.request_id);
+  // Debug, not info (issue 10): a line per request was a synchronous stdout
+  // write on every request, measured in the worker's profile.
   return [
-    log("info", "forwarding request", {
+    log("debug", "forwarding request", {
       request_id: r.request_id,
       model: r.model,
       endpoint: r.endpoint_path,
