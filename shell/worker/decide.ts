@@ -7,182 +7,39 @@ import {
   type CancelReason,
   decodeServerFrame,
   EXTENSION_CAPABILITIES,
-  EXTENSION_LIFECYCLE,
-  type LifecycleOperation,
-  type LifecycleProgressStatus,
-  type LifecycleRequestMessage,
   PROTOCOL_VERSION_BRIDGE,
   type RequestMessage,
-  type RunnerCapabilities,
   type ServerMessage,
-  type TokenCounts,
-  type WorkerMessage,
 } from "../../core/protocol/mod.ts";
-import type { LogFields, LogLevel } from "../log.ts";
+import {
+  AUTH_RETRY_MS,
+  backoffMs,
+  FRAME_CHARS_MAX,
+  jitterMs,
+  SERVER_RESTART_RETRY_MS,
+} from "./backoff.ts";
+import {
+  onCapabilitiesRead,
+  onLifecycleRequest,
+  onLifecycleUpdate,
+} from "./decide_lifecycle.ts";
+import {
+  advertised,
+  drainingError,
+  log,
+  modelsUpdate,
+  send,
+} from "./worker_actions.ts";
+import {
+  type Completion,
+  WORKER_EXTENSIONS,
+  type WorkerAction,
+  type WorkerEvent,
+  type WorkerState,
+} from "./worker_state.ts";
 
-export const BACKOFF_MIN_MS = 1_000;
-export const BACKOFF_MAX_MS = 30_000;
-export const JITTER_MAX_MS = 500;
-/** A rejected secret will not fix itself quickly: retry at the slowest pace. */
-export const AUTH_RETRY_MS = BACKOFF_MAX_MS;
-/** After the proxy's own graceful_shutdown, a replacement usually needs a moment. */
-export const SERVER_RESTART_RETRY_MS = 2_000;
-/** Requests carry whole prompt bodies; frames far beyond any body limit are refused. */
-export const FRAME_CHARS_MAX = 64 * 1024 * 1024;
-
-/** 1 s doubling to 30 s, plus up to 500 ms of jitter; `random01` is in [0, 1). */
-export function backoffMs(failedAttempts: number, random01: number): number {
-  const base = Math.min(
-    BACKOFF_MAX_MS,
-    BACKOFF_MIN_MS * 2 ** Math.min(failedAttempts, 16),
-  );
-  return base + jitterMs(random01);
-}
-
-function jitterMs(random01: number): number {
-  return Math.floor(Math.min(Math.max(random01, 0), 0.999_999) * JITTER_MAX_MS);
-}
-
-export type Drain =
-  | { kind: "none" }
-  /** SIGTERM/SIGINT: finish in-flight work, close, exit. */
-  | { kind: "signal" }
-  /** The proxy sent graceful_shutdown: finish in-flight work, the proxy closes. */
-  | { kind: "server" };
-
-export type WorkerState = {
-  workerName: string;
-  maxConcurrent: number;
-  modelsDiscovered: boolean;
-  models: string[];
-  drainTimeoutMs: number;
-  onServerShutdown: "exit" | "reconnect";
-  connected: boolean;
-  registered: boolean;
-  /** Requests being forwarded; its size is the load reported to the proxy. */
-  inFlight: Set<string>;
-  drain: Drain;
-  failedAttempts: number;
-  /** Extensions the server listed in register_ack (and we speak); empty = original server. */
-  extensions: string[];
-  /** JSON of the capabilities last sent on this connection (change detection). */
-  capabilitiesSent: string | null;
-  /** Lifecycle tasks being carried to the backend: task id -> operation and model. */
-  lifecycle: Map<string, { operation: LifecycleOperation; modelId: string }>;
-};
-
-/** What our worker speaks, listed in register (an added field the original server ignores). */
-export const WORKER_EXTENSIONS = [EXTENSION_CAPABILITIES, EXTENSION_LIFECYCLE];
-
-export type WorkerEvent =
-  | { kind: "socketOpened" }
-  | { kind: "frameReceived"; text: string }
-  | {
-    kind: "socketClosed";
-    code: number;
-    reason: string;
-    wasOpen: boolean;
-    random01: number;
-  }
-  | { kind: "chunkRead"; requestId: string; chunk: string }
-  | { kind: "backendFinished"; requestId: string; completion: Completion }
-  | { kind: "modelsListed"; models: string[]; reply: boolean }
-  | { kind: "modelsListFailed"; message: string; reply: boolean }
-  | { kind: "modelsRefreshDue" }
-  | { kind: "shutdownSignalled" }
-  | { kind: "drainTimerFired" }
-  | { kind: "reconnectTimerFired" }
-  /** Every 5 s: look at the backend's capabilities again. */
-  | { kind: "capabilitiesDue" }
-  | { kind: "capabilitiesRead"; capabilities: RunnerCapabilities }
-  /** The lifecycle adapter's report on a task. */
-  | {
-    kind: "lifecycleUpdate";
-    taskId: string;
-    status: LifecycleProgressStatus;
-    progress: number | null;
-    error: string | null;
-    result: Record<string, unknown> | null;
-  };
-
-export type Completion = {
-  status_code: number;
-  headers: Record<string, string>;
-  body: string;
-  token_counts: TokenCounts | null;
-};
-
-export type TimerName = "reconnect" | "drain";
-
-export type WorkerAction =
-  | { kind: "connect" }
-  | { kind: "send"; message: WorkerMessage }
-  | { kind: "forward"; request: RequestMessage }
-  | { kind: "abortBackend"; requestId: string }
-  | { kind: "listModels"; reply: boolean }
-  | { kind: "probeCapabilities" }
-  | { kind: "runLifecycle"; request: LifecycleRequestMessage }
-  | { kind: "armTimer"; timer: TimerName; ms: number }
-  | { kind: "closeSocket"; code: number; reason: string }
-  | { kind: "exit"; code: number; graceful: boolean }
-  | { kind: "log"; level: LogLevel; message: string; fields: LogFields };
-
-export function initialWorkerState(opts: {
-  workerName: string;
-  maxConcurrent: number;
-  models: string[];
-  modelsDiscovered: boolean;
-  drainTimeoutSecs: number;
-  onServerShutdown: "exit" | "reconnect";
-}): WorkerState {
-  return {
-    workerName: opts.workerName,
-    maxConcurrent: opts.maxConcurrent,
-    modelsDiscovered: opts.modelsDiscovered,
-    models: [...opts.models],
-    drainTimeoutMs: opts.drainTimeoutSecs * 1000,
-    onServerShutdown: opts.onServerShutdown,
-    connected: false,
-    registered: false,
-    inFlight: new Set(),
-    drain: { kind: "none" },
-    failedAttempts: 0,
-    extensions: [],
-    capabilitiesSent: null,
-    lifecycle: new Map(),
-  };
-}
-
-function log(
-  level: LogLevel,
-  message: string,
-  fields: LogFields = {},
-): WorkerAction {
-  return { kind: "log", level, message, fields };
-}
-
-function send(message: WorkerMessage): WorkerAction {
-  return { kind: "send", message };
-}
-
-/** Models as advertised: none while draining, so the proxy routes nothing new here. */
-function advertised(state: WorkerState): string[] {
-  return state.drain.kind === "none" ? state.models : [];
-}
-
-function drainingError(requestId: string, endpointPath: string): WorkerMessage {
-  const message = "worker is shutting down and takes no new requests";
-  const body = endpointPath.startsWith("/v1/messages")
-    ? { type: "error", error: { type: "overloaded_error", message } }
-    : { error: { message, type: "worker_draining", code: "worker_draining" } };
-  return {
-    type: "response_complete",
-    request_id: requestId,
-    status_code: 503,
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  };
-}
+export * from "./backoff.ts";
+export * from "./worker_state.ts";
 
 export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
   switch (event.kind) {
@@ -312,97 +169,6 @@ function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {
     default:
       return assertNever(m);
   }
-}
-
-function onLifecycleRequest(
-  state: WorkerState,
-  m: LifecycleRequestMessage,
-): WorkerAction[] {
-  if (!state.extensions.includes(EXTENSION_LIFECYCLE)) {
-    return [
-      log("warn", "ignored a lifecycle_request the proxy did not negotiate", {
-        task_id: m.task_id,
-      }),
-    ];
-  }
-  if (state.lifecycle.has(m.task_id)) return [];
-  const modelId = typeof m.params.modelId === "string" ? m.params.modelId : "";
-  state.lifecycle.set(m.task_id, { operation: m.operation, modelId });
-  return [
-    log("info", "lifecycle operation", {
-      task_id: m.task_id,
-      operation: m.operation,
-      model: modelId,
-    }),
-    send({
-      type: "lifecycle_progress",
-      task_id: m.task_id,
-      status: "running",
-      progress: 0,
-    }),
-    { kind: "runLifecycle", request: m },
-  ];
-}
-
-function onLifecycleUpdate(
-  state: WorkerState,
-  e: Extract<WorkerEvent, { kind: "lifecycleUpdate" }>,
-): WorkerAction[] {
-  const task = state.lifecycle.get(e.taskId);
-  if (task === undefined) return [];
-  const out: WorkerAction[] = [];
-  if (state.registered && state.extensions.includes(EXTENSION_LIFECYCLE)) {
-    out.push(send({
-      type: "lifecycle_progress",
-      task_id: e.taskId,
-      status: e.status,
-      ...(e.progress === null ? {} : { progress: e.progress }),
-      ...(e.error === null ? {} : { error: e.error }),
-      ...(e.result === null ? {} : { result: e.result }),
-    }));
-  }
-  if (e.status === "running") return out;
-  state.lifecycle.delete(e.taskId);
-  out.push(
-    log(e.status === "completed" ? "info" : "warn", `lifecycle ${e.status}`, {
-      task_id: e.taskId,
-      operation: task.operation,
-      ...(e.error === null ? {} : { error: e.error }),
-    }),
-  );
-  if (e.status !== "completed" || task.operation === "cache-flush") {
-    return out;
-  }
-  // The backend's models changed: tell the proxy, and refresh capabilities.
-  if (state.modelsDiscovered) out.push({ kind: "listModels", reply: true });
-  else if (task.modelId !== "") {
-    const has = state.models.includes(task.modelId);
-    if (task.operation === "model-load" && !has) {
-      state.models = [...state.models, task.modelId];
-    } else if (task.operation === "model-unload" && has) {
-      state.models = state.models.filter((x) => x !== task.modelId);
-    }
-    if (state.registered && state.drain.kind === "none") {
-      out.push(modelsUpdate(state));
-    }
-  }
-  if (state.extensions.includes(EXTENSION_CAPABILITIES)) {
-    out.push({ kind: "probeCapabilities" });
-  }
-  return out;
-}
-
-function onCapabilitiesRead(
-  state: WorkerState,
-  capabilities: RunnerCapabilities,
-): WorkerAction[] {
-  if (
-    !state.registered || !state.extensions.includes(EXTENSION_CAPABILITIES)
-  ) return [];
-  const json = JSON.stringify(capabilities);
-  if (json === state.capabilitiesSent) return [];
-  state.capabilitiesSent = json;
-  return [send({ type: "capabilities", capabilities })];
 }
 
 function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
@@ -654,14 +420,6 @@ function onSocketClosed(
     timer: "reconnect",
     ms,
   }];
-}
-
-function modelsUpdate(state: WorkerState): WorkerAction {
-  return send({
-    type: "models_update",
-    models: advertised(state),
-    current_load: state.inFlight.size,
-  });
 }
 
 function sameModels(a: string[], b: string[]): boolean {

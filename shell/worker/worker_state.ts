@@ -1,0 +1,124 @@
+// The worker's state, the events its I/O part feeds in, and the actions it gets
+// back: the vocabulary of decide.ts.
+import {
+  EXTENSION_CAPABILITIES,
+  EXTENSION_LIFECYCLE,
+  type LifecycleOperation,
+  type LifecycleProgressStatus,
+  type LifecycleRequestMessage,
+  type RequestMessage,
+  type RunnerCapabilities,
+  type TokenCounts,
+  type WorkerMessage,
+} from "../../core/protocol/mod.ts";
+import type { LogFields, LogLevel } from "../log.ts";
+
+export type Drain =
+  | { kind: "none" }
+  /** SIGTERM/SIGINT: finish in-flight work, close, exit. */
+  | { kind: "signal" }
+  /** The proxy sent graceful_shutdown: finish in-flight work, the proxy closes. */
+  | { kind: "server" };
+
+export type WorkerState = {
+  workerName: string;
+  maxConcurrent: number;
+  modelsDiscovered: boolean;
+  models: string[];
+  drainTimeoutMs: number;
+  onServerShutdown: "exit" | "reconnect";
+  connected: boolean;
+  registered: boolean;
+  /** Requests being forwarded; its size is the load reported to the proxy. */
+  inFlight: Set<string>;
+  drain: Drain;
+  failedAttempts: number;
+  /** Extensions the server listed in register_ack (and we speak); empty = original server. */
+  extensions: string[];
+  /** JSON of the capabilities last sent on this connection (change detection). */
+  capabilitiesSent: string | null;
+  /** Lifecycle tasks being carried to the backend: task id -> operation and model. */
+  lifecycle: Map<string, { operation: LifecycleOperation; modelId: string }>;
+};
+
+/** What our worker speaks, listed in register (an added field the original server ignores). */
+export const WORKER_EXTENSIONS = [EXTENSION_CAPABILITIES, EXTENSION_LIFECYCLE];
+
+export type WorkerEvent =
+  | { kind: "socketOpened" }
+  | { kind: "frameReceived"; text: string }
+  | {
+    kind: "socketClosed";
+    code: number;
+    reason: string;
+    wasOpen: boolean;
+    random01: number;
+  }
+  | { kind: "chunkRead"; requestId: string; chunk: string }
+  | { kind: "backendFinished"; requestId: string; completion: Completion }
+  | { kind: "modelsListed"; models: string[]; reply: boolean }
+  | { kind: "modelsListFailed"; message: string; reply: boolean }
+  | { kind: "modelsRefreshDue" }
+  | { kind: "shutdownSignalled" }
+  | { kind: "drainTimerFired" }
+  | { kind: "reconnectTimerFired" }
+  /** Every 5 s: look at the backend's capabilities again. */
+  | { kind: "capabilitiesDue" }
+  | { kind: "capabilitiesRead"; capabilities: RunnerCapabilities }
+  /** The lifecycle adapter's report on a task. */
+  | {
+    kind: "lifecycleUpdate";
+    taskId: string;
+    status: LifecycleProgressStatus;
+    progress: number | null;
+    error: string | null;
+    result: Record<string, unknown> | null;
+  };
+
+export type Completion = {
+  status_code: number;
+  headers: Record<string, string>;
+  body: string;
+  token_counts: TokenCounts | null;
+};
+
+export type TimerName = "reconnect" | "drain";
+
+export type WorkerAction =
+  | { kind: "connect" }
+  | { kind: "send"; message: WorkerMessage }
+  | { kind: "forward"; request: RequestMessage }
+  | { kind: "abortBackend"; requestId: string }
+  | { kind: "listModels"; reply: boolean }
+  | { kind: "probeCapabilities" }
+  | { kind: "runLifecycle"; request: LifecycleRequestMessage }
+  | { kind: "armTimer"; timer: TimerName; ms: number }
+  | { kind: "closeSocket"; code: number; reason: string }
+  | { kind: "exit"; code: number; graceful: boolean }
+  | { kind: "log"; level: LogLevel; message: string; fields: LogFields };
+
+export function initialWorkerState(opts: {
+  workerName: string;
+  maxConcurrent: number;
+  models: string[];
+  modelsDiscovered: boolean;
+  drainTimeoutSecs: number;
+  onServerShutdown: "exit" | "reconnect";
+}): WorkerState {
+  return {
+    workerName: opts.workerName,
+    maxConcurrent: opts.maxConcurrent,
+    modelsDiscovered: opts.modelsDiscovered,
+    models: [...opts.models],
+    drainTimeoutMs: opts.drainTimeoutSecs * 1000,
+    onServerShutdown: opts.onServerShutdown,
+    connected: false,
+    registered: false,
+    inFlight: new Set(),
+    drain: { kind: "none" },
+    failedAttempts: 0,
+    extensions: [],
+    capabilitiesSent: null,
+    lifecycle: new Map(),
+  };
+}
