@@ -142,7 +142,8 @@ export type Event =
   /** The shell's per-stream buffer for a slow client hit its cap. */
   | { kind: "clientStalled"; atMs: number; requestId: RequestId }
   // -- time and operator commands -------------------------------------------------
-  | { kind: "tick"; atMs: number }
+  /** `unixMs`: the shell's wall clock, only echoed in pings (the core never reasons on it). */
+  | { kind: "tick"; atMs: number; unixMs?: number }
   | {
     kind: "workerDrainRequested";
     atMs: number;

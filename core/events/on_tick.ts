@@ -18,7 +18,12 @@ import { syncRoute } from "../state/workers.ts";
 
 type E = Extract<Event, { kind: "tick" }>;
 
-function checkWorker(state: State, w: Worker, out: Effect[]): void {
+function checkWorker(
+  state: State,
+  w: Worker,
+  unixMs: number,
+  out: Effect[],
+): void {
   const now = state.nowMs;
   if (now - w.lastHeartbeatAtMs >= state.config.heartbeatTimeoutMs) {
     out.push({
@@ -42,7 +47,7 @@ function checkWorker(state: State, w: Worker, out: Effect[]): void {
     out.push({
       kind: "sendToWorker",
       workerId: w.id,
-      message: { type: "ping", timestamp_unix_ms: now },
+      message: { type: "ping", timestamp_unix_ms: unixMs },
     });
   }
 }
@@ -118,7 +123,7 @@ function checkRequest(state: State, r: Request, out: Effect[]): void {
   }
 }
 
-export function onTick(state: State, _e: E, out: Effect[]): void {
+export function onTick(state: State, e: E, out: Effect[]): void {
   for (const p of [...state.pending.values()]) {
     if (state.nowMs < p.registerDeadlineAtMs) continue;
     state.pending.delete(p.id);
@@ -154,7 +159,12 @@ export function onTick(state: State, _e: E, out: Effect[]): void {
       closeAndDrop(state, w, 1001, "server shutting down", out);
     }
   }
-  for (const w of [...state.workers.values()]) checkWorker(state, w, out);
+  // The wire field is a Unix time (the original's meaning); without a wall clock
+  // (the simulator) the event time stands in.
+  const unixMs = e.unixMs ?? state.nowMs;
+  for (const w of [...state.workers.values()]) {
+    checkWorker(state, w, unixMs, out);
+  }
   for (const r of [...state.requests.values()]) checkRequest(state, r, out);
   for (const ip of [...state.authFailures.keys()]) {
     recentAuthFailures(state, ip);

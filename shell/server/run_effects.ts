@@ -3,7 +3,11 @@
 // timing or retries.
 // @ts-types="npm:@types/ws@8.18.1"
 import type { WebSocket } from "ws";
-import type { ServerResponse } from "node:http";
+import {
+  type ServerResponse,
+  validateHeaderName,
+  validateHeaderValue,
+} from "node:http";
 import { assertNever } from "../../core/assert_never.ts";
 import { type Effect, encodeFrame, type Event } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
@@ -47,12 +51,46 @@ export type EffectDeps = {
   onShutdownComplete: () => void;
 };
 
-function closeReason(reason: string): string {
-  // A close reason must fit 123 bytes.
-  const bytes = new TextEncoder().encode(reason);
-  return bytes.length <= 123
-    ? reason
-    : new TextDecoder().decode(bytes.slice(0, 120)) + "...";
+const encoder = new TextEncoder();
+
+/** A close reason must fit 123 bytes: cut whole characters, never inside one. */
+export function closeReason(reason: string): string {
+  if (encoder.encode(reason).length <= 123) return reason;
+  let out = "";
+  let bytes = 0;
+  for (const ch of reason) {
+    const n = encoder.encode(ch).length;
+    if (bytes + n > 120) break;
+    out += ch;
+    bytes += n;
+  }
+  return out + "...";
+}
+
+/**
+ * The worker's status and headers, made safe to send: a status outside 200–599
+ * (a 1xx would be a malformed final answer) becomes 502, and a header node:http
+ * would refuse (bad name, non-latin1 value) is dropped rather than losing the
+ * whole answer (C34: the client always gets one).
+ */
+export function safeHead(
+  status: number,
+  headers: Record<string, string>,
+): { status: number; headers: Record<string, string> } {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    try {
+      validateHeaderName(k);
+      validateHeaderValue(k, v);
+      out[k] = v;
+    } catch {
+      // dropped: see above
+    }
+  }
+  return {
+    status: status >= 200 && status <= 599 ? status : 502,
+    headers: out,
+  };
 }
 
 export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
@@ -110,6 +148,12 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         c.ended = true;
         d.clients.delete(effect.requestId);
         headPending.delete(c.res);
+        if (c.stalled) {
+          // Its buffer is full, so an error event could not arrive anyway; keeping
+          // the socket would keep every buffered byte for as long as it stays open.
+          c.res.destroy();
+          return;
+        }
         if (effect.error !== null) {
           c.res.write(sseErrorEvent(c.api, effect.error));
         }
@@ -128,7 +172,8 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
           if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = v;
         }
         headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
-        c.res.writeHead(effect.status, headers);
+        const head = safeHead(effect.status, headers);
+        c.res.writeHead(head.status, head.headers);
         c.res.end(effect.body);
         return;
       }
@@ -151,7 +196,12 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         const ws = d.sockets.get(effect.workerId);
         if (ws === undefined) return;
         d.sockets.delete(effect.workerId);
-        ws.close(effect.code, closeReason(effect.reason));
+        try {
+          ws.close(effect.code, closeReason(effect.reason));
+        } catch {
+          ws.terminate(); // never leave a dropped worker's socket open
+          return;
+        }
         // The close event comes back as workerDisconnected; the core ignores it.
         // A peer that never answers the close handshake is cut after 2 s.
         const timer = setTimeout(() => ws.terminate(), 2000);

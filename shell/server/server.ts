@@ -112,7 +112,7 @@ export async function startServer(
   });
   const address = server.address() as AddressInfo;
   const tick = setInterval(
-    () => runtime.submit({ kind: "tick", atMs: nowMs() }),
+    () => runtime.submit({ kind: "tick", atMs: nowMs(), unixMs: Date.now() }),
     config.tickMs,
   );
   log("info", "server listening", {

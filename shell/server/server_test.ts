@@ -385,3 +385,63 @@ Deno.test('C39 a worker that sends protocol_version "1" or none joins; another v
     await server.close();
   }
 });
+
+Deno.test("C34 a worker's unsendable status or header never leaves the client hanging", async () => {
+  const server = await startTestServer();
+  try {
+    const w = await registeredWorker(server);
+    const pending = fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: chatBody(),
+    });
+    const req = await w.next("request");
+    w.send({
+      type: "response_complete",
+      request_id: req.request_id,
+      status_code: 200,
+      headers: { "x-model": "模型", "bad header": "x", "x-ok": "yes" },
+      body: "{}",
+    });
+    const res = await pending;
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("x-ok"), "yes");
+    assert.equal(res.headers.get("x-model"), null);
+    assert.equal(await res.text(), "{}");
+    const informational = fetch(`${server.url}/v1/chat/completions`, {
+      method: "POST",
+      body: chatBody(),
+    });
+    const req2 = await w.next("request");
+    w.send({
+      type: "response_complete",
+      request_id: req2.request_id,
+      status_code: 103,
+      body: "",
+    });
+    const res2 = await informational;
+    assert.equal(res2.status, 502);
+    await res2.body?.cancel();
+    await w.close();
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("C41 a close reason built from a long multi-byte worker value still closes the socket", async () => {
+  const server = await startTestServer();
+  try {
+    const bad = await connectWorker(server);
+    bad.send({
+      type: "register",
+      worker_name: "x",
+      models: ["m1"],
+      max_concurrent: 1,
+      protocol_version: "a" + "é".repeat(100),
+    });
+    const closed = await bad.closed;
+    assert.equal(closed.code, 1002);
+    assert.ok(new TextEncoder().encode(closed.reason).length <= 123);
+  } finally {
+    await server.close();
+  }
+});

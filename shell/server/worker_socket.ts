@@ -24,6 +24,25 @@ export type WorkerSocketDeps = {
   frameCharsMax: number;
 };
 
+const LOOPBACK = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
+
+/**
+ * The address failed worker logins are counted against (C2). Behind a TLS proxy
+ * on the same host (the README's nginx and Caddy setups) every worker arrives
+ * from loopback, and counting them together would let anyone lock out every
+ * worker; so from a loopback peer the last X-Forwarded-For entry (the one our
+ * own proxy appended, which a client cannot forge) is the client.
+ */
+export function clientAddress(req: IncomingMessage): string {
+  const peer = req.socket.remoteAddress ?? "unknown";
+  const forwarded = req.headers["x-forwarded-for"];
+  if (!LOOPBACK.has(peer) || forwarded === undefined) return peer;
+  const list = (Array.isArray(forwarded) ? forwarded.join(",") : forwarded)
+    .split(",");
+  const last = list[list.length - 1]?.trim() ?? "";
+  return last === "" ? peer : last;
+}
+
 export function makeWorkerUpgrade(
   d: WorkerSocketDeps,
 ): {
@@ -46,7 +65,7 @@ export function makeWorkerUpgrade(
       url.searchParams.get("secret") ??
       "";
     const provider = url.searchParams.get("provider") ?? d.defaultProvider;
-    const clientIp = req.socket.remoteAddress ?? "unknown";
+    const clientIp = clientAddress(req);
     wss.handleUpgrade(req, socket, head, (ws) => {
       const workerId = newWorkerId();
       d.sockets.set(workerId, ws);

@@ -22,3 +22,10 @@ export function backoffMs(failedAttempts: number, random01: number): number {
 export function jitterMs(random01: number): number {
   return Math.floor(Math.min(Math.max(random01, 0), 0.999_999) * JITTER_MAX_MS);
 }
+
+/**
+ * The proxy pings every 15 s (C25, C43), so 90 s without any frame means the link
+ * is dead even if TCP never said so (a rebooted host, a NAT that dropped the flow):
+ * the worker cuts it and reconnects. 90 s is the original worker's idle timeout.
+ */
+export const IDLE_TIMEOUT_MS = 90_000;

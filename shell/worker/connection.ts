@@ -179,6 +179,8 @@ export function startWorker(
         dispatch(
           timer === "drain"
             ? { kind: "drainTimerFired" }
+            : timer === "idle"
+            ? { kind: "idleTimerFired" }
             : { kind: "reconnectTimerFired" },
         );
       }, ms),
@@ -232,6 +234,9 @@ export function startWorker(
         if (socket !== null && socket.readyState <= WebSocket.OPEN) {
           socket.close(action.code, action.reason);
         }
+        return;
+      case "dropSocket":
+        socket?.terminate(); // its close event carries on as a normal disconnect
         return;
       case "exit":
         stop(action.code, action.graceful);

@@ -15,6 +15,7 @@ import {
   AUTH_RETRY_MS,
   backoffMs,
   FRAME_CHARS_MAX,
+  IDLE_TIMEOUT_MS,
   jitterMs,
   SERVER_RESTART_RETRY_MS,
 } from "./backoff.ts";
@@ -77,6 +78,15 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
       return onDrainTimerFired(state);
     case "reconnectTimerFired":
       return state.connected ? [] : [{ kind: "connect" }];
+    case "idleTimerFired":
+      return state.connected
+        ? [
+          log("warn", "no frame from the proxy for 90 s: reconnecting", {
+            idle_ms: IDLE_TIMEOUT_MS,
+          }),
+          { kind: "dropSocket" },
+        ]
+        : [];
     case "capabilitiesDue":
       return state.registered &&
           state.extensions.includes(EXTENSION_CAPABILITIES)
@@ -95,6 +105,7 @@ function onSocketOpened(state: WorkerState): WorkerAction[] {
   state.connected = true;
   return [
     log("info", "connected to proxy"),
+    { kind: "armTimer", timer: "idle", ms: IDLE_TIMEOUT_MS },
     send({
       type: "register",
       worker_name: state.workerName,
@@ -108,15 +119,22 @@ function onSocketOpened(state: WorkerState): WorkerAction[] {
 }
 
 function onFrame(state: WorkerState, text: string): WorkerAction[] {
+  // Any frame proves the link is alive.
+  const alive: WorkerAction = {
+    kind: "armTimer",
+    timer: "idle",
+    ms: IDLE_TIMEOUT_MS,
+  };
   const decoded = decodeServerFrame(text, FRAME_CHARS_MAX);
   if (!decoded.ok) {
     return [
+      alive,
       log("warn", "ignored an invalid frame from the proxy", {
         reason: decoded.error.message,
       }),
     ];
   }
-  return onServerMessage(state, decoded.message);
+  return [alive, ...onServerMessage(state, decoded.message)];
 }
 
 function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   AUTH_RETRY_MS,
   backoffMs,
+  IDLE_TIMEOUT_MS,
   initialWorkerState,
   step,
   type WorkerAction,
@@ -40,8 +41,11 @@ function sent(actions: WorkerAction[]) {
   return actions.flatMap((a) => a.kind === "send" ? [a.message] : []);
 }
 
+/** Action kinds, without logs and the idle watchdog's re-arming (tested on its own). */
 function kinds(actions: WorkerAction[]) {
-  return actions.filter((a) => a.kind !== "log").map((a) => a.kind);
+  return actions.filter((a) =>
+    a.kind !== "log" && !(a.kind === "armTimer" && a.timer === "idle")
+  ).map((a) => a.kind);
 }
 
 const request = (id: string) => ({
@@ -282,4 +286,32 @@ Deno.test("an invalid frame is logged and ignored", () => {
   const a = step(s, { kind: "frameReceived", text: "{not json" });
   assert.deepEqual(kinds(a), []);
   assert.ok(a.some((x) => x.kind === "log" && x.level === "warn"));
+});
+
+Deno.test("a proxy silent for 90 s is presumed dead: the socket is cut and the worker reconnects", () => {
+  const s = fresh();
+  const opened = step(s, { kind: "socketOpened" });
+  assert.ok(
+    opened.some((a) =>
+      a.kind === "armTimer" && a.timer === "idle" && a.ms === IDLE_TIMEOUT_MS
+    ),
+  );
+  // Every frame (a ping here) re-arms the watchdog.
+  const onPing = step(s, frame({ type: "ping" }));
+  assert.ok(onPing.some((a) => a.kind === "armTimer" && a.timer === "idle"));
+  const fired = step(s, { kind: "idleTimerFired" });
+  assert.deepEqual(kinds(fired), ["dropSocket"]);
+  // The cut socket's close is an ordinary disconnect: backoff, then reconnect.
+  const closed = step(s, {
+    kind: "socketClosed",
+    code: 1006,
+    reason: "",
+    wasOpen: true,
+    random01: 0,
+  });
+  assert.ok(
+    closed.some((a) => a.kind === "armTimer" && a.timer === "reconnect"),
+  );
+  // A late watchdog after the close does nothing.
+  assert.deepEqual(kinds(step(s, { kind: "idleTimerFired" })), []);
 });

@@ -62,6 +62,8 @@ export type WorkerEvent =
   | { kind: "shutdownSignalled" }
   | { kind: "drainTimerFired" }
   | { kind: "reconnectTimerFired" }
+  /** No frame from the proxy for IDLE_TIMEOUT_MS: the link is presumed dead. */
+  | { kind: "idleTimerFired" }
   /** Every 5 s: look at the backend's capabilities again. */
   | { kind: "capabilitiesDue" }
   | { kind: "capabilitiesRead"; capabilities: RunnerCapabilities }
@@ -82,7 +84,7 @@ export type Completion = {
   token_counts: TokenCounts | null;
 };
 
-export type TimerName = "reconnect" | "drain";
+export type TimerName = "reconnect" | "drain" | "idle";
 
 export type WorkerAction =
   | { kind: "connect" }
@@ -94,6 +96,8 @@ export type WorkerAction =
   | { kind: "runLifecycle"; request: LifecycleRequestMessage }
   | { kind: "armTimer"; timer: TimerName; ms: number }
   | { kind: "closeSocket"; code: number; reason: string }
+  /** Cut the socket without a close handshake (a dead peer would never answer). */
+  | { kind: "dropSocket" }
   | { kind: "exit"; code: number; graceful: boolean }
   | { kind: "log"; level: LogLevel; message: string; fields: LogFields };
 
