@@ -6,12 +6,16 @@
 // weights): runs without them stay single-tenant, single-class as before.
 import fc from "fast-check";
 import type { Priority, RateLimit } from "../core/mod.ts";
+import { EXTENSION_CAPABILITIES, EXTENSION_LIFECYCLE } from "../core/mod.ts";
 import type {
   ClientSpec,
+  LoadSpec,
+  OperatorSpec,
   Range,
   Scenario,
   ScenarioConfig,
   WorkerFault,
+  WorkerLifecycle,
   WorkerSpec,
 } from "./scenario.ts";
 
@@ -36,6 +40,7 @@ export const SWARM_KINDS = [
   "cacheKeys",
   "rateLimits",
   "weights",
+  "lifecycle",
 ] as const;
 export type SwarmKind = (typeof SWARM_KINDS)[number];
 
@@ -109,6 +114,46 @@ function faultArb(
   }
 }
 
+/** What a worker lists in register.extensions (null: original-style, no field). */
+const EXTENSION_LISTS: (string[] | null)[] = [
+  null,
+  [],
+  [EXTENSION_CAPABILITIES],
+  [EXTENSION_LIFECYCLE],
+  [EXTENSION_CAPABILITIES, EXTENSION_LIFECYCLE],
+  [EXTENSION_LIFECYCLE, "x-future-v9"],
+];
+
+/** Issue 9: how a worker speaks the extensions (null: original-style, silent). */
+function lifecycleArb(): fc.Arbitrary<WorkerLifecycle | null> {
+  return fc.option(
+    fc.record({
+      extensions: fc.constantFrom(...EXTENSION_LISTS),
+      stepMs: range(10, 500, 800),
+      steps: range(0, 2, 3),
+      failNum: fc.integer({ min: 0, max: 3 }),
+      hangNum: fc.integer({ min: 0, max: 2 }),
+      crashNum: fc.integer({ min: 0, max: 2 }),
+      den: fc.constant(10),
+      sendsCapabilities: fc.boolean(),
+      available: fc.subarray([...MODELS, "m4"]),
+    }),
+    { nil: null, freq: 4 },
+  );
+}
+
+function operatorArb(endMs: number): fc.Arbitrary<OperatorSpec> {
+  return fc.record({
+    count: fc.integer({ min: 1, max: 15 }),
+    fromMs: fc.constant(0),
+    toMs: fc.constant(endMs),
+    models: fc.constant([...MODELS, "m4"]),
+    loadPct: fc.integer({ min: 0, max: 60 }),
+    unloadPct: fc.integer({ min: 0, max: 40 }),
+    targetPct: fc.integer({ min: 0, max: 100 }),
+  });
+}
+
 function workerArb(
   i: number,
   on: ReadonlySet<SwarmKind>,
@@ -136,8 +181,13 @@ function workerArb(
       nil: null,
     }),
     faults: faults.length === 0
-      ? fc.constant([])
+      ? fc.constant<WorkerFault[]>([])
       : fc.array(fc.oneof(...faults), { maxLength: 3, size: "max" }),
+    lifecycle: on.has("lifecycle") ? lifecycleArb() : fc.constant(null),
+  }).map(({ lifecycle, ...base }) => {
+    const w: WorkerSpec = base;
+    if (lifecycle !== null) w.lifecycle = lifecycle;
+    return w;
   });
 }
 
@@ -212,6 +262,9 @@ function config004Arb(
     affinityLoadMargin: on.has("cacheKeys")
       ? fc.integer({ min: 0, max: 3 })
       : fc.constant(2),
+    lifecycleTaskTimeoutMs: on.has("lifecycle")
+      ? fc.integer({ min: 300, max: 4_000 })
+      : fc.constant(3_000),
   });
 }
 
@@ -244,10 +297,17 @@ export function scenarioArb(): fc.Arbitrary<Scenario> {
         ...Array.from({ length: nWorkers }, (_, i) => workerArb(i, on, endMs)),
       ),
       clients: fc.array(clientArb(on, endMs), { maxLength: 60, size: "max" }),
-      load: fc.constant([]),
+      load: fc.constant<LoadSpec[]>([]),
       shutdownAtMs: on.has("shutdown")
         ? fc.option(fc.integer({ min: 0, max: endMs }), { nil: null, freq: 3 })
         : fc.constant(null),
+      operators: on.has("lifecycle")
+        ? fc.array(operatorArb(endMs), { minLength: 1, maxLength: 2 })
+        : fc.constant<OperatorSpec[]>([]),
+    }).map(({ operators, ...base }) => {
+      const s: Scenario = base;
+      if (operators.length > 0) s.operators = operators;
+      return s;
     });
   });
 }
@@ -273,6 +333,10 @@ export function swarmOf(s: Scenario): string[] {
     s.config.defaultRateLimit != null ||
     Object.keys(s.config.rateLimits ?? {}).length > 0
   ) kinds.add("rateLimits");
+  if (
+    s.workers.some((w) => w.lifecycle !== undefined) ||
+    (s.operators ?? []).length > 0
+  ) kinds.add("lifecycle");
   const w = s.config.priorityWeights;
   if (w !== undefined && (w.high !== 8 || w.normal !== 4 || w.low !== 1)) {
     kinds.add("weights");

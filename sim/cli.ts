@@ -117,6 +117,12 @@ function main(argv: string[]): number {
         }`,
       );
     }
+    if (r.lifecycle.tasks > 0) {
+      const l = r.lifecycle;
+      console.log(
+        `lifecycle: tasks ${l.tasks} (sent to ${l.sent} worker(s)), completed ${l.completed}, failed ${l.failed} (refused ${l.refused}, timed-out parts ${l.timedOut}, parts lost with their worker ${l.workerLeft})`,
+      );
+    }
     if (r.ok) return 0;
     const traced = runScenario(
       scenario,

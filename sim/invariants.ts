@@ -6,10 +6,16 @@
 import {
   type Effect,
   type Event,
+  EXTENSION_CAPABILITIES,
+  EXTENSION_LIFECYCLE,
+  type LifecycleOperation,
+  type LifecycleStatus,
+  type LifecycleTaskView,
   type Priority,
   queueDepth,
   type RateLimit,
   type State,
+  SUPPORTED_EXTENSIONS,
 } from "../core/mod.ts";
 
 export const INVARIANTS = {
@@ -42,7 +48,14 @@ export const INVARIANTS = {
     "004 per tenant, admissions in any sliding window never exceed the limit; 429 only when the window is full (never under- or over-counted)",
   cacheAffinity:
     "004 a cache key goes to the worker that served it last unless that worker is busier than the least-loaded one by more than the margin",
-  liveness: "C34 heal phase: every request ends within bounded steps",
+  extensionFramesOnlyToNegotiated:
+    "I9 extension frames (lifecycle_request) go only to workers that listed the extension; register_ack carries extensions only for workers that sent the field; unnegotiated capabilities are ignored",
+  lifecycleTaskEndsOnce:
+    "I9 every lifecycle task ends (completed or failed) exactly once: on its worker's final report, when its worker leaves, or by lifecycleTaskTimeoutMs plus one tick",
+  lifecycleOnlyToCapable:
+    "I9 lifecycle operations go only to registered, non-draining workers that negotiated lifecycle-v1 (the named target if any; holders of the model for unload and model flush), and are refused only when no such worker exists",
+  liveness:
+    "C34 heal phase: every request and lifecycle task ends within bounded steps",
 } as const;
 export type InvariantName = keyof typeof INVARIANTS;
 
@@ -67,6 +80,34 @@ export type ObserverConfig = {
   rateLimits: Record<string, RateLimit>;
   defaultRateLimit: RateLimit | null;
   affinityLoadMargin: number;
+  lifecycleTaskTimeoutMs: number;
+};
+
+/** Server -> worker frames that belong to an extension, and which one. */
+const EXTENSION_FRAMES: Record<string, string> = {
+  lifecycle_request: EXTENSION_LIFECYCLE,
+};
+const BASE_FRAMES = new Set([
+  "register_ack",
+  "request",
+  "cancel",
+  "ping",
+  "graceful_shutdown",
+  "models_refresh",
+]);
+
+/** A lifecycle task as the observer sees it (issue 9). */
+type MTask = {
+  id: string;
+  createdAtMs: number;
+  operation: LifecycleOperation;
+  model: string | null;
+  target: string | null;
+  /** Connections it was sent to. */
+  sent: Set<string>;
+  /** Part status per connection, as last reported by lifecycleTaskChanged. */
+  parts: Map<string, LifecycleStatus>;
+  ended: boolean;
 };
 
 /** Scheduling measurements the named scenarios assert on (spec 004). */
@@ -132,6 +173,12 @@ type MWorker = {
   level: number | null;
   levelSeq: number;
   advertised: { models: string[]; max: number; load: number } | null;
+  /** register.extensions as sent (null: no field), undefined before register. */
+  listed: string[] | null | undefined;
+  /** Extensions both sides speak, once acked. */
+  ext: Set<string>;
+  /** Models it reported loaded or loading (capabilities-v1, when accepted). */
+  reported: Set<string>;
 };
 
 type Ended = {
@@ -203,6 +250,19 @@ export class Observer {
     rateLimited: 0,
     affinityHits: 0,
   };
+  // -- lifecycle (issue 9) -------------------------------------------------------
+  readonly #tasks = new Map<string, MTask>();
+  #openTasks = 0;
+  /** Lifecycle statistics the scenario tests assert on. */
+  readonly lifecycle = {
+    tasks: 0,
+    sent: 0,
+    completed: 0,
+    failed: 0,
+    refused: 0,
+    timedOut: 0,
+    workerLeft: 0,
+  };
   checks = 0;
   violation: Violation | null = null;
 
@@ -215,6 +275,10 @@ export class Observer {
   #finishedNow = new Set<string>();
   #cancelsNow = new Set<string>();
   #dropped = false;
+  #droppedConns = new Set<string>();
+  #tasksChangedNow = new Set<string>();
+  #finalReport: { task: MTask; conn: string; status: LifecycleStatus } | null =
+    null;
 
   constructor(c: ObserverConfig, tickMs: number) {
     this.#c = c;
@@ -223,6 +287,11 @@ export class Observer {
 
   get openCount(): number {
     return this.#reqs.size;
+  }
+
+  /** Lifecycle tasks not yet completed or failed. */
+  get openTasks(): number {
+    return this.#openTasks;
   }
 
   #fail(name: InvariantName, message: string): void {
@@ -250,8 +319,40 @@ export class Observer {
     this.#finishedNow.clear();
     this.#cancelsNow.clear();
     this.#dropped = false;
+    if (this.#droppedConns.size > 0) this.#droppedConns.clear();
+    if (this.#tasksChangedNow.size > 0) this.#tasksChangedNow.clear();
+    this.#finalReport = null;
     this.#stepLevelSeq = this.#levelSeq;
     switch (e.kind) {
+      case "lifecycleRequested": {
+        this.#check(
+          !this.#tasks.has(e.taskId),
+          "lifecycleTaskEndsOnce",
+          () => `lifecycle task id "${e.taskId}" reused`,
+        );
+        this.#tasks.set(e.taskId, {
+          id: e.taskId,
+          createdAtMs: e.atMs,
+          operation: e.operation,
+          model: e.modelId,
+          target: e.workerId,
+          sent: new Set(),
+          parts: new Map(),
+          ended: false,
+        });
+        this.#openTasks++;
+        this.lifecycle.tasks++;
+        return;
+      }
+      case "lifecycleProgressReceived": {
+        const t = this.#tasks.get(e.taskId);
+        if (
+          e.status !== "running" && t !== undefined && !t.ended &&
+          t.sent.has(e.workerId) && t.parts.get(e.workerId) === "running" &&
+          this.#workers.get(e.workerId)?.registered === true
+        ) this.#finalReport = { task: t, conn: e.workerId, status: e.status };
+        return;
+      }
       case "requestReceived":
         this.#check(
           !this.#reqs.has(e.requestId) && !this.#ended.has(e.requestId),
@@ -286,6 +387,7 @@ export class Observer {
             max: e.maxConcurrent,
             load: e.currentLoad,
           };
+          w.listed = e.extensions ?? null;
         }
         return;
       }
@@ -398,6 +500,7 @@ export class Observer {
     if (w === undefined) return;
     this.#workers.delete(conn);
     this.#dropped = true;
+    this.#droppedConns.add(conn);
     for (const id of w.assigned) {
       const r = this.#reqs.get(id);
       if (r !== undefined && r.status === "dispatched") {
@@ -426,8 +529,13 @@ export class Observer {
           level: null,
           levelSeq: 0,
           advertised: null,
+          listed: undefined,
+          ext: new Set(),
+          reported: new Set(),
         });
         return;
+      case "lifecycleTaskChanged":
+        return this.#taskChanged(f.task);
       case "closeWorker":
         this.#dropConn(f.workerId);
         return;
@@ -664,7 +772,25 @@ export class Observer {
           "eligibleWorker",
           () => `${w.conn} acked ${m.models} beyond advertised ${adv}`,
         );
+        const listed = w.listed ?? null;
+        this.#check(
+          (m.extensions != null) === (listed !== null),
+          "extensionFramesOnlyToNegotiated",
+          () =>
+            `register_ack to ${w.conn} ${
+              m.extensions == null ? "without" : "with"
+            } extensions, but its register ${
+              listed === null ? "had no extensions field" : `listed ${listed}`
+            }`,
+        );
+        w.ext = new Set(
+          SUPPORTED_EXTENSIONS.filter((x) => listed?.includes(x) === true),
+        );
         w.registered = true;
+        // The core keeps its workers in registration order and frees cancel graces at
+        // a tick in that order, so the observer files them in the same order.
+        this.#workers.delete(w.conn);
+        this.#workers.set(w.conn, w);
         w.acked = new Set(m.models.filter((x) => x !== "*"));
         w.wildcard = m.models.includes("*");
         w.max = clampMax(w.advertised.max, this.#c);
@@ -697,8 +823,269 @@ export class Observer {
       }
       case "request":
         return this.#dispatch(f.workerId, w, m.request_id);
-      default:
+      default: {
+        const needs = EXTENSION_FRAMES[m.type];
+        this.#check(
+          BASE_FRAMES.has(m.type) ||
+            (needs !== undefined && w?.registered === true && w.ext.has(needs)),
+          "extensionFramesOnlyToNegotiated",
+          () =>
+            `${m.type} sent to ${f.workerId}, which ${
+              w === undefined
+                ? "is not connected"
+                : !w.registered
+                ? "is not registered"
+                : w.listed == null
+                ? "sent no extensions field (original-style)"
+                : `listed only ${w.listed}`
+            }`,
+        );
+        if (m.type === "lifecycle_request") {
+          this.#lifecycleSent(f.workerId, w, m.task_id, m.operation, m.params);
+        }
         return;
+      }
+    }
+  }
+
+  // -- lifecycle (issue 9) ------------------------------------------------------
+
+  /** The core's `workerHasModel`, on the observer's view. */
+  #holds(w: MWorker, model: string): boolean {
+    return w.acked.has(model) || w.reported.has(model);
+  }
+
+  #capable(w: MWorker): boolean {
+    return w.registered && !w.draining && w.ext.has(EXTENSION_LIFECYCLE);
+  }
+
+  #lifecycleSent(
+    conn: string,
+    w: MWorker | undefined,
+    taskId: string,
+    operation: LifecycleOperation,
+    params: Record<string, unknown>,
+  ): void {
+    const e = this.#event;
+    const t = this.#tasks.get(taskId);
+    this.#check(
+      e?.kind === "lifecycleRequested" && e.taskId === taskId &&
+        e.operation === operation && t !== undefined && !t.sent.has(conn),
+      "lifecycleOnlyToCapable",
+      () =>
+        `lifecycle_request ${taskId} (${operation}) to ${conn} on ${e?.kind} (not its own lifecycleRequested, or sent twice)`,
+    );
+    if (t === undefined || e?.kind !== "lifecycleRequested") return;
+    this.lifecycle.sent++;
+    t.sent.add(conn);
+    this.#check(
+      w !== undefined && this.#capable(w),
+      "lifecycleOnlyToCapable",
+      () =>
+        `${taskId} (${operation}) sent to ${conn}, which is ${
+          w === undefined
+            ? "not connected"
+            : !w.registered
+            ? "not registered"
+            : w.draining
+            ? "draining"
+            : "not lifecycle-v1"
+        }`,
+    );
+    this.#check(
+      e.workerId === null || e.workerId === conn,
+      "lifecycleOnlyToCapable",
+      () => `${taskId} (${operation}) for ${e.workerId} went to ${conn}`,
+    );
+    this.#check(
+      e.modelId === null || params.modelId === e.modelId,
+      "lifecycleOnlyToCapable",
+      () =>
+        `${taskId} for model ${e.modelId} sent with params.modelId ${params.modelId}`,
+    );
+    const modelScoped = operation === "model-unload" ||
+      (operation === "cache-flush" && this.#scope(e) === "model");
+    if (modelScoped && e.workerId === null && w !== undefined) {
+      this.#check(
+        this.#holds(w, e.modelId ?? ""),
+        "lifecycleOnlyToCapable",
+        () =>
+          `${taskId} (${operation} ${e.modelId}) sent to ${conn}, which does not hold the model`,
+      );
+    }
+  }
+
+  #scope(e: Extract<Event, { kind: "lifecycleRequested" }>): string {
+    const s = e.params.scope;
+    return typeof s === "string" ? s : e.modelId === null ? "all" : "model";
+  }
+
+  /** Whether a worker that could carry the operation exists (the task must not be refused then). */
+  #carrierExists(e: Extract<Event, { kind: "lifecycleRequested" }>): boolean {
+    if (this.#shutdownDeadline !== null) return false;
+    if (e.workerId !== null) {
+      const w = this.#workers.get(e.workerId);
+      return w !== undefined && this.#capable(w);
+    }
+    const modelScoped = e.operation === "model-unload" ||
+      (e.operation === "cache-flush" && this.#scope(e) === "model");
+    for (const w of this.#workers.values()) {
+      if (!this.#capable(w)) continue;
+      if (!modelScoped || this.#holds(w, e.modelId ?? "")) return true;
+    }
+    return false;
+  }
+
+  #taskChanged(v: LifecycleTaskView): void {
+    const t = this.#tasks.get(v.id);
+    this.#check(
+      t !== undefined && !t.ended,
+      "lifecycleTaskEndsOnce",
+      () =>
+        `lifecycleTaskChanged for ${
+          t === undefined ? "unknown" : "already ended"
+        } task ${v.id} (${v.status})`,
+    );
+    if (t === undefined || t.ended) return;
+    this.#tasksChangedNow.add(t.id);
+    const e = this.#event!;
+    this.#check(
+      v.parts.length === t.sent.size &&
+        v.parts.every((p) => t.sent.has(p.workerId)),
+      "lifecycleOnlyToCapable",
+      () =>
+        `${t.id} has parts on ${
+          v.parts.map((p) => p.workerId)
+        } but was sent to ${[...t.sent]}`,
+    );
+    let running = 0;
+    for (const p of v.parts) {
+      const before = t.parts.get(p.workerId) ?? "running";
+      if (p.status === "running") running++;
+      if (before !== "running") {
+        this.#check(
+          p.status === before,
+          "lifecycleTaskEndsOnce",
+          () =>
+            `${t.id} part on ${p.workerId} went from ${before} to ${p.status}`,
+        );
+      } else if (p.status === "completed") {
+        this.#check(
+          e.kind === "lifecycleProgressReceived" && e.taskId === t.id &&
+            e.workerId === p.workerId && e.status === "completed",
+          "lifecycleTaskEndsOnce",
+          () =>
+            `${t.id} part on ${p.workerId} completed on ${e.kind} without its worker's report`,
+        );
+      } else if (p.status === "failed") {
+        const reported = e.kind === "lifecycleProgressReceived" &&
+          e.taskId === t.id && e.workerId === p.workerId &&
+          e.status === "failed";
+        const left = this.#droppedConns.has(p.workerId);
+        const timedOut = e.kind === "tick" &&
+          e.atMs >= t.createdAtMs + this.#c.lifecycleTaskTimeoutMs;
+        if (left) this.lifecycle.workerLeft++;
+        if (timedOut && !reported && !left) this.lifecycle.timedOut++;
+        this.#check(
+          reported || left || timedOut,
+          "lifecycleTaskEndsOnce",
+          () =>
+            `${t.id} part on ${p.workerId} failed on ${e.kind} at ${e.atMs} (created ${t.createdAtMs}) without a report, a disconnect or its timeout`,
+        );
+      }
+      t.parts.set(p.workerId, p.status);
+    }
+    if (v.status === "running") {
+      this.#check(
+        running > 0,
+        "lifecycleTaskEndsOnce",
+        () => `${t.id} still running with no running part`,
+      );
+      return;
+    }
+    t.ended = true;
+    this.#openTasks--;
+    if (v.status === "completed") this.lifecycle.completed++;
+    else this.lifecycle.failed++;
+    this.#check(
+      running === 0 && (v.status === "failed" || v.parts.length > 0) &&
+        (v.status !== "completed" ||
+          v.parts.every((p) => p.status === "completed")) &&
+        (v.status !== "failed" || v.error !== null),
+      "lifecycleTaskEndsOnce",
+      () =>
+        `${t.id} ended ${v.status} with parts ${
+          v.parts.map((p) => `${p.workerId}:${p.status}`)
+        } (error ${v.error?.code})`,
+    );
+    if (v.parts.length === 0 && e.kind === "lifecycleRequested") {
+      this.lifecycle.refused++;
+      this.#check(
+        !this.#carrierExists(e),
+        "lifecycleOnlyToCapable",
+        () =>
+          `${t.id} (${t.operation} ${t.model} target ${t.target}) refused ${v.error?.status} ${v.error?.code} while a capable worker is connected`,
+      );
+    }
+  }
+
+  /** After each step: lifecycle promises that span the whole step. */
+  #afterLifecycle(e: Event, state: State): void {
+    if (e.kind === "lifecycleRequested") {
+      this.#check(
+        this.#tasksChangedNow.has(e.taskId),
+        "lifecycleTaskEndsOnce",
+        () => `${e.taskId} requested without a lifecycleTaskChanged`,
+      );
+    }
+    const fr = this.#finalReport;
+    if (fr !== null) {
+      this.#check(
+        fr.task.parts.get(fr.conn) === fr.status,
+        "lifecycleTaskEndsOnce",
+        () =>
+          `${fr.conn} reported ${fr.task.id} ${fr.status}, but its part is ${
+            fr.task.parts.get(fr.conn)
+          }`,
+      );
+    }
+    if (e.kind === "capabilitiesReceived") {
+      const w = this.#workers.get(e.workerId);
+      if (w?.registered === true) {
+        if (w.ext.has(EXTENSION_CAPABILITIES)) {
+          const m = e.capabilities.models;
+          w.reported = new Set([
+            ...(m?.loaded ?? []).map((x) => x.id),
+            ...(m?.loading ?? []).map((x) => x.id),
+          ]);
+        } else {
+          this.#check(
+            (state.workers.get(e.workerId)?.capabilities ?? null) === null,
+            "extensionFramesOnlyToNegotiated",
+            () =>
+              `capabilities from ${e.workerId} kept although it listed ${w.listed}`,
+          );
+        }
+      }
+    }
+    if (this.#openTasks === 0) return;
+    const ticked = e.kind === "tick";
+    if (!ticked && this.#droppedConns.size === 0) return;
+    for (const t of this.#tasks.values()) {
+      if (t.ended) continue;
+      for (const conn of t.sent) {
+        this.#check(
+          !this.#droppedConns.has(conn) || t.parts.get(conn) !== "running",
+          "lifecycleTaskEndsOnce",
+          () => `${t.id} part on ${conn} still running after its worker left`,
+        );
+      }
+      this.#check(
+        !ticked || t.createdAtMs + this.#c.lifecycleTaskTimeoutMs > e.atMs,
+        "lifecycleTaskEndsOnce",
+        () =>
+          `${t.id} (${t.operation}, created ${t.createdAtMs}) still running at tick ${e.atMs}, past its ${this.#c.lifecycleTaskTimeoutMs} ms timeout`,
+      );
     }
   }
 
@@ -1085,6 +1472,7 @@ export class Observer {
         }
       }
     }
+    this.#afterLifecycle(e, state);
     if (e.kind === "tick") this.#afterTick(e.atMs, state);
   }
 

@@ -1,7 +1,12 @@
 // Deliberately broken cores (TigerBeetle's canary): each wraps the real reducer
 // and breaks one promise. A test asserts that the default sweep catches every
 // one, which proves the invariants can fail (conventions §6, P5).
-import { type Effect, reduce, type State } from "../core/mod.ts";
+import {
+  type Effect,
+  EXTENSION_LIFECYCLE,
+  reduce,
+  type State,
+} from "../core/mod.ts";
 import type { ReduceFn } from "./run_scenario.ts";
 
 export type Mutant = {
@@ -223,6 +228,68 @@ function affinityIgnoresLoad(): ReduceFn {
   };
 }
 
+// -- issue 9 protocol extensions and lifecycle tasks --------------------------------
+
+function lifecycleToUnnegotiated(): ReduceFn {
+  // Assumes every registered worker speaks lifecycle-v1 (negotiation skipped), so
+  // lifecycle_request frames reach original-style workers.
+  return (state, event) => {
+    const out = reduce(state, event);
+    if (event.kind === "registerReceived") {
+      const w = state.workers.get(event.workerId);
+      if (w !== undefined && !w.extensions.includes(EXTENSION_LIFECYCLE)) {
+        w.extensions = [...w.extensions, EXTENSION_LIFECYCLE];
+      }
+    }
+    return out;
+  };
+}
+
+function ackExtensionsToOriginal(): ReduceFn {
+  // Answers an original-style register as if it had listed an empty extension set.
+  return (state, event) =>
+    reduce(
+      state,
+      event.kind === "registerReceived" && event.extensions === undefined
+        ? { ...event, extensions: [] }
+        : event,
+    );
+}
+
+function dropLifecycleCompletion(): ReduceFn {
+  // A worker's "completed" report is lost: the part waits for its timeout instead.
+  return (state, event) => {
+    if (
+      event.kind === "lifecycleProgressReceived" && event.status === "completed"
+    ) {
+      if (event.atMs > state.nowMs) state.nowMs = event.atMs;
+      return { state, effects: [] };
+    }
+    return reduce(state, event);
+  };
+}
+
+function noLifecycleTimeout(): ReduceFn {
+  // A part whose worker never answers runs forever (no task deadline).
+  return (state, event) => {
+    if (state.config.lifecycleTaskTimeoutMs < 1_000_000_000) {
+      state.config = { ...state.config, lifecycleTaskTimeoutMs: 1_000_000_000 };
+    }
+    return reduce(state, event);
+  };
+}
+
+function lifecycleIgnoresTarget(): ReduceFn {
+  // The operator's chosen worker is dropped: the core picks on its own.
+  return (state, event) =>
+    reduce(
+      state,
+      event.kind === "lifecycleRequested"
+        ? { ...event, workerId: null }
+        : event,
+    );
+}
+
 export const MUTANTS: readonly Mutant[] = [
   {
     name: "skip_requeue_cap",
@@ -298,5 +365,36 @@ export const MUTANTS: readonly Mutant[] = [
     name: "affinity_ignores_load",
     breaks: "004 cache affinity yields to a much less loaded worker",
     make: affinityIgnoresLoad,
+  },
+  {
+    name: "lifecycle_to_unnegotiated",
+    breaks: "I9 extension frames only to workers that listed the extension",
+    make: lifecycleToUnnegotiated,
+    scenario: "model_lifecycle",
+  },
+  {
+    name: "ack_extensions_to_original",
+    breaks:
+      "I9 register_ack carries extensions only for workers that sent the field",
+    make: ackExtensionsToOriginal,
+    scenario: "model_lifecycle",
+  },
+  {
+    name: "drop_lifecycle_completion",
+    breaks: "I9 a worker's final report ends its part of the task",
+    make: dropLifecycleCompletion,
+    scenario: "model_lifecycle",
+  },
+  {
+    name: "no_lifecycle_timeout",
+    breaks: "I9 a task whose worker never answers fails by its timeout",
+    make: noLifecycleTimeout,
+    scenario: "model_lifecycle",
+  },
+  {
+    name: "lifecycle_ignores_target",
+    breaks: "I9 an operation naming a worker goes to that worker only",
+    make: lifecycleIgnoresTarget,
+    scenario: "model_lifecycle",
   },
 ];

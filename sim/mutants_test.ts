@@ -25,6 +25,11 @@ const EXPECTED: Record<string, string[]> = {
   rate_forgets_window: ["rateLimit"],
   tenant_queue_unbounded: ["queueBound"],
   affinity_ignores_load: ["cacheAffinity"],
+  lifecycle_to_unnegotiated: ["extensionFramesOnlyToNegotiated"],
+  ack_extensions_to_original: ["extensionFramesOnlyToNegotiated"],
+  drop_lifecycle_completion: ["lifecycleTaskEndsOnce"],
+  no_lifecycle_timeout: ["lifecycleTaskEndsOnce"],
+  lifecycle_ignores_target: ["lifecycleOnlyToCapable"],
 };
 
 Deno.test("every mutant has an expected catcher", () => {

@@ -22,6 +22,7 @@ import {
   type Scenario,
   SIM_CONFIG_DEFAULTS,
 } from "./scenario.ts";
+import type { LifecycleOperation } from "../core/mod.ts";
 import { effectLine, eventLine, TraceHash } from "./trace.ts";
 import { VirtualClient } from "./virtual_client.ts";
 import { VirtualWorker } from "./virtual_worker.ts";
@@ -54,6 +55,8 @@ export type RunResult = {
   trace: string[];
   /** Spec 004 scheduling measurements (dispatches per class, waits per tenant, 429s). */
   sched: SchedStats;
+  /** Lifecycle task counts (issue 9): requested, sent, completed, failed, refused, timed out, worker left. */
+  lifecycle: Observer["lifecycle"];
 };
 
 export function simConfig(s: Scenario): Config {
@@ -88,6 +91,54 @@ export function expandClients(s: Scenario, prng: Prng): ClientSpec[] {
     .map((x) => x.c);
 }
 
+/** One lifecycle operation an operator issues (issue 9). */
+export type OperatorOp = {
+  atMs: number;
+  operation: LifecycleOperation;
+  modelId: string | null;
+  params: Record<string, unknown>;
+  /** A worker's spec name (resolved to its connection when issued), or null: the core picks. */
+  target: string | null;
+};
+
+/** Expands the operators into concrete operations with their own PRNG stream. */
+export function expandOperators(
+  s: Scenario,
+  prng: Prng,
+  workerNames: readonly string[],
+): OperatorOp[] {
+  const out: OperatorOp[] = [];
+  for (const o of s.operators ?? []) {
+    for (let i = 0; i < o.count; i++) {
+      const roll = prng.int(0, 99);
+      const operation: LifecycleOperation = roll < o.loadPct
+        ? "model-load"
+        : roll < o.loadPct + o.unloadPct
+        ? "model-unload"
+        : "cache-flush";
+      const model = prng.pick(o.models);
+      const scoped = operation !== "cache-flush" || prng.chance(1, 2);
+      const params: Record<string, unknown> = operation === "cache-flush"
+        ? (scoped
+          ? { scope: "model" }
+          : prng.chance(1, 2)
+          ? { scope: "all" }
+          : {})
+        : {};
+      out.push({
+        atMs: prng.int(o.fromMs, o.toMs),
+        operation,
+        modelId: scoped ? model : null,
+        params,
+        target: workerNames.length > 0 && prng.chance(o.targetPct, 100)
+          ? prng.pick(workerNames)
+          : null,
+      });
+    }
+  }
+  return out;
+}
+
 export function runScenario(
   scenario: Scenario,
   seed: bigint,
@@ -120,6 +171,7 @@ export function runScenario(
     rateLimits: config.rateLimits,
     defaultRateLimit: config.defaultRateLimit,
     affinityLoadMargin: config.affinityLoadMargin,
+    lifecycleTaskTimeoutMs: config.lifecycleTaskTimeoutMs,
   }, scenario.tickMs);
   let now = 0;
 
@@ -148,6 +200,10 @@ export function runScenario(
     const name = conn.slice(0, dot);
     return workers.find((w) => w.spec.name === name);
   };
+  // Forked last and only when used, so runs without operators keep their streams.
+  const ops = (scenario.operators ?? []).length === 0
+    ? []
+    : expandOperators(scenario, root.fork(), workers.map((w) => w.spec.name));
   const specs = expandClients(scenario, clientPrng);
   const clients = specs.map((c, i) => new VirtualClient(c, `r${i}`, world));
   const clientById = new Map(clients.map((c) => [c.requestId, c]));
@@ -189,17 +245,25 @@ export function runScenario(
       event: { kind: "shutdownRequested", atMs: scenario.shutdownAtMs },
     });
   }
+  ops.forEach((o, i) => queue.push(o.atMs, { kind: "operator", op: i }));
   queue.push(scenario.tickMs, { kind: "tick" });
 
   const lastArrival = specs.reduce((m, c) => Math.max(m, c.atMs), 0);
-  const horizonMs =
-    Math.max(scenario.faultsEndMs, lastArrival, scenario.shutdownAtMs ?? 0) +
+  const lastOp = ops.reduce((m, o) => Math.max(m, o.atMs), 0);
+  const horizonMs = Math.max(
+    scenario.faultsEndMs,
+    lastArrival,
+    lastOp,
+    scenario.shutdownAtMs ?? 0,
+  ) +
     config.requestTimeoutMs + config.queueTimeoutMs + maxStreamMs +
     config.drainTimeoutMs +
-    config.heartbeatTimeoutMs + 4 * scenario.tickMs;
+    config.heartbeatTimeoutMs + 4 * scenario.tickMs +
+    (ops.length === 0 ? 0 : config.lifecycleTaskTimeoutMs);
 
   let steps = 0;
   let arrived = 0;
+  let issued = 0;
   let failingEvent: string | null = null;
 
   const route = (f: Effect): void => {
@@ -263,11 +327,12 @@ export function runScenario(
     now = item.atMs;
     if (
       arrived === clients.length && observer.openCount === 0 &&
+      issued === ops.length && observer.openTasks === 0 &&
       now >= scenario.faultsEndMs
     ) break;
     if (now > horizonMs || steps >= maxSteps) {
       observer.failLiveness(
-        `${observer.openCount} request(s) still open at ${now} ms after ${steps} steps (horizon ${horizonMs} ms, step bound ${maxSteps})`,
+        `${observer.openCount} request(s) and ${observer.openTasks} lifecycle task(s) still open at ${now} ms after ${steps} steps (horizon ${horizonMs} ms, step bound ${maxSteps})`,
       );
       failingEvent = `${now} (liveness bound)`;
       break;
@@ -293,6 +358,27 @@ export function runScenario(
       case "job":
         workers[a.host]!.onJob(now, a.conn, a.requestId);
         break;
+      case "lifecycle":
+        workers[a.host]!.onLifecycle(now, a.conn, a.taskId);
+        break;
+      case "operator": {
+        const o = ops[a.op]!;
+        issued++;
+        const target = o.target === null
+          ? null
+          : (workers.find((w) => w.spec.name === o.target)?.conn ??
+            `${o.target}.0`);
+        step({
+          kind: "lifecycleRequested",
+          atMs: now,
+          taskId: `op${a.op}`,
+          operation: o.operation,
+          modelId: o.modelId,
+          params: o.params,
+          workerId: target,
+        });
+        break;
+      }
       case "host": {
         const w = workers[a.host]!;
         if (a.what === "connect") {
@@ -310,8 +396,13 @@ export function runScenario(
       }
     }
   }
-  if (observer.violation === null && observer.openCount > 0) {
-    observer.failLiveness(`${observer.openCount} request(s) never ended`);
+  if (
+    observer.violation === null &&
+    (observer.openCount > 0 || observer.openTasks > 0)
+  ) {
+    observer.failLiveness(
+      `${observer.openCount} request(s) and ${observer.openTasks} lifecycle task(s) never ended`,
+    );
     failingEvent = `${now} (end of run)`;
   }
   const v = observer.violation as Violation | null;
@@ -326,5 +417,6 @@ export function runScenario(
     checks: observer.checks,
     trace,
     sched: observer.sched,
+    lifecycle: observer.lifecycle,
   };
 }

@@ -45,6 +45,45 @@ export type WorkerSpec = {
   /** After its socket closes for any reason, it reconnects after this delay (null: only in heal). */
   reconnectAfterMs: number | null;
   faults: WorkerFault[];
+  /** Spec 004 lifecycle behaviour (issue 9); absent: an original-style worker. */
+  lifecycle?: WorkerLifecycle;
+};
+
+/**
+ * How a worker speaks the protocol extensions (issue 9). Shares are num/den with
+ * `den`; a task's fate is drawn once: crash mid-task, never answer, fail, else
+ * complete. Every worker without this spec is original-style: no `extensions`
+ * field in register, and it never sends an extension frame.
+ */
+export type WorkerLifecycle = {
+  /** Listed in register.extensions; null: the field is absent (original-style). */
+  extensions: string[] | null;
+  /** Delay before each progress report of a task. */
+  stepMs: Range;
+  /** "running" reports before the final one. */
+  steps: Range;
+  failNum: number;
+  hangNum: number;
+  crashNum: number;
+  den: number;
+  /** Sends `capabilities` frames (after register_ack and after each change), even if not negotiated. */
+  sendsCapabilities: boolean;
+  /** Models its backend can load (capabilities.models.available). */
+  available: string[];
+};
+
+/** Operators issuing lifecycle operations (`lifecycleRequested`) at random times. */
+export type OperatorSpec = {
+  count: number;
+  fromMs: number;
+  toMs: number;
+  /** Models named by load / unload / model-scoped flush. */
+  models: string[];
+  /** Percentages 0..100: load and unload; the rest are cache flushes. */
+  loadPct: number;
+  unloadPct: number;
+  /** Share of operations naming a target worker (by its spec name; resolved to its current connection). */
+  targetPct: number;
 };
 
 export type ClientSpec = {
@@ -99,6 +138,8 @@ export type ScenarioConfig = {
   rateLimits?: Record<string, RateLimit>;
   defaultRateLimit?: RateLimit | null;
   affinityLoadMargin?: number;
+  /** Issue 9: a lifecycle task part with no final report fails after this long. */
+  lifecycleTaskTimeoutMs?: number;
 };
 
 export type Scenario = {
@@ -113,6 +154,8 @@ export type Scenario = {
   load: LoadSpec[];
   /** Server shutdown (C30) at this time, if set. */
   shutdownAtMs: number | null;
+  /** Lifecycle operators (issue 9); absent: none. */
+  operators?: OperatorSpec[];
 };
 
 /** Short timeouts so runs stay small; a scenario overrides any of them. */
@@ -133,6 +176,7 @@ export const SIM_CONFIG_DEFAULTS: Required<ScenarioConfig> = {
   rateLimits: {},
   defaultRateLimit: null,
   affinityLoadMargin: 2,
+  lifecycleTaskTimeoutMs: 3_000,
 };
 
 export function worker(
@@ -152,6 +196,37 @@ export function worker(
     onCancel: "ack",
     reconnectAfterMs: null,
     faults: [],
+    ...overrides,
+  };
+}
+
+/** A worker that negotiates both extensions and answers every task. */
+export function lifecycle(
+  overrides: Partial<WorkerLifecycle> = {},
+): WorkerLifecycle {
+  return {
+    extensions: ["capabilities-v1", "lifecycle-v1"],
+    stepMs: [50, 400],
+    steps: [0, 3],
+    failNum: 0,
+    hangNum: 0,
+    crashNum: 0,
+    den: 10,
+    sendsCapabilities: true,
+    available: ["m1", "m2", "m3"],
+    ...overrides,
+  };
+}
+
+export function operators(overrides: Partial<OperatorSpec> = {}): OperatorSpec {
+  return {
+    count: 20,
+    fromMs: 100,
+    toMs: 5_000,
+    models: ["m1", "m2", "m3"],
+    loadPct: 40,
+    unloadPct: 30,
+    targetPct: 40,
     ...overrides,
   };
 }

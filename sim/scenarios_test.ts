@@ -15,6 +15,7 @@ const NAMES = [
   "noisy_tenant",
   "low_priority_burst_under_high",
   "rate_limited_tenants",
+  "model_lifecycle",
 ];
 
 Deno.test("every named scenario from the issues is registered", () => {
@@ -95,6 +96,19 @@ Deno.test("rate_limited_tenants: tenants over their limit get 429s, the others a
       r.sched.admitted > 100,
       `seed ${seed}: ${r.sched.admitted} admitted`,
     );
+  }
+});
+
+Deno.test("model_lifecycle: tasks complete, fail, time out, lose their worker and get refused, each ending once", () => {
+  const s = SCENARIOS.get("model_lifecycle")!;
+  for (let seed = 1n; seed <= 5n; seed++) {
+    const r = runScenario(s, seed);
+    const l = r.lifecycle;
+    const text = `seed ${seed}: ${JSON.stringify(l)}`;
+    assert.equal(l.completed + l.failed, l.tasks, text);
+    assert.ok(l.sent > 30 && l.completed > 10, text);
+    assert.ok(l.timedOut > 0 && l.workerLeft > 0 && l.refused > 5, text);
+    assert.ok(r.sched.dispatched.normal > 100, `seed ${seed}: inference ran`);
   }
 });
 

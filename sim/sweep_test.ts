@@ -28,7 +28,7 @@ Deno.test(`fixed-seed sweep: ${DEFAULT_RUNS} random scenarios hold every invaria
   );
 });
 
-Deno.test("generator balance: the sweep exercises spec 004 and keeps single-tenant runs", () => {
+Deno.test("generator balance: the sweep exercises spec 004 and lifecycle, and keeps runs without them", () => {
   const n = 400;
   const counts = {
     singleTenant: 0,
@@ -36,6 +36,14 @@ Deno.test("generator balance: the sweep exercises spec 004 and keeps single-tena
     lowHeldBack: 0,
     rateLimited: 0,
     affinity: 0,
+    // Issue 9: swarm off (no lifecycle at all), tasks sent, completed, timed out,
+    // failed because their worker left, refused (no capable worker).
+    lifecycleOff: 0,
+    lifecycleSent: 0,
+    lifecycleCompleted: 0,
+    lifecycleTimedOut: 0,
+    lifecycleWorkerLeft: 0,
+    lifecycleRefused: 0,
   };
   const samples = fc.sample(fc.tuple(scenarioArb(), fc.nat()), {
     seed: 20260501,
@@ -48,6 +56,12 @@ Deno.test("generator balance: the sweep exercises spec 004 and keeps single-tena
     if (r.sched.maxLowWait > 0) counts.lowHeldBack++;
     if (r.sched.rateLimited > 0) counts.rateLimited++;
     if (r.sched.affinityHits > 0) counts.affinity++;
+    if (!swarmOf(s).includes("lifecycle")) counts.lifecycleOff++;
+    if (r.lifecycle.sent > 0) counts.lifecycleSent++;
+    if (r.lifecycle.completed > 0) counts.lifecycleCompleted++;
+    if (r.lifecycle.timedOut > 0) counts.lifecycleTimedOut++;
+    if (r.lifecycle.workerLeft > 0) counts.lifecycleWorkerLeft++;
+    if (r.lifecycle.refused > 0) counts.lifecycleRefused++;
   }
   const text = JSON.stringify(counts);
   assert.ok(counts.singleTenant > n * 0.4, text);
@@ -55,4 +69,10 @@ Deno.test("generator balance: the sweep exercises spec 004 and keeps single-tena
   assert.ok(counts.lowHeldBack > n * 0.06, text);
   assert.ok(counts.rateLimited > n * 0.08, text);
   assert.ok(counts.affinity > n * 0.08, text);
+  assert.ok(counts.lifecycleOff > n * 0.3, text);
+  assert.ok(counts.lifecycleSent > n * 0.1, text);
+  assert.ok(counts.lifecycleCompleted > n * 0.05, text);
+  assert.ok(counts.lifecycleTimedOut > n * 0.04, text);
+  assert.ok(counts.lifecycleWorkerLeft > n * 0.05, text);
+  assert.ok(counts.lifecycleRefused > n * 0.1, text);
 });

@@ -3,7 +3,13 @@
 // reconnect later, change models, garbage frames, frames for requests that are
 // not its own). Its frames are encoded text that the run decodes with core's
 // `eventFromFrame`, so the decoder is exercised too (conventions §6, C33).
-import { type Effect, encodeFrame, type WorkerId } from "../core/mod.ts";
+import {
+  type Effect,
+  encodeFrame,
+  EXTENSION_LIFECYCLE,
+  type LifecycleOperation,
+  type WorkerId,
+} from "../core/mod.ts";
 import type { Prng } from "./prng.ts";
 import type { Range, WorkerFault, WorkerSpec } from "./scenario.ts";
 import type { World } from "./world.ts";
@@ -16,6 +22,16 @@ type Job = {
   /** Chunks after which a scoped error replaces the rest (errorReplies), or -1. */
   errorAfter: number;
   cancelled: boolean;
+};
+
+/** A lifecycle task as the worker runs it (issue 9); its fate is drawn on arrival. */
+type Task = {
+  id: string;
+  operation: LifecycleOperation;
+  model: string | null;
+  fate: "complete" | "fail" | "hang" | "crash";
+  total: number;
+  sent: number;
 };
 
 /** A chunk names its connection, request and position, so the client can check it. */
@@ -56,6 +72,7 @@ export class VirtualWorker {
   #chunksOnConn = 0;
   #lastDeliveryAtMs = 0;
   #models: string[];
+  #tasks = new Map<string, Task>();
 
   constructor(spec: WorkerSpec, index: number, prng: Prng, world: World) {
     this.spec = spec;
@@ -96,6 +113,7 @@ export class VirtualWorker {
     this.conn = `${this.spec.name}.${++this.#connCount}`;
     this.#registered = false;
     this.#jobs.clear();
+    this.#tasks.clear();
     this.#chunksOnConn = 0;
     this.#lastDeliveryAtMs = now;
     this.#world.schedule(now, {
@@ -116,6 +134,7 @@ export class VirtualWorker {
     this.conn = null;
     this.#registered = false;
     this.#jobs.clear();
+    this.#tasks.clear();
     if (!reconnect) return;
     // In the heal phase every host comes back (TigerBeetle's liveness mode).
     const delay = this.#world.faultsOn(now)
@@ -240,7 +259,8 @@ export class VirtualWorker {
   onEffect(now: number, f: Effect): void {
     if (this.conn === null) return;
     switch (f.kind) {
-      case "acceptWorker":
+      case "acceptWorker": {
+        const ext = this.spec.lifecycle?.extensions ?? null;
         this.#send(
           now,
           encodeFrame({
@@ -250,9 +270,12 @@ export class VirtualWorker {
             max_concurrent: this.spec.maxConcurrent,
             protocol_version: "2026-04-bridge-v1",
             current_load: 0,
+            // Original-style workers send no `extensions` field at all.
+            ...(ext === null ? {} : { extensions: ext }),
           }),
         );
         return;
+      }
       case "rejectWorker":
       case "closeWorker": {
         const conn = this.conn;
@@ -282,7 +305,10 @@ export class VirtualWorker {
     switch (m.type) {
       case "register_ack":
         this.#registered = true;
+        this.#sendCapabilities(now);
         return;
+      case "lifecycle_request":
+        return this.#onLifecycleRequest(now, m);
       case "request": {
         const errorReplies = this.#fault("errorReplies", now);
         const total = draw(this.#prng, this.spec.chunks);
@@ -351,6 +377,155 @@ export class VirtualWorker {
         return;
       case "graceful_shutdown":
         return; // finishes what it has; the server closes it when idle (C28)
+    }
+  }
+
+  /** Capabilities frames (capabilities-v1); a worker may send them without negotiating (ignored by the core). */
+  #sendCapabilities(now: number): void {
+    const lc = this.spec.lifecycle;
+    if (lc === undefined || !lc.sendsCapabilities || !this.#registered) return;
+    const loading: { id: string; progress: number }[] = [];
+    for (const t of this.#tasks.values()) {
+      if (t.operation === "model-load" && t.model !== null) {
+        loading.push({ id: t.model, progress: t.sent / (t.total + 1) });
+      }
+    }
+    this.#send(
+      now,
+      encodeFrame({
+        type: "capabilities",
+        capabilities: {
+          runnerType: "sim",
+          runnerId: this.spec.name,
+          models: {
+            loaded: this.#models.filter((m) => m !== "*").map((id) => ({ id })),
+            loading,
+            available: lc.available,
+          },
+          health: "ok",
+        },
+      }),
+    );
+  }
+
+  #onLifecycleRequest(
+    now: number,
+    m: Extract<
+      Extract<Effect, { kind: "sendToWorker" }>["message"],
+      { type: "lifecycle_request" }
+    >,
+  ): void {
+    const lc = this.spec.lifecycle;
+    // A worker that did not list lifecycle-v1 would not understand the frame.
+    if (lc?.extensions?.includes(EXTENSION_LIFECYCLE) !== true) return;
+    if (!this.#registered || this.#tasks.has(m.task_id)) return;
+    const roll = this.#prng.int(0, lc.den - 1);
+    const fate: Task["fate"] = roll < lc.crashNum
+      ? "crash"
+      : roll < lc.crashNum + lc.hangNum
+      ? "hang"
+      : roll < lc.crashNum + lc.hangNum + lc.failNum
+      ? "fail"
+      : "complete";
+    const model = m.params.modelId;
+    const task: Task = {
+      id: m.task_id,
+      operation: m.operation,
+      model: typeof model === "string" ? model : null,
+      fate,
+      total: draw(this.#prng, lc.steps),
+      sent: 0,
+    };
+    this.#tasks.set(task.id, task);
+    this.#scheduleTask(now, task);
+    if (task.operation === "model-load") this.#sendCapabilities(now);
+  }
+
+  #scheduleTask(now: number, task: Task): void {
+    if (this.conn === null) return;
+    this.#world.schedule(now + draw(this.#prng, this.spec.lifecycle!.stepMs), {
+      kind: "lifecycle",
+      host: this.index,
+      conn: this.conn,
+      taskId: task.id,
+    });
+  }
+
+  #progress(
+    now: number,
+    task: Task,
+    status: "running" | "completed" | "failed",
+    extra: {
+      progress?: number;
+      error?: string;
+      result?: Record<string, unknown>;
+    },
+  ): void {
+    this.#send(
+      now,
+      encodeFrame({
+        type: "lifecycle_progress",
+        task_id: task.id,
+        status,
+        ...extra,
+      }),
+    );
+  }
+
+  /** Next step of a lifecycle task: a progress report, or its end (or a crash, or silence). */
+  onLifecycle(now: number, conn: string, taskId: string): void {
+    if (conn !== this.conn) return;
+    const task = this.#tasks.get(taskId);
+    if (task === undefined) return;
+    if (task.sent < task.total) {
+      task.sent++;
+      this.#progress(now, task, "running", {
+        progress: task.sent / (task.total + 1),
+      });
+      this.#scheduleTask(now, task);
+      return;
+    }
+    this.#tasks.delete(taskId);
+    // In the heal phase a doomed task still fails or hangs, but no longer kills its worker.
+    const fate = task.fate === "crash" && !this.#world.faultsOn(now)
+      ? "complete"
+      : task.fate;
+    switch (fate) {
+      case "hang":
+        return; // never answers: the core's task timeout must end it
+      case "crash":
+        return this.crash(now, "worker process died during a lifecycle task");
+      case "fail": {
+        const unsupported = this.#prng.chance(1, 3);
+        this.#progress(now, task, "failed", {
+          error: unsupported ? "backend lacks the operation" : "backend error",
+          ...(unsupported ? { result: { status: 501 } } : {}),
+        });
+        return;
+      }
+      case "complete": {
+        this.#progress(now, task, "completed", { result: { ok: true } });
+        const before = this.#models;
+        if (task.model !== null && task.operation === "model-load") {
+          if (!before.includes(task.model)) {
+            this.#models = [...before, task.model];
+          }
+        } else if (task.model !== null && task.operation === "model-unload") {
+          this.#models = before.filter((x) => x !== task.model);
+        }
+        if (this.#models !== before) {
+          this.#send(
+            now,
+            encodeFrame({
+              type: "models_update",
+              models: this.#models,
+              current_load: this.#jobs.size,
+            }),
+          );
+        }
+        if (task.operation !== "cache-flush") this.#sendCapabilities(now);
+        return;
+      }
     }
   }
 

@@ -10,6 +10,10 @@ export type Action =
   | { kind: "frame"; conn: string; text: string }
   /** A worker's job makes progress (next chunk or completion). */
   | { kind: "job"; host: number; conn: string; requestId: string }
+  /** A worker's lifecycle task takes its next step (issue 9). */
+  | { kind: "lifecycle"; host: number; conn: string; taskId: string }
+  /** An operator issues lifecycle operation number `op` (issue 9). */
+  | { kind: "operator"; op: number }
   /** A worker host acts on its failure plan or reconnects. */
   | { kind: "host"; host: number; what: "connect" | "fault"; fault: number }
   /** A client arrives. */

@@ -18,7 +18,7 @@ const count = z.number().int().min(0).max(0xffff_ffff);
 // Negotiated, never assumed: our worker lists the extensions it speaks in
 // `register.extensions` (an added field the original server ignores); our server
 // answers with the ones it supports in `register_ack.extensions`, only to a
-// worker that listed some. Extension frames flow only when both sides listed
+// worker that sent the field. Extension frames flow only when both sides listed
 // the extension, so an original worker or server never sees an unknown frame.
 export const EXTENSION_CAPABILITIES = "capabilities-v1";
 export const EXTENSION_LIFECYCLE = "lifecycle-v1";

@@ -6,6 +6,7 @@ import { heartbeatLoss } from "./heartbeat_loss.ts";
 import { hostileWorker } from "./hostile_worker.ts";
 import { massClientAbort } from "./mass_client_abort.ts";
 import { lowPriorityBurstUnderHigh } from "./low_priority_burst_under_high.ts";
+import { modelLifecycle } from "./model_lifecycle.ts";
 import { modelUpdateRace } from "./model_update_race.ts";
 import { noisyTenant } from "./noisy_tenant.ts";
 import { queueOverflow } from "./queue_overflow.ts";
@@ -29,5 +30,6 @@ export const SCENARIOS: ReadonlyMap<string, Scenario> = new Map(
     noisyTenant,
     lowPriorityBurstUnderHigh,
     rateLimitedTenants,
+    modelLifecycle,
   ].map((s) => [s.name, s]),
 );
