@@ -58,7 +58,9 @@ function badRequest(code: string, message: string, status = 400): ClientError {
 
 function lowercaseHeaders(req: IncomingMessage): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(req.headers)) {
+  const from = req.headers;
+  for (const k in from) {
+    const v = from[k];
     if (v !== undefined) out[k] = Array.isArray(v) ? v.join(", ") : v;
   }
   return out;
@@ -88,7 +90,11 @@ function readBody(
   req.on("end", () => {
     if (finished) return;
     finished = true;
-    onDone(Buffer.concat(parts).toString("utf8"), false);
+    // Most bodies arrive in one read: decode it without Buffer.concat's copy.
+    const whole = parts.length === 1
+      ? parts[0] as Buffer
+      : Buffer.concat(parts);
+    onDone(whole.toString("utf8"), false);
   });
   req.on("error", () => {
     finished = true;
@@ -128,8 +134,13 @@ export function handleHttp(
   res: ServerResponse,
   d: HttpDeps,
 ): void {
-  const url = new URL(req.url ?? "/", "http://relay.invalid");
-  const path = url.pathname;
+  // An inference route spelled exactly is its own pathname: no URL parse on
+  // the hot path (issue 10). Anything else (a query, dot segments, escapes) is
+  // parsed as before.
+  const raw = req.url ?? "/";
+  const exact = Object.hasOwn(INFERENCE_ROUTES, raw);
+  const url = exact ? null : new URL(raw, "http://relay.invalid");
+  const path = url === null ? raw : url.pathname;
   const api = INFERENCE_ROUTES[path];
   if (api !== undefined) {
     if (req.method !== "POST") {
@@ -175,7 +186,10 @@ export function handleHttp(
       },
     });
   }
-  if (d.extraRoutes?.(req, res, url) === true) return;
+  if (
+    d.extraRoutes?.(req, res, url ?? new URL(raw, "http://relay.invalid")) ===
+      true
+  ) return;
   sendError(
     res,
     "openai",
