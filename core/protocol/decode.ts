@@ -106,14 +106,33 @@ export function decodeWorkerFrame(
       "response_chunk needs string request_id and chunk",
     );
   }
-  if (type === "response_complete") {
-    const message = responseCompleteFast(obj);
-    if (message !== null) return { ok: true, message };
-    // Not accepted by hand: zod decides, and words the error.
-  } else if (typeof type !== "string" || !WORKER_TYPES.has(type)) {
+  return decodeChecked(
+    obj,
+    type,
+    WORKER_TYPES,
+    workerMessageSchema,
+    (o) => type === "response_complete" ? responseCompleteFast(o) : null,
+  );
+}
+
+/**
+ * The common tail of both decoders: the per-request frame's hand-written guard
+ * first, then zod, which decides anything the guard did not accept and words
+ * the error.
+ */
+function decodeChecked<T>(
+  obj: Record<string, unknown>,
+  type: unknown,
+  known: ReadonlySet<string>,
+  schema: { safeParse(v: unknown): ZodResult<T> },
+  fast: (obj: Record<string, unknown>) => T | null,
+): Decoded<T> {
+  const quick = fast(obj);
+  if (quick !== null) return { ok: true, message: quick };
+  if (typeof type !== "string" || !known.has(type)) {
     return fail("unknownType", `unknown message type ${JSON.stringify(type)}`);
   }
-  const parsed = workerMessageSchema.safeParse(obj);
+  const parsed = schema.safeParse(obj);
   if (!parsed.success) {
     return fail(
       "invalidFields",
@@ -122,6 +141,15 @@ export function decodeWorkerFrame(
   }
   return { ok: true, message: parsed.data };
 }
+
+type ZodResult<T> =
+  | { success: true; data: T }
+  | {
+    success: false;
+    error: {
+      issues: readonly { path: readonly PropertyKey[]; message: string }[];
+    };
+  };
 
 /** Decodes a frame sent by a server (used by our worker). */
 export function decodeServerFrame(
@@ -132,21 +160,13 @@ export function decodeServerFrame(
   if (!parsedObj.ok) return parsedObj;
   const obj = parsedObj.obj;
   const type = obj.type;
-  if (type === "request") {
-    const message = requestFast(obj);
-    if (message !== null) return { ok: true, message };
-    // Not accepted by hand: zod decides, and words the error.
-  } else if (typeof type !== "string" || !SERVER_TYPES.has(type)) {
-    return fail("unknownType", `unknown message type ${JSON.stringify(type)}`);
-  }
-  const parsed = serverMessageSchema.safeParse(obj);
-  if (!parsed.success) {
-    return fail(
-      "invalidFields",
-      `invalid ${type} frame: ${summarize(parsed.error.issues)}`,
-    );
-  }
-  return { ok: true, message: parsed.data };
+  return decodeChecked(
+    obj,
+    type,
+    SERVER_TYPES,
+    serverMessageSchema,
+    (o) => type === "request" ? requestFast(o) : null,
+  );
 }
 
 // ---- hand-written guards for the per-request frames (issue 10) ---------------
