@@ -140,3 +140,11 @@ export function chatBody(model = "m1", stream = false): string {
     messages: [{ role: "user", content: "hi" }],
   });
 }
+
+/** POST a chat completion body to the server, as a client would. */
+export function postChat(
+  server: TestServer,
+  body: string = chatBody(),
+): Promise<Response> {
+  return fetch(`${server.url}/v1/chat/completions`, { method: "POST", body });
+}

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import {
   chatBody,
+  postChat,
   registeredWorker,
   startTestServer,
   waitFor,
@@ -14,10 +15,7 @@ Deno.test("C18 a queued request whose client aborts is removed at once, no cance
   const server = await startTestServer();
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
-    const busy = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const busy = postChat(server, chatBody());
     const r1 = await w.next("request");
     const abort = new AbortController();
     const queued = fetch(`${server.url}/v1/chat/completions`, {
@@ -123,10 +121,7 @@ Deno.test("C24 a stream cut by its worker's death ends with an SSE error event, 
   const server = await startTestServer();
   try {
     const a = await registeredWorker(server);
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody("m1", true),
-    });
+    const pending = postChat(server, chatBody("m1", true));
     const req = await a.next("request");
     a.send({
       type: "response_chunk",

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   chatBody,
   connectWorker,
+  postChat,
   registeredWorker,
   startTestServer,
   testConfig,
@@ -107,10 +108,7 @@ Deno.test("C15 streaming chunks are written byte for byte, in order, with anti-b
   const server = await startTestServer();
   try {
     const w = await registeredWorker(server);
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody("m1", true),
-    });
+    const pending = postChat(server, chatBody("m1", true));
     const req = await w.next("request");
     assert.equal(req.is_streaming, true);
     const chunks = [
@@ -150,10 +148,7 @@ Deno.test("C11 unknown model answers 404 in the route's own error shape", async 
   const server = await startTestServer();
   try {
     const w = await registeredWorker(server);
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody("nope"),
-    });
+    const res = await postChat(server, chatBody("nope"));
     assert.equal(res.status, 404);
     const body = await res.json();
     assert.equal(body.error.code, "model_not_found");
@@ -210,24 +205,15 @@ Deno.test("C9 queue full answers 503 with Retry-After and code queue_full", asyn
   const server = await startTestServer(testConfig({ queueLenMax: 1 }));
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
-    const first = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const first = postChat(server, chatBody());
     const r1 = await w.next("request");
-    const second = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const second = postChat(server, chatBody());
     await waitFor(
       "one queued request",
       async () =>
         (await (await fetch(`${server.url}/health`)).json()).queue_depth === 1,
     );
-    const third = await fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const third = await postChat(server, chatBody());
     assert.equal(third.status, 503);
     assert.equal(third.headers.get("retry-after"), "1");
     assert.equal((await third.json()).error.code, "queue_full");
@@ -256,15 +242,9 @@ Deno.test("C12 queue timeout answers 504 and no worker ever sees the request", a
   const server = await startTestServer(testConfig({ queueTimeoutMs: 200 }));
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
-    const busy = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const busy = postChat(server, chatBody());
     const r1 = await w.next("request");
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const res = await postChat(server, chatBody());
     assert.equal(res.status, 504);
     assert.match((await res.json()).error.message, /queue timeout/);
     w.send({
@@ -286,10 +266,7 @@ Deno.test("C22 a worker closed mid-request: the request is requeued to a second 
   const server = await startTestServer();
   try {
     const a = await registeredWorker(server, { max_concurrent: 1 });
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const pending = postChat(server, chatBody());
     const r1 = await a.next("request");
     const b = await registeredWorker(server, { max_concurrent: 1 });
     // b is idle, a is busy: a crash of a moves the request to b with the same id.
@@ -341,10 +318,7 @@ Deno.test("C33 malformed frames close only the offender with 1002; others keep s
     const binary = await registeredWorker(server);
     binary.ws.send(new Uint8Array([1, 2, 3]));
     assert.equal((await binary.closed).code, 1002);
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const pending = postChat(server, chatBody());
     const req = await good.next("request");
     good.send({
       type: "response_complete",
@@ -390,10 +364,7 @@ Deno.test("C34 a worker's unsendable status or header never leaves the client ha
   const server = await startTestServer();
   try {
     const w = await registeredWorker(server);
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const pending = postChat(server, chatBody());
     const req = await w.next("request");
     w.send({
       type: "response_complete",
@@ -407,10 +378,7 @@ Deno.test("C34 a worker's unsendable status or header never leaves the client ha
     assert.equal(res.headers.get("x-ok"), "yes");
     assert.equal(res.headers.get("x-model"), null);
     assert.equal(await res.text(), "{}");
-    const informational = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const informational = postChat(server, chatBody());
     const req2 = await w.next("request");
     w.send({
       type: "response_complete",

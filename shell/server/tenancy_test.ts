@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import {
   chatBody,
+  postChat,
   registeredWorker,
   startTestServer,
   testConfig,
@@ -50,10 +51,7 @@ Deno.test("spec 004 tenant, priority and cache headers reach the worker; respons
     assert.equal(res.headers.get("x-gpu-time-ms"), "42");
     assert.equal(res.headers.get("x-cache-tokens-reused"), "0");
     // A stream gets the defaults: its headers go out before the backend's are known.
-    const stream = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody("m1", true),
-    });
+    const stream = postChat(server, chatBody("m1", true));
     const sreq = await w.next("request");
     w.send({
       type: "response_chunk",
@@ -134,10 +132,7 @@ Deno.test("spec 004 a tenant over its rate limit gets 429 with Retry-After and t
     assert.equal(body.error.remaining, 0);
     assert.ok(body.error.resetAt > Date.now() / 1000);
     // Another tenant is unaffected.
-    const other = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const other = postChat(server, chatBody());
     const r2 = await w.next("request");
     w.send({
       type: "response_complete",
@@ -158,23 +153,14 @@ Deno.test("spec 004 queue full answers 503 with queueDepth and avgWaitMs in the 
   const server = await startTestServer(testConfig({ queueLenMax: 1 }));
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
-    const busy = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const busy = postChat(server, chatBody());
     const r1 = await w.next("request");
-    const queued = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const queued = postChat(server, chatBody());
     await waitFor(
       "one queued",
       () => server.runtime.state.queues.get("local")!.length === 1,
     );
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const res = await postChat(server, chatBody());
     assert.equal(res.status, 503);
     assert.ok(Number(res.headers.get("retry-after")) >= 1);
     const body = await res.json();
@@ -328,10 +314,7 @@ Deno.test("spec 004 the official openai SDK honours Retry-After on 503 queue_ful
         }],
       });
     // One request holds the only slot, so the SDK's first attempt meets a full queue.
-    const busy = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const busy = postChat(server, chatBody());
     const r0 = await w.next("request");
     const client = new OpenAI({
       baseURL: `${server.url}/v1`,
