@@ -57,7 +57,8 @@ function makeGovernance(
   const signers = config.opTokenSigners ?? [];
   const minSigners = config.opTokenMinSigners ?? 1;
   let key = readOpTokenKey(path);
-  if (typeof key === "string") log("warn", key, {});
+  // Not configured at all is a normal setup (info); configured but unusable is a mistake (warn).
+  if (typeof key === "string") log(path === "" ? "info" : "warn", key, {});
   else if (signers.length === 0) {
     log(
       "warn",
