@@ -154,8 +154,17 @@ export async function startMock(): Promise<{ proc: Proc; url: string }> {
     "0",
   ]);
   const url = `http://127.0.0.1:${port}`;
+  return await backendUp("the mock backend", proc, url);
+}
+
+/** Waits until a backend process answers GET /v1/models. */
+async function backendUp(
+  name: string,
+  proc: Proc,
+  url: string,
+): Promise<{ proc: Proc; url: string }> {
   await waitFor(
-    "the mock backend",
+    name,
     async () => {
       await getJson(`${url}/v1/models`);
       return true;
@@ -177,16 +186,7 @@ export async function startStampBackend(): Promise<
     String(port),
   ]);
   const url = `http://127.0.0.1:${port}`;
-  await waitFor(
-    "the stamp backend",
-    async () => {
-      await getJson(`${url}/v1/models`);
-      return true;
-    },
-    30_000,
-    proc,
-  );
-  return { proc, url };
+  return await backendUp("the stamp backend", proc, url);
 }
 
 export type Relay = {

@@ -71,6 +71,8 @@ export type TestWorker = {
   send(frame: Record<string, unknown>): void;
   /** Next frame of this type not yet taken. */
   next(type: string, timeoutMs?: number): Promise<Frame>;
+  /** Answers `request` with a response_complete (status 200 unless given). */
+  complete(request: Frame, status?: number, body?: string): void;
   close(): Promise<void>;
 };
 
@@ -97,6 +99,14 @@ export async function connectWorker(
     frames,
     closed,
     send: (frame) => ws.send(JSON.stringify(frame)),
+    complete(request, status = 200, body) {
+      ws.send(JSON.stringify({
+        type: "response_complete",
+        request_id: request.request_id,
+        status_code: status,
+        ...(body === undefined ? {} : { body }),
+      }));
+    },
     async next(type, timeoutMs = 5000) {
       let found: Frame | undefined;
       await waitFor(`a ${type} frame`, () => {

@@ -33,12 +33,7 @@ Deno.test("C18 a queued request whose client aborts is removed at once, no cance
       "the queue to empty",
       async () => (await queueDepth(server.url)) === 0,
     );
-    w.send({
-      type: "response_complete",
-      request_id: r1.request_id,
-      status_code: 200,
-      body: "",
-    });
+    w.complete(r1, 200, "");
     await (await busy).text();
     assert.equal(w.frames.filter((f) => f.type === "request").length, 1);
     assert.equal(w.frames.filter((f) => f.type === "cancel").length, 0);
@@ -103,12 +98,7 @@ Deno.test("C18 a client aborting mid-stream sends cancel client_disconnect to th
       request_id: req.request_id,
       chunk: "data: late\n\n",
     });
-    w.send({
-      type: "response_complete",
-      request_id: req.request_id,
-      status_code: 499,
-      body: "",
-    });
+    w.complete(req, 499, "");
     const health = await (await fetch(`${server.url}/health`)).json();
     assert.equal(health.workers_connected, 1);
     await w.close();

@@ -129,12 +129,7 @@ Deno.test("/metrics parses as Prometheus text and its counters move when request
     const full = await post(relay, false);
     assert.equal(full.status, 503);
     await full.body?.cancel();
-    w.send({
-      type: "response_complete",
-      request_id: req.request_id,
-      status_code: 200,
-      body: "{}",
-    });
+    w.complete(req, 200, "{}");
     await (await held).text();
 
     // A client that gives up mid-stream: the worker gets a cancel.
@@ -162,11 +157,7 @@ Deno.test("/metrics parses as Prometheus text and its counters move when request
     conn.close();
     const cancel = await w.next("cancel");
     assert.equal(cancel.reason, "client_disconnect");
-    w.send({
-      type: "response_complete",
-      request_id: req2.request_id,
-      status_code: 200,
-    });
+    w.complete(req2);
 
     // A worker with the wrong secret.
     const bad = await connectWorker(relay, { secret: "wrong" });

@@ -132,11 +132,7 @@ Deno.test("C15 streaming chunks are written byte for byte, in order, with anti-b
     for (const c of chunks.slice(1)) {
       w.send({ type: "response_chunk", request_id: req.request_id, chunk: c });
     }
-    w.send({
-      type: "response_complete",
-      request_id: req.request_id,
-      status_code: 200,
-    });
+    w.complete(req);
     assert.equal(await res.text(), chunks.join(""));
     await w.close();
   } finally {
@@ -217,20 +213,10 @@ Deno.test("C9 queue full answers 503 with Retry-After and code queue_full", asyn
     assert.equal(third.status, 503);
     assert.equal(third.headers.get("retry-after"), "1");
     assert.equal((await third.json()).error.code, "queue_full");
-    w.send({
-      type: "response_complete",
-      request_id: r1.request_id,
-      status_code: 200,
-      body: "1",
-    });
+    w.complete(r1, 200, "1");
     assert.equal(await (await first).text(), "1");
     const r2 = await w.next("request");
-    w.send({
-      type: "response_complete",
-      request_id: r2.request_id,
-      status_code: 200,
-      body: "2",
-    });
+    w.complete(r2, 200, "2");
     assert.equal(await (await second).text(), "2");
     await w.close();
   } finally {
@@ -247,12 +233,7 @@ Deno.test("C12 queue timeout answers 504 and no worker ever sees the request", a
     const res = await postChat(server, chatBody());
     assert.equal(res.status, 504);
     assert.match((await res.json()).error.message, /queue timeout/);
-    w.send({
-      type: "response_complete",
-      request_id: r1.request_id,
-      status_code: 200,
-      body: "",
-    });
+    w.complete(r1, 200, "");
     await (await busy).text();
     assert.equal(w.frames.filter((f) => f.type === "request").length, 1);
     assert.equal(w.frames.filter((f) => f.type === "cancel").length, 0);
@@ -273,12 +254,7 @@ Deno.test("C22 a worker closed mid-request: the request is requeued to a second 
     await a.close();
     const r2 = await b.next("request");
     assert.equal(r2.request_id, r1.request_id);
-    b.send({
-      type: "response_complete",
-      request_id: r2.request_id,
-      status_code: 200,
-      body: "ok",
-    });
+    b.complete(r2, 200, "ok");
     const res = await pending;
     assert.equal(res.status, 200);
     assert.equal(await res.text(), "ok");
@@ -320,12 +296,7 @@ Deno.test("C33 malformed frames close only the offender with 1002; others keep s
     assert.equal((await binary.closed).code, 1002);
     const pending = postChat(server, chatBody());
     const req = await good.next("request");
-    good.send({
-      type: "response_complete",
-      request_id: req.request_id,
-      status_code: 200,
-      body: "ok",
-    });
+    good.complete(req, 200, "ok");
     assert.equal(await (await pending).text(), "ok");
     await good.close();
   } finally {
@@ -380,12 +351,7 @@ Deno.test("C34 a worker's unsendable status or header never leaves the client ha
     assert.equal(await res.text(), "{}");
     const informational = postChat(server, chatBody());
     const req2 = await w.next("request");
-    w.send({
-      type: "response_complete",
-      request_id: req2.request_id,
-      status_code: 103,
-      body: "",
-    });
+    w.complete(req2, 103, "");
     const res2 = await informational;
     assert.equal(res2.status, 502);
     await res2.body?.cancel();

@@ -39,12 +39,7 @@ Deno.test("a client that stops reading a stream is cut at the buffer cap and its
     assert.deepEqual(cancel.reason, { other: "client_too_slow" });
     // Nowhere near everything was buffered: the cap, not the stream, bounds memory.
     assert.ok(sent < 2000, `sent ${sent} chunks of 64 KiB before the cut`);
-    w.send({
-      type: "response_complete",
-      request_id: req.request_id,
-      status_code: 499,
-      body: "",
-    });
+    w.complete(req, 499, "");
     await w.close();
   } finally {
     conn.close();

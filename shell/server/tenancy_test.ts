@@ -61,11 +61,7 @@ Deno.test("spec 004 tenant, priority and cache headers reach the worker; respons
     const sres = await stream;
     assert.equal(sres.headers.get("x-cache-hit"), "false");
     assert.equal(sres.headers.get("x-queue-wait-ms"), "0");
-    w.send({
-      type: "response_complete",
-      request_id: sreq.request_id,
-      status_code: 200,
-    });
+    w.complete(sreq);
     await sres.text();
     await w.close();
   } finally {
@@ -108,12 +104,7 @@ Deno.test("spec 004 a tenant over its rate limit gets 429 with Retry-After and t
       body: chatBody(),
     });
     const r1 = await w.next("request");
-    w.send({
-      type: "response_complete",
-      request_id: r1.request_id,
-      status_code: 200,
-      body: "ok",
-    });
+    w.complete(r1, 200, "ok");
     assert.equal(await (await first).text(), "ok");
     const res = await fetch(`${server.url}/v1/chat/completions`, {
       method: "POST",
@@ -134,12 +125,7 @@ Deno.test("spec 004 a tenant over its rate limit gets 429 with Retry-After and t
     // Another tenant is unaffected.
     const other = postChat(server, chatBody());
     const r2 = await w.next("request");
-    w.send({
-      type: "response_complete",
-      request_id: r2.request_id,
-      status_code: 200,
-      body: "ok",
-    });
+    w.complete(r2, 200, "ok");
     assert.equal((await other).status, 200);
     await (await other).body?.cancel().catch(() => {});
     assert.equal(w.frames.filter((f) => f.type === "request").length, 2);
@@ -167,20 +153,10 @@ Deno.test("spec 004 queue full answers 503 with queueDepth and avgWaitMs in the 
     assert.equal(body.error.code, "queue_full");
     assert.equal(body.error.queueDepth, 1);
     assert.equal(typeof body.error.avgWaitMs, "number");
-    w.send({
-      type: "response_complete",
-      request_id: r1.request_id,
-      status_code: 200,
-      body: "",
-    });
+    w.complete(r1, 200, "");
     await (await busy).text();
     const r2 = await w.next("request");
-    w.send({
-      type: "response_complete",
-      request_id: r2.request_id,
-      status_code: 200,
-      body: "",
-    });
+    w.complete(r2, 200, "");
     const q = await queued;
     assert.ok(Number(q.headers.get("x-queue-wait-ms")) >= 0);
     await q.text();
@@ -212,28 +188,13 @@ Deno.test("spec 004 X-Priority: a queued high request is dispatched before older
       "high queued",
       () => server.runtime.state.queues.get("local")!.length === 2,
     );
-    w.send({
-      type: "response_complete",
-      request_id: r0.request_id,
-      status_code: 200,
-      body: "",
-    });
+    w.complete(r0, 200, "");
     const next = await w.next("request");
     assert.match(next.body as string, /"high"/);
-    w.send({
-      type: "response_complete",
-      request_id: next.request_id,
-      status_code: 200,
-      body: "",
-    });
+    w.complete(next, 200, "");
     const last = await w.next("request");
     assert.match(last.body as string, /"low"/);
-    w.send({
-      type: "response_complete",
-      request_id: last.request_id,
-      status_code: 200,
-      body: "",
-    });
+    w.complete(last, 200, "");
     for (const r of [busy, low, high]) await (await r).text();
     await w.close();
   } finally {
