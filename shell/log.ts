@@ -1,10 +1,10 @@
 // One line per event of note, as text or JSON lines (LOG_FORMAT=json). Fields are
 // chosen by the caller; secrets and bodies are never passed in.
+import type { LogFields, LogLevel } from "../core/log.ts";
 import type { OptionSpec } from "./options.ts";
 
-export type LogLevel = "trace" | "debug" | "info" | "warn" | "error";
+export type { LogFields, LogLevel };
 export type LogFormat = "text" | "json";
-export type LogFields = Record<string, string | number | boolean>;
 export type Logger = (
   level: LogLevel,
   message: string,

@@ -7,7 +7,7 @@ import https from "node:https";
 import { urlToHttpOptions } from "node:url";
 import { FORWARDED_HEADERS } from "../../core/mod.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
-import type { Completion } from "./decide.ts";
+import type { Completion } from "../../core/worker/decide.ts";
 import {
   newUsageScan,
   scanChunk,

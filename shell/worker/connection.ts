@@ -1,6 +1,6 @@
 // The worker's I/O: the WebSocket to the proxy, backend fetches, timers and the
 // event loop around `step`. Callbacks only translate I/O into events; every
-// decision is in decide.ts. Events raised while actions run are queued and
+// decision is in core/worker/decide.ts. Events raised while actions run are queued and
 // handled after the current batch, never re-entrantly.
 // The `ws` package rather than Deno's WebSocket (issue 10, measured): Deno's
 // client socket has no TCP_NODELAY, so a chunk frame sent right after another
@@ -21,7 +21,7 @@ import {
   type TimerName,
   type WorkerAction,
   type WorkerEvent,
-} from "./decide.ts";
+} from "../../core/worker/decide.ts";
 
 export type WorkerDeps = {
   log: Logger;

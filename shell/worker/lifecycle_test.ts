@@ -5,7 +5,11 @@ import { startMockBackend } from "../../mock/backend.ts";
 import { startMockRunner } from "../../mock/runner.ts";
 import { startTestProxy } from "./_test_proxy.ts";
 import { runTestWorker, testConfig } from "./_test_worker.ts";
-import { initialWorkerState, step, WORKER_EXTENSIONS } from "./decide.ts";
+import {
+  initialWorkerState,
+  step,
+  WORKER_EXTENSIONS,
+} from "../../core/worker/decide.ts";
 import { detectBackend, runOperation } from "./lifecycle/backends.ts";
 import { readCapabilities } from "./lifecycle/capabilities.ts";
 

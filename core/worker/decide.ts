@@ -2,7 +2,7 @@
 // close, backend result, signal and timer; its load; its reconnect backoff. The
 // I/O part (connection.ts) turns sockets and fetches into these events and runs
 // the returned actions in order. `step` updates the state it is given in place.
-import { assertNever } from "../../core/assert_never.ts";
+import { assertNever } from "../assert_never.ts";
 import {
   type CancelReason,
   decodeServerFrame,
@@ -10,7 +10,7 @@ import {
   PROTOCOL_VERSION_BRIDGE,
   type RequestMessage,
   type ServerMessage,
-} from "../../core/protocol/mod.ts";
+} from "../protocol/mod.ts";
 import {
   AUTH_RETRY_MS,
   backoffMs,

@@ -1,5 +1,5 @@
 // Small builders for the actions decide.ts returns.
-import type { WorkerMessage } from "../../core/protocol/mod.ts";
+import type { WorkerMessage } from "../protocol/mod.ts";
 import type { LogFields, LogLevel } from "../log.ts";
 import type { WorkerAction, WorkerState } from "./worker_state.ts";
 

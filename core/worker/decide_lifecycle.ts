@@ -5,7 +5,7 @@ import {
   EXTENSION_LIFECYCLE,
   type LifecycleRequestMessage,
   type RunnerCapabilities,
-} from "../../core/protocol/mod.ts";
+} from "../protocol/mod.ts";
 import { log, modelsUpdate, send } from "./worker_actions.ts";
 import type { WorkerAction, WorkerEvent, WorkerState } from "./worker_state.ts";
 

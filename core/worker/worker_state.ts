@@ -10,7 +10,7 @@ import {
   type RunnerCapabilities,
   type TokenCounts,
   type WorkerMessage,
-} from "../../core/protocol/mod.ts";
+} from "../protocol/mod.ts";
 import type { LogFields, LogLevel } from "../log.ts";
 
 export type Drain =
