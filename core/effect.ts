@@ -1,21 +1,16 @@
 // The outputs of the core: imperatives, plain data, executed by the shell in array
 // order (conventions P2). Effects never depend on another effect's completion;
 // anything whose completion matters comes back as a new event.
-import type { Headers, RequestId, WorkerId } from "./events/event.ts";
 import type { ServerMessage } from "./protocol/messages.ts";
-import type { LifecycleTaskView } from "./state/lifecycle.ts";
+import type {
+  ClientError,
+  Headers,
+  LifecycleTaskView,
+  RequestId,
+  WorkerId,
+} from "./vocabulary.ts";
 
-/** A client-facing error: the shell renders it in the route's own shape (C47). */
-export type ClientError = {
-  status: number;
-  /** Machine-readable code, e.g. `queue_full`, `model_not_found`. */
-  code: string;
-  message: string;
-  /** Seconds, set on 503/429 (C9, C47). */
-  retryAfterSecs?: number;
-  /** Extra fields for the error body (spec 004: limit, remaining, queueDepth, avgWaitMs…). */
-  details?: Record<string, number | string>;
-};
+export type { ClientError };
 
 export type Outcome = "completed" | "failed" | "cancelled" | "rejected";
 

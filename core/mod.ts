@@ -33,10 +33,12 @@ export { binaryFrameEvent, eventFromFrame } from "./events/from_frame.ts";
 export { FORWARDED_HEADERS } from "./state/requests.ts";
 export { effectiveLoad, WILDCARD_MODEL } from "./state/workers.ts";
 export * from "./queries.ts";
+export type {
+  LifecyclePart,
+  LifecycleStatus,
+  LifecycleTaskView,
+} from "./vocabulary.ts";
 export {
-  type LifecyclePart,
-  type LifecycleStatus,
-  type LifecycleTaskView,
   lifecycleTaskView,
   type ModelStatus,
   modelStatuses,

@@ -8,13 +8,15 @@ import type {
   TokenCounts,
 } from "../protocol/messages.ts";
 
-export type WorkerId = string;
-export type RequestId = string;
-/** Which client API a request came in on: decides the error body shape in the shell. */
-export type ClientApi = "openai" | "anthropic";
-export type Headers = Record<string, string>;
-/** Spec 004 priority classes (X-Priority). */
-export type Priority = "high" | "normal" | "low";
+import type {
+  ClientApi,
+  Headers,
+  Priority,
+  RequestId,
+  WorkerId,
+} from "../vocabulary.ts";
+
+export type { ClientApi, Headers, Priority, RequestId, WorkerId };
 
 export type Event =
   // -- worker connection --------------------------------------------------------

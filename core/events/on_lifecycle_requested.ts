@@ -7,10 +7,10 @@ import type { Effect } from "../effect.ts";
 import {
   evictFinishedTasks,
   lifecycleTargets,
-  type LifecycleTask,
   taskChanged,
 } from "../state/lifecycle.ts";
 import type { State } from "../state/state.ts";
+import type { LifecycleTask } from "../vocabulary.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "lifecycleRequested" }>;

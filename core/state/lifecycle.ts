@@ -2,48 +2,20 @@
 // model-load / model-unload / cache-flush tasks, which workers each one goes to,
 // and how the parts' progress folds into the task's. The shell verified the op
 // token before the event reached the core; here only routing and bookkeeping.
-import type { ClientError, Effect } from "../effect.ts";
-import type { WorkerId } from "../events/event.ts";
+import type { Effect } from "../effect.ts";
+import type {
+  ClientError,
+  LifecyclePart,
+  LifecycleTask,
+  LifecycleTaskView,
+  WorkerId,
+} from "../vocabulary.ts";
 import {
   EXTENSION_LIFECYCLE,
   type LifecycleOperation,
 } from "../protocol/messages.ts";
 import type { State, Worker } from "./state.ts";
 import { effectiveLoad } from "./workers.ts";
-
-export type LifecycleStatus = "running" | "completed" | "failed";
-
-/** One worker's share of a task. */
-export type LifecyclePart = {
-  workerId: WorkerId;
-  workerName: string;
-  status: LifecycleStatus;
-  /** 0..1; 1 once completed. */
-  progress: number;
-  error: string | null;
-  result: Record<string, unknown> | null;
-  deadlineAtMs: number;
-};
-
-export type LifecycleTask = {
-  id: string;
-  operation: LifecycleOperation;
-  modelId: string | null;
-  params: Record<string, unknown>;
-  createdAtMs: number;
-  updatedAtMs: number;
-  finishedAtMs: number | null;
-  status: LifecycleStatus;
-  progress: number;
-  /** Set when the task failed: the HTTP answer (501 when nothing can carry it out). */
-  error: ClientError | null;
-  parts: LifecyclePart[];
-};
-
-/** A plain copy of a task, carried by the `lifecycleTaskChanged` effect. */
-export type LifecycleTaskView = Omit<LifecycleTask, "parts"> & {
-  parts: LifecyclePart[];
-};
 
 export function taskView(task: LifecycleTask): LifecycleTaskView {
   return { ...task, parts: task.parts.map((p) => ({ ...p })) };

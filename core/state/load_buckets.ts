@@ -3,7 +3,7 @@
 // (issue 3: dispatch stays sub-linear). Within a level, a Set keeps the order in
 // which workers reached that level: the one waiting there longest goes first,
 // which is the round-robin tie-break (C8).
-import type { WorkerId } from "../events/event.ts";
+import type { WorkerId } from "../vocabulary.ts";
 
 export type LoadBuckets = {
   /** Non-empty load levels, ascending. */

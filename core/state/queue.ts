@@ -18,7 +18,7 @@
 //    tenant in that class.
 // 4. Within a tenant, the oldest compatible request (enqueueSeq, kept across
 //    requeues, C22).
-import type { Priority, RequestId } from "../events/event.ts";
+import type { Priority, RequestId } from "../vocabulary.ts";
 import { pickWorker } from "./routing.ts";
 import type {
   ProviderQueue,

@@ -2,7 +2,7 @@
 // or cancelled). Every way a request ends goes through `finish`, which removes it
 // from state and emits exactly one `requestFinished` (C34: ends exactly once).
 import type { ClientError, Effect, Outcome } from "../effect.ts";
-import type { Headers } from "../events/event.ts";
+import type { Headers } from "../vocabulary.ts";
 import type { CancelReason } from "../protocol/messages.ts";
 import { dequeue, enqueue, markServed, nextToDispatch } from "./queue.ts";
 import { recordAffinity } from "./routing.ts";

@@ -9,7 +9,7 @@
 // a cache key prefers the worker that served that key last, so its prefix/KV cache
 // is reused, unless that worker is busier than the least-loaded one by more than
 // `affinityLoadMargin` (the load guard of vllm-router's cache-aware policy).
-import type { WorkerId } from "../events/event.ts";
+import type { WorkerId } from "../vocabulary.ts";
 import { bucketFirst } from "./load_buckets.ts";
 import type { State, Worker } from "./state.ts";
 import { WILDCARD_MODEL, workerCanServe } from "./workers.ts";

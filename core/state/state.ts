@@ -2,15 +2,15 @@
 // whoever holds it (shell or simulator) and updated in place by the reducer.
 import type { Config } from "../config.ts";
 import type { LoadBuckets } from "./load_buckets.ts";
-import type { LifecycleTask } from "./lifecycle.ts";
 import type { RunnerCapabilities } from "../protocol/messages.ts";
 import type {
   ClientApi,
   Headers,
+  LifecycleTask,
   Priority,
   RequestId,
   WorkerId,
-} from "../events/event.ts";
+} from "../vocabulary.ts";
 
 /** A socket that passed auth but has not sent `register` yet. */
 export type PendingWorker = {

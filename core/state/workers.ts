@@ -1,7 +1,7 @@
 // Worker registry rules: sanitization of what a worker advertises (C4), the
 // model index used for routing (C6, C42), and load accounting (C8, C44).
 import type { Config } from "../config.ts";
-import type { WorkerId } from "../events/event.ts";
+import type { WorkerId } from "../vocabulary.ts";
 import { bucketAdd, bucketRemove, emptyBuckets } from "./load_buckets.ts";
 import type { State, Worker } from "./state.ts";
 
