@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
 import {
+  admin,
   ADMIN_TOKEN,
   autoRespond,
   startTestRelay,
@@ -70,6 +71,14 @@ Deno.test({
     withBrowserAndRelay(async (page, relay) => {
       // The wrong token below is answered 403, which the browser logs.
       const errors = watchErrors(page, /status of 403 \(Forbidden\)/);
+      const key = await (await admin(relay, "/admin/keys", {
+        method: "POST",
+        body: JSON.stringify({
+          name: "team-a app",
+          tenant: "team-a",
+          max_priority: "low",
+        }),
+      })).json();
       await page.goto(`${relay.url}/dashboard`);
       // A wrong token is refused and the form stays.
       await page.fill("#token", "wrong-token");
@@ -82,6 +91,13 @@ Deno.test({
       await page.locator("#no-workers").waitFor({ state: "visible" });
       assert.equal(await textOf(page, "#workers-connected"), "0");
       assert.equal(await textOf(page, "#requests-total"), "0");
+      // Keys show their tenant and priority ceiling (issue 15).
+      const keyRow = page.locator(`#keys tr[data-key-id="${key.id}"]`);
+      await keyRow.waitFor();
+      assert.match(
+        (await keyRow.textContent()) ?? "",
+        /team-a app.*team-a.*low/,
+      );
 
       const w = await registeredWorker(relay, {
         worker_name: "gpu-box-1",

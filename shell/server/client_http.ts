@@ -8,7 +8,7 @@ import { listModels, modelStatuses, queueDepth } from "../../core/mod.ts";
 import type { Clients } from "./clients.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
 import { newRequestId } from "./ids.ts";
-import { readTenancy } from "./tenancy.ts";
+import { type KeyGrant, readTenancy } from "./tenancy.ts";
 
 export const VERSION = "0.1.0";
 
@@ -32,11 +32,14 @@ export type HttpDeps = {
     res: ServerResponse,
     url: URL,
   ) => boolean;
-  /** Client auth for inference routes; returns an error to send, or null. */
-  authorize?: (req: IncomingMessage, api: ClientApi) => ClientError | null;
-  /** The tenant bound to the client's API key, if any (spec 004). */
-  tenantOf?: (req: IncomingMessage) => string | null;
+  /** Client auth for inference routes; absent = everyone, as claimed. */
+  authorize?: (req: IncomingMessage, api: ClientApi) => Access;
 };
+
+/** A client's access: refused with an error, or let in with what its key allows (null: no key needed). */
+export type Access =
+  | { kind: "denied"; error: ClientError }
+  | { kind: "granted"; grant: KeyGrant | null };
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { "content-type": "application/json" });
@@ -235,10 +238,11 @@ function handleInference(
   api: ClientApi,
   path: string,
 ): void {
-  const denied = d.authorize?.(req, api) ?? null;
-  if (denied !== null) {
+  const access: Access = d.authorize?.(req, api) ??
+    { kind: "granted", grant: null };
+  if (access.kind === "denied") {
     req.resume();
-    return sendError(res, api, denied);
+    return sendError(res, api, access.error);
   }
   readBody(req, d.maxBodyBytes, (body, tooLarge) => {
     if (tooLarge) {
@@ -258,8 +262,16 @@ function handleInference(
     if (body === null) return;
     const parsed = parseInference(body);
     if ("status" in parsed) return sendError(res, api, parsed);
-    const tenancy = readTenancy(req, parsed.fields, d.tenantOf?.(req) ?? null);
+    const tenancy = readTenancy(req, parsed.fields, access.grant);
     if ("status" in tenancy) return sendError(res, api, tenancy);
+    // The backend sees the tenant and priority the relay applied, not the claim.
+    if (access.grant?.tenant != null) {
+      req.headers["x-tenant-id"] = tenancy.tenant;
+    }
+    if (
+      access.grant !== null &&
+      (req.headers["x-priority"] !== undefined || tenancy.priority !== "normal")
+    ) req.headers["x-priority"] = tenancy.priority;
     const requestId = newRequestId();
     const ctx = { res, api, ended: false, stalled: false };
     d.clients.set(requestId, ctx);

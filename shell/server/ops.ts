@@ -6,7 +6,13 @@ import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { handleAdmin, sendJson } from "./admin.ts";
 import type { DatabaseSync } from "node:sqlite";
-import { type KeyStore, keyStoreOn, openRelayDatabase } from "./api_keys.ts";
+import {
+  type KeyStore,
+  keyStoreOn,
+  openRelayDatabase,
+  type VerifiedKey,
+} from "./api_keys.ts";
+import type { Access } from "./client_http.ts";
 import {
   type Governance,
   type LifecycleRoutes,
@@ -94,48 +100,49 @@ export function makeOpsHooks(
   log: Logger,
   lifecycle: LifecycleRoutes | null = null,
 ): ServerHooks {
-  const authorize = (
-    req: IncomingMessage,
-    api: ClientApi,
-  ): ClientError | null => {
-    if (!config.requireApiKeys) return null;
+  const denied = (error: ClientError): Access => ({ kind: "denied", error });
+  const authorize = (req: IncomingMessage, api: ClientApi): Access => {
+    if (!config.requireApiKeys) return { kind: "granted", grant: null };
     const found = clientKey(req, api);
     const how = api === "anthropic"
       ? "send Authorization: Bearer <key> or x-api-key: <key>"
       : "send Authorization: Bearer <key>";
     if (found === null) {
       metrics.authFailure("api_key");
-      return {
+      return denied({
         status: 401,
         code: "missing_api_key",
         message:
           `this relay requires an API key (MODELRELAY_REQUIRE_API_KEYS=true): ${how}; keys are created with POST /admin/keys`,
-      };
+      });
     }
-    let id: string | null;
+    let key: VerifiedKey | null;
     try {
-      id = keys?.verify(found.key) ?? null;
-      if (id !== null) keys?.touch(id, Date.now());
+      key = keys?.verify(found.key) ?? null;
+      if (key !== null) keys?.touch(key.id, Date.now());
     } catch (e) {
       log("error", "API key store failed", { error: String(e) });
-      return {
+      return denied({
         status: 503,
         code: "key_store_unavailable",
         message: "the API key store is unavailable; try again shortly",
         retryAfterSecs: 5,
-      };
+      });
     }
-    if (id === null) {
+    if (key === null) {
       metrics.authFailure("api_key");
-      return {
+      return denied({
         status: 401,
         code: "invalid_api_key",
         message: `the API key is invalid or was revoked; ${how}`,
-      };
+      });
     }
     // The relay key is the relay's credential: it is not forwarded to workers.
     delete req.headers[found.header];
-    return null;
+    return {
+      kind: "granted",
+      grant: { tenant: key.tenant, maxPriority: key.maxPriority },
+    };
   };
 
   const extraRoutes = (
