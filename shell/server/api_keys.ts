@@ -161,12 +161,36 @@ export function keyStoreOn(db: DatabaseSync): KeyStore {
 }
 
 /**
+ * Makes the database file readable by its owner only (0600): it holds key hashes
+ * and the tenants they are bound to. A new file is created so before SQLite
+ * opens it; SQLite gives its -journal/-wal/-shm files the database file's mode.
+ * An older, wider file is narrowed. No-op where modes do not exist (Windows).
+ */
+function ownerOnly(path: string): void {
+  try {
+    Deno.openSync(path, { write: true, createNew: true, mode: 0o600 }).close();
+    return;
+  } catch (e) {
+    if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+  }
+  if (Deno.build.os === "windows") return;
+  const mode = Deno.statSync(path).mode;
+  if (mode === null || (mode & 0o077) === 0) return;
+  try {
+    Deno.chmodSync(path, mode & 0o700);
+  } catch {
+    // Not ours to change (another owner): SQLite's own open decides.
+  }
+}
+
+/**
  * Opens (creating on first start) the relay database at `path` and brings its
  * schema up to date; same errors as openSqliteKeyStore.
  */
 export function openRelayDatabase(path: string): DatabaseSync {
   let db: DatabaseSync;
   try {
+    if (path !== ":memory:") ownerOnly(path);
     db = new DatabaseSync(path);
   } catch (e) {
     throw new KeyStoreError(
