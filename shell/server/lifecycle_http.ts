@@ -20,6 +20,7 @@ import { sendAdminError, sendJson } from "./admin.ts";
 import { capabilitiesView, type WaitStats } from "./capabilities.ts";
 import {
   type NonceStore,
+  OP_TOKEN_FIELDS,
   type OpTokenError,
   type OpTokenPolicy,
   verifyOpToken,
@@ -209,7 +210,7 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
     }
     const verified = verifyOpToken(
       body.verifiedOpToken,
-      { operation, modelId },
+      { operation, modelId, params: signedParams(body) },
       policy,
       d.governance.nonces,
       d.wallNowSecs(),
@@ -263,6 +264,17 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
       return null;
     }
     return view;
+  }
+
+  /** What the token must sign besides operation and modelId: the rest of the body. */
+  function signedParams(
+    body: Record<string, unknown>,
+  ): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(body)) {
+      if (k !== "verifiedOpToken" && k !== "modelId") out[k] = v;
+    }
+    return out;
   }
 
   function paramsOf(body: Record<string, unknown>): Record<string, unknown> {
@@ -323,6 +335,21 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
     readJson(req, (body) => {
       if (typeof body === "string") {
         return sendError(res, 400, "invalid_body", body);
+      }
+      // The token's own field names cannot be call parameters: they would be
+      // indistinguishable from the token's metadata in what is signed.
+      const reserved = OP_TOKEN_FIELDS.filter((k) =>
+        k !== "modelId" && k in body
+      );
+      if (reserved.length > 0) {
+        return sendError(
+          res,
+          400,
+          "invalid_body",
+          `${
+            reserved.join(", ")
+          } belong inside verifiedOpToken.opToken, not in the request body`,
+        );
       }
       const results = (t: LifecycleTaskView) =>
         t.parts.map((p) => p.result ?? {});

@@ -12,7 +12,12 @@ import {
   testConfig,
   waitFor,
 } from "./_test_helpers.ts";
-import { encodeOpToken, type OpToken, signOpToken } from "./op_token.ts";
+import {
+  encodeOpToken,
+  type OpToken,
+  type SignedCall,
+  signOpToken,
+} from "./op_token.ts";
 
 const KEY = new TextEncoder().encode("0123456789abcdef-test-key");
 const SIGNERS = ["admin1", "admin2", "admin3"];
@@ -25,7 +30,7 @@ async function keyFile(): Promise<string> {
   return path;
 }
 
-function token(over: Partial<OpToken> = {}, key = KEY): string {
+function token(over: Partial<SignedCall> = {}, key = KEY): string {
   return encodeOpToken({
     operation: "model-load",
     modelId: "big",
@@ -149,10 +154,107 @@ Deno.test("op token: every failed check has its own status and message, and the 
   }
 });
 
+Deno.test("a widened op token is refused with op_token_params_mismatch, and nothing reaches a worker", async () => {
+  const relay = await relayWith();
+  const w = await registeredWorker(relay, {
+    models: ["m1", "small"],
+    extensions: EXT,
+  });
+  try {
+    const workerId = w.ack.worker_id as string;
+    const load = token({ gpuMemoryBudgetMB: 1000, workerId });
+    const flush = token({
+      operation: "cache-flush",
+      modelId: null,
+      scope: "tenant",
+      tenantId: "team-a",
+    });
+    const cases: [string, string, Record<string, unknown>, RegExp][] = [
+      ["evictModel added", "/v1/models/load", {
+        modelId: "big",
+        gpuMemoryBudgetMB: 1000,
+        workerId,
+        evictModel: "small",
+        verifiedOpToken: load,
+      }, /evictModel: signed absent, sent "small"/],
+      ["budget raised", "/v1/models/load", {
+        modelId: "big",
+        gpuMemoryBudgetMB: 80000,
+        workerId,
+        verifiedOpToken: load,
+      }, /gpuMemoryBudgetMB: signed 1000, sent 80000/],
+      ["other worker", "/v1/models/load", {
+        modelId: "big",
+        gpuMemoryBudgetMB: 1000,
+        workerId: "w-other",
+        verifiedOpToken: load,
+      }, /workerId/],
+      ["parameter dropped", "/v1/models/load", {
+        modelId: "big",
+        workerId,
+        verifiedOpToken: load,
+      }, /gpuMemoryBudgetMB: signed 1000, sent absent/],
+      ["other tenant", "/v1/cache/flush", {
+        scope: "tenant",
+        tenantId: "team-b",
+        verifiedOpToken: flush,
+      }, /tenantId: signed "team-a", sent "team-b"/],
+      ["scope widened", "/v1/cache/flush", {
+        scope: "all",
+        verifiedOpToken: flush,
+      }, /scope: signed "tenant", sent "all"/],
+    ];
+    for (const [what, path, body, message] of cases) {
+      const r = await post(relay, path, body);
+      assert.equal(r.status, 403, what);
+      assert.equal(r.body.error.code, "op_token_params_mismatch", what);
+      assert.match(r.body.error.message, message, what);
+    }
+    const reserved = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      nonce: "x",
+      verifiedOpToken: load,
+    });
+    assert.equal(reserved.status, 400);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(w.frames.some((f) => f.type === "lifecycle_request"), false);
+    // The refusals burned no nonce: the exact signed calls still pass.
+    const ok = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      gpuMemoryBudgetMB: 1000,
+      workerId,
+      verifiedOpToken: load,
+    });
+    assert.equal(ok.status, 202, JSON.stringify(ok.body));
+    const frame = await w.next("lifecycle_request");
+    assert.equal(
+      (frame.params as Record<string, unknown>).gpuMemoryBudgetMB,
+      1000,
+    );
+    const flushed = post(relay, "/v1/cache/flush", {
+      scope: "tenant",
+      tenantId: "team-a",
+      verifiedOpToken: flush,
+    });
+    const f2 = await w.next("lifecycle_request");
+    assert.equal((f2.params as Record<string, unknown>).tenantId, "team-a");
+    w.send({
+      type: "lifecycle_progress",
+      task_id: f2.task_id,
+      status: "completed",
+      result: { entriesRemoved: 1 },
+    });
+    assert.equal((await flushed).status, 200);
+  } finally {
+    await w.close();
+    await relay.close();
+  }
+});
+
 Deno.test("op token: a nonce stays used after a restart on the same database", async () => {
   const dir = await Deno.makeTempDir();
   const dbPath = `${dir}/relay.db`;
-  const tok = token({ operation: "cache-flush", modelId: null });
+  const tok = token({ operation: "cache-flush", modelId: null, scope: "all" });
   let relay = await relayWith(dbPath);
   let w = await registeredWorker(relay, { extensions: EXT });
   try {
@@ -271,7 +373,7 @@ Deno.test("end to end: load a model onto a mock runner through the relay and our
     const load = await post(relay, "/v1/models/load", {
       modelId: "big",
       quantization: "fp16",
-      verifiedOpToken: token(),
+      verifiedOpToken: token({ quantization: "fp16" }),
     });
     assert.equal(load.status, 202, JSON.stringify(load.body));
     assert.equal(load.body.status, "loading");
@@ -343,7 +445,7 @@ Deno.test("end to end: load a model onto a mock runner through the relay and our
     const flush = await post(relay, "/v1/cache/flush", {
       scope: "model",
       modelId: "big",
-      verifiedOpToken: token({ operation: "cache-flush" }),
+      verifiedOpToken: token({ operation: "cache-flush", scope: "model" }),
     });
     assert.equal(flush.status, 200, JSON.stringify(flush.body));
     assert.equal(flush.body.entriesRemoved, 1);
