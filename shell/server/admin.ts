@@ -66,12 +66,22 @@ export function bearerToken(req: IncomingMessage): string | null {
   return m === null ? null : m[1]!;
 }
 
-function decodeId(raw: string): string {
+/** A percent-decoded path segment; null when its escapes are malformed (%ZZ). */
+export function decodeSegment(raw: string): string | null {
   try {
     return decodeURIComponent(raw);
   } catch {
-    return raw;
+    return null;
   }
+}
+
+function badSegment(res: ServerResponse, raw: string): void {
+  sendAdminError(
+    res,
+    400,
+    "invalid_path",
+    `the path segment "${raw}" has a malformed percent-escape`,
+  );
 }
 
 function iso(ms: number | null): string | null {
@@ -201,7 +211,11 @@ export function handleAdmin(
   if (drain !== null) {
     if (!only("POST")) return true;
     req.resume();
-    const id = decodeId(drain[1]!);
+    const id = decodeSegment(drain[1]!);
+    if (id === null) {
+      badSegment(res, drain[1]!);
+      return true;
+    }
     const worker = state.workers.get(id);
     if (worker === undefined) {
       sendAdminError(res, 404, "worker_not_found", `no worker with id ${id}`);
@@ -326,7 +340,11 @@ function handleKeys(
     );
     return true;
   }
-  const id = decodeId(m[1]!);
+  const id = decodeSegment(m[1]!);
+  if (id === null) {
+    badSegment(res, m[1]!);
+    return true;
+  }
   try {
     if (keys.revoke(id)) sendJson(res, 200, { id, revoked: true });
     else sendAdminError(res, 404, "key_not_found", `no API key with id ${id}`);

@@ -16,7 +16,7 @@ import {
   type State,
 } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { sendAdminError, sendJson } from "./admin.ts";
+import { decodeSegment, sendAdminError, sendJson } from "./admin.ts";
 import { capabilitiesView, type WaitStats } from "./capabilities.ts";
 import {
   type NonceStore,
@@ -446,11 +446,21 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
     }
     if (path.startsWith("/v1/models/load/")) {
       req.resume();
-      const id = decodeURIComponent(path.slice("/v1/models/load/".length));
+      const raw = path.slice("/v1/models/load/".length);
+      const id = decodeSegment(raw);
       const state = d.state();
-      const view = state === null ? null : lifecycleTaskView(state, id);
+      const view = state === null || id === null
+        ? null
+        : lifecycleTaskView(state, id);
       if (req.method !== "GET") {
         sendError(res, 405, "method_not_allowed", `use GET for ${path}`);
+      } else if (id === null) {
+        sendError(
+          res,
+          400,
+          "invalid_task_id",
+          `the task id "${raw}" has a malformed percent-escape`,
+        );
       } else if (view === null) {
         sendError(
           res,

@@ -471,3 +471,35 @@ Deno.test("end to end: load a model onto a mock runner through the relay and our
     await runner.close();
   }
 });
+
+Deno.test("a malformed percent-escape in a lifecycle path gets 400 with a body", async () => {
+  const relay = await startTestRelay(testConfig({}, {
+    adminToken: "t0k3n-for-paths",
+  }));
+  try {
+    const poll = await fetch(`${relay.url}/v1/models/load/%ZZ`);
+    assert.equal(poll.status, 400);
+    const body = await poll.json();
+    assert.equal(body.error.code, "invalid_task_id");
+    assert.match(body.error.message, /%ZZ/);
+    // The admin routes with an id in the path answer the same way.
+    const adminPaths: [string, string][] = [
+      ["POST", "/admin/workers/%E0%A4%A/drain"],
+      ["DELETE", "/admin/keys/%ZZ"],
+    ];
+    for (const [method, path] of adminPaths) {
+      const res = await fetch(relay.url + path, {
+        method,
+        headers: { authorization: "Bearer t0k3n-for-paths" },
+      });
+      assert.equal(res.status, 400, path);
+      assert.equal((await res.json()).error.code, "invalid_path", path);
+    }
+    // A well-formed unknown id is still 404.
+    const unknown = await fetch(`${relay.url}/v1/models/load/load-%41`);
+    assert.equal(unknown.status, 404);
+    await unknown.body?.cancel();
+  } finally {
+    await relay.close();
+  }
+});
