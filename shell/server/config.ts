@@ -194,6 +194,14 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     help: "distinct OP_TOKEN_SIGNERS an op token must list (the M of M-of-N)",
   },
   {
+    flag: "metrics-token",
+    env: "METRICS_TOKEN",
+    kind: "secret",
+    default: "",
+    help:
+      "Bearer token Prometheus sends for /metrics (the admin token works too); required when API keys are required or this is set, else /metrics is open",
+  },
+  {
     flag: "tick-ms",
     env: "TICK_MS",
     kind: "int",
@@ -220,6 +228,8 @@ export type ServerConfig = {
   opTokenKeyPath?: string;
   opTokenSigners?: string[];
   opTokenMinSigners?: number;
+  /** Bearer token for /metrics besides the admin token; absent = none. */
+  metricsToken?: string;
 };
 
 export function serverHelp(): string {
@@ -356,6 +366,7 @@ export function loadServerConfig(
       opTokenKeyPath: str(values, "verified-op-token-key-path"),
       opTokenSigners,
       opTokenMinSigners,
+      metricsToken: str(values, "metrics-token"),
     },
   };
 }

@@ -18,6 +18,7 @@ import {
 import type { Logger } from "../log.ts";
 import { decodeSegment, sendAdminError, sendJson } from "./admin.ts";
 import { capabilitiesView, type WaitStats } from "./capabilities.ts";
+import type { CapabilitiesAccess } from "./endpoint_access.ts";
 import {
   type NonceStore,
   OP_TOKEN_FIELDS,
@@ -48,6 +49,8 @@ export type LifecycleDeps = {
   /** How long unload and flush wait for their task before answering 202. */
   waitMs: number;
   log: Logger;
+  /** Who may read /v1/capabilities, and whether with per-worker detail. */
+  capabilitiesAccess: (req: IncomingMessage) => CapabilitiesAccess;
 };
 
 export type LifecycleRoutes = {
@@ -140,17 +143,40 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
   const waiters = new Map<string, Set<(t: LifecycleTaskView) => void>>();
   const cache = new Map<string, { atMs: number; body: unknown }>();
 
-  function capabilities(res: ServerResponse, url: URL): void {
+  function capabilities(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: URL,
+  ): void {
+    const access = d.capabilitiesAccess(req);
+    if (access.kind === "denied") {
+      return sendAdminError(
+        res,
+        access.status,
+        access.code,
+        access.message,
+        access.headers,
+      );
+    }
+    const detail = access.kind === "detail";
     const state = d.state();
     if (state === null) return sendError(res, 503, "starting", "starting up");
     const workerId = url.searchParams.get("worker");
-    const key = workerId ?? "";
+    if (workerId !== null && !detail) {
+      return sendError(
+        res,
+        403,
+        "admin_only",
+        "per-worker capabilities (?worker=) need the admin token (Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>)",
+      );
+    }
+    const key = `${detail ? "detail" : "fleet"}:${workerId ?? ""}`;
     const hit = cache.get(key);
     let body = hit !== undefined && d.now() - hit.atMs < CAPABILITIES_TTL_MS
       ? hit.body
       : null;
     if (body === null) {
-      body = capabilitiesView(state, d.waits(), workerId);
+      body = capabilitiesView(state, d.waits(), workerId, detail);
       if (body === null) {
         return sendError(
           res,
@@ -441,7 +467,7 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
           "method_not_allowed",
           "use GET for /v1/capabilities",
         );
-      } else capabilities(res, url);
+      } else capabilities(req, res, url);
       return true;
     }
     if (path.startsWith("/v1/models/load/")) {

@@ -5,7 +5,11 @@ import {
   runTestWorker,
   testConfig as workerConfig,
 } from "../worker/_test_worker.ts";
-import { startTestRelay, type TestRelay } from "./_ops_test_helpers.ts";
+import {
+  ADMIN_TOKEN,
+  startTestRelay,
+  type TestRelay,
+} from "./_ops_test_helpers.ts";
 import {
   chatBody,
   registeredWorker,
@@ -44,6 +48,7 @@ function token(over: Partial<SignedCall> = {}, key = KEY): string {
 async function relayWith(dbPath = ":memory:"): Promise<TestRelay> {
   return await startTestRelay(testConfig({}, {
     dbPath,
+    adminToken: ADMIN_TOKEN,
     opTokenKeyPath: await keyFile(),
     opTokenSigners: SIGNERS,
     opTokenMinSigners: 2,
@@ -320,9 +325,9 @@ Deno.test("compatibility: an original-style worker gets no extensions in registe
     });
     assert.equal(r.status, 501);
     assert.match(r.body.error.message, /lifecycle-v1/);
-    const caps = await fetch(`${relay.url}/v1/capabilities`).then((x) =>
-      x.json()
-    );
+    const caps = await fetch(`${relay.url}/v1/capabilities`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    }).then((x) => x.json());
     assert.deepEqual(caps.workers[0].extensions, []);
     await new Promise((r) => setTimeout(r, 50));
     const known = [

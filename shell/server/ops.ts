@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { handleAdmin, sendJson } from "./admin.ts";
+import { handleAdmin, sendAdminError, sendJson } from "./admin.ts";
 import type { DatabaseSync } from "node:sqlite";
 import {
   type KeyStore,
@@ -13,6 +13,11 @@ import {
   type VerifiedKey,
 } from "./api_keys.ts";
 import type { Access } from "./client_http.ts";
+import {
+  type AccessPolicy,
+  capabilitiesAccess,
+  metricsAccess,
+} from "./endpoint_access.ts";
 import {
   type Governance,
   type LifecycleRoutes,
@@ -92,16 +97,24 @@ function makeGovernance(
   };
 }
 
-export function makeOpsHooks(
+/** Which tokens open the fleet-describing endpoints (endpoint_access.ts). */
+export function accessPolicy(config: ServerConfig): AccessPolicy {
+  return {
+    adminToken: config.adminToken,
+    metricsToken: config.metricsToken ?? "",
+    requireApiKeys: config.requireApiKeys,
+  };
+}
+
+/** Client auth for inference routes (and /v1/capabilities): the key and what it allows. */
+export function makeAuthorize(
   config: ServerConfig,
   keys: KeyStore | null,
   metrics: Metrics,
-  server: () => RunningServer | null,
   log: Logger,
-  lifecycle: LifecycleRoutes | null = null,
-): ServerHooks {
+): (req: IncomingMessage, api: ClientApi) => Access {
   const denied = (error: ClientError): Access => ({ kind: "denied", error });
-  const authorize = (req: IncomingMessage, api: ClientApi): Access => {
+  return (req: IncomingMessage, api: ClientApi): Access => {
     if (!config.requireApiKeys) return { kind: "granted", grant: null };
     const found = clientKey(req, api);
     const how = api === "anthropic"
@@ -144,6 +157,18 @@ export function makeOpsHooks(
       grant: { tenant: key.tenant, maxPriority: key.maxPriority },
     };
   };
+}
+
+export function makeOpsHooks(
+  config: ServerConfig,
+  keys: KeyStore | null,
+  metrics: Metrics,
+  server: () => RunningServer | null,
+  log: Logger,
+  lifecycle: LifecycleRoutes | null = null,
+): ServerHooks {
+  const authorize = makeAuthorize(config, keys, metrics, log);
+  const policy = accessPolicy(config);
 
   const extraRoutes = (
     req: IncomingMessage,
@@ -165,6 +190,18 @@ export function makeOpsHooks(
         return true;
       }
       if (s === null) return false;
+      const access = metricsAccess(req, policy);
+      if (access.kind === "denied") {
+        metrics.authFailure("metrics_token");
+        sendAdminError(
+          res,
+          access.status,
+          access.code,
+          access.message,
+          access.headers,
+        );
+        return true;
+      }
       res.writeHead(200, {
         "content-type": "text/plain; version=0.0.4; charset=utf-8",
         "cache-control": "no-store",
@@ -234,6 +271,8 @@ export async function startRelay(
   }
   const metrics = new Metrics(nowMs());
   let running: RunningServer | null = null;
+  const policy = accessPolicy(config);
+  const authorizeCapabilities = makeAuthorize(config, keys, metrics, log);
   const lifecycle = makeLifecycleRoutes({
     state: () => running?.runtime.state ?? null,
     submit: (e) => running?.runtime.submit(e),
@@ -243,6 +282,8 @@ export async function startRelay(
     waits: () => metrics.queueWaitStats(),
     waitMs: 30_000,
     log,
+    capabilitiesAccess: (req) =>
+      capabilitiesAccess(req, policy, authorizeCapabilities),
   });
   const hooks = makeOpsHooks(
     config,
