@@ -182,3 +182,62 @@ Deno.test({
       await existing.close();
     }),
 });
+
+Deno.test({
+  name:
+    "a page on another origin calls /v1/chat/completions with a key and X-Tenant-ID through the CORS preflight",
+  ...SANITIZE,
+  fn: async () => {
+    const relay = await startTestRelay(testConfig({}, {
+      adminToken: ADMIN_TOKEN,
+      requireApiKeys: true,
+    }));
+    const app = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      () =>
+        new Response("<!doctype html><title>app</title>", {
+          headers: { "content-type": "text/html" },
+        }),
+    );
+    let browser;
+    const w = await registeredWorker(relay);
+    const stop = autoRespond(w);
+    try {
+      const key = (await (await admin(relay, "/admin/keys", {
+        method: "POST",
+        body: JSON.stringify({ name: "web", tenant: "web" }),
+      })).json()).key as string;
+      browser = await launchBrowser();
+      const page = await browser.context.newPage();
+      const errors = watchErrors(page);
+      await page.goto(`http://127.0.0.1:${app.addr.port}/`);
+      const result = await page.evaluate(async ([url, key]) => {
+        const r = await fetch(`${url}/v1/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${key}`,
+            "content-type": "application/json",
+            "x-tenant-id": "web",
+            "x-priority": "normal",
+          },
+          body: JSON.stringify({ model: "m1", messages: [] }),
+        });
+        return {
+          status: r.status,
+          wait: r.headers.get("x-queue-wait-ms"),
+          body: await r.text(),
+        };
+      }, [relay.url, key]);
+      assert.equal(result.status, 200);
+      assert.equal(result.wait, "0", "exposed response header readable");
+      assert.match(result.body, /hello/);
+      assert.deepEqual(errors, []);
+    } finally {
+      stop();
+      await w.close();
+      await browser?.close();
+      await app.shutdown();
+      await relay.close();
+    }
+  },
+});

@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError, Event, State } from "../../core/mod.ts";
 import { listModels, modelStatuses, queueDepth } from "../../core/mod.ts";
 import type { Clients } from "./clients.ts";
+import { applyCors } from "./cors.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
 import { newRequestId } from "./ids.ts";
 import { type KeyGrant, readTenancy } from "./tenancy.ts";
@@ -32,6 +33,8 @@ export type HttpDeps = {
     res: ServerResponse,
     url: URL,
   ) => boolean;
+  /** CORS_ALLOW_ORIGINS for /v1/*; absent = no CORS headers. */
+  corsAllowOrigins?: readonly string[];
   /** Client auth for inference routes; absent = everyone, as claimed. */
   authorize?: (req: IncomingMessage, api: ClientApi) => Access;
 };
@@ -144,6 +147,10 @@ export function handleHttp(
   const exact = Object.hasOwn(INFERENCE_ROUTES, raw);
   const url = exact ? null : new URL(raw, "http://relay.invalid");
   const path = url === null ? raw : url.pathname;
+  if (
+    d.corsAllowOrigins !== undefined && path.startsWith("/v1/") &&
+    path !== "/v1/worker/connect" && applyCors(req, res, d.corsAllowOrigins)
+  ) return;
   const api = INFERENCE_ROUTES[path];
   if (api !== undefined) {
     if (req.method !== "POST") {

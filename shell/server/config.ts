@@ -202,6 +202,14 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "Bearer token Prometheus sends for /metrics (the admin token works too); required when API keys are required or this is set, else /metrics is open",
   },
   {
+    flag: "cors-allow-origins",
+    env: "CORS_ALLOW_ORIGINS",
+    kind: "string",
+    default: "*",
+    help:
+      "browser origins allowed to call /v1/*: * for any, or a comma-separated list such as https://app.example.com",
+  },
+  {
     flag: "tick-ms",
     env: "TICK_MS",
     kind: "int",
@@ -230,7 +238,29 @@ export type ServerConfig = {
   opTokenMinSigners?: number;
   /** Bearer token for /metrics besides the admin token; absent = none. */
   metricsToken?: string;
+  /** CORS for /v1/*: ["*"] or exact origins; absent = ["*"]. */
+  corsAllowOrigins?: string[];
 };
+
+/** CORS_ALLOW_ORIGINS: `*`, or origins exactly as browsers send them (scheme://host[:port]). */
+export function parseCorsOrigins(raw: string): string[] {
+  const list = raw.split(",").map((x) => x.trim()).filter((x) => x !== "");
+  if (list.length === 0 || list.includes("*")) return ["*"];
+  for (const o of list) {
+    let origin: string | null = null;
+    try {
+      origin = new URL(o).origin;
+    } catch {
+      // reported below
+    }
+    if (origin !== o) {
+      throw new OptionError(
+        `CORS_ALLOW_ORIGINS (--cors-allow-origins) must be * or origins like https://app.example.com (scheme, host, optional port, no path or trailing slash), got "${o}"`,
+      );
+    }
+  }
+  return list;
+}
 
 export function serverHelp(): string {
   return helpText(
@@ -367,6 +397,7 @@ export function loadServerConfig(
       opTokenSigners,
       opTokenMinSigners,
       metricsToken: str(values, "metrics-token"),
+      corsAllowOrigins: parseCorsOrigins(str(values, "cors-allow-origins")),
     },
   };
 }
