@@ -183,7 +183,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "",
     help:
-      "comma-separated governance signers (the N of M-of-N), e.g. admin1,admin2,admin3",
+      "comma-separated approver names an op token may list (the N of M-of-N; recorded in the token, which one shared key signs), e.g. admin1,admin2,admin3",
   },
   {
     flag: "op-token-min-signers",
@@ -191,7 +191,8 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "int",
     default: "1",
     min: 1,
-    help: "distinct OP_TOKEN_SIGNERS an op token must list (the M of M-of-N)",
+    help:
+      "distinct OP_TOKEN_SIGNERS names an op token must list (the M of M-of-N)",
   },
   {
     flag: "metrics-token",
