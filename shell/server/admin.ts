@@ -3,10 +3,11 @@
 // token configured every /admin route answers 403 saying how to enable it.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { type Event, type State, workerViews } from "../../core/mod.ts";
-import type { ApiKeyInfo, KeyStore } from "./api_keys.ts";
+import type { ApiKeyInfo, KeyScope, KeyStore } from "./api_keys.ts";
 import { KEY_NAME_MAX } from "./api_keys.ts";
 import type { Metrics } from "./metrics.ts";
 import { secretsEqual } from "./secret.ts";
+import { isPriority, isTenantId, TENANT_RULE } from "./tenancy.ts";
 
 export type AdminDeps = {
   adminToken: string;
@@ -65,12 +66,22 @@ export function bearerToken(req: IncomingMessage): string | null {
   return m === null ? null : m[1]!;
 }
 
-function decodeId(raw: string): string {
+/** A percent-decoded path segment; null when its escapes are malformed (%ZZ). */
+export function decodeSegment(raw: string): string | null {
   try {
     return decodeURIComponent(raw);
   } catch {
-    return raw;
+    return null;
   }
+}
+
+function badSegment(res: ServerResponse, raw: string): void {
+  sendAdminError(
+    res,
+    400,
+    "invalid_path",
+    `the path segment "${raw}" has a malformed percent-escape`,
+  );
 }
 
 function iso(ms: number | null): string | null {
@@ -83,7 +94,22 @@ function keyJson(k: ApiKeyInfo): Record<string, unknown> {
     name: k.name,
     created_at: iso(k.createdAtMs),
     last_used_at: iso(k.lastUsedAtMs),
+    tenant: k.tenant,
+    max_priority: k.maxPriority,
   };
+}
+
+/** `tenant` and `max_priority` of a POST /admin/keys body, or what is wrong with them. */
+function scopeOf(body: Record<string, unknown>): KeyScope | string {
+  const tenant = body.tenant ?? null;
+  if (tenant !== null && (typeof tenant !== "string" || !isTenantId(tenant))) {
+    return `"tenant" must be ${TENANT_RULE} (as X-Tenant-ID), or absent for a key that may name tenants`;
+  }
+  const maxPriority = body.max_priority ?? "normal";
+  if (typeof maxPriority !== "string" || !isPriority(maxPriority)) {
+    return '"max_priority" must be high, normal or low (default normal)';
+  }
+  return { tenant, maxPriority };
 }
 
 function readJsonBody(
@@ -185,7 +211,11 @@ export function handleAdmin(
   if (drain !== null) {
     if (!only("POST")) return true;
     req.resume();
-    const id = decodeId(drain[1]!);
+    const id = decodeSegment(drain[1]!);
+    if (id === null) {
+      badSegment(res, drain[1]!);
+      return true;
+    }
     const worker = state.workers.get(id);
     if (worker === undefined) {
       sendAdminError(res, 404, "worker_not_found", `no worker with id ${id}`);
@@ -266,8 +296,12 @@ function handleKeys(
             `send {"name": "..."}: a non-empty name of at most ${KEY_NAME_MAX} characters`,
           );
         }
+        const scope = scopeOf(value as Record<string, unknown>);
+        if (typeof scope === "string") {
+          return sendAdminError(res, 400, "invalid_scope", scope);
+        }
         try {
-          const k = keys.create(name.trim(), d.wallNow());
+          const k = keys.create(name.trim(), d.wallNow(), scope);
           sendJson(res, 201, {
             ...keyJson(k),
             key: k.key,
@@ -306,7 +340,11 @@ function handleKeys(
     );
     return true;
   }
-  const id = decodeId(m[1]!);
+  const id = decodeSegment(m[1]!);
+  if (id === null) {
+    badSegment(res, m[1]!);
+    return true;
+  }
   try {
     if (keys.revoke(id)) sendJson(res, 200, { id, revoked: true });
     else sendAdminError(res, 404, "key_not_found", `no API key with id ${id}`);

@@ -2,10 +2,19 @@
 // once at creation, stored only as a SHA-256 hash with id, name and times.
 // `KeyStore` is kept small so a shared store (Redis, for several relay instances)
 // can implement it later; `openSqliteKeyStore` is the embedded one (node:sqlite).
+// A key may be bound to a tenant and a priority ceiling (issue 15): the relay
+// then counts, limits and queues its requests as that tenant whatever headers
+// they carry.
 import { createHash, randomBytes } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
+import type { Priority } from "../../core/mod.ts";
 
-export type ApiKeyInfo = {
+/** What a key may do: its tenant (null: a trusted gateway that names tenants) and its highest priority. */
+export type KeyScope = { tenant: string | null; maxPriority: Priority };
+
+export const UNSCOPED: KeyScope = { tenant: null, maxPriority: "normal" };
+
+export type ApiKeyInfo = KeyScope & {
   id: string;
   name: string;
   createdAtMs: number;
@@ -14,13 +23,16 @@ export type ApiKeyInfo = {
 
 export type CreatedKey = ApiKeyInfo & { key: string };
 
+/** A live key: its id and scope. */
+export type VerifiedKey = KeyScope & { id: string };
+
 export interface KeyStore {
-  create(name: string, nowMs: number): CreatedKey;
+  create(name: string, nowMs: number, scope?: KeyScope): CreatedKey;
   list(): ApiKeyInfo[];
   /** false when no key has this id. */
   revoke(id: string): boolean;
-  /** The key's id when `key` is a live key, else null. */
-  verify(key: string): string | null;
+  /** The key's id and scope when `key` is a live key, else null. */
+  verify(key: string): VerifiedKey | null;
   /** Records a use; implementations may coarsen writes. */
   touch(id: string, nowMs: number): void;
   close(): void;
@@ -58,13 +70,29 @@ const MIGRATIONS: readonly string[] = [
      nonce TEXT PRIMARY KEY,
      expires_at_secs INTEGER NOT NULL
    )`,
+  // Keys bound to a tenant and a priority ceiling (issue 15); existing keys stay
+  // unbound (tenant NULL: they may name tenants as before) with ceiling normal.
+  `ALTER TABLE api_keys ADD COLUMN tenant TEXT;
+   ALTER TABLE api_keys ADD COLUMN max_priority TEXT NOT NULL DEFAULT 'normal'`,
 ];
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
 type Row = Record<string, unknown>;
 
+const PRIORITIES: readonly Priority[] = ["high", "normal", "low"];
+
+function scopeFromRow(r: Row): KeyScope {
+  const p = String(r.max_priority);
+  return {
+    tenant: r.tenant === null ? null : String(r.tenant),
+    // An unknown value (written by hand) gets the least privilege.
+    maxPriority: PRIORITIES.includes(p as Priority) ? p as Priority : "low",
+  };
+}
+
 function infoFromRow(r: Row): ApiKeyInfo {
   return {
+    ...scopeFromRow(r),
     id: String(r.id),
     name: String(r.name),
     createdAtMs: Number(r.created_at_ms),
@@ -133,12 +161,36 @@ export function keyStoreOn(db: DatabaseSync): KeyStore {
 }
 
 /**
+ * Makes the database file readable by its owner only (0600): it holds key hashes
+ * and the tenants they are bound to. A new file is created so before SQLite
+ * opens it; SQLite gives its -journal/-wal/-shm files the database file's mode.
+ * An older, wider file is narrowed. No-op where modes do not exist (Windows).
+ */
+function ownerOnly(path: string): void {
+  try {
+    Deno.openSync(path, { write: true, createNew: true, mode: 0o600 }).close();
+    return;
+  } catch (e) {
+    if (!(e instanceof Deno.errors.AlreadyExists)) throw e;
+  }
+  if (Deno.build.os === "windows") return;
+  const mode = Deno.statSync(path).mode;
+  if (mode === null || (mode & 0o077) === 0) return;
+  try {
+    Deno.chmodSync(path, mode & 0o700);
+  } catch {
+    // Not ours to change (another owner): SQLite's own open decides.
+  }
+}
+
+/**
  * Opens (creating on first start) the relay database at `path` and brings its
  * schema up to date; same errors as openSqliteKeyStore.
  */
 export function openRelayDatabase(path: string): DatabaseSync {
   let db: DatabaseSync;
   try {
+    if (path !== ":memory:") ownerOnly(path);
     db = new DatabaseSync(path);
   } catch (e) {
     throw new KeyStoreError(
@@ -178,23 +230,32 @@ class SqliteKeyStore implements KeyStore {
   constructor(db: DatabaseSync) {
     this.#db = db;
     this.#insert = db.prepare(
-      "INSERT INTO api_keys (id, name, key_hash, created_at_ms) VALUES (?, ?, ?, ?)",
+      "INSERT INTO api_keys (id, name, key_hash, created_at_ms, tenant, max_priority) VALUES (?, ?, ?, ?, ?, ?)",
     );
     this.#list = db.prepare(
-      "SELECT id, name, created_at_ms, last_used_at_ms FROM api_keys ORDER BY created_at_ms, id",
+      "SELECT id, name, created_at_ms, last_used_at_ms, tenant, max_priority FROM api_keys ORDER BY created_at_ms, id",
     );
     this.#delete = db.prepare("DELETE FROM api_keys WHERE id = ?");
-    this.#byHash = db.prepare("SELECT id FROM api_keys WHERE key_hash = ?");
+    this.#byHash = db.prepare(
+      "SELECT id, tenant, max_priority FROM api_keys WHERE key_hash = ?",
+    );
     this.#touch = db.prepare(
       "UPDATE api_keys SET last_used_at_ms = ? WHERE id = ?",
     );
   }
 
-  create(name: string, nowMs: number): CreatedKey {
+  create(name: string, nowMs: number, scope: KeyScope = UNSCOPED): CreatedKey {
     const key = newApiKey();
     const id = "key_" + randomBytes(8).toString("hex");
-    this.#insert.run(id, name, hashKey(key), nowMs);
-    return { id, name, createdAtMs: nowMs, lastUsedAtMs: null, key };
+    this.#insert.run(
+      id,
+      name,
+      hashKey(key),
+      nowMs,
+      scope.tenant,
+      scope.maxPriority,
+    );
+    return { ...scope, id, name, createdAtMs: nowMs, lastUsedAtMs: null, key };
   }
 
   list(): ApiKeyInfo[] {
@@ -206,11 +267,13 @@ class SqliteKeyStore implements KeyStore {
     return Number(this.#delete.run(id).changes) > 0;
   }
 
-  verify(key: string): string | null {
+  verify(key: string): VerifiedKey | null {
     if (!key.startsWith(KEY_PREFIX)) return null;
     // Looked up by hash: timing reveals nothing about stored keys' text.
     const row = this.#byHash.get(hashKey(key));
-    return row === undefined ? null : String(row.id);
+    return row === undefined
+      ? null
+      : { ...scopeFromRow(row), id: String(row.id) };
   }
 
   touch(id: string, nowMs: number): void {

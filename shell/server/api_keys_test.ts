@@ -285,7 +285,7 @@ Deno.test("last-used times are written at most once a minute per key", () => {
   const store = openSqliteKeyStore(":memory:");
   try {
     const k = store.create("k", 1_000);
-    const id = store.verify(k.key);
+    const id = store.verify(k.key)?.id;
     assert.equal(id, k.id);
     assert.equal(store.verify("mr-nope"), null);
     assert.equal(store.verify("sk-nope"), null);
@@ -316,5 +316,26 @@ Deno.test("without MODELRELAY_REQUIRE_API_KEYS inference needs no key", async ()
     await w.close();
   } finally {
     await relay.close();
+  }
+});
+
+Deno.test("the key database is created 0600, and an older wider file is narrowed", async () => {
+  if (Deno.build.os === "windows") return;
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/relay.db`;
+    const store = openSqliteKeyStore(path);
+    store.create("k", 1);
+    store.close();
+    assert.equal(Deno.statSync(path).mode! & 0o777, 0o600);
+    // Any journal SQLite left beside it has the database's mode too.
+    for (const e of Deno.readDirSync(dir)) {
+      assert.equal(Deno.statSync(`${dir}/${e.name}`).mode! & 0o077, 0, e.name);
+    }
+    Deno.chmodSync(path, 0o644);
+    openSqliteKeyStore(path).close();
+    assert.equal(Deno.statSync(path).mode! & 0o777, 0o600);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

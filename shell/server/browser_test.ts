@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
 import {
+  admin,
   ADMIN_TOKEN,
   autoRespond,
   startTestRelay,
@@ -70,6 +71,14 @@ Deno.test({
     withBrowserAndRelay(async (page, relay) => {
       // The wrong token below is answered 403, which the browser logs.
       const errors = watchErrors(page, /status of 403 \(Forbidden\)/);
+      const key = await (await admin(relay, "/admin/keys", {
+        method: "POST",
+        body: JSON.stringify({
+          name: "team-a app",
+          tenant: "team-a",
+          max_priority: "low",
+        }),
+      })).json();
       await page.goto(`${relay.url}/dashboard`);
       // A wrong token is refused and the form stays.
       await page.fill("#token", "wrong-token");
@@ -82,6 +91,13 @@ Deno.test({
       await page.locator("#no-workers").waitFor({ state: "visible" });
       assert.equal(await textOf(page, "#workers-connected"), "0");
       assert.equal(await textOf(page, "#requests-total"), "0");
+      // Keys show their tenant and priority ceiling (issue 15).
+      const keyRow = page.locator(`#keys tr[data-key-id="${key.id}"]`);
+      await keyRow.waitFor();
+      assert.match(
+        (await keyRow.textContent()) ?? "",
+        /team-a app.*team-a.*low/,
+      );
 
       const w = await registeredWorker(relay, {
         worker_name: "gpu-box-1",
@@ -165,4 +181,63 @@ Deno.test({
       await w.close();
       await existing.close();
     }),
+});
+
+Deno.test({
+  name:
+    "a page on another origin calls /v1/chat/completions with a key and X-Tenant-ID through the CORS preflight",
+  ...SANITIZE,
+  fn: async () => {
+    const relay = await startTestRelay(testConfig({}, {
+      adminToken: ADMIN_TOKEN,
+      requireApiKeys: true,
+    }));
+    const app = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      () =>
+        new Response("<!doctype html><title>app</title>", {
+          headers: { "content-type": "text/html" },
+        }),
+    );
+    let browser;
+    const w = await registeredWorker(relay);
+    const stop = autoRespond(w);
+    try {
+      const key = (await (await admin(relay, "/admin/keys", {
+        method: "POST",
+        body: JSON.stringify({ name: "web", tenant: "web" }),
+      })).json()).key as string;
+      browser = await launchBrowser();
+      const page = await browser.context.newPage();
+      const errors = watchErrors(page);
+      await page.goto(`http://127.0.0.1:${app.addr.port}/`);
+      const result = await page.evaluate(async ([url, key]) => {
+        const r = await fetch(`${url}/v1/chat/completions`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${key}`,
+            "content-type": "application/json",
+            "x-tenant-id": "web",
+            "x-priority": "normal",
+          },
+          body: JSON.stringify({ model: "m1", messages: [] }),
+        });
+        return {
+          status: r.status,
+          wait: r.headers.get("x-queue-wait-ms"),
+          body: await r.text(),
+        };
+      }, [relay.url, key]);
+      assert.equal(result.status, 200);
+      assert.equal(result.wait, "0", "exposed response header readable");
+      assert.match(result.body, /hello/);
+      assert.deepEqual(errors, []);
+    } finally {
+      stop();
+      await w.close();
+      await browser?.close();
+      await app.shutdown();
+      await relay.close();
+    }
+  },
 });

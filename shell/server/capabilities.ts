@@ -89,11 +89,16 @@ function workerEntry(w: Worker): Record<string, unknown> {
   };
 }
 
-/** The spec 004 document; null when `workerId` names no connected worker. */
+/**
+ * The spec 004 document; null when `workerId` names no connected worker.
+ * Without `detail` (anyone but the admin, issue 15) it describes the fleet
+ * only: no worker ids, names, loads or task ids.
+ */
 export function capabilitiesView(
   state: State,
   waits: WaitStats,
   workerId: string | null,
+  detail = true,
 ): Record<string, unknown> | null {
   let workers = [...state.workers.values()];
   if (workerId !== null) {
@@ -120,14 +125,18 @@ export function capabilitiesView(
             l.id === m.id
           ) ?? []
         )[0];
-        return { ...reported, id: m.id, workers: m.workers };
+        return {
+          ...reported,
+          id: m.id,
+          ...(detail ? { workers: m.workers } : {}),
+        };
       }),
       loading: statuses.filter((m) => m.status === "loading").map((m) => ({
         id: m.id,
         progress: m.progress ?? 0,
         eta: m.eta ?? null,
-        ...(m.taskId === undefined ? {} : { taskId: m.taskId }),
-        workers: m.workers,
+        ...(m.taskId === undefined || !detail ? {} : { taskId: m.taskId }),
+        ...(detail ? { workers: m.workers } : {}),
       })),
       available: [...available],
     },
@@ -140,6 +149,6 @@ export function capabilitiesView(
     },
     capabilities: flagsOf(workers),
     health: healthOf(state, workers),
-    workers: workers.map(workerEntry),
+    ...(detail ? { workers: workers.map(workerEntry) } : {}),
   };
 }

@@ -6,9 +6,10 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError, Event, State } from "../../core/mod.ts";
 import { listModels, modelStatuses, queueDepth } from "../../core/mod.ts";
 import type { Clients } from "./clients.ts";
+import { applyCors } from "./cors.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
 import { newRequestId } from "./ids.ts";
-import { readTenancy } from "./tenancy.ts";
+import { type KeyGrant, readTenancy } from "./tenancy.ts";
 
 export const VERSION = "0.1.0";
 
@@ -32,11 +33,16 @@ export type HttpDeps = {
     res: ServerResponse,
     url: URL,
   ) => boolean;
-  /** Client auth for inference routes; returns an error to send, or null. */
-  authorize?: (req: IncomingMessage, api: ClientApi) => ClientError | null;
-  /** The tenant bound to the client's API key, if any (spec 004). */
-  tenantOf?: (req: IncomingMessage) => string | null;
+  /** CORS_ALLOW_ORIGINS for /v1/*; absent = no CORS headers. */
+  corsAllowOrigins?: readonly string[];
+  /** Client auth for inference routes; absent = everyone, as claimed. */
+  authorize?: (req: IncomingMessage, api: ClientApi) => Access;
 };
+
+/** A client's access: refused with an error, or let in with what its key allows (null: no key needed). */
+export type Access =
+  | { kind: "denied"; error: ClientError }
+  | { kind: "granted"; grant: KeyGrant | null };
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { "content-type": "application/json" });
@@ -141,6 +147,10 @@ export function handleHttp(
   const exact = Object.hasOwn(INFERENCE_ROUTES, raw);
   const url = exact ? null : new URL(raw, "http://relay.invalid");
   const path = url === null ? raw : url.pathname;
+  if (
+    d.corsAllowOrigins !== undefined && path.startsWith("/v1/") &&
+    path !== "/v1/worker/connect" && applyCors(req, res, d.corsAllowOrigins)
+  ) return;
   const api = INFERENCE_ROUTES[path];
   if (api !== undefined) {
     if (req.method !== "POST") {
@@ -235,10 +245,11 @@ function handleInference(
   api: ClientApi,
   path: string,
 ): void {
-  const denied = d.authorize?.(req, api) ?? null;
-  if (denied !== null) {
+  const access: Access = d.authorize?.(req, api) ??
+    { kind: "granted", grant: null };
+  if (access.kind === "denied") {
     req.resume();
-    return sendError(res, api, denied);
+    return sendError(res, api, access.error);
   }
   readBody(req, d.maxBodyBytes, (body, tooLarge) => {
     if (tooLarge) {
@@ -258,8 +269,16 @@ function handleInference(
     if (body === null) return;
     const parsed = parseInference(body);
     if ("status" in parsed) return sendError(res, api, parsed);
-    const tenancy = readTenancy(req, parsed.fields, d.tenantOf?.(req) ?? null);
+    const tenancy = readTenancy(req, parsed.fields, access.grant);
     if ("status" in tenancy) return sendError(res, api, tenancy);
+    // The backend sees the tenant and priority the relay applied, not the claim.
+    if (access.grant?.tenant != null) {
+      req.headers["x-tenant-id"] = tenancy.tenant;
+    }
+    if (
+      access.grant !== null &&
+      (req.headers["x-priority"] !== undefined || tenancy.priority !== "normal")
+    ) req.headers["x-priority"] = tenancy.priority;
     const requestId = newRequestId();
     const ctx = { res, api, ended: false, stalled: false };
     d.clients.set(requestId, ctx);

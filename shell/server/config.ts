@@ -183,7 +183,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "",
     help:
-      "comma-separated governance signers (the N of M-of-N), e.g. admin1,admin2,admin3",
+      "comma-separated approver names an op token may list (the N of M-of-N; recorded in the token, which one shared key signs), e.g. admin1,admin2,admin3",
   },
   {
     flag: "op-token-min-signers",
@@ -191,7 +191,24 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "int",
     default: "1",
     min: 1,
-    help: "distinct OP_TOKEN_SIGNERS an op token must list (the M of M-of-N)",
+    help:
+      "distinct OP_TOKEN_SIGNERS names an op token must list (the M of M-of-N)",
+  },
+  {
+    flag: "metrics-token",
+    env: "METRICS_TOKEN",
+    kind: "secret",
+    default: "",
+    help:
+      "Bearer token Prometheus sends for /metrics (the admin token works too); required when API keys are required or this is set, else /metrics is open",
+  },
+  {
+    flag: "cors-allow-origins",
+    env: "CORS_ALLOW_ORIGINS",
+    kind: "string",
+    default: "*",
+    help:
+      "browser origins allowed to call /v1/*: * for any, or a comma-separated list such as https://app.example.com",
   },
   {
     flag: "tick-ms",
@@ -220,7 +237,31 @@ export type ServerConfig = {
   opTokenKeyPath?: string;
   opTokenSigners?: string[];
   opTokenMinSigners?: number;
+  /** Bearer token for /metrics besides the admin token; absent = none. */
+  metricsToken?: string;
+  /** CORS for /v1/*: ["*"] or exact origins; absent = ["*"]. */
+  corsAllowOrigins?: string[];
 };
+
+/** CORS_ALLOW_ORIGINS: `*`, or origins exactly as browsers send them (scheme://host[:port]). */
+export function parseCorsOrigins(raw: string): string[] {
+  const list = raw.split(",").map((x) => x.trim()).filter((x) => x !== "");
+  if (list.length === 0 || list.includes("*")) return ["*"];
+  for (const o of list) {
+    let origin: string | null = null;
+    try {
+      origin = new URL(o).origin;
+    } catch {
+      // reported below
+    }
+    if (origin !== o) {
+      throw new OptionError(
+        `CORS_ALLOW_ORIGINS (--cors-allow-origins) must be * or origins like https://app.example.com (scheme, host, optional port, no path or trailing slash), got "${o}"`,
+      );
+    }
+  }
+  return list;
+}
 
 export function serverHelp(): string {
   return helpText(
@@ -356,6 +397,8 @@ export function loadServerConfig(
       opTokenKeyPath: str(values, "verified-op-token-key-path"),
       opTokenSigners,
       opTokenMinSigners,
+      metricsToken: str(values, "metrics-token"),
+      corsAllowOrigins: parseCorsOrigins(str(values, "cors-allow-origins")),
     },
   };
 }

@@ -16,10 +16,12 @@ import {
   type State,
 } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { sendAdminError, sendJson } from "./admin.ts";
+import { decodeSegment, sendAdminError, sendJson } from "./admin.ts";
 import { capabilitiesView, type WaitStats } from "./capabilities.ts";
+import type { CapabilitiesAccess } from "./endpoint_access.ts";
 import {
   type NonceStore,
+  OP_TOKEN_FIELDS,
   type OpTokenError,
   type OpTokenPolicy,
   verifyOpToken,
@@ -47,6 +49,8 @@ export type LifecycleDeps = {
   /** How long unload and flush wait for their task before answering 202. */
   waitMs: number;
   log: Logger;
+  /** Who may read /v1/capabilities, and whether with per-worker detail. */
+  capabilitiesAccess: (req: IncomingMessage) => CapabilitiesAccess;
 };
 
 export type LifecycleRoutes = {
@@ -139,17 +143,40 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
   const waiters = new Map<string, Set<(t: LifecycleTaskView) => void>>();
   const cache = new Map<string, { atMs: number; body: unknown }>();
 
-  function capabilities(res: ServerResponse, url: URL): void {
+  function capabilities(
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: URL,
+  ): void {
+    const access = d.capabilitiesAccess(req);
+    if (access.kind === "denied") {
+      return sendAdminError(
+        res,
+        access.status,
+        access.code,
+        access.message,
+        access.headers,
+      );
+    }
+    const detail = access.kind === "detail";
     const state = d.state();
     if (state === null) return sendError(res, 503, "starting", "starting up");
     const workerId = url.searchParams.get("worker");
-    const key = workerId ?? "";
+    if (workerId !== null && !detail) {
+      return sendError(
+        res,
+        403,
+        "admin_only",
+        "per-worker capabilities (?worker=) need the admin token (Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>)",
+      );
+    }
+    const key = `${detail ? "detail" : "fleet"}:${workerId ?? ""}`;
     const hit = cache.get(key);
     let body = hit !== undefined && d.now() - hit.atMs < CAPABILITIES_TTL_MS
       ? hit.body
       : null;
     if (body === null) {
-      body = capabilitiesView(state, d.waits(), workerId);
+      body = capabilitiesView(state, d.waits(), workerId, detail);
       if (body === null) {
         return sendError(
           res,
@@ -209,7 +236,7 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
     }
     const verified = verifyOpToken(
       body.verifiedOpToken,
-      { operation, modelId },
+      { operation, modelId, params: signedParams(body) },
       policy,
       d.governance.nonces,
       d.wallNowSecs(),
@@ -263,6 +290,17 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
       return null;
     }
     return view;
+  }
+
+  /** What the token must sign besides operation and modelId: the rest of the body. */
+  function signedParams(
+    body: Record<string, unknown>,
+  ): Record<string, unknown> {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(body)) {
+      if (k !== "verifiedOpToken" && k !== "modelId") out[k] = v;
+    }
+    return out;
   }
 
   function paramsOf(body: Record<string, unknown>): Record<string, unknown> {
@@ -323,6 +361,21 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
     readJson(req, (body) => {
       if (typeof body === "string") {
         return sendError(res, 400, "invalid_body", body);
+      }
+      // The token's own field names cannot be call parameters: they would be
+      // indistinguishable from the token's metadata in what is signed.
+      const reserved = OP_TOKEN_FIELDS.filter((k) =>
+        k !== "modelId" && k in body
+      );
+      if (reserved.length > 0) {
+        return sendError(
+          res,
+          400,
+          "invalid_body",
+          `${
+            reserved.join(", ")
+          } belong inside verifiedOpToken.opToken, not in the request body`,
+        );
       }
       const results = (t: LifecycleTaskView) =>
         t.parts.map((p) => p.result ?? {});
@@ -414,16 +467,26 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
           "method_not_allowed",
           "use GET for /v1/capabilities",
         );
-      } else capabilities(res, url);
+      } else capabilities(req, res, url);
       return true;
     }
     if (path.startsWith("/v1/models/load/")) {
       req.resume();
-      const id = decodeURIComponent(path.slice("/v1/models/load/".length));
+      const raw = path.slice("/v1/models/load/".length);
+      const id = decodeSegment(raw);
       const state = d.state();
-      const view = state === null ? null : lifecycleTaskView(state, id);
+      const view = state === null || id === null
+        ? null
+        : lifecycleTaskView(state, id);
       if (req.method !== "GET") {
         sendError(res, 405, "method_not_allowed", `use GET for ${path}`);
+      } else if (id === null) {
+        sendError(
+          res,
+          400,
+          "invalid_task_id",
+          `the task id "${raw}" has a malformed percent-escape`,
+        );
       } else if (view === null) {
         sendError(
           res,

@@ -5,14 +5,23 @@ import {
   runTestWorker,
   testConfig as workerConfig,
 } from "../worker/_test_worker.ts";
-import { startTestRelay, type TestRelay } from "./_ops_test_helpers.ts";
+import {
+  ADMIN_TOKEN,
+  startTestRelay,
+  type TestRelay,
+} from "./_ops_test_helpers.ts";
 import {
   chatBody,
   registeredWorker,
   testConfig,
   waitFor,
 } from "./_test_helpers.ts";
-import { encodeOpToken, type OpToken, signOpToken } from "./op_token.ts";
+import {
+  encodeOpToken,
+  type OpToken,
+  type SignedCall,
+  signOpToken,
+} from "./op_token.ts";
 
 const KEY = new TextEncoder().encode("0123456789abcdef-test-key");
 const SIGNERS = ["admin1", "admin2", "admin3"];
@@ -25,7 +34,7 @@ async function keyFile(): Promise<string> {
   return path;
 }
 
-function token(over: Partial<OpToken> = {}, key = KEY): string {
+function token(over: Partial<SignedCall> = {}, key = KEY): string {
   return encodeOpToken({
     operation: "model-load",
     modelId: "big",
@@ -39,6 +48,7 @@ function token(over: Partial<OpToken> = {}, key = KEY): string {
 async function relayWith(dbPath = ":memory:"): Promise<TestRelay> {
   return await startTestRelay(testConfig({}, {
     dbPath,
+    adminToken: ADMIN_TOKEN,
     opTokenKeyPath: await keyFile(),
     opTokenSigners: SIGNERS,
     opTokenMinSigners: 2,
@@ -149,10 +159,107 @@ Deno.test("op token: every failed check has its own status and message, and the 
   }
 });
 
+Deno.test("a widened op token is refused with op_token_params_mismatch, and nothing reaches a worker", async () => {
+  const relay = await relayWith();
+  const w = await registeredWorker(relay, {
+    models: ["m1", "small"],
+    extensions: EXT,
+  });
+  try {
+    const workerId = w.ack.worker_id as string;
+    const load = token({ gpuMemoryBudgetMB: 1000, workerId });
+    const flush = token({
+      operation: "cache-flush",
+      modelId: null,
+      scope: "tenant",
+      tenantId: "team-a",
+    });
+    const cases: [string, string, Record<string, unknown>, RegExp][] = [
+      ["evictModel added", "/v1/models/load", {
+        modelId: "big",
+        gpuMemoryBudgetMB: 1000,
+        workerId,
+        evictModel: "small",
+        verifiedOpToken: load,
+      }, /evictModel: signed absent, sent "small"/],
+      ["budget raised", "/v1/models/load", {
+        modelId: "big",
+        gpuMemoryBudgetMB: 80000,
+        workerId,
+        verifiedOpToken: load,
+      }, /gpuMemoryBudgetMB: signed 1000, sent 80000/],
+      ["other worker", "/v1/models/load", {
+        modelId: "big",
+        gpuMemoryBudgetMB: 1000,
+        workerId: "w-other",
+        verifiedOpToken: load,
+      }, /workerId/],
+      ["parameter dropped", "/v1/models/load", {
+        modelId: "big",
+        workerId,
+        verifiedOpToken: load,
+      }, /gpuMemoryBudgetMB: signed 1000, sent absent/],
+      ["other tenant", "/v1/cache/flush", {
+        scope: "tenant",
+        tenantId: "team-b",
+        verifiedOpToken: flush,
+      }, /tenantId: signed "team-a", sent "team-b"/],
+      ["scope widened", "/v1/cache/flush", {
+        scope: "all",
+        verifiedOpToken: flush,
+      }, /scope: signed "tenant", sent "all"/],
+    ];
+    for (const [what, path, body, message] of cases) {
+      const r = await post(relay, path, body);
+      assert.equal(r.status, 403, what);
+      assert.equal(r.body.error.code, "op_token_params_mismatch", what);
+      assert.match(r.body.error.message, message, what);
+    }
+    const reserved = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      nonce: "x",
+      verifiedOpToken: load,
+    });
+    assert.equal(reserved.status, 400);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(w.frames.some((f) => f.type === "lifecycle_request"), false);
+    // The refusals burned no nonce: the exact signed calls still pass.
+    const ok = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      gpuMemoryBudgetMB: 1000,
+      workerId,
+      verifiedOpToken: load,
+    });
+    assert.equal(ok.status, 202, JSON.stringify(ok.body));
+    const frame = await w.next("lifecycle_request");
+    assert.equal(
+      (frame.params as Record<string, unknown>).gpuMemoryBudgetMB,
+      1000,
+    );
+    const flushed = post(relay, "/v1/cache/flush", {
+      scope: "tenant",
+      tenantId: "team-a",
+      verifiedOpToken: flush,
+    });
+    const f2 = await w.next("lifecycle_request");
+    assert.equal((f2.params as Record<string, unknown>).tenantId, "team-a");
+    w.send({
+      type: "lifecycle_progress",
+      task_id: f2.task_id,
+      status: "completed",
+      result: { entriesRemoved: 1 },
+    });
+    assert.equal((await flushed).status, 200);
+  } finally {
+    await w.close();
+    await relay.close();
+  }
+});
+
 Deno.test("op token: a nonce stays used after a restart on the same database", async () => {
   const dir = await Deno.makeTempDir();
   const dbPath = `${dir}/relay.db`;
-  const tok = token({ operation: "cache-flush", modelId: null });
+  const tok = token({ operation: "cache-flush", modelId: null, scope: "all" });
   let relay = await relayWith(dbPath);
   let w = await registeredWorker(relay, { extensions: EXT });
   try {
@@ -218,9 +325,9 @@ Deno.test("compatibility: an original-style worker gets no extensions in registe
     });
     assert.equal(r.status, 501);
     assert.match(r.body.error.message, /lifecycle-v1/);
-    const caps = await fetch(`${relay.url}/v1/capabilities`).then((x) =>
-      x.json()
-    );
+    const caps = await fetch(`${relay.url}/v1/capabilities`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    }).then((x) => x.json());
     assert.deepEqual(caps.workers[0].extensions, []);
     await new Promise((r) => setTimeout(r, 50));
     const known = [
@@ -271,7 +378,7 @@ Deno.test("end to end: load a model onto a mock runner through the relay and our
     const load = await post(relay, "/v1/models/load", {
       modelId: "big",
       quantization: "fp16",
-      verifiedOpToken: token(),
+      verifiedOpToken: token({ quantization: "fp16" }),
     });
     assert.equal(load.status, 202, JSON.stringify(load.body));
     assert.equal(load.body.status, "loading");
@@ -343,7 +450,7 @@ Deno.test("end to end: load a model onto a mock runner through the relay and our
     const flush = await post(relay, "/v1/cache/flush", {
       scope: "model",
       modelId: "big",
-      verifiedOpToken: token({ operation: "cache-flush" }),
+      verifiedOpToken: token({ operation: "cache-flush", scope: "model" }),
     });
     assert.equal(flush.status, 200, JSON.stringify(flush.body));
     assert.equal(flush.body.entriesRemoved, 1);
@@ -367,5 +474,37 @@ Deno.test("end to end: load a model onto a mock runner through the relay and our
     await worker.done;
     await relay.close();
     await runner.close();
+  }
+});
+
+Deno.test("a malformed percent-escape in a lifecycle path gets 400 with a body", async () => {
+  const relay = await startTestRelay(testConfig({}, {
+    adminToken: "t0k3n-for-paths",
+  }));
+  try {
+    const poll = await fetch(`${relay.url}/v1/models/load/%ZZ`);
+    assert.equal(poll.status, 400);
+    const body = await poll.json();
+    assert.equal(body.error.code, "invalid_task_id");
+    assert.match(body.error.message, /%ZZ/);
+    // The admin routes with an id in the path answer the same way.
+    const adminPaths: [string, string][] = [
+      ["POST", "/admin/workers/%E0%A4%A/drain"],
+      ["DELETE", "/admin/keys/%ZZ"],
+    ];
+    for (const [method, path] of adminPaths) {
+      const res = await fetch(relay.url + path, {
+        method,
+        headers: { authorization: "Bearer t0k3n-for-paths" },
+      });
+      assert.equal(res.status, 400, path);
+      assert.equal((await res.json()).error.code, "invalid_path", path);
+    }
+    // A well-formed unknown id is still 404.
+    const unknown = await fetch(`${relay.url}/v1/models/load/load-%41`);
+    assert.equal(unknown.status, 404);
+    await unknown.body?.cancel();
+  } finally {
+    await relay.close();
   }
 });

@@ -63,7 +63,11 @@ export class Histogram {
   }
 }
 
-export type AuthFailureKind = "api_key" | "admin_token" | "worker_secret";
+export type AuthFailureKind =
+  | "api_key"
+  | "admin_token"
+  | "metrics_token"
+  | "worker_secret";
 
 function inc(map: Map<string, number>, key: string, by = 1): void {
   map.set(key, (map.get(key) ?? 0) + by);

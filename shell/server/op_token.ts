@@ -1,17 +1,33 @@
 // Spec 004 governance: the `verifiedOpToken` every lifecycle call carries.
 //
-// Token: {"opToken": {"operation", "modelId", "issuedAt", "signers", "nonce"},
+// Token: {"opToken": {"operation", "modelId", "issuedAt", "signers", "nonce",
+//                     ...every other parameter of the call},
 //         "signature": "..."}
 // sent as a JSON object, as a JSON string, or as that JSON base64url-encoded
 // (standard base64 is accepted too).
 //
+// The token signs the whole call (issue 15): besides `modelId`, every field of
+// the request body except `verifiedOpToken` itself (scope, tenantId, tag,
+// evictModel, quantization, maxContextLength, gpuMemoryBudgetMB, workerId, and
+// anything else the body carries, since it all reaches the worker) must appear
+// in `opToken` with the same JSON value, and `opToken` may carry no parameter
+// the body lacks. So an unused token cannot be widened: change any parameter
+// and it no longer matches what the signers approved.
+//
 // Signature: HMAC-SHA256 with the key file's bytes (trailing CR/LF removed) over
 // the canonical JSON of `opToken`: keys sorted at every level, no whitespace,
-// JSON.stringify escaping. For the example in the spec that is
-//   {"issuedAt":1745880000,"modelId":"meta-llama/Llama-3.1-70B-Instruct",
-//    "nonce":"abc123","operation":"model-load","signers":["admin1","admin2"]}
+// JSON.stringify escaping. For a load of the spec's example that is
+//   {"evictModel":"meta-llama/Llama-3.1-8B-Instruct","issuedAt":1745880000,
+//    "modelId":"meta-llama/Llama-3.1-70B-Instruct","nonce":"abc123",
+//    "operation":"model-load","signers":["admin1","admin2"]}
 // (one line). The signature is 64 hex digits or 43 base64url characters.
 // `modelId` is null for a cache flush not scoped to a model.
+//
+// What this proves: whoever made the token holds the shared key. The signers
+// list is a claim inside the signed payload: M-of-N counts the distinct
+// configured names listed there. It records who approved; it does not prove
+// cryptographically that N different people signed, since any holder of the
+// key can list any names. Keep the key where only the approval process runs.
 //
 // Checks, in order, each with its own answer (nothing reaches a worker on any):
 //   malformed token or field            400 invalid_op_token
@@ -19,6 +35,7 @@
 //   bad signature                       401 op_token_bad_signature
 //   operation differs from the route    403 op_token_wrong_operation
 //   modelId differs from the call       403 op_token_wrong_model
+//   another parameter differs           403 op_token_params_mismatch
 //   issuedAt more than 5 min off        401 op_token_expired
 //   too few configured signers          403 op_token_insufficient_signers
 //   nonce seen before                   409 op_token_replayed
@@ -37,6 +54,18 @@ export type OpToken = {
   signers: string[];
   nonce: string;
 };
+
+/** The token's own fields; every other field of `opToken` is a call parameter. */
+export const OP_TOKEN_FIELDS: readonly string[] = [
+  "operation",
+  "modelId",
+  "issuedAt",
+  "signers",
+  "nonce",
+];
+
+/** A token with the call's other parameters (evictModel, scope, ...) beside its own fields. */
+export type SignedCall = OpToken & Record<string, unknown>;
 
 export type OpTokenError = { status: number; code: string; message: string };
 
@@ -67,12 +96,12 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? "null";
 }
 
-export function signOpToken(token: OpToken, key: Uint8Array): string {
+export function signOpToken(token: SignedCall, key: Uint8Array): string {
   return createHmac("sha256", key).update(canonicalJson(token)).digest("hex");
 }
 
 /** A complete token as clients send it, base64url-encoded. */
-export function encodeOpToken(token: OpToken, key: Uint8Array): string {
+export function encodeOpToken(token: SignedCall, key: Uint8Array): string {
   return Buffer.from(
     JSON.stringify({ opToken: token, signature: signOpToken(token, key) }),
   ).toString("base64url");
@@ -90,7 +119,11 @@ function malformed(what: string): OpTokenError {
   );
 }
 
-type Parsed = { token: OpToken; signature: string; raw: unknown };
+type Parsed = {
+  token: OpToken;
+  signature: string;
+  raw: Record<string, unknown>;
+};
 
 export function parseOpToken(input: unknown): Parsed | OpTokenError {
   let value = input;
@@ -150,7 +183,7 @@ export function parseOpToken(input: unknown): Parsed | OpTokenError {
       nonce: o.nonce,
     },
     signature: outer.signature,
-    raw: t,
+    raw: o,
   };
 }
 
@@ -160,7 +193,31 @@ function signatureBytes(sig: string): Buffer | null {
   return null;
 }
 
-export type OpCall = { operation: LifecycleOperation; modelId: string | null };
+export type OpCall = {
+  operation: LifecycleOperation;
+  modelId: string | null;
+  /** Every other field of the request body except verifiedOpToken. */
+  params: Record<string, unknown>;
+};
+
+/** Parameters whose signed value differs from the call's (absent on one side counts). */
+function paramDifferences(
+  signed: Record<string, unknown>,
+  call: Record<string, unknown>,
+): string[] {
+  const names = new Set([
+    ...Object.keys(signed).filter((k) => !OP_TOKEN_FIELDS.includes(k)),
+    ...Object.keys(call),
+  ]);
+  const show = (v: unknown) =>
+    v === undefined ? "absent" : canonicalJson(v).slice(0, 200);
+  const out: string[] = [];
+  for (const k of [...names].sort()) {
+    if (show(signed[k]) === show(call[k])) continue;
+    out.push(`${k}: signed ${show(signed[k])}, sent ${show(call[k])}`);
+  }
+  return out;
+}
 
 /** Checks a token for one call; returns the token, or the first failed check. */
 export function verifyOpToken(
@@ -208,6 +265,16 @@ export function verifyOpToken(
       `verifiedOpToken is for model ${
         JSON.stringify(token.modelId)
       }, this call is for ${JSON.stringify(call.modelId)}`,
+    );
+  }
+  const differs = paramDifferences(raw, call.params);
+  if (differs.length > 0) {
+    return err(
+      403,
+      "op_token_params_mismatch",
+      `verifiedOpToken does not sign this call's parameters (${
+        differs.join("; ")
+      }); the token must carry every body field except verifiedOpToken, with the same values`,
     );
   }
   const skew = nowSecs - token.issuedAt;

@@ -4,9 +4,20 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { handleAdmin, sendJson } from "./admin.ts";
+import { handleAdmin, sendAdminError, sendJson } from "./admin.ts";
 import type { DatabaseSync } from "node:sqlite";
-import { type KeyStore, keyStoreOn, openRelayDatabase } from "./api_keys.ts";
+import {
+  type KeyStore,
+  keyStoreOn,
+  openRelayDatabase,
+  type VerifiedKey,
+} from "./api_keys.ts";
+import type { Access } from "./client_http.ts";
+import {
+  type AccessPolicy,
+  capabilitiesAccess,
+  metricsAccess,
+} from "./endpoint_access.ts";
 import {
   type Governance,
   type LifecycleRoutes,
@@ -86,6 +97,68 @@ function makeGovernance(
   };
 }
 
+/** Which tokens open the fleet-describing endpoints (endpoint_access.ts). */
+export function accessPolicy(config: ServerConfig): AccessPolicy {
+  return {
+    adminToken: config.adminToken,
+    metricsToken: config.metricsToken ?? "",
+    requireApiKeys: config.requireApiKeys,
+  };
+}
+
+/** Client auth for inference routes (and /v1/capabilities): the key and what it allows. */
+export function makeAuthorize(
+  config: ServerConfig,
+  keys: KeyStore | null,
+  metrics: Metrics,
+  log: Logger,
+): (req: IncomingMessage, api: ClientApi) => Access {
+  const denied = (error: ClientError): Access => ({ kind: "denied", error });
+  return (req: IncomingMessage, api: ClientApi): Access => {
+    if (!config.requireApiKeys) return { kind: "granted", grant: null };
+    const found = clientKey(req, api);
+    const how = api === "anthropic"
+      ? "send Authorization: Bearer <key> or x-api-key: <key>"
+      : "send Authorization: Bearer <key>";
+    if (found === null) {
+      metrics.authFailure("api_key");
+      return denied({
+        status: 401,
+        code: "missing_api_key",
+        message:
+          `this relay requires an API key (MODELRELAY_REQUIRE_API_KEYS=true): ${how}; keys are created with POST /admin/keys`,
+      });
+    }
+    let key: VerifiedKey | null;
+    try {
+      key = keys?.verify(found.key) ?? null;
+      if (key !== null) keys?.touch(key.id, Date.now());
+    } catch (e) {
+      log("error", "API key store failed", { error: String(e) });
+      return denied({
+        status: 503,
+        code: "key_store_unavailable",
+        message: "the API key store is unavailable; try again shortly",
+        retryAfterSecs: 5,
+      });
+    }
+    if (key === null) {
+      metrics.authFailure("api_key");
+      return denied({
+        status: 401,
+        code: "invalid_api_key",
+        message: `the API key is invalid or was revoked; ${how}`,
+      });
+    }
+    // The relay key is the relay's credential: it is not forwarded to workers.
+    delete req.headers[found.header];
+    return {
+      kind: "granted",
+      grant: { tenant: key.tenant, maxPriority: key.maxPriority },
+    };
+  };
+}
+
 export function makeOpsHooks(
   config: ServerConfig,
   keys: KeyStore | null,
@@ -94,49 +167,8 @@ export function makeOpsHooks(
   log: Logger,
   lifecycle: LifecycleRoutes | null = null,
 ): ServerHooks {
-  const authorize = (
-    req: IncomingMessage,
-    api: ClientApi,
-  ): ClientError | null => {
-    if (!config.requireApiKeys) return null;
-    const found = clientKey(req, api);
-    const how = api === "anthropic"
-      ? "send Authorization: Bearer <key> or x-api-key: <key>"
-      : "send Authorization: Bearer <key>";
-    if (found === null) {
-      metrics.authFailure("api_key");
-      return {
-        status: 401,
-        code: "missing_api_key",
-        message:
-          `this relay requires an API key (MODELRELAY_REQUIRE_API_KEYS=true): ${how}; keys are created with POST /admin/keys`,
-      };
-    }
-    let id: string | null;
-    try {
-      id = keys?.verify(found.key) ?? null;
-      if (id !== null) keys?.touch(id, Date.now());
-    } catch (e) {
-      log("error", "API key store failed", { error: String(e) });
-      return {
-        status: 503,
-        code: "key_store_unavailable",
-        message: "the API key store is unavailable; try again shortly",
-        retryAfterSecs: 5,
-      };
-    }
-    if (id === null) {
-      metrics.authFailure("api_key");
-      return {
-        status: 401,
-        code: "invalid_api_key",
-        message: `the API key is invalid or was revoked; ${how}`,
-      };
-    }
-    // The relay key is the relay's credential: it is not forwarded to workers.
-    delete req.headers[found.header];
-    return null;
-  };
+  const authorize = makeAuthorize(config, keys, metrics, log);
+  const policy = accessPolicy(config);
 
   const extraRoutes = (
     req: IncomingMessage,
@@ -158,6 +190,18 @@ export function makeOpsHooks(
         return true;
       }
       if (s === null) return false;
+      const access = metricsAccess(req, policy);
+      if (access.kind === "denied") {
+        metrics.authFailure("metrics_token");
+        sendAdminError(
+          res,
+          access.status,
+          access.code,
+          access.message,
+          access.headers,
+        );
+        return true;
+      }
       res.writeHead(200, {
         "content-type": "text/plain; version=0.0.4; charset=utf-8",
         "cache-control": "no-store",
@@ -227,6 +271,8 @@ export async function startRelay(
   }
   const metrics = new Metrics(nowMs());
   let running: RunningServer | null = null;
+  const policy = accessPolicy(config);
+  const authorizeCapabilities = makeAuthorize(config, keys, metrics, log);
   const lifecycle = makeLifecycleRoutes({
     state: () => running?.runtime.state ?? null,
     submit: (e) => running?.runtime.submit(e),
@@ -236,6 +282,8 @@ export async function startRelay(
     waits: () => metrics.queueWaitStats(),
     waitMs: 30_000,
     log,
+    capabilitiesAccess: (req) =>
+      capabilitiesAccess(req, policy, authorizeCapabilities),
   });
   const hooks = makeOpsHooks(
     config,

@@ -1,5 +1,6 @@
 // /dashboard: asks for the admin token (kept in this tab's sessionStorage only),
-// then polls GET /admin/stats and GET /admin/workers every second. Rates and the
+// then polls GET /admin/stats and GET /admin/workers every second, and
+// GET /admin/keys every few seconds (keys change rarely). Rates and the
 // throughput chart are differences of the same counters /metrics exports.
 // Worker-supplied text is only ever set with textContent.
 export const DASHBOARD_HTML = `<!doctype html>
@@ -62,6 +63,14 @@ export const DASHBOARD_HTML = `<!doctype html>
       <section class="panel"><h2>Queues</h2><table><tbody id="queues"></tbody></table></section>
       <section class="panel"><h2>Outcomes</h2><table><tbody id="outcomes"></tbody></table></section>
     </div>
+    <section class="panel">
+      <h2>API keys</h2>
+      <table>
+        <thead><tr><th>Name</th><th>Tenant</th><th>Max priority</th><th>Created</th><th>Last used</th></tr></thead>
+        <tbody id="keys"></tbody>
+      </table>
+      <p class="muted">A key with a tenant is always counted, limited and queued as that tenant; one without may name tenants with X-Tenant-ID (a trusted gateway). X-Priority above a key's maximum is lowered to it.</p>
+    </section>
     <p class="muted">Updated every second from /admin/stats and /admin/workers (the counters behind /metrics). <button id="logout" class="secondary" type="button">Forget token</button></p>
   </section>
 </main>
@@ -74,6 +83,8 @@ export const DASHBOARD_JS = `"use strict";
 (function () {
   var KEY = "modelrelay.adminToken";
   var POLL_MS = 1000;
+  var KEYS_EVERY = 5;
+  var polls = 0;
   var HISTORY = 120;
   var token = sessionStorage.getItem(KEY) || "";
   var timer = null;
@@ -123,6 +134,7 @@ export const DASHBOARD_JS = `"use strict";
         $("dash").classList.remove("hidden");
       }
       render(res[0], res[1].workers);
+      if (polls++ % KEYS_EVERY === 0) api("/admin/keys").then(function (k) { renderKeys(k.keys); }, function () {});
       text("conn", "live");
       timer = setTimeout(poll, POLL_MS);
     }).catch(function (e) {
@@ -202,6 +214,25 @@ export const DASHBOARD_JS = `"use strict";
         act.appendChild(b);
       }
       tr.appendChild(act);
+      body.appendChild(tr);
+    });
+  }
+
+  function renderKeys(keys) {
+    var body = $("keys");
+    body.textContent = "";
+    if (keys.length === 0) { var tr0 = el("tr"); tr0.appendChild(el("td", "none (POST /admin/keys)", "muted")); body.appendChild(tr0); }
+    keys.forEach(function (k) {
+      var tr = el("tr");
+      tr.setAttribute("data-key-id", k.id);
+      var name = el("td");
+      name.appendChild(el("div", k.name));
+      name.appendChild(el("div", k.id, "muted"));
+      tr.appendChild(name);
+      tr.appendChild(k.tenant === null ? el("td", "any (X-Tenant-ID)", "muted") : el("td", k.tenant));
+      tr.appendChild(el("td", k.max_priority));
+      tr.appendChild(el("td", k.created_at ? k.created_at.slice(0, 19).replace("T", " ") : "-"));
+      tr.appendChild(el("td", k.last_used_at ? k.last_used_at.slice(0, 19).replace("T", " ") : "never"));
       body.appendChild(tr);
     });
   }

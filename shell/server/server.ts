@@ -97,6 +97,7 @@ export async function startServer(
     now: nowMs,
     maxBodyBytes: config.maxBodyBytes,
     startedAtMs: nowMs(),
+    corsAllowOrigins: config.corsAllowOrigins ?? ["*"],
     ...(hooks.extraRoutes === undefined
       ? {}
       : { extraRoutes: hooks.extraRoutes }),

@@ -11,7 +11,21 @@ export type Tenancy = {
 };
 
 const TENANT = /^[A-Za-z0-9._:-]{1,64}$/;
+export const TENANT_RULE = "1-64 characters of A-Z a-z 0-9 . _ : -";
 const PRIORITIES = new Set(["high", "normal", "low"]);
+/** Higher is more urgent; a key's ceiling caps X-Priority by this order. */
+const RANK: Record<Priority, number> = { low: 0, normal: 1, high: 2 };
+
+export function isTenantId(s: string): boolean {
+  return TENANT.test(s);
+}
+
+export function isPriority(s: string): s is Priority {
+  return PRIORITIES.has(s);
+}
+
+/** What the client's API key allows; null when keys are not required (headers are believed). */
+export type KeyGrant = { tenant: string | null; maxPriority: Priority };
 const CACHE_MODES = new Set(["prefix", "none", "auto"]);
 
 function header(req: IncomingMessage, name: string): string | undefined {
@@ -23,26 +37,40 @@ function invalid(code: string, message: string): ClientError {
   return { status: 400, code, message };
 }
 
-/** Reads the spec 004 headers; `keyTenant` is the tenant bound to the client's API key. */
+/**
+ * Reads the spec 004 headers. `grant` is what the client's API key allows: a key
+ * bound to a tenant is that tenant (another X-Tenant-ID is refused, never
+ * believed), and X-Priority above the key's ceiling is lowered to it.
+ */
 export function readTenancy(
   req: IncomingMessage,
   body: Record<string, unknown>,
-  keyTenant: string | null,
+  grant: KeyGrant | null,
 ): Tenancy | ClientError {
-  const tenant = header(req, "x-tenant-id") ?? keyTenant ?? "default";
-  if (!TENANT.test(tenant)) {
-    return invalid(
-      "invalid_tenant",
-      "X-Tenant-ID must be 1-64 characters of A-Z a-z 0-9 . _ : -",
-    );
+  const claimed = header(req, "x-tenant-id");
+  if (claimed !== undefined && !TENANT.test(claimed)) {
+    return invalid("invalid_tenant", `X-Tenant-ID must be ${TENANT_RULE}`);
   }
-  const priority = (header(req, "x-priority") ?? "normal").toLowerCase();
-  if (!PRIORITIES.has(priority)) {
+  const bound = grant?.tenant ?? null;
+  if (bound !== null && claimed !== undefined && claimed !== bound) {
+    return {
+      status: 403,
+      code: "tenant_mismatch",
+      message:
+        `this API key belongs to tenant "${bound}" and cannot act as X-Tenant-ID "${claimed}"; drop the header or use that tenant's key`,
+    };
+  }
+  const tenant = bound ?? claimed ?? "default";
+  const asked = (header(req, "x-priority") ?? "normal").toLowerCase();
+  if (!isPriority(asked)) {
     return invalid(
       "invalid_priority",
       "X-Priority must be high, normal or low",
     );
   }
+  const priority = grant !== null && RANK[asked] > RANK[grant.maxPriority]
+    ? grant.maxPriority
+    : asked;
   const mode = (header(req, "x-cache-mode") ?? "auto").toLowerCase();
   if (!CACHE_MODES.has(mode)) {
     return invalid(
@@ -74,7 +102,7 @@ export function readTenancy(
       }
     }
   }
-  return { tenant, priority: priority as Priority, cacheKey };
+  return { tenant, priority, cacheKey };
 }
 
 /** Response headers the spec asks for even when the backend sent none. */
