@@ -178,6 +178,7 @@ export function makeOpsHooks(
         submit: (e) => s?.runtime.submit(e),
         now: nowMs,
         wallNow: Date.now,
+        bodyTimeoutMs: config.bodyTimeoutMs,
       })
     ) return true;
     return handlePages(req, res, url, {
@@ -235,6 +236,7 @@ export async function startRelay(
     governance: makeGovernance(config, db, log),
     waits: () => metrics.queueWaitStats(),
     waitMs: 30_000,
+    bodyTimeoutMs: config.bodyTimeoutMs,
     log,
   });
   const hooks = makeOpsHooks(
