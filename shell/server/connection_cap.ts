@@ -12,7 +12,7 @@ import { closeAfterAnswer } from "./http_reply.ts";
 /** Retry-After for a refused connection: long enough for others to finish. */
 const RETRY_AFTER_SECS = 1;
 /** An over-cap socket that sends no request is not kept waiting for one. */
-const OVER_CAP_IDLE_MS = 5000;
+const OVER_CAP_IDLE_MS = 2000;
 
 /** The soft open-file limit (Linux /proc), or null where it cannot be read. */
 export function openFileLimit(): number | null {
