@@ -1,6 +1,9 @@
 // Worker socket admission (C1, C2, C41): the shell checked the secret in constant
-// time; the core decides, and rate-limits failed attempts per client IP with
-// entries that expire after the window.
+// time (crypto stays in the shell) before completing the WebSocket handshake; the
+// core decides. The secret is judged first: a correct secret is always admitted,
+// whatever strangers did from the same address (behind a port mapping or a proxy
+// every worker and attacker share one), so only failures are throttled, per
+// client address, with entries that expire after the window (issue 15).
 import type { Effect } from "../effect.ts";
 import type { State } from "../state/state.ts";
 import type { Event } from "./event.ts";
@@ -36,14 +39,18 @@ export function onWorkerConnectAttempted(
       fields: { worker_id: e.workerId, client_ip: e.clientIp, reason },
     });
   };
-  if (failures.length >= state.config.authFailuresMax) {
-    const secs = Math.ceil(state.config.authFailureWindowMs / 1000);
-    return reject(
-      `too many failed attempts from this address; retry in ${secs} s`,
-      false,
-    );
-  }
   if (!e.secretValid) {
+    // Past the limit the refusal says why and is not counted, so the window
+    // does not grow with a flood. The throttle cannot slow guessing (a right
+    // guess always gets in): the secret's length does that (the shell warns
+    // about short ones).
+    if (failures.length >= state.config.authFailuresMax) {
+      const secs = Math.ceil(state.config.authFailureWindowMs / 1000);
+      return reject(
+        `too many failed attempts from this address; retry in ${secs} s`,
+        false,
+      );
+    }
     return reject(
       "invalid worker secret: set WORKER_SECRET to the server's value",
       true,

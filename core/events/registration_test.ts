@@ -98,34 +98,58 @@ Deno.test("C2 repeated failed attempts from one IP are rate-limited, other IPs a
     step(state, attempt(`bad${i}`, { atMs: i * 1000, secretValid: false }));
   }
   assert.deepEqual(state.authFailures.get("10.0.0.1"), [0, 1000, 2000]);
-  // Even a valid secret is refused now, with 1008 and a reason saying why.
-  const effects = step(state, attempt("w1", { atMs: 3000 }));
+  // The next bad attempt is refused with 1008 and a reason saying why.
+  const effects = step(
+    state,
+    attempt("bad3", { atMs: 3000, secretValid: false }),
+  );
   const reject = only(effects, "rejectWorker");
   assert.equal(reject.code, 1008);
   assert.match(reject.reason, /too many failed attempts/);
-  assert.equal(state.pending.size, 0);
   // Refusals while limited do not extend the window.
   assert.deepEqual(state.authFailures.get("10.0.0.1"), [0, 1000, 2000]);
   // Another address is unaffected.
-  const other = step(state, attempt("w2", { atMs: 3000, ip: "10.0.0.2" }));
-  assert.deepEqual(actions(other), [{ kind: "acceptWorker", workerId: "w2" }]);
+  const other = step(
+    state,
+    attempt("b", { atMs: 3000, ip: "10.0.0.2", secretValid: false }),
+  );
+  assert.match(only(other, "rejectWorker").reason, /invalid worker secret/);
+});
+
+Deno.test("issue 15 a correct secret is accepted from an address that strangers locked out", () => {
+  const state = newState({ authFailuresMax: 3, authFailureWindowMs: 60_000 });
+  for (let i = 0; i < 10; i++) {
+    step(state, attempt(`bad${i}`, { atMs: i, secretValid: false }));
+  }
+  const effects = step(state, attempt("w1", { atMs: 20 }));
+  assert.deepEqual(actions(effects), [{
+    kind: "acceptWorker",
+    workerId: "w1",
+  }]);
+  assert.equal(state.pending.has("w1"), true);
 });
 
 Deno.test("C2 failed-attempt entries expire after the window and are pruned on tick", () => {
   const state = newState({ authFailuresMax: 2, authFailureWindowMs: 60_000 });
   step(state, attempt("b1", { atMs: 0, secretValid: false }));
   step(state, attempt("b2", { atMs: 10_000, secretValid: false }));
-  assert.equal(
-    only(step(state, attempt("w", { atMs: 59_000 })), "rejectWorker").code,
-    1008,
+  assert.match(
+    only(
+      step(state, attempt("b", { atMs: 59_000, secretValid: false })),
+      "rejectWorker",
+    )
+      .reason,
+    /too many/,
   );
   // At 60 001 ms the first failure left the window: one left, below the limit.
-  const ok = step(state, attempt("w1", { atMs: 60_001 }));
-  assert.deepEqual(actions(ok), [{ kind: "acceptWorker", workerId: "w1" }]);
-  assert.deepEqual(state.authFailures.get("10.0.0.1"), [10_000]);
+  const judged = step(
+    state,
+    attempt("b3", { atMs: 60_001, secretValid: false }),
+  );
+  assert.match(only(judged, "rejectWorker").reason, /invalid worker secret/);
+  assert.deepEqual(state.authFailures.get("10.0.0.1"), [10_000, 60_001]);
   // A tick after the whole window removes the entry: memory does not grow.
-  step(state, register("w1", { atMs: 70_001 }));
-  tick(state, 70_001);
+  tick(state, 120_002);
   assert.equal(state.authFailures.has("10.0.0.1"), false);
   assert.equal(state.authFailures.size, 0);
 });

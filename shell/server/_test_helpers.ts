@@ -2,6 +2,10 @@
 // WebSocket worker that speaks the wire protocol by hand.
 import { makeConfig } from "../../core/mod.ts";
 import { makeLogger } from "../log.ts";
+import {
+  DEFAULT_TRUSTED_PROXIES,
+  parseTrustedProxies,
+} from "./client_address.ts";
 import type { ServerConfig } from "./config.ts";
 import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
 
@@ -23,6 +27,9 @@ export function testConfig(
     maxBodyBytes: 1024 * 1024,
     clientBufferBytes: 4 * 1024 * 1024,
     tickMs: 20,
+    trustedProxies: parseTrustedProxies(DEFAULT_TRUSTED_PROXIES),
+    bodyTimeoutMs: 30_000,
+    maxConnections: 1000,
     core: makeConfig(core),
     ...rest,
   };

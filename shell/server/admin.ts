@@ -6,6 +6,8 @@ import { type Event, type State, workerViews } from "../../core/mod.ts";
 import type { ApiKeyInfo, KeyScope, KeyStore } from "./api_keys.ts";
 import { KEY_NAME_MAX } from "./api_keys.ts";
 import type { Metrics } from "./metrics.ts";
+import { readBody } from "./body.ts";
+import { sendJson } from "./http_reply.ts";
 import { secretsEqual } from "./secret.ts";
 import { isPriority, isTenantId, TENANT_RULE } from "./tenancy.ts";
 
@@ -19,23 +21,11 @@ export type AdminDeps = {
   now: () => number;
   /** Wall-clock ms since the epoch: key times, which outlive the process. */
   wallNow: () => number;
+  /** BODY_TIMEOUT_SECS in ms. */
+  bodyTimeoutMs: number;
 };
 
 const ADMIN_BODY_MAX = 16 * 1024;
-
-export function sendJson(
-  res: ServerResponse,
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): void {
-  res.writeHead(status, {
-    "content-type": "application/json",
-    "cache-control": "no-store",
-    ...headers,
-  });
-  res.end(JSON.stringify(body));
-}
 
 /** An error in the OpenAI shape for the operator routes (admin, lifecycle). */
 export function sendAdminError(
@@ -112,29 +102,22 @@ function scopeOf(body: Record<string, unknown>): KeyScope | string {
   return { tenant, maxPriority };
 }
 
+/** The JSON body (empty = {}); size and time bounds refuse in readBody. */
 function readJsonBody(
   req: IncomingMessage,
+  res: ServerResponse,
+  timeoutMs: number,
   onDone: (value: unknown, error: string | null) => void,
 ): void {
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  let over = false;
-  req.on("data", (c: Uint8Array) => {
-    size += c.length;
-    if (size > ADMIN_BODY_MAX) over = true;
-    else parts.push(c);
-  });
-  req.on("end", () => {
-    if (over) return onDone(null, `body exceeds ${ADMIN_BODY_MAX} bytes`);
-    const text = Buffer.concat(parts).toString("utf8").trim();
+  readBody(req, res, { maxBytes: ADMIN_BODY_MAX, timeoutMs }, (bytes) => {
+    const text = bytes.toString("utf8").trim();
     if (text === "") return onDone({}, null);
     try {
       onDone(JSON.parse(text), null);
     } catch {
       onDone(null, "body is not valid JSON");
     }
-  });
-  req.on("error", () => {});
+  }, (e) => sendAdminError(res, e.status, e.code, e.message));
 }
 
 /** Handles /admin and /admin/*; false for any other path. */
@@ -280,7 +263,7 @@ function handleKeys(
       return true;
     }
     if (method === "POST") {
-      readJsonBody(req, (value, error) => {
+      readJsonBody(req, res, d.bodyTimeoutMs, (value, error) => {
         if (error !== null) {
           return sendAdminError(res, 400, "invalid_body", error);
         }

@@ -5,9 +5,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError, Event, State } from "../../core/mod.ts";
 import { listModels, modelStatuses, queueDepth } from "../../core/mod.ts";
+import { readBody } from "./body.ts";
 import type { Clients } from "./clients.ts";
 import { applyCors } from "./cors.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
+import { sendJson } from "./http_reply.ts";
 import { newRequestId } from "./ids.ts";
 import { type KeyGrant, readTenancy } from "./tenancy.ts";
 
@@ -26,6 +28,8 @@ export type HttpDeps = {
   submit: (event: Event) => void;
   now: () => number;
   maxBodyBytes: number;
+  /** BODY_TIMEOUT_SECS: the whole body must arrive within this. */
+  bodyTimeoutMs: number;
   startedAtMs: number;
   /** Extra routes (admin, metrics, pages); returns true when it handled the request. */
   extraRoutes?: (
@@ -43,11 +47,6 @@ export type HttpDeps = {
 export type Access =
   | { kind: "denied"; error: ClientError }
   | { kind: "granted"; grant: KeyGrant | null };
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { "content-type": "application/json" });
-  res.end(JSON.stringify(body));
-}
 
 function sendError(
   res: ServerResponse,
@@ -70,41 +69,6 @@ function lowercaseHeaders(req: IncomingMessage): Record<string, string> {
     if (v !== undefined) out[k] = Array.isArray(v) ? v.join(", ") : v;
   }
   return out;
-}
-
-/** Reads the body up to the limit; null when it was too large or the client left. */
-function readBody(
-  req: IncomingMessage,
-  limit: number,
-  onDone: (body: string | null, tooLarge: boolean) => void,
-): void {
-  const declared = Number(req.headers["content-length"] ?? "0");
-  if (declared > limit) return onDone(null, true);
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  let finished = false;
-  req.on("data", (chunk: Uint8Array) => {
-    if (finished) return;
-    size += chunk.length;
-    if (size > limit) {
-      finished = true;
-      onDone(null, true);
-      return;
-    }
-    parts.push(chunk);
-  });
-  req.on("end", () => {
-    if (finished) return;
-    finished = true;
-    // Most bodies arrive in one read: decode it without Buffer.concat's copy.
-    const whole = parts.length === 1
-      ? parts[0] as Buffer
-      : Buffer.concat(parts);
-    onDone(whole.toString("utf8"), false);
-  });
-  req.on("error", () => {
-    finished = true;
-  });
 }
 
 type Parsed =
@@ -251,22 +215,9 @@ function handleInference(
     req.resume();
     return sendError(res, api, access.error);
   }
-  readBody(req, d.maxBodyBytes, (body, tooLarge) => {
-    if (tooLarge) {
-      res.setHeader("connection", "close");
-      sendError(
-        res,
-        api,
-        badRequest(
-          "body_too_large",
-          `request body exceeds ${d.maxBodyBytes} bytes`,
-          413,
-        ),
-      );
-      req.destroy();
-      return;
-    }
-    if (body === null) return;
+  const limits = { maxBytes: d.maxBodyBytes, timeoutMs: d.bodyTimeoutMs };
+  readBody(req, res, limits, (bytes) => {
+    const body = bytes.toString("utf8");
     const parsed = parseInference(body);
     if ("status" in parsed) return sendError(res, api, parsed);
     const tenancy = readTenancy(req, parsed.fields, access.grant);
@@ -301,5 +252,5 @@ function handleInference(
       priority: tenancy.priority,
       cacheKey: tenancy.cacheKey,
     });
-  });
+  }, (error) => sendError(res, api, error));
 }

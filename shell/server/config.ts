@@ -12,6 +12,12 @@ import {
   type LogLevel,
 } from "../log.ts";
 import {
+  DEFAULT_TRUSTED_PROXIES,
+  parseTrustedProxies,
+  type TrustedProxies,
+} from "./client_address.ts";
+import { defaultMaxConnections } from "./connection_cap.ts";
+import {
   bool,
   helpText,
   int,
@@ -211,6 +217,40 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "browser origins allowed to call /v1/*: * for any, or a comma-separated list such as https://app.example.com",
   },
   {
+    flag: "trusted-proxies",
+    env: "TRUSTED_PROXIES",
+    kind: "string",
+    default: DEFAULT_TRUSTED_PROXIES,
+    help:
+      "comma-separated addresses or CIDR blocks (IPv4, IPv6) whose X-Forwarded-For is believed, for workers and clients; empty = nobody's",
+  },
+  {
+    flag: "register-timeout-secs",
+    env: "REGISTER_TIMEOUT_SECS",
+    kind: "int",
+    default: "10",
+    min: 1,
+    help:
+      "a worker socket that sends no register message within this is closed",
+  },
+  {
+    flag: "body-timeout-secs",
+    env: "BODY_TIMEOUT_SECS",
+    kind: "int",
+    default: "30",
+    min: 1,
+    help:
+      "a request body not received in full within this gets 408 and the connection is closed",
+  },
+  {
+    flag: "max-connections",
+    env: "MAX_CONNECTIONS",
+    kind: "string",
+    default: "auto",
+    help:
+      "open client connections before new ones get 503 (auto = 80% of the open-file limit, 1024 where unknown); authenticated workers are not counted",
+  },
+  {
     flag: "tick-ms",
     env: "TICK_MS",
     kind: "int",
@@ -232,6 +272,12 @@ export type ServerConfig = {
   maxBodyBytes: number;
   clientBufferBytes: number;
   tickMs: number;
+  /** Peers whose X-Forwarded-For names the client (TRUSTED_PROXIES). */
+  trustedProxies: TrustedProxies;
+  /** A request body must arrive in full within this (BODY_TIMEOUT_SECS). */
+  bodyTimeoutMs: number;
+  /** Open client connections before new ones get 503 (MAX_CONNECTIONS). */
+  maxConnections: number;
   core: CoreConfig;
   /** Spec 004 governance (lifecycle routes); absent = key path unset. */
   opTokenKeyPath?: string;
@@ -361,6 +407,20 @@ export function loadServerConfig(
       `OP_TOKEN_MIN_SIGNERS (${opTokenMinSigners}) exceeds the ${opTokenSigners.length} signer(s) in OP_TOKEN_SIGNERS: no token could ever pass`,
     );
   }
+  let trustedProxies: TrustedProxies;
+  try {
+    trustedProxies = parseTrustedProxies(str(values, "trusted-proxies"));
+  } catch (e) {
+    throw new OptionError(
+      `TRUSTED_PROXIES (--trusted-proxies): ${(e as Error).message}`,
+    );
+  }
+  const maxConnectionsRaw = str(values, "max-connections").trim();
+  if (maxConnectionsRaw !== "auto" && !/^[1-9]\d*$/.test(maxConnectionsRaw)) {
+    throw new OptionError(
+      `MAX_CONNECTIONS (--max-connections) must be auto or a whole number >= 1, got "${maxConnectionsRaw}"`,
+    );
+  }
   const core = makeConfig({
     providers: [{ name: provider, enabled: true }],
     defaultProvider: provider,
@@ -378,6 +438,7 @@ export function loadServerConfig(
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
     requireProtocolVersion: bool(values, "require-protocol-version"),
+    registerTimeoutMs: int(values, "register-timeout-secs") * 1000,
   });
   return {
     help: false,
@@ -393,6 +454,11 @@ export function loadServerConfig(
       maxBodyBytes: int(values, "max-body-bytes"),
       clientBufferBytes: int(values, "client-buffer-bytes"),
       tickMs: int(values, "tick-ms"),
+      trustedProxies,
+      bodyTimeoutMs: int(values, "body-timeout-secs") * 1000,
+      maxConnections: maxConnectionsRaw === "auto"
+        ? defaultMaxConnections()
+        : Number(maxConnectionsRaw),
       core,
       opTokenKeyPath: str(values, "verified-op-token-key-path"),
       opTokenSigners,

@@ -16,9 +16,11 @@ import {
   type State,
 } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { decodeSegment, sendAdminError, sendJson } from "./admin.ts";
+import { decodeSegment, sendAdminError } from "./admin.ts";
+import { readBody } from "./body.ts";
 import { capabilitiesView, type WaitStats } from "./capabilities.ts";
 import type { CapabilitiesAccess } from "./endpoint_access.ts";
+import { sendJson } from "./http_reply.ts";
 import {
   type NonceStore,
   OP_TOKEN_FIELDS,
@@ -48,6 +50,8 @@ export type LifecycleDeps = {
   waits: () => WaitStats;
   /** How long unload and flush wait for their task before answering 202. */
   waitMs: number;
+  /** BODY_TIMEOUT_SECS in ms. */
+  bodyTimeoutMs: number;
   log: Logger;
   /** Who may read /v1/capabilities, and whether with per-worker detail. */
   capabilitiesAccess: (req: IncomingMessage) => CapabilitiesAccess;
@@ -71,23 +75,17 @@ function sendError(
   sendAdminError(res, status, code, message, {}, extra);
 }
 
+/** A JSON object body, or why not; size and time bounds refuse in readBody. */
 function readJson(
   req: IncomingMessage,
+  res: ServerResponse,
+  timeoutMs: number,
   onDone: (body: Record<string, unknown> | string) => void,
 ): void {
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  let over = false;
-  req.on("data", (c: Uint8Array) => {
-    size += c.length;
-    if (size > BODY_MAX) over = true;
-    else parts.push(c);
-  });
-  req.on("end", () => {
-    if (over) return onDone(`request body exceeds ${BODY_MAX} bytes`);
+  readBody(req, res, { maxBytes: BODY_MAX, timeoutMs }, (bytes) => {
     let v: unknown;
     try {
-      v = JSON.parse(Buffer.concat(parts).toString("utf8"));
+      v = JSON.parse(bytes.toString("utf8"));
     } catch {
       return onDone("request body is not valid JSON");
     }
@@ -95,7 +93,7 @@ function readJson(
       return onDone("request body must be a JSON object");
     }
     onDone(v as Record<string, unknown>);
-  });
+  }, (e) => sendError(res, e.status, e.code, e.message));
 }
 
 const FLUSH_SCOPES = ["all", "model", "tenant", "tag"];
@@ -358,7 +356,7 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
     res: ServerResponse,
     path: string,
   ): void {
-    readJson(req, (body) => {
+    readJson(req, res, d.bodyTimeoutMs, (body) => {
       if (typeof body === "string") {
         return sendError(res, 400, "invalid_body", body);
       }

@@ -4,7 +4,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { handleAdmin, sendAdminError, sendJson } from "./admin.ts";
+import { handleAdmin, sendAdminError } from "./admin.ts";
+import { sendJson } from "./http_reply.ts";
 import type { DatabaseSync } from "node:sqlite";
 import {
   type KeyStore,
@@ -222,6 +223,7 @@ export function makeOpsHooks(
         submit: (e) => s?.runtime.submit(e),
         now: nowMs,
         wallNow: Date.now,
+        bodyTimeoutMs: config.bodyTimeoutMs,
       })
     ) return true;
     return handlePages(req, res, url, {
@@ -281,6 +283,7 @@ export async function startRelay(
     governance: makeGovernance(config, db, log),
     waits: () => metrics.queueWaitStats(),
     waitMs: 30_000,
+    bodyTimeoutMs: config.bodyTimeoutMs,
     log,
     capabilitiesAccess: (req) =>
       capabilitiesAccess(req, policy, authorizeCapabilities),

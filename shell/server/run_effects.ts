@@ -49,6 +49,11 @@ export type EffectDeps = {
     effect: Extract<Effect, { kind: "requestFinished" }>,
   ) => void;
   onShutdownComplete: () => void;
+  /** Connect attempts awaiting the core's answer (worker_socket.ts). */
+  admission?: {
+    accept(workerId: string): boolean;
+    refuse(workerId: string, code: number, reason: string): boolean;
+  };
 };
 
 const encoder = new TextEncoder();
@@ -202,8 +207,13 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "acceptWorker":
+        d.admission?.accept(effect.workerId);
         return;
       case "rejectWorker":
+        if (d.admission?.refuse(effect.workerId, effect.code, effect.reason)) {
+          return;
+        }
+      // falls through: a socket already open is closed like any other
       case "closeWorker": {
         const ws = d.sockets.get(effect.workerId);
         if (ws === undefined) return;

@@ -8,12 +8,19 @@ import { type Effect, type Event, initialState } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { handleHttp, type HttpDeps } from "./client_http.ts";
 import type { Clients } from "./clients.ts";
+import { capConnections } from "./connection_cap.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import { makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
 import { makeWorkerUpgrade } from "./worker_socket.ts";
+
+/**
+ * Below this a worker secret can be guessed: the auth throttle never refuses a
+ * correct secret (issue 15), so the secret's length is the defence.
+ */
+export const SHORT_SECRET_CHARS = 16;
 
 export type RunningServer = {
   port: number;
@@ -48,6 +55,22 @@ export async function startServer(
   const shutdownDone = new Promise<void>((r) => resolveShutdown = r);
   // Late-bound so the effect runner can submit follow-up events.
   let submit = (_e: Parameters<Runtime["submit"]>[0]) => {};
+  const server = createServer((req, res) => {
+    if (!connections.refuseRequest(req, res)) handleHttp(req, res, httpDeps);
+  });
+  const connections = capConnections(server, config.maxConnections);
+  const upgrade = makeWorkerUpgrade({
+    sockets,
+    rawSockets,
+    submit: (e) => submit(e),
+    now: nowMs,
+    workerSecret: config.workerSecret,
+    defaultProvider: config.core.defaultProvider,
+    frameCharsMax: config.core.frameCharsMax,
+    trustedProxies: config.trustedProxies,
+    isRegistered: (id) => state.workers.has(id),
+    cap: connections,
+  });
   const runEffect = makeEffectRunner({
     clients,
     sockets,
@@ -61,6 +84,7 @@ export async function startServer(
     now: nowMs,
     onRequestFinished: hooks.onRequestFinished ?? (() => {}),
     onShutdownComplete: () => resolveShutdown(),
+    admission: upgrade.admission,
   });
   const { onEvent, onEffect } = hooks;
   const runtime = makeRuntime(
@@ -81,21 +105,13 @@ export async function startServer(
   };
   submit = submitEvent;
 
-  const upgrade = makeWorkerUpgrade({
-    sockets,
-    rawSockets,
-    submit: submitEvent,
-    now: nowMs,
-    workerSecret: config.workerSecret,
-    defaultProvider: config.core.defaultProvider,
-    frameCharsMax: config.core.frameCharsMax,
-  });
   const httpDeps: HttpDeps = {
     state,
     clients,
     submit: submitEvent,
     now: nowMs,
     maxBodyBytes: config.maxBodyBytes,
+    bodyTimeoutMs: config.bodyTimeoutMs,
     startedAtMs: nowMs(),
     corsAllowOrigins: config.corsAllowOrigins ?? ["*"],
     ...(hooks.extraRoutes === undefined
@@ -103,7 +119,6 @@ export async function startServer(
       : { extraRoutes: hooks.extraRoutes }),
     ...(hooks.authorize === undefined ? {} : { authorize: hooks.authorize }),
   };
-  const server = createServer((req, res) => handleHttp(req, res, httpDeps));
   server.on("upgrade", upgrade.onUpgrade);
   server.keepAliveTimeout = 65_000;
 
@@ -120,6 +135,13 @@ export async function startServer(
     address: `${config.hostname}:${address.port}`,
     provider: config.core.defaultProvider,
   });
+  if (config.workerSecret.length < SHORT_SECRET_CHARS) {
+    log(
+      "warn",
+      `WORKER_SECRET is shorter than ${SHORT_SECRET_CHARS} characters: it is all that stops anyone from connecting a worker and receiving your clients' requests; use e.g. openssl rand -hex 24`,
+      { length: config.workerSecret.length },
+    );
+  }
 
   let closed = false;
   async function close(): Promise<void> {

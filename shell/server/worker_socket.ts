@@ -1,5 +1,9 @@
 // The worker endpoint (C1, C2, C33, C41): GET /v1/worker/connect?provider=NAME
-// upgraded to a WebSocket. Socket callbacks only translate into core events.
+// upgraded to a WebSocket. The secret is compared (constant time) and the core
+// admits or refuses in node:http's `upgrade` handler, before the handshake
+// completes (issue 15): a refused socket never reaches the frame parser, and an
+// admitted one may send only a register-sized amount before its register is
+// accepted. Socket callbacks only translate into core events.
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 // @ts-types="npm:@types/ws@8.18.1"
@@ -10,8 +14,20 @@ import {
   eventFromFrame,
 } from "../../core/mod.ts";
 import type { Corkable } from "../frame_batch.ts";
+import { clientAddress, type TrustedProxies } from "./client_address.ts";
+import type { ConnectionCap } from "./connection_cap.ts";
 import { newWorkerId } from "./ids.ts";
+import { closeReason } from "./run_effects.ts";
 import { secretsEqual } from "./secret.ts";
+
+/**
+ * Bytes a worker may send before its register is accepted: the largest register
+ * the core takes without trimming (256 models of 256 characters) plus room for
+ * the rest of the frame. Anything beyond is not a worker we want to buffer for.
+ */
+export const PRE_REGISTER_BYTES_MAX = 128 * 1024;
+/** A refused socket that does not answer our close frame is cut after this. */
+const REFUSED_LINGER_MS = 1000;
 
 export type WorkerSocketDeps = {
   sockets: Map<string, WebSocket>;
@@ -22,31 +38,27 @@ export type WorkerSocketDeps = {
   workerSecret: string;
   defaultProvider: string;
   frameCharsMax: number;
+  trustedProxies: TrustedProxies;
+  /** True once the core accepted this worker's register. */
+  isRegistered: (workerId: string) => boolean;
+  cap?: ConnectionCap;
 };
 
-const LOOPBACK = new Set(["127.0.0.1", "::1", "::ffff:127.0.0.1"]);
+/** The core's answer to a connect attempt, carried out by the effect runner. */
+export type WorkerAdmission = {
+  /** Completes the handshake of an admitted attempt; false if not pending here. */
+  accept(workerId: string): boolean;
+  /** Refuses a pending attempt (close code and reason); false if not pending here. */
+  refuse(workerId: string, code: number, reason: string): boolean;
+};
 
-/**
- * The address failed worker logins are counted against (C2). Behind a TLS proxy
- * on the same host (the README's nginx and Caddy setups) every worker arrives
- * from loopback, and counting them together would let anyone lock out every
- * worker; so from a loopback peer the last X-Forwarded-For entry (the one our
- * own proxy appended, which a client cannot forge) is the client.
- */
-export function clientAddress(req: IncomingMessage): string {
-  const peer = req.socket.remoteAddress ?? "unknown";
-  const forwarded = req.headers["x-forwarded-for"];
-  if (!LOOPBACK.has(peer) || forwarded === undefined) return peer;
-  const list = (Array.isArray(forwarded) ? forwarded.join(",") : forwarded)
-    .split(",");
-  const last = list[list.length - 1]?.trim() ?? "";
-  return last === "" ? peer : last;
-}
+type Attempt = { req: IncomingMessage; socket: Duplex; head: Buffer };
 
 export function makeWorkerUpgrade(
   d: WorkerSocketDeps,
 ): {
   onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  admission: WorkerAdmission;
   close: () => void;
 } {
   // maxPayload in bytes: a UTF-8 character is at most 4 bytes.
@@ -54,6 +66,10 @@ export function makeWorkerUpgrade(
     noServer: true,
     maxPayload: d.frameCharsMax * 4,
   });
+  // Refused sockets only receive our close frame: nothing of theirs is kept.
+  const refusals = new WebSocketServer({ noServer: true, maxPayload: 125 });
+  const attempts = new Map<string, Attempt>();
+
   function onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const url = new URL(req.url ?? "/", "http://relay.invalid");
     if (url.pathname !== "/v1/worker/connect") {
@@ -64,12 +80,37 @@ export function makeWorkerUpgrade(
     const secret = (Array.isArray(header) ? header[0] : header) ??
       url.searchParams.get("secret") ??
       "";
-    const provider = url.searchParams.get("provider") ?? d.defaultProvider;
-    const clientIp = clientAddress(req);
-    wss.handleUpgrade(req, socket, head, (ws) => {
-      const workerId = newWorkerId();
+    const secretValid = secretsEqual(secret, d.workerSecret);
+    if (secretValid) d.cap?.exempt(socket);
+    else if (d.cap?.overCap(socket) === true) {
+      socket.end(
+        "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
+      );
+      return;
+    }
+    socket.on("error", () => {
+      // A reset before the handshake: the socket closes, nothing to tell.
+    });
+    const workerId = newWorkerId();
+    attempts.set(workerId, { req, socket, head });
+    d.submit({
+      kind: "workerConnectAttempted",
+      atMs: d.now(),
+      workerId,
+      provider: url.searchParams.get("provider") ?? d.defaultProvider,
+      clientIp: clientAddress(req, d.trustedProxies),
+      secretValid,
+    });
+  }
+
+  function accept(workerId: string): boolean {
+    const a = attempts.get(workerId);
+    if (a === undefined) return false;
+    attempts.delete(workerId);
+    wss.handleUpgrade(a.req, a.socket, a.head, (ws) => {
       d.sockets.set(workerId, ws);
-      d.rawSockets?.set(ws, socket);
+      d.rawSockets?.set(ws, a.socket);
+      capUntilRegistered(workerId, ws, a.socket);
       ws.on("message", (data, isBinary) => {
         d.submit(
           isBinary ? binaryFrameEvent(workerId, d.now()) : eventFromFrame(
@@ -93,15 +134,62 @@ export function makeWorkerUpgrade(
       ws.on("error", () => {
         // Followed by "close", which carries the disconnect into the core.
       });
-      d.submit({
-        kind: "workerConnectAttempted",
-        atMs: d.now(),
-        workerId,
-        provider,
-        clientIp,
-        secretValid: secretsEqual(secret, d.workerSecret),
-      });
     });
+    return true;
   }
-  return { onUpgrade, close: () => wss.close() };
+
+  /**
+   * Counts raw bytes until the core accepted `register`, so a socket that was
+   * admitted but never registers cannot make us buffer a 64 MiB frame.
+   */
+  function capUntilRegistered(
+    workerId: string,
+    ws: WebSocket,
+    socket: Duplex,
+  ): void {
+    let received = 0;
+    const onData = (chunk: Buffer) => {
+      if (d.isRegistered(workerId)) return socket.off("data", onData);
+      received += chunk.length;
+      if (received <= PRE_REGISTER_BYTES_MAX) return;
+      socket.off("data", onData);
+      ws.close(
+        1009,
+        `more than ${PRE_REGISTER_BYTES_MAX} bytes before register`,
+      );
+      socket.end();
+      // Read nothing more of theirs; the close event ends the core's record.
+      socket.pause();
+      setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
+    };
+    socket.on("data", onData);
+  }
+
+  function refuse(workerId: string, code: number, reason: string): boolean {
+    const a = attempts.get(workerId);
+    if (a === undefined) return false;
+    attempts.delete(workerId);
+    // The handshake completes so the worker reads the close code and reason, as
+    // the original's workers expect (C41); the socket is half-closed right after
+    // our close frame and cut if the peer lingers.
+    refusals.handleUpgrade(a.req, a.socket, a.head, (ws) => {
+      ws.on("error", () => {});
+      ws.close(code, closeReason(reason));
+      a.socket.end();
+      const cut = setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
+      ws.once("close", () => clearTimeout(cut));
+    });
+    return true;
+  }
+
+  return {
+    onUpgrade,
+    admission: { accept, refuse },
+    close: () => {
+      for (const a of attempts.values()) a.socket.destroy();
+      attempts.clear();
+      wss.close();
+      refusals.close();
+    },
+  };
 }

@@ -1,23 +1,129 @@
+// Worker admission at the socket (issue 15): real handshakes on loopback.
 import assert from "node:assert/strict";
-import type { IncomingMessage } from "node:http";
-import { clientAddress } from "./worker_socket.ts";
+import {
+  clientFrame,
+  closeCodeIn,
+  rawConnect,
+  until,
+  upgradeRequest,
+} from "./_raw_socket.ts";
+import {
+  connectWorker,
+  registeredWorker,
+  SECRET,
+  startTestServer,
+  testConfig,
+  type TestServer,
+} from "./_test_helpers.ts";
+import { parseTrustedProxies } from "./client_address.ts";
+import { PRE_REGISTER_BYTES_MAX } from "./worker_socket.ts";
 
-function req(peer: string, forwarded?: string): IncomingMessage {
-  return {
-    socket: { remoteAddress: peer },
-    headers: forwarded === undefined ? {} : { "x-forwarded-for": forwarded },
-  } as unknown as IncomingMessage;
+async function badAttempt(
+  server: TestServer,
+  headers: Record<string, string> = {},
+): Promise<CloseEvent> {
+  const ws = new WebSocket(`${server.wsUrl}?provider=local`, {
+    headers: { "x-worker-secret": "wrong", ...headers },
+  } as unknown as string[]);
+  return await new Promise((r) => ws.addEventListener("close", (e) => r(e)));
 }
 
-Deno.test("C2 failed logins behind a local TLS proxy count per real client, not per proxy", () => {
-  // nginx's $proxy_add_x_forwarded_for appends the real peer last; a client can
-  // only forge what comes before it.
-  assert.equal(
-    clientAddress(req("127.0.0.1", "6.6.6.6, 203.0.113.7")),
-    "203.0.113.7",
-  );
-  assert.equal(clientAddress(req("::1", "198.51.100.2")), "198.51.100.2");
-  // A remote peer's own header is never trusted.
-  assert.equal(clientAddress(req("203.0.113.9", "127.0.0.1")), "203.0.113.9");
-  assert.equal(clientAddress(req("127.0.0.1")), "127.0.0.1");
+Deno.test("issue 15 strangers cannot lock out a worker: 12 bad handshakes from its address, then it registers at once", async () => {
+  const server = await startTestServer();
+  try {
+    for (let i = 0; i < 12; i++) {
+      const closed = await badAttempt(server);
+      // What an original worker sees is unchanged: close 1008 with a reason.
+      assert.equal(closed.code, 1008);
+      assert.match(
+        closed.reason,
+        i < 10 ? /invalid worker secret/ : /too many failed attempts/,
+      );
+    }
+    const started = performance.now();
+    const w = await registeredWorker(server);
+    assert.ok(performance.now() - started < 1000);
+    assert.equal(typeof w.ack.worker_id, "string");
+    await w.close();
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("issue 15 failures are counted per X-Forwarded-For client only when the peer is in TRUSTED_PROXIES", async () => {
+  for (
+    const [trusted, expect] of [["127.0.0.1", /invalid/], ["", /too many/]]
+  ) {
+    const server = await startTestServer(
+      testConfig({ authFailuresMax: 2 }, {
+        trustedProxies: parseTrustedProxies(trusted as string),
+      }),
+    );
+    try {
+      await badAttempt(server, { "x-forwarded-for": "198.51.100.1" });
+      await badAttempt(server, { "x-forwarded-for": "198.51.100.1" });
+      const other = await badAttempt(server, {
+        "x-forwarded-for": "198.51.100.2",
+      });
+      assert.match(other.reason, expect as RegExp, `trusted: "${trusted}"`);
+    } finally {
+      await server.close();
+    }
+  }
+});
+
+Deno.test("issue 15 a refused handshake is closed at once even if the peer never answers the close frame", async () => {
+  const server = await startTestServer();
+  const c = await rawConnect(server.port);
+  try {
+    await c.write(upgradeRequest({ "x-worker-secret": "wrong" }));
+    const got = await until(c, (r) => closeCodeIn(r) !== null);
+    assert.match(got, /^HTTP\/1\.1 101/);
+    assert.equal(closeCodeIn(got), 1008);
+    // We never send our close frame; the server ends the socket by itself,
+    // well before its old 2 s close timeout.
+    const elapsed = await c.ended;
+    assert.ok(elapsed < 1500, `closed after ${elapsed} ms`);
+  } finally {
+    c.close();
+    await server.close();
+  }
+});
+
+Deno.test("issue 15 before register is accepted, more than a register's worth of bytes closes the socket (1009)", async () => {
+  const server = await startTestServer();
+  const c = await rawConnect(server.port);
+  try {
+    await c.write(upgradeRequest({ "x-worker-secret": SECRET }));
+    await until(c, (r) => r.includes("\r\n\r\n"));
+    // A frame that claims 32 MiB and never ends: the old server buffered it.
+    const part = new Uint8Array(PRE_REGISTER_BYTES_MAX + 1024).fill(0x20);
+    await c.write(clientFrame(1, part, 32 * 1024 * 1024));
+    const got = await until(c, (r) => closeCodeIn(r) !== null);
+    assert.equal(closeCodeIn(got), 1009);
+    const elapsed = await c.ended;
+    assert.ok(elapsed < 3000, `closed after ${elapsed} ms`);
+    // A registered worker may still send large frames.
+    const w = await registeredWorker(server);
+    w.send({ type: "pong", current_load: 0, pad: "x".repeat(512 * 1024) });
+    w.send({ type: "pong", current_load: 0 });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(w.ws.readyState, WebSocket.OPEN);
+    await w.close();
+  } finally {
+    c.close();
+    await server.close();
+  }
+});
+
+Deno.test("issue 15 an admitted handshake that never sends register is closed after the register timeout", async () => {
+  const server = await startTestServer(testConfig({ registerTimeoutMs: 300 }));
+  try {
+    const w = await connectWorker(server);
+    const closed = await w.closed;
+    assert.equal(closed.code, 1002);
+    assert.match(closed.reason, /no register message/);
+  } finally {
+    await server.close();
+  }
 });

@@ -1,0 +1,71 @@
+// The one request-body reader for client, admin and lifecycle routes (issue 15):
+// a body larger than the route's limit is refused with 413 as soon as that is
+// known, and one that has not arrived in full within BODY_TIMEOUT_SECS with
+// 408; either way the answer is the connection's last. The timeout is a
+// transport bound like a socket timeout: the request does not exist for the
+// core until its body is complete, so there is nothing for the core to decide.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { ClientError } from "../../core/mod.ts";
+import { closeAfterAnswer } from "./http_reply.ts";
+
+export type BodyLimits = { maxBytes: number; timeoutMs: number };
+
+/**
+ * Reads the whole body, then calls `onBody`; on a refusal it marks the
+ * connection to close and calls `onRefused`, which sends the error in the
+ * route's own shape. A client that leaves mid-body gets neither.
+ */
+export function readBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  limits: BodyLimits,
+  onBody: (body: Buffer) => void,
+  onRefused: (error: ClientError) => void,
+): void {
+  let settled = false;
+  const refuse = (error: ClientError) => {
+    settled = true;
+    clearTimeout(timer);
+    closeAfterAnswer(res);
+    onRefused(error);
+  };
+  const tooLarge = (): ClientError => ({
+    status: 413,
+    code: "body_too_large",
+    message: `request body exceeds ${limits.maxBytes} bytes`,
+  });
+  const timer = setTimeout(() => {
+    if (settled) return;
+    const secs = Math.round(limits.timeoutMs / 100) / 10;
+    refuse({
+      status: 408,
+      code: "body_timeout",
+      message: `request body not received in full within ${secs} s`,
+    });
+  }, limits.timeoutMs);
+  const declared = Number(req.headers["content-length"] ?? "0");
+  if (declared > limits.maxBytes) return refuse(tooLarge());
+  const parts: Buffer[] = [];
+  let size = 0;
+  req.on("data", (chunk: Buffer) => {
+    if (settled) return;
+    size += chunk.length;
+    if (size > limits.maxBytes) return refuse(tooLarge());
+    parts.push(chunk);
+  });
+  req.on("end", () => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    // Most bodies arrive in one read: no Buffer.concat copy then.
+    onBody(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+  });
+  req.on("close", () => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+  });
+  req.on("error", () => {
+    // Followed by "close".
+  });
+}
