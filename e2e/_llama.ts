@@ -66,7 +66,7 @@ const found = availability();
 export const LLAMA_ABSENT = !found.ok;
 if (!found.ok) {
   console.log(
-    `SKIPPING the llama-server tests: ${found.reason} (see ${LLAMA_DIR}README.md)`,
+    `SKIPPING the llama-server tests: ${found.reason} (they need ../shared/llama next to the repository: start.sh, llama-server, tiny.gguf)`,
   );
 }
 
