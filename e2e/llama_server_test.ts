@@ -249,6 +249,41 @@ Deno.test({
       },
     );
 
+    await t.step(
+      "a llama-server error mid-stream (forced with logit_bias) reaches the openai SDK as an APIError after the chunks before it",
+      async () => {
+        // Biasing a lone UTF-8 lead byte makes llama-server's output parser fail
+        // after a few chunks: it ends the 200 stream with a bare
+        // `data: {"error":…}` line and no [DONE] (10 of 10 runs in its README).
+        let err: unknown = null;
+        let chunks = 0;
+        for (let attempt = 0; attempt < 5 && err === null; attempt++) {
+          chunks = 0;
+          try {
+            for await (
+              const chunk of await openai.chat.completions.create({
+                model: LLAMA_MODEL,
+                messages: HELLO,
+                max_tokens: 32,
+                stream: true,
+                logit_bias: { "198": 28 },
+              })
+            ) {
+              if (chunk.choices[0]?.delta.content) chunks++;
+            }
+          } catch (e) {
+            err = e;
+          }
+        }
+        assert.ok(err instanceof OpenAI.APIError, `got ${err}`);
+        assert.match(
+          err.message,
+          /does not match the expected peg-native format/,
+        );
+        console.log(`the error arrived after ${chunks} content chunk(s)`);
+      },
+    );
+
     for (
       const [label, headers] of [
         ["", {}],
