@@ -182,7 +182,11 @@ export async function scenarioB(
   };
 }
 
-/** (c) Many concurrent paced streams: time to first chunk and per-chunk latency. */
+/**
+ * (c) Many concurrent paced streams: time to first chunk and per-chunk latency.
+ * `delayMs` paces the mock (x-mock-delay-ms); a real backend keeps its own pace
+ * (it ignores the header), so its title says so.
+ */
 export async function scenarioC(
   c: Ctx,
   streams: number,
@@ -191,9 +195,10 @@ export async function scenarioC(
 ): Promise<ScenarioResult> {
   const targets = c.stamp ?? c;
   const checker: Checker = c.stamp === null ? c.checker : "stamp";
-  c.log(
-    `(c) ${streams} concurrent streams x ${chunks} chunks, ${delayMs} ms apart`,
-  );
+  const pace = c.checker === "generic"
+    ? "at the backend's own pace"
+    : `${delayMs} ms between chunks`;
+  c.log(`(c) ${streams} concurrent streams x ${chunks} chunks, ${pace}`);
   const agent = newAgent();
   const runs = await interleave(c, targets, c.rounds, async (t) => {
     const results: StreamResult[] = await Promise.all(
@@ -233,7 +238,7 @@ export async function scenarioC(
   }
   return {
     id: "c",
-    title: `${streams} concurrent streams, ${delayMs} ms between chunks`,
+    title: `${streams} concurrent streams, ${pace}`,
     params: { streams, chunks, delayMs, rounds: c.rounds },
     figures,
   };

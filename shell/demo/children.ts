@@ -42,19 +42,32 @@ export type Child = {
 };
 
 export function spawnChild(spec: ChildSpec): Child {
-  const env: Record<string, string> = {};
-  const unset = new Set(spec.unsetEnv ?? []);
-  for (const [k, v] of Object.entries(Deno.env.toObject())) {
-    if (!unset.has(k)) env[k] = v;
-  }
-  Object.assign(env, { NO_COLOR: "1" }, spec.env ?? {});
-  const process = new Deno.Command(Deno.execPath(), {
+  return spawnProgram({
+    ...spec,
+    program: Deno.execPath(),
     args: [
       "run",
       ...spec.permissions,
       `${ROOT}${spec.script}`,
       ...(spec.args ?? []),
     ],
+  });
+}
+
+/** Any program (not only our entry points), e.g. a real llama-server. */
+export type ProgramSpec =
+  & Pick<ChildSpec, "name" | "env" | "unsetEnv" | "detached" | "onLine">
+  & { program: string; args: string[] };
+
+export function spawnProgram(spec: ProgramSpec): Child {
+  const env: Record<string, string> = {};
+  const unset = new Set(spec.unsetEnv ?? []);
+  for (const [k, v] of Object.entries(Deno.env.toObject())) {
+    if (!unset.has(k)) env[k] = v;
+  }
+  Object.assign(env, { NO_COLOR: "1" }, spec.env ?? {});
+  const process = new Deno.Command(spec.program, {
+    args: spec.args,
     cwd: ROOT,
     env,
     clearEnv: true,

@@ -15,6 +15,14 @@
 //                 (llama-swap starts the model on demand), unload = POST /unload
 //                 (llama-swap unloads every model, so only when the requested one
 //                 is the only one running, else 501); no cache flush (501).
+//   llama-server  a single-model llama-server (GET /props answers with
+//                 default_generation_settings and total_slots; issue 14, checked
+//                 against the real binary): load of the model it serves is
+//                 already done (completed at once), any other load and every
+//                 unload 501 (it serves the one model it was started with);
+//                 cache flush (scope all, or model = the served one) = POST
+//                 /slots/{id}?action=erase for every slot, which llama-server
+//                 answers 501 unless started with --slot-save-path.
 //   none          anything else: every operation fails with a 501-style message
 //                 naming what the backend lacks.
 import type {
@@ -27,6 +35,7 @@ export type BackendKind =
   | "ollama"
   | "llama-router"
   | "llama-swap"
+  | "llama-server"
   | "none";
 
 export type Report = (u: {
@@ -92,6 +101,13 @@ export async function detectBackend(base: string): Promise<BackendKind> {
         v.data.some((m) => isObj(m) && "status" in m),
     ],
     ["llama-swap", "/running", (v) => isObj(v) && Array.isArray(v.running)],
+    [
+      "llama-server",
+      "/props",
+      (v) =>
+        isObj(v) && isObj(v.default_generation_settings) &&
+        typeof v.total_slots === "number",
+    ],
   ];
   for (const [kind, path, ok] of tries) {
     try {
@@ -109,7 +125,7 @@ function unsupported(
   operation: LifecycleOperation,
 ): void {
   const what = backend === "none"
-    ? "the backend offers no model lifecycle API (no spec 004 /v1/capabilities, Ollama /api/tags, llama-server router /models or llama-swap /running)"
+    ? "the backend offers no model lifecycle API (no spec 004 /v1/capabilities, Ollama /api/tags, llama-server /props or router /models, or llama-swap /running)"
     : `the ${backend} backend has no ${operation} operation`;
   report({
     status: "failed",
@@ -267,10 +283,77 @@ export async function runOperation(
         if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
         return ok({ modelId });
       }
+      case "llama-server":
+        return await singleLlama(base, operation, params, ok, fail);
       case "none":
         return unsupported(report, backend, operation);
     }
   } catch (e) {
     fail(`backend error: ${(e as Error).message}`);
   }
+}
+
+/** The ids (and aliases) a single-model llama-server answers to. */
+async function servedIds(base: string): Promise<string[]> {
+  const list = await getJson(`${base}/v1/models`) as Json;
+  const data = Array.isArray(list.data) ? list.data as unknown[] : [];
+  return [
+    ...new Set(
+      data.flatMap((m) =>
+        isObj(m)
+          ? [m.id, ...(Array.isArray(m.aliases) ? m.aliases : [])].filter((
+            x,
+          ): x is string => typeof x === "string")
+          : []
+      ),
+    ),
+  ];
+}
+
+/** llama-server started with one model (-m): see the header. */
+async function singleLlama(
+  base: string,
+  operation: LifecycleOperation,
+  params: Json,
+  ok: (result: Json) => void,
+  fail: (error: string, status?: number) => void,
+): Promise<void> {
+  const served = await servedIds(base);
+  const modelId = typeof params.modelId === "string" ? params.modelId : "";
+  const names = served.map((m) => `"${m}"`).join(", ");
+  if (operation === "model-load") {
+    if (served.includes(modelId)) {
+      return ok({ modelId, loadTimeMs: 0, alreadyLoaded: true });
+    }
+    return fail(
+      `501 not implemented: this llama-server serves only ${names} and cannot load "${modelId}" (restart it with another -m, or run it in router mode)`,
+      501,
+    );
+  }
+  if (operation === "model-unload") {
+    return fail(
+      `501 not implemented: a single-model llama-server cannot unload ${names}; stop the process instead (or run it in router mode)`,
+      501,
+    );
+  }
+  const scope = params.scope ?? "all";
+  if (!(scope === "all" || scope === "model" && served.includes(modelId))) {
+    return fail(
+      `501 not implemented: llama-server can flush only its whole KV cache (scope all, or model ${names}), not scope ${
+        JSON.stringify(scope)
+      }${scope === "model" ? ` "${modelId}"` : ""}`,
+      501,
+    );
+  }
+  const slots = await getJson(`${base}/slots`, CALL_MS);
+  if (!Array.isArray(slots)) return fail("GET /slots answered no list");
+  let erased = 0;
+  for (const slot of slots) {
+    const id = isObj(slot) && typeof slot.id === "number" ? slot.id : null;
+    if (id === null) continue;
+    const r = await postJson(`${base}/slots/${id}?action=erase`, {});
+    if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
+    if (typeof r.json.n_erased === "number") erased += r.json.n_erased;
+  }
+  ok({ flushed: true, entriesRemoved: erased, slots: slots.length });
 }

@@ -90,6 +90,18 @@ export async function readCapabilities(
     out.models.loaded[0]!.contextLength = nCtx;
     out.runnerType = "llama-server";
   }
+  // llama-server: input modalities, and tool calls as its chat template allows.
+  const modalities = props?.modalities as Json | undefined;
+  if (typeof modalities?.vision === "boolean") {
+    out.capabilities!.visionInput = modalities.vision;
+  }
+  if (typeof modalities?.audio === "boolean") {
+    out.capabilities!.audioInput = modalities.audio;
+  }
+  const template = props?.chat_template_caps as Json | undefined;
+  if (typeof template?.supports_tool_calls === "boolean") {
+    out.capabilities!.functionCalling = template.supports_tool_calls;
+  }
   const slots = await fetch(`${base}/slots`, {
     signal: AbortSignal.timeout(3_000),
   }).then((r) => r.ok ? r.json() : (r.body?.cancel(), null)).catch(() => null);

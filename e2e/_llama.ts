@@ -1,0 +1,152 @@
+// A real llama.cpp llama-server (../shared/llama next to the repository: the
+// binary, the tiny random-weight model and start.sh) behind the relay's real
+// server and worker processes. Where the directory is absent, or the CPU cannot
+// run the binary, `LLAMA` says why and the tests that need it are ignored.
+import {
+  type Child,
+  ROOT,
+  spawnProgram,
+  waitUntil,
+  workersConnected,
+} from "../shell/demo/children.ts";
+import {
+  startServerProcess,
+  startWorkerProcess,
+} from "../shell/demo/cluster.ts";
+
+/** ../shared/llama relative to the repository root, as in CI. */
+export const LLAMA_DIR = new URL("../shared/llama/", `file://${ROOT}`)
+  .pathname;
+/** The model id llama-server serves (start.sh passes --alias tiny). */
+export const LLAMA_MODEL = "tiny";
+/** Tokens a slot holds (start.sh: -np 4 -c 4096). */
+export const LLAMA_SLOT_CTX = 1024;
+
+const SECRET = "e2e-llama-secret";
+/** start.sh refuses to start without these (the binary needs x86-64-v3). */
+const CPU_FLAGS = ["avx2", "fma", "f16c", "bmi2"];
+
+/** Whether llama-server can run here, and if not, why. */
+function availability(): { ok: true } | { ok: false; reason: string } {
+  for (const f of ["start.sh", "llama-server", "tiny.gguf"]) {
+    try {
+      Deno.statSync(LLAMA_DIR + f);
+    } catch {
+      return { ok: false, reason: `${LLAMA_DIR}${f} is absent` };
+    }
+  }
+  if (Deno.build.os !== "linux" || Deno.build.arch !== "x86_64") {
+    return {
+      ok: false,
+      reason:
+        `the llama-server binary is built for linux x86_64, this is ${Deno.build.os} ${Deno.build.arch}`,
+    };
+  }
+  try {
+    const info = Deno.readTextFileSync("/proc/cpuinfo");
+    const missing = CPU_FLAGS.filter((f) =>
+      !new RegExp(`\\b${f}\\b`).test(info)
+    );
+    if (missing.length > 0) {
+      return {
+        ok: false,
+        reason: `this CPU lacks ${
+          missing.join(", ")
+        }, which llama-server needs`,
+      };
+    }
+  } catch {
+    // No /proc/cpuinfo to read: let start.sh decide.
+  }
+  return { ok: true };
+}
+
+const found = availability();
+/** `ignore` for Deno.test: true when llama-server cannot run here. */
+export const LLAMA_ABSENT = !found.ok;
+if (!found.ok) {
+  console.log(
+    `SKIPPING the llama-server tests: ${found.reason} (they need ../shared/llama next to the repository: start.sh, llama-server, tiny.gguf)`,
+  );
+}
+
+export type Llama = { url: string; child: Child };
+
+/**
+ * Starts llama-server on a free port (start.sh 0; it logs the port it got) and
+ * resolves once GET /health answers 200.
+ */
+export async function startLlamaServer(
+  extraArgs: string[] = [],
+): Promise<Llama> {
+  const child = spawnProgram({
+    name: "llama-server",
+    program: `${LLAMA_DIR}start.sh`,
+    args: ["0", ...extraArgs],
+  });
+  try {
+    const m = await child.waitForLine(
+      /listening on (http:\/\/127\.0\.0\.1:\d+)/,
+      30_000,
+    );
+    const url = m[1]!;
+    await waitUntil("llama-server /health to answer 200", async () => {
+      const res = await fetch(`${url}/health`);
+      await res.body?.cancel();
+      return res.status === 200;
+    }, 30_000);
+    return { url, child };
+  } catch (e) {
+    await child.stop(3_000);
+    throw e;
+  }
+}
+
+export type LlamaCluster = {
+  serverUrl: string;
+  llama: Llama;
+  server: Child;
+  worker: Child;
+};
+
+/**
+ * llama-server, the relay server and one worker (its models discovered from
+ * llama-server: no MODELS), each a real process; all stopped afterwards.
+ */
+export async function withLlamaCluster(
+  body: (c: LlamaCluster) => Promise<void>,
+  opts: { serverEnv?: Record<string, string> } = {},
+): Promise<void> {
+  const started: Child[] = [];
+  try {
+    const llama = await startLlamaServer();
+    started.push(llama.child);
+    const server = await startServerProcess({
+      secret: SECRET,
+      env: { TICK_MS: "20", ...opts.serverEnv },
+    });
+    started.push(server.child);
+    const worker = await startWorkerProcess({
+      name: "e2e-llama",
+      serverUrl: server.url,
+      secret: SECRET,
+      backendUrl: llama.url,
+      maxConcurrent: 4,
+    });
+    started.push(worker);
+    await waitUntil(
+      "the worker registered at the server",
+      async () => (await workersConnected(server.url)) === 1,
+    );
+    await body({ serverUrl: server.url, llama, server: server.child, worker });
+  } finally {
+    for (const c of started.reverse()) await c.stop(5_000);
+  }
+}
+
+/** A user message of about `tokens` tokens for the tiny model's vocabulary. */
+export function longPrompt(tokens: number): string {
+  // "hello world " is 2 tokens here (measured: 700 repeats = 1,428 prompt tokens
+  // with the chat template).
+  return "hello world ".repeat(Math.ceil(tokens / 2));
+}
