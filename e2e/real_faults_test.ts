@@ -41,3 +41,61 @@ Deno.test("issue 14.5: /health answers 200 with no worker connected, and says so
     });
   });
 });
+
+Deno.test("issue 14.6: POST /admin/keys returns the original's fields, the new key as `secret`", async () => {
+  await withChildren(async (started) => {
+    const server = await startServerProcess({
+      secret: SECRET,
+      adminToken: "e2e-admin",
+      env: { MODELRELAY_REQUIRE_API_KEYS: "true", QUEUE_TIMEOUT_SECS: "1" },
+    });
+    started.push(server.child);
+    const res = await fetch(`${server.url}/admin/keys`, {
+      method: "POST",
+      headers: {
+        authorization: "Bearer e2e-admin",
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ name: "production-app" }),
+    });
+    const created = await res.json();
+    assert.equal(res.status, 201);
+    for (
+      const field of [
+        "id",
+        "name",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked",
+        "secret",
+      ]
+    ) {
+      assert.ok(
+        field in created,
+        `no "${field}" in ${JSON.stringify(created)}`,
+      );
+    }
+    assert.equal(created.name, "production-app");
+    assert.equal(created.revoked, false);
+    assert.equal(created.last_used_at, null);
+    assert.match(created.secret, /^mr-/);
+    assert.ok(created.secret.startsWith(created.prefix));
+    // The secret is the key clients send: with it a request passes the key
+    // check and waits for a worker (504 after 1 s) instead of a 401.
+    const ask = (key: string) =>
+      fetch(`${server.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${key}`,
+          "content-type": "application/json",
+        },
+        body: JSON.stringify({ model: "m", messages: [] }),
+      }).then(async (r) => {
+        await r.body?.cancel();
+        return r.status;
+      });
+    assert.equal(await ask("mr-wrong"), 401);
+    assert.equal(await ask(created.secret), 504);
+  });
+});

@@ -77,12 +77,17 @@ function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
 }
 
+/** How much of a new key is shown as its `prefix`: "mr-" and 8 random characters. */
+const KEY_DISPLAY_PREFIX_CHARS = 11;
+
 function keyJson(k: ApiKeyInfo): Record<string, unknown> {
   return {
     id: k.id,
     name: k.name,
     created_at: iso(k.createdAtMs),
     last_used_at: iso(k.lastUsedAtMs),
+    // A revoked key is deleted, so every key listed is live.
+    revoked: false,
   };
 }
 
@@ -268,8 +273,13 @@ function handleKeys(
         }
         try {
           const k = keys.create(name.trim(), d.wallNow());
+          // The original's fields (`secret`, `prefix`, `revoked`); `key` too,
+          // which this relay's earlier releases returned.
           sendJson(res, 201, {
             ...keyJson(k),
+            prefix: k.key.slice(0, KEY_DISPLAY_PREFIX_CHARS),
+            revoked: false,
+            secret: k.key,
             key: k.key,
             note:
               "store this key now: it is shown only once; clients send it as Authorization: Bearer <key>",
