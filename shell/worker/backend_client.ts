@@ -98,6 +98,16 @@ function headerEntries(
   return out;
 }
 
+/** Where the backend is and the key it wants (BACKEND_API_KEY), if any. */
+export type Backend = { url: string; apiKey: string | null };
+
+/** The worker's own backend key replaces whatever the client sent. */
+function authorize(headers: Record<string, string>, backend: Backend): void {
+  if (backend.apiKey !== null) {
+    headers["authorization"] = `Bearer ${backend.apiKey}`;
+  }
+}
+
 /**
  * Returns the completion to send, or null when `signal` aborted the request
  * (a cancel: the caller has already answered it).
@@ -109,7 +119,7 @@ function headerEntries(
  * later read): fewer frames, the same bytes in the same order.
  */
 export function forwardToBackend(
-  backendUrl: string,
+  backend: Backend,
   request: RequestMessage,
   signal: AbortSignal,
   onChunk: (chunk: string) => void,
@@ -123,7 +133,9 @@ export function forwardToBackend(
       headers[lower] = from[name]!;
     }
   }
+  authorize(headers, backend);
   headers["content-type"] ??= "application/json";
+  const backendUrl = backend.url;
   headers["content-length"] = String(Buffer.byteLength(request.body, "utf8"));
   return new Promise((resolve) => {
     if (signal.aborted) return resolve(null);
@@ -225,13 +237,15 @@ export function forwardToBackend(
 
 /** GET {backendUrl}/v1/models; throws an Error whose message says what failed. */
 export async function listBackendModels(
-  backendUrl: string,
+  backend: Backend,
   signal: AbortSignal,
 ): Promise<string[]> {
-  const url = `${backendUrl}/v1/models`;
+  const url = `${backend.url}/v1/models`;
+  const headers: Record<string, string> = {};
+  authorize(headers, backend);
   let response: Response;
   try {
-    response = await fetch(url, { signal });
+    response = await fetch(url, { signal, headers });
   } catch (e) {
     throw new Error(
       `could not reach ${url}: ${e instanceof Error ? e.message : String(e)}`,

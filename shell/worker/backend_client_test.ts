@@ -18,7 +18,7 @@ Deno.test("a stream's first chunk is passed on before the backend finishes", asy
   const ac = new AbortController();
   try {
     const result = forwardToBackend(
-      backend.url,
+      { url: backend.url, apiKey: null },
       request({ stream: true, max_tokens: 1000 }),
       ac.signal,
       (c) => chunks.push(c),
@@ -37,7 +37,7 @@ Deno.test("streamed usage becomes token_counts of the completion", async () => {
   const backend = await startMockBackend({ chunkDelayMs: 0 });
   try {
     const c = await forwardToBackend(
-      backend.url,
+      { url: backend.url, apiKey: null },
       request({
         stream: true,
         max_tokens: 3,
@@ -55,7 +55,7 @@ Deno.test("streamed usage becomes token_counts of the completion", async () => {
 
 Deno.test("an unreachable backend gives 502 in the route's error shape", async () => {
   const c = await forwardToBackend(
-    "http://127.0.0.1:1",
+    { url: "http://127.0.0.1:1", apiKey: null },
     request({}, { endpoint_path: "/v1/messages" }),
     new AbortController().signal,
     () => {},
@@ -70,14 +70,20 @@ Deno.test("model discovery lists ids from /v1/models and says clearly when it ca
   const backend = await startMockBackend({ models: ["x", "y"] });
   try {
     assert.deepEqual(
-      await listBackendModels(backend.url, new AbortController().signal),
+      await listBackendModels(
+        { url: backend.url, apiKey: null },
+        new AbortController().signal,
+      ),
       ["x", "y"],
     );
   } finally {
     await backend.close();
   }
   await assert.rejects(
-    listBackendModels("http://127.0.0.1:1", new AbortController().signal),
+    listBackendModels(
+      { url: "http://127.0.0.1:1", apiKey: null },
+      new AbortController().signal,
+    ),
     /could not reach http:\/\/127\.0\.0\.1:1\/v1\/models/,
   );
 });

@@ -54,6 +54,7 @@ export function startWorker(
     drainTimeoutSecs: config.drainTimeoutSecs,
     onServerShutdown: config.onServerShutdown,
   });
+  const backend = { url: config.backendUrl, apiKey: config.backendApiKey };
   const queue: WorkerEvent[] = [];
   let running = false;
   let stopped = false;
@@ -66,7 +67,11 @@ export function startWorker(
   const timers = new Map<TimerName, Timer>();
   const stopAll = new AbortController();
   let refreshInterval: ReturnType<typeof setInterval> | null = null;
-  const lifecycle = makeLifecycle(config.backendUrl, stopAll.signal);
+  const lifecycle = makeLifecycle(
+    config.backendUrl,
+    config.backendApiKey,
+    stopAll.signal,
+  );
   const capabilitiesInterval = setInterval(
     () => dispatch({ kind: "capabilitiesDue" }),
     CAPABILITIES_INTERVAL_MS,
@@ -141,7 +146,7 @@ export function startWorker(
     backendCalls.set(id, controller);
     track(
       forwardToBackend(
-        config.backendUrl,
+        backend,
         action.request,
         controller.signal,
         (chunk) => {
@@ -158,7 +163,7 @@ export function startWorker(
 
   function listModels(reply: boolean): void {
     track(
-      listBackendModels(config.backendUrl, stopAll.signal).then(
+      listBackendModels(backend, stopAll.signal).then(
         (listed) => dispatch({ kind: "modelsListed", models: listed, reply }),
         (e: unknown) =>
           dispatch({

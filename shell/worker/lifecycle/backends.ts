@@ -44,8 +44,25 @@ const LOAD_MAX_MS = 30 * 60_000;
 
 type Json = Record<string, unknown>;
 
-async function getJson(url: string, ms = PROBE_MS): Promise<unknown> {
-  const res = await fetch(url, { signal: AbortSignal.timeout(ms) });
+/** fetch with the backend's key added (BACKEND_API_KEY); plain fetch without one. */
+export type BackendFetch = typeof fetch;
+
+/** A fetch that sends `Authorization: Bearer <apiKey>` on every call. */
+export function keyedFetch(apiKey: string | null): BackendFetch {
+  if (apiKey === null) return fetch;
+  return (input, init = {}) => {
+    const headers = new Headers(init.headers);
+    headers.set("authorization", `Bearer ${apiKey}`);
+    return fetch(input, { ...init, headers });
+  };
+}
+
+async function getJson(
+  call: BackendFetch,
+  url: string,
+  ms = PROBE_MS,
+): Promise<unknown> {
+  const res = await call(url, { signal: AbortSignal.timeout(ms) });
   if (!res.ok) {
     await res.body?.cancel();
     throw new Error(`GET ${new URL(url).pathname} answered ${res.status}`);
@@ -54,11 +71,12 @@ async function getJson(url: string, ms = PROBE_MS): Promise<unknown> {
 }
 
 async function postJson(
+  call: BackendFetch,
   url: string,
   body: unknown,
   ms = CALL_MS,
 ): Promise<{ status: number; json: Json }> {
-  const res = await fetch(url, {
+  const res = await call(url, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
@@ -80,7 +98,10 @@ function isObj(v: unknown): v is Json {
 }
 
 /** Probes the backend's API; never throws. */
-export async function detectBackend(base: string): Promise<BackendKind> {
+export async function detectBackend(
+  base: string,
+  call: BackendFetch = fetch,
+): Promise<BackendKind> {
   const tries: [BackendKind, string, (v: unknown) => boolean][] = [
     ["spec004", "/v1/capabilities", (v) => isObj(v) && isObj(v.models)],
     ["ollama", "/api/tags", (v) => isObj(v) && Array.isArray(v.models)],
@@ -95,7 +116,7 @@ export async function detectBackend(base: string): Promise<BackendKind> {
   ];
   for (const [kind, path, ok] of tries) {
     try {
-      if (ok(await getJson(base + path))) return kind;
+      if (ok(await getJson(call, base + path))) return kind;
     } catch {
       // Not this kind.
     }
@@ -149,6 +170,7 @@ export async function runOperation(
   params: Json,
   report: Report,
   signal: AbortSignal,
+  call: BackendFetch = fetch,
 ): Promise<void> {
   const modelId = typeof params.modelId === "string" ? params.modelId : "";
   const started = Date.now();
@@ -164,13 +186,14 @@ export async function runOperation(
           : operation === "model-unload"
           ? "/v1/models/unload"
           : "/v1/cache/flush";
-        const r = await postJson(base + path, params);
+        const r = await postJson(call, base + path, params);
         if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
         if (operation !== "model-load" || r.status !== 202) return ok(r.json);
         const taskId = String(r.json.taskId ?? "");
         while (!signal.aborted && Date.now() - started < LOAD_MAX_MS) {
           await sleep(POLL_MS, signal);
           const t = await getJson(
+            call,
             `${base}/v1/models/load/${encodeURIComponent(taskId)}`,
             CALL_MS,
           ) as Json;
@@ -194,7 +217,7 @@ export async function runOperation(
         const keepAlive = operation === "model-unload"
           ? 0
           : (params.keepAlive ?? "5m");
-        const r = await postJson(`${base}/api/generate`, {
+        const r = await postJson(call, `${base}/api/generate`, {
           model: modelId,
           prompt: "",
           keep_alive: keepAlive,
@@ -214,11 +237,11 @@ export async function runOperation(
         const path = operation === "model-load"
           ? "/models/load"
           : "/models/unload";
-        const r = await postJson(base + path, { model: modelId });
+        const r = await postJson(call, base + path, { model: modelId });
         if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
         if (operation === "model-unload") return ok({ modelId });
         while (!signal.aborted && Date.now() - started < LOAD_MAX_MS) {
-          const list = await getJson(`${base}/models`, CALL_MS) as Json;
+          const list = await getJson(call, `${base}/models`, CALL_MS) as Json;
           const m = (list.data as Json[]).find((x) => x.id === modelId);
           const st = isObj(m?.status) ? m.status.value : m?.status;
           if (st === "loaded") {
@@ -244,7 +267,7 @@ export async function runOperation(
           return unsupported(report, backend, operation);
         }
         if (operation === "model-load") {
-          const res = await fetch(
+          const res = await call(
             `${base}/upstream/${encodeURIComponent(modelId)}/health`,
             { signal: AbortSignal.timeout(LOAD_MAX_MS) },
           );
@@ -254,7 +277,7 @@ export async function runOperation(
           }
           return ok({ modelId, loadTimeMs: Date.now() - started });
         }
-        const running = (await getJson(`${base}/running`) as Json)
+        const running = (await getJson(call, `${base}/running`) as Json)
           .running as Json[];
         const others = running.filter((x) => x.model !== modelId);
         if (others.length > 0) {
@@ -263,7 +286,7 @@ export async function runOperation(
             501,
           );
         }
-        const r = await postJson(`${base}/unload`, {});
+        const r = await postJson(call, `${base}/unload`, {});
         if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
         return ok({ modelId });
       }
