@@ -219,7 +219,7 @@ async function handle(ctx: Ctx, req: Request): Promise<Response> {
   }
   const bodyChars = numberField(body.mock_body_chars);
   if (bodyChars !== null) {
-    return hugeResponse(api, { ...answer, words: [] }, bodyChars);
+    return hugeResponse(ctx.stats, api, { ...answer, words: [] }, bodyChars);
   }
   if (body.mock_fault === "die") {
     ctx.stats.faults++;
@@ -302,7 +302,12 @@ function cutResponse(head: string, contentType: string): Response {
 }
 
 /** A JSON answer whose content is `chars` × "x", written 1 MiB at a time. */
-function hugeResponse(api: Api, answer: Answer, chars: number): Response {
+function hugeResponse(
+  stats: MockBackendStats,
+  api: Api,
+  answer: Answer,
+  chars: number,
+): Response {
   const marker = "MOCK_HUGE_BODY_MARKER";
   const [before, after] = JSON.stringify(
     jsonBody(api, { ...answer, words: [marker] }),
@@ -333,6 +338,9 @@ function hugeResponse(api: Api, answer: Answer, chars: number): Response {
           controller.close();
           return;
       }
+    },
+    cancel() {
+      stats.aborted++;
     },
   });
   return new Response(stream, {
