@@ -1,103 +1,19 @@
-// Issue 14, "real backends and real faults": each failure seen on main, replayed
-// with real processes (server, workers, the mock backend in its fault modes) and
-// named after what went wrong.
+// Issue 14, "real backends and real faults": failures seen on main whose fix is
+// in the worker or the server shell, replayed with real processes (server,
+// workers, the mock backend in its fault modes) and named after what went
+// wrong. Failures fixed in the server core: real_faults_core_test.ts.
 import assert from "node:assert/strict";
-import type { MockBackendStats } from "../mock/backend.ts";
+import { waitUntil, workersConnected } from "../shell/demo/children.ts";
+import { startServerProcess } from "../shell/demo/cluster.ts";
 import {
-  type Child,
-  waitUntil,
-  workersConnected,
-} from "../shell/demo/children.ts";
-import {
-  startMockProcess,
-  startServerProcess,
-  startWorkerProcess,
-} from "../shell/demo/cluster.ts";
-
-const SECRET = "e2e-faults";
-const MODEL = "mock-model";
-
-type Mock = { url: string; stats(): Promise<MockBackendStats> };
-
-async function startMock(
-  started: Child[],
-  opts: { delayMs?: number; args?: string[] } = {},
-): Promise<Mock> {
-  const mock = await startMockProcess({
-    script: "e2e/_mock_with_stats.ts",
-    delayMs: opts.delayMs ?? 10,
-    models: [MODEL],
-    args: opts.args ?? [],
-  });
-  started.push(mock.child);
-  const statsUrl = (await mock.child.waitForLine(/stats on (\S+)/))[1]!;
-  return {
-    url: mock.url,
-    stats: async () => await (await fetch(statsUrl)).json(),
-  };
-}
-
-async function startServer(
-  started: Child[],
-  env: Record<string, string> = {},
-  port = 0,
-): Promise<string> {
-  const server = await startServerProcess({
-    secret: SECRET,
-    port,
-    env: { TICK_MS: "20", ...env },
-  });
-  started.push(server.child);
-  return server.url;
-}
-
-async function startWorker(
-  started: Child[],
-  name: string,
-  serverUrl: string,
-  backendUrl: string,
-  env: Record<string, string> = {},
-): Promise<Child> {
-  const child = await startWorkerProcess({
-    name,
-    serverUrl,
-    secret: SECRET,
-    backendUrl,
-    env: { LOG_LEVEL: "debug", ...env },
-  });
-  started.push(child);
-  return child;
-}
-
-/** POST /v1/chat/completions; the status and the whole body as text. */
-async function chat(
-  serverUrl: string,
-  body: Record<string, unknown>,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; text: string; headers: Headers }> {
-  const res = await fetch(`${serverUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "Hello!" }],
-      ...body,
-    }),
-  });
-  return { status: res.status, text: await res.text(), headers: res.headers };
-}
-
-/** Stops every child, last started first, whatever the test did. */
-async function withChildren(
-  body: (started: Child[]) => Promise<void>,
-): Promise<void> {
-  const started: Child[] = [];
-  try {
-    await body(started);
-  } finally {
-    for (const c of started.reverse()) await c.stop(5_000);
-  }
-}
+  chat,
+  rssMiB,
+  SECRET,
+  startMock,
+  startServer,
+  startWorker,
+  withChildren,
+} from "./_faults.ts";
 
 Deno.test("issue 14.5: /health answers 200 with no worker connected, and says so in the body", async () => {
   await withChildren(async (started) => {
@@ -222,5 +138,69 @@ Deno.test("issue 14.10: a worker reaches a backend that needs its own key (BACKE
     assert.equal((await mock.stats()).unauthorized, 0);
     assert.ok(worker.lines.some((l) => l.includes("backend_key=set")));
     assert.ok(!worker.lines.some((l) => l.includes(key)), "key in the log");
+  });
+});
+
+Deno.test("issue 14.4: a backend that dies mid-stream ends the SSE stream with an error event, no JSON spliced into it", async () => {
+  await withChildren(async (started) => {
+    const mock = await startMock(started);
+    const server = await startServer(started);
+    await startWorker(started, "dies", server, mock.url);
+    const r = await chat(server, {
+      stream: true,
+      max_tokens: 10,
+      mock_fault: "die",
+      mock_fault_after: 2,
+    });
+    assert.equal(r.status, 200);
+    // Every event is a whole `data: <json>` event; the last one is the error.
+    const events = r.text.split("\n\n").filter((e) => e.trim() !== "");
+    const payloads = events.map((e) => {
+      assert.match(e, /^data: /, `not an SSE data event: ${e}`);
+      return JSON.parse(e.slice("data: ".length));
+    });
+    assert.match(r.text, /"content":"quick "/);
+    assert.doesNotMatch(r.text, /\[DONE\]/);
+    const last = payloads.at(-1);
+    assert.ok(
+      last?.error !== undefined,
+      `no error event at the end: ${r.text}`,
+    );
+    assert.equal(last.error.code, "backend_stream_broken");
+  });
+});
+
+Deno.test("issue 14.11: a backend answering far more than the relay carries does not exhaust the worker's memory", async () => {
+  await withChildren(async (started) => {
+    const mock = await startMock(started);
+    const server = await startServer(started, {
+      MAX_RESPONSE_BODY_BYTES: String(32 * 1024 * 1024),
+    });
+    const worker = await startWorker(started, "bounded", server, mock.url);
+    const before = await rssMiB(worker.pid);
+    let peak = before;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        peak = Math.max(peak, await rssMiB(worker.pid));
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    // 512 Mi characters: buffered whole, this was over 1 GiB of worker memory.
+    const r = await chat(server, { mock_body_chars: 512 * 1024 * 1024 });
+    sampling = false;
+    await sampler;
+    assert.equal(r.status, 502, r.text.slice(0, 300));
+    assert.equal(JSON.parse(r.text).error.code, "response_too_large");
+    assert.ok(
+      peak - before < 160,
+      `worker memory grew by ${Math.round(peak - before)} MiB`,
+    );
+    // The backend was told to stop, and the worker is still serving.
+    await waitUntil(
+      "the backend to see the abort",
+      async () => (await mock.stats()).aborted >= 1,
+    );
+    assert.equal((await chat(server, { max_tokens: 2 })).status, 200);
   });
 });
