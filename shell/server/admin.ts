@@ -77,15 +77,13 @@ function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
 }
 
-/** How much of a new key is shown as its `prefix`: "mr-" and 8 random characters. */
-const KEY_DISPLAY_PREFIX_CHARS = 11;
-
 function keyJson(k: ApiKeyInfo): Record<string, unknown> {
   return {
     id: k.id,
     name: k.name,
     created_at: iso(k.createdAtMs),
     last_used_at: iso(k.lastUsedAtMs),
+    prefix: k.prefix,
     // A revoked key is deleted, so every key listed is live.
     revoked: false,
   };
@@ -277,8 +275,6 @@ function handleKeys(
           // which this relay's earlier releases returned.
           sendJson(res, 201, {
             ...keyJson(k),
-            prefix: k.key.slice(0, KEY_DISPLAY_PREFIX_CHARS),
-            revoked: false,
             secret: k.key,
             key: k.key,
             note:

@@ -10,6 +10,8 @@ export type ApiKeyInfo = {
   name: string;
   createdAtMs: number;
   lastUsedAtMs: number | null;
+  /** The key's first KEY_DISPLAY_PREFIX_CHARS characters; null for keys made before it was kept. */
+  prefix: string | null;
 };
 
 export type CreatedKey = ApiKeyInfo & { key: string };
@@ -28,6 +30,8 @@ export interface KeyStore {
 
 export const KEY_PREFIX = "mr-";
 export const KEY_NAME_MAX = 100;
+/** What identifies a key to people (the original's `prefix`): "mr-" and 8 random characters. */
+export const KEY_DISPLAY_PREFIX_CHARS = 11;
 /** last_used is written at most this often per key, so requests don't each write to disk. */
 export const TOUCH_RESOLUTION_MS = 60_000;
 
@@ -58,6 +62,8 @@ const MIGRATIONS: readonly string[] = [
      nonce TEXT PRIMARY KEY,
      expires_at_secs INTEGER NOT NULL
    )`,
+  // The original's `prefix` of each key, for listings (issue 14); NULL for older keys.
+  `ALTER TABLE api_keys ADD COLUMN prefix TEXT`,
 ];
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
@@ -69,6 +75,9 @@ function infoFromRow(r: Row): ApiKeyInfo {
     name: String(r.name),
     createdAtMs: Number(r.created_at_ms),
     lastUsedAtMs: r.last_used_at_ms === null ? null : Number(r.last_used_at_ms),
+    prefix: r.prefix === null || r.prefix === undefined
+      ? null
+      : String(r.prefix),
   };
 }
 
@@ -178,10 +187,10 @@ class SqliteKeyStore implements KeyStore {
   constructor(db: DatabaseSync) {
     this.#db = db;
     this.#insert = db.prepare(
-      "INSERT INTO api_keys (id, name, key_hash, created_at_ms) VALUES (?, ?, ?, ?)",
+      "INSERT INTO api_keys (id, name, key_hash, created_at_ms, prefix) VALUES (?, ?, ?, ?, ?)",
     );
     this.#list = db.prepare(
-      "SELECT id, name, created_at_ms, last_used_at_ms FROM api_keys ORDER BY created_at_ms, id",
+      "SELECT id, name, created_at_ms, last_used_at_ms, prefix FROM api_keys ORDER BY created_at_ms, id",
     );
     this.#delete = db.prepare("DELETE FROM api_keys WHERE id = ?");
     this.#byHash = db.prepare("SELECT id FROM api_keys WHERE key_hash = ?");
@@ -193,8 +202,9 @@ class SqliteKeyStore implements KeyStore {
   create(name: string, nowMs: number): CreatedKey {
     const key = newApiKey();
     const id = "key_" + randomBytes(8).toString("hex");
-    this.#insert.run(id, name, hashKey(key), nowMs);
-    return { id, name, createdAtMs: nowMs, lastUsedAtMs: null, key };
+    const prefix = key.slice(0, KEY_DISPLAY_PREFIX_CHARS);
+    this.#insert.run(id, name, hashKey(key), nowMs, prefix);
+    return { id, name, createdAtMs: nowMs, lastUsedAtMs: null, prefix, key };
   }
 
   list(): ApiKeyInfo[] {
