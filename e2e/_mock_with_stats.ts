@@ -11,6 +11,7 @@ const { values } = parseArgs({
     port: { type: "string", default: "0" },
     "delay-ms": { type: "string", default: "30" },
     models: { type: "string", default: "mock-model" },
+    "api-key": { type: "string" },
   },
   strict: true,
 });
@@ -18,6 +19,7 @@ const backend = await startMockBackend({
   port: Number(values.port),
   chunkDelayMs: Number(values["delay-ms"]),
   models: values.models.split(","),
+  ...(values["api-key"] === undefined ? {} : { apiKey: values["api-key"] }),
 });
 const stats = Deno.serve(
   { port: 0, hostname: "127.0.0.1", onListen() {} },

@@ -203,6 +203,8 @@ function opToken(operation: string, modelId: string): string {
   }, key);
 }
 
+const ADMIN_TOKEN = "e2e-llama-admin-token";
+
 Deno.test({
   name:
     "through the relay: GET /v1/capabilities shows what the worker read from llama-server; a governed load of tiny completes, an unload is 501",
@@ -227,7 +229,9 @@ Deno.test({
         } | null = null;
         // The worker reports right after registering; answers are cached 5 s.
         await waitUntil("the worker's capabilities at the server", async () => {
-          const res = await fetch(`${c.serverUrl}/v1/capabilities`);
+          const res = await fetch(`${c.serverUrl}/v1/capabilities`, {
+            headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+          });
           fleet = await res.json();
           return fleet?.workers[0]?.reported != null;
         }, 15_000);
@@ -276,6 +280,8 @@ Deno.test({
       VERIFIED_OP_TOKEN_KEY_PATH: KEY_PATH,
       OP_TOKEN_SIGNERS: "admin1",
       OP_TOKEN_MIN_SIGNERS: "1",
+      // Per-worker detail in /v1/capabilities is for the admin token only (issue 15).
+      MODELRELAY_ADMIN_TOKEN: ADMIN_TOKEN,
     },
   });
 });

@@ -12,6 +12,17 @@
 //   header `x-mock-echo-headers: 1`   reply header `x-mock-received-headers` holds
 //                                     the request headers as a JSON object
 //
+// Faults, steered by body fields (they pass through the relay, headers do not):
+//   `mock_delay_ms: <ms>`             per-chunk delay, as x-mock-delay-ms
+//   `mock_fault: "die"`               the connection is cut mid-answer: a stream
+//                                     after `mock_fault_after` words (default 2),
+//                                     a JSON answer after its first bytes
+//   `mock_fault: "reset"`             headers, then the connection is cut before
+//                                     any body byte
+//   `mock_body_chars: <n>`            a non-streaming answer whose content is n
+//                                     characters ("x"), sent in 1 MiB writes
+// Option `apiKey`: every route answers 401 without `Authorization: Bearer <key>`.
+//
 // Non-streaming answers wait delay × chunks before replying, like a real model.
 import {
   type Answer,
@@ -27,6 +38,8 @@ export type MockBackendOptions = {
   models?: string[];
   chunkDelayMs?: number;
   answer?: string;
+  /** When set, requests without `Authorization: Bearer <apiKey>` get 401. */
+  apiKey?: string;
 };
 
 export type MockBackendStats = {
@@ -42,6 +55,10 @@ export type MockBackendStats = {
   modelListings: number;
   /** Headers of the latest inference request, lower-case names. */
   lastHeaders: Record<string, string>;
+  /** Requests refused with 401 for a missing or wrong key (option apiKey). */
+  unauthorized: number;
+  /** Answers cut on purpose (`mock_fault`). */
+  faults: number;
 };
 
 export type MockBackend = {
@@ -64,6 +81,7 @@ const ROUTES: Record<string, Api> = {
 };
 
 type Ctx = {
+  apiKey: string | null;
   models: string[];
   words: string[];
   delayMs: number;
@@ -76,6 +94,7 @@ export function startMockBackend(
   opts: MockBackendOptions = {},
 ): Promise<MockBackend> {
   const ctx: Ctx = {
+    apiKey: opts.apiKey ?? null,
     models: opts.models ?? ["mock-model"],
     words: splitWords(opts.answer ?? DEFAULT_ANSWER),
     delayMs: opts.chunkDelayMs ?? 30,
@@ -86,6 +105,8 @@ export function startMockBackend(
       completedStreams: 0,
       modelListings: 0,
       lastHeaders: {},
+      unauthorized: 0,
+      faults: 0,
     },
     closing: new AbortController(),
     nextId: 1,
@@ -120,6 +141,16 @@ function splitWords(answer: string): string[] {
 
 async function handle(ctx: Ctx, req: Request): Promise<Response> {
   const path = new URL(req.url).pathname;
+  if (
+    ctx.apiKey !== null &&
+    req.headers.get("authorization") !== `Bearer ${ctx.apiKey}`
+  ) {
+    ctx.stats.unauthorized++;
+    await req.body?.cancel();
+    return json(401, {
+      error: { message: "invalid api key", type: "authentication_error" },
+    });
+  }
   if (req.method === "GET" && path === "/v1/models") {
     ctx.stats.modelListings++;
     return json(200, {
@@ -168,10 +199,34 @@ async function handle(ctx: Ctx, req: Request): Promise<Response> {
   }
   const answer = buildAnswer(ctx, body, model);
   const delayMs = numberHeader(req.headers.get("x-mock-delay-ms")) ??
-    ctx.delayMs;
+    numberField(body.mock_delay_ms) ?? ctx.delayMs;
+  if (body.mock_fault === "reset") {
+    ctx.stats.faults++;
+    return cutResponse("", "application/json");
+  }
   if (body.stream === true) {
     const split = req.headers.get("x-mock-split-utf8") !== null;
-    return streamResponse(ctx, api, answer, { delayMs, split }, extra);
+    const dieAfter = body.mock_fault === "die"
+      ? numberField(body.mock_fault_after) ?? 2
+      : null;
+    return streamResponse(
+      ctx,
+      api,
+      answer,
+      { delayMs, split, dieAfter },
+      extra,
+    );
+  }
+  const bodyChars = numberField(body.mock_body_chars);
+  if (bodyChars !== null) {
+    return hugeResponse(ctx.stats, api, { ...answer, words: [] }, bodyChars);
+  }
+  if (body.mock_fault === "die") {
+    ctx.stats.faults++;
+    return cutResponse(
+      JSON.stringify(jsonBody(api, answer)).slice(0, 20),
+      "application/json",
+    );
   }
   return await delayedJson(
     ctx,
@@ -223,6 +278,75 @@ function requestedStatus(model: string, header: string | null): number | null {
   const raw = m?.[1] ?? header;
   const n = raw === null || raw === undefined ? NaN : Number(raw);
   return Number.isInteger(n) && n >= 400 && n <= 599 ? n : null;
+}
+
+function numberField(value: unknown): number | null {
+  return typeof value === "number" && Number.isFinite(value) && value >= 0
+    ? value
+    : null;
+}
+
+/** Headers and `head`, then the connection is cut: no complete answer ever. */
+function cutResponse(head: string, contentType: string): Response {
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      if (head !== "") controller.enqueue(new TextEncoder().encode(head));
+      // Erroring the body makes the server abort the connection mid-answer.
+      setTimeout(() => controller.error(new Error("mock fault")), 20);
+    },
+  });
+  return new Response(stream, {
+    status: 200,
+    headers: { "content-type": contentType },
+  });
+}
+
+/** A JSON answer whose content is `chars` × "x", written 1 MiB at a time. */
+function hugeResponse(
+  stats: MockBackendStats,
+  api: Api,
+  answer: Answer,
+  chars: number,
+): Response {
+  const marker = "MOCK_HUGE_BODY_MARKER";
+  const [before, after] = JSON.stringify(
+    jsonBody(api, { ...answer, words: [marker] }),
+  ).split(marker) as [string, string];
+  const piece = "x".repeat(1 << 20);
+  const encoder = new TextEncoder();
+  let left = chars;
+  let state: "head" | "body" | "tail" | "done" = "head";
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      switch (state) {
+        case "head":
+          controller.enqueue(encoder.encode(before));
+          state = "body";
+          return;
+        case "body": {
+          const n = Math.min(left, piece.length);
+          left -= n;
+          if (n > 0) controller.enqueue(encoder.encode(piece.slice(0, n)));
+          if (left === 0) state = "tail";
+          return;
+        }
+        case "tail":
+          controller.enqueue(encoder.encode(after));
+          state = "done";
+          return;
+        case "done":
+          controller.close();
+          return;
+      }
+    },
+    cancel() {
+      stats.aborted++;
+    },
+  });
+  return new Response(stream, {
+    status: 200,
+    headers: { "content-type": "application/json" },
+  });
 }
 
 function numberHeader(value: string | null): number | null {
@@ -279,10 +403,10 @@ function streamResponse(
   ctx: Ctx,
   api: Api,
   answer: Answer,
-  how: { delayMs: number; split: boolean },
+  how: { delayMs: number; split: boolean; dieAfter: number | null },
   extra: Record<string, string>,
 ): Response {
-  const { delayMs, split } = how;
+  const { delayMs, split, dieAfter } = how;
   const events = streamEvents(api, answer);
   // The body's cancel() is how a streaming response learns the client went
   // away (req.signal is not watched: see delayedJson).
@@ -314,9 +438,18 @@ function streamResponse(
       };
       try {
         for (const e of events.head) if (!(await write(e))) return;
+        let written = 0;
         for (const e of events.perWord) {
           if (!(await sleep(delayMs, aborted))) return;
+          if (dieAfter !== null && written === dieAfter) {
+            // The backend process dying: the connection drops mid-stream.
+            ctx.stats.faults++;
+            finish(false);
+            controller.error(new Error("mock fault: died mid-stream"));
+            return;
+          }
           if (!(await write(e))) return;
+          written++;
         }
         for (const e of events.tail) if (!(await write(e))) return;
         finish(true);

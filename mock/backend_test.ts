@@ -258,3 +258,64 @@ Deno.test("mock close() ends open streams promptly", async () => {
   for (;;) if ((await reader.read().catch(() => ({ done: true }))).done) break;
   assert.equal(b.stats.openStreams, 0);
 });
+
+Deno.test("mock faults: die cuts a stream after mock_fault_after words, reset cuts before any body byte", async () => {
+  const b = await startMockBackend({ chunkDelayMs: 0 });
+  const chat = `${b.url}/v1/chat/completions`;
+  try {
+    const dying = await post(chat, {
+      model: "m",
+      stream: true,
+      mock_fault: "die",
+      mock_fault_after: 2,
+    });
+    let text = "";
+    const reader = dying.body!.pipeThrough(new TextDecoderStream())
+      .getReader();
+    await assert.rejects(async () => {
+      for (;;) {
+        const r = await reader.read();
+        if (r.done) break;
+        text += r.value;
+      }
+    });
+    assert.match(text, /"content":"quick "/);
+    assert.doesNotMatch(text, /\[DONE\]/);
+    const reset = await post(chat, { model: "m", mock_fault: "reset" });
+    await assert.rejects(reset.text());
+    assert.equal(b.stats.faults, 2);
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("mock mock_body_chars answers a JSON body of that many content characters", async () => {
+  const b = await startMockBackend({ chunkDelayMs: 0 });
+  try {
+    const res = await post(`${b.url}/v1/chat/completions`, {
+      model: "m",
+      mock_body_chars: 3 * 1024 * 1024 + 5,
+    });
+    const body = await res.json();
+    assert.equal(body.choices[0].message.content.length, 3 * 1024 * 1024 + 5);
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("mock with apiKey answers 401 without the Bearer key, on every route", async () => {
+  const b = await startMockBackend({ apiKey: "k" });
+  try {
+    const bare = await fetch(`${b.url}/v1/models`);
+    await bare.body?.cancel();
+    assert.equal(bare.status, 401);
+    const keyed = await fetch(`${b.url}/v1/models`, {
+      headers: { authorization: "Bearer k" },
+    });
+    await keyed.body?.cancel();
+    assert.equal(keyed.status, 200);
+    assert.equal(b.stats.unauthorized, 1);
+  } finally {
+    await b.close();
+  }
+});

@@ -12,6 +12,7 @@ Usage: deno run --allow-net mock/main.ts [options]
   --delay-ms <n>    delay before each streamed word (default 30)
   --models <list>   comma-separated models listed at /v1/models (default mock-model)
   --answer <text>   the canned answer streamed word by word
+  --api-key <key>   require Authorization: Bearer <key> on every route
   --help            show this help
 `;
 
@@ -26,6 +27,7 @@ async function main(): Promise<number> {
         "delay-ms": { type: "string", default: "30" },
         models: { type: "string", default: "mock-model" },
         answer: { type: "string" },
+        "api-key": { type: "string" },
         help: { type: "boolean" },
       },
       strict: true,
@@ -55,6 +57,7 @@ async function main(): Promise<number> {
     chunkDelayMs: delay,
     models,
     ...(values.answer === undefined ? {} : { answer: values.answer }),
+    ...(values["api-key"] === undefined ? {} : { apiKey: values["api-key"] }),
   });
   console.log(
     `mock backend listening on ${backend.url} (models: ${models.join(", ")})`,

@@ -219,7 +219,7 @@ export async function startRelayServer(
     DRAIN_TIMEOUT_SECS: "2",
   });
   const url = `http://127.0.0.1:${port}`;
-  // /health answers 503 while no worker is connected: read the body anyway.
+  // Read the body whatever the status (/health is 503 while shutting down).
   const workersConnected = async () => {
     const res = await fetch(`${url}/health`, {
       signal: AbortSignal.timeout(5000),

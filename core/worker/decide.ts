@@ -62,6 +62,8 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
       ];
     case "backendFinished":
       return onBackendFinished(state, event.requestId, event.completion);
+    case "backendFailed":
+      return onBackendFailed(state, event);
     case "modelsListed":
       return onModelsListed(state, event.models, event.reply);
     case "modelsListFailed":
@@ -278,6 +280,45 @@ function onBackendFinished(
     // Omitted when unknown, as the original's serde `skip_serializing_if` does.
     ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
   }));
+  out.push(...finishDrainIfIdle(state));
+  return out;
+}
+
+/**
+ * A scoped `error` lets our server requeue the request to another worker when
+ * nothing was sent yet, or end a started stream with an SSE error (C27). Only a
+ * server that negotiated extensions is known to be ours; an original server gets
+ * the 502 answer it always got, rather than an `error` frame it may not expect.
+ */
+function onBackendFailed(
+  state: WorkerState,
+  e: Extract<WorkerEvent, { kind: "backendFailed" }>,
+): WorkerAction[] {
+  if (!state.inFlight.delete(e.requestId)) return []; // Cancelled or disconnected meanwhile.
+  const out: WorkerAction[] = [
+    log("warn", "backend failed", {
+      request_id: e.requestId,
+      code: e.code,
+      started: e.started,
+      reason: e.message,
+    }),
+  ];
+  if (state.extensions.length > 0) {
+    out.push(send({
+      type: "error",
+      request_id: e.requestId,
+      code: e.code,
+      message: e.message,
+    }));
+  } else {
+    out.push(send({
+      type: "response_complete",
+      request_id: e.requestId,
+      status_code: e.fallback.status_code,
+      headers: e.fallback.headers,
+      body: e.fallback.body,
+    }));
+  }
   out.push(...finishDrainIfIdle(state));
   return out;
 }

@@ -315,3 +315,63 @@ Deno.test("a proxy silent for 90 s is presumed dead: the socket is cut and the w
   // A late watchdog after the close does nothing.
   assert.deepEqual(kinds(step(s, { kind: "idleTimerFired" })), []);
 });
+
+function failed(started: boolean) {
+  return {
+    kind: "backendFailed" as const,
+    requestId: "r1",
+    code: started ? "backend_stream_broken" : "backend_unavailable",
+    message: "connection refused",
+    started,
+    fallback: {
+      status_code: 502,
+      headers: { "content-type": "application/json" },
+      body: '{"error":{"code":"backend_unreachable"}}',
+      token_counts: null,
+    },
+  };
+}
+
+Deno.test("a backend failure is a scoped error to a server that negotiated extensions, so it can requeue", () => {
+  const s = fresh();
+  step(s, { kind: "socketOpened" });
+  step(
+    s,
+    frame({
+      type: "register_ack",
+      worker_id: "w1",
+      models: ["m"],
+      extensions: ["capabilities-v1"],
+    }),
+  );
+  step(s, frame(request("r1")));
+  assert.deepEqual(sent(step(s, failed(false))), [{
+    type: "error",
+    request_id: "r1",
+    code: "backend_unavailable",
+    message: "connection refused",
+  }]);
+  assert.equal(s.inFlight.size, 0);
+  // Nothing more for a request already answered.
+  assert.deepEqual(step(s, failed(true)), []);
+});
+
+Deno.test("a backend failure is the fallback 502 answer to a server without extensions (original)", () => {
+  const s = registered();
+  step(s, frame(request("r1")));
+  const out = sent(step(s, failed(false)));
+  assert.equal(out.length, 1);
+  assert.equal(out[0]!.type, "response_complete");
+  assert.equal((out[0] as { status_code: number }).status_code, 502);
+});
+
+Deno.test("a backend failure of the last request ends a signal drain", () => {
+  const s = registered();
+  step(s, frame(request("r1")));
+  step(s, { kind: "shutdownSignalled" });
+  assert.deepEqual(kinds(step(s, failed(true))), [
+    "send",
+    "closeSocket",
+    "exit",
+  ]);
+});

@@ -56,6 +56,21 @@ export type WorkerEvent =
   }
   | { kind: "chunkRead"; requestId: string; chunk: string }
   | { kind: "backendFinished"; requestId: string; completion: Completion }
+  /**
+   * The backend failed without a complete answer: refused or reset before any
+   * byte (`backend_unavailable`), or cut after bytes went out
+   * (`backend_stream_broken`).
+   */
+  | {
+    kind: "backendFailed";
+    requestId: string;
+    code: string;
+    message: string;
+    /** Whether any byte of the answer already went to the proxy. */
+    started: boolean;
+    /** What a server that negotiated no extension gets instead (see decide.ts). */
+    fallback: Completion;
+  }
   | { kind: "modelsListed"; models: string[]; reply: boolean }
   | { kind: "modelsListFailed"; message: string; reply: boolean }
   | { kind: "modelsRefreshDue" }

@@ -32,6 +32,8 @@ export async function startMockProcess(opts: {
   delayMs: number;
   models?: string[];
   port?: number;
+  /** More flags for the mock, e.g. ["--api-key", "k"]. */
+  args?: string[];
   onLine?: (line: string) => void;
   /** Own process group (see ChildSpec.detached); the demo sets it. */
   detached?: boolean;
@@ -47,6 +49,7 @@ export async function startMockProcess(opts: {
       String(opts.delayMs),
       "--models",
       (opts.models ?? ["mock-model"]).join(","),
+      ...(opts.args ?? []),
     ],
     ...(opts.onLine ? { onLine: opts.onLine } : {}),
     detached: opts.detached ?? false,

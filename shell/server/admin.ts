@@ -86,6 +86,9 @@ function keyJson(k: ApiKeyInfo): Record<string, unknown> {
     last_used_at: iso(k.lastUsedAtMs),
     tenant: k.tenant,
     max_priority: k.maxPriority,
+    prefix: k.prefix,
+    // A revoked key is deleted, so every key listed is live.
+    revoked: false,
   };
 }
 
@@ -285,8 +288,11 @@ function handleKeys(
         }
         try {
           const k = keys.create(name.trim(), d.wallNow(), scope);
+          // The original's fields (`secret`, `prefix`, `revoked`); `key` too,
+          // which this relay's earlier releases returned.
           sendJson(res, 201, {
             ...keyJson(k),
+            secret: k.key,
             key: k.key,
             note:
               "store this key now: it is shown only once; clients send it as Authorization: Bearer <key>",

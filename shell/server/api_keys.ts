@@ -19,6 +19,8 @@ export type ApiKeyInfo = KeyScope & {
   name: string;
   createdAtMs: number;
   lastUsedAtMs: number | null;
+  /** The key's first KEY_DISPLAY_PREFIX_CHARS characters; null for keys made before it was kept. */
+  prefix: string | null;
 };
 
 export type CreatedKey = ApiKeyInfo & { key: string };
@@ -40,6 +42,8 @@ export interface KeyStore {
 
 export const KEY_PREFIX = "mr-";
 export const KEY_NAME_MAX = 100;
+/** What identifies a key to people (the original's `prefix`): "mr-" and 8 random characters. */
+export const KEY_DISPLAY_PREFIX_CHARS = 11;
 /** last_used is written at most this often per key, so requests don't each write to disk. */
 export const TOUCH_RESOLUTION_MS = 60_000;
 
@@ -74,6 +78,8 @@ const MIGRATIONS: readonly string[] = [
   // unbound (tenant NULL: they may name tenants as before) with ceiling normal.
   `ALTER TABLE api_keys ADD COLUMN tenant TEXT;
    ALTER TABLE api_keys ADD COLUMN max_priority TEXT NOT NULL DEFAULT 'normal'`,
+  // The original's `prefix` of each key, for listings (issue 14); NULL for older keys.
+  `ALTER TABLE api_keys ADD COLUMN prefix TEXT`,
 ];
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
@@ -97,6 +103,9 @@ function infoFromRow(r: Row): ApiKeyInfo {
     name: String(r.name),
     createdAtMs: Number(r.created_at_ms),
     lastUsedAtMs: r.last_used_at_ms === null ? null : Number(r.last_used_at_ms),
+    prefix: r.prefix === null || r.prefix === undefined
+      ? null
+      : String(r.prefix),
   };
 }
 
@@ -230,10 +239,10 @@ class SqliteKeyStore implements KeyStore {
   constructor(db: DatabaseSync) {
     this.#db = db;
     this.#insert = db.prepare(
-      "INSERT INTO api_keys (id, name, key_hash, created_at_ms, tenant, max_priority) VALUES (?, ?, ?, ?, ?, ?)",
+      "INSERT INTO api_keys (id, name, key_hash, created_at_ms, tenant, max_priority, prefix) VALUES (?, ?, ?, ?, ?, ?, ?)",
     );
     this.#list = db.prepare(
-      "SELECT id, name, created_at_ms, last_used_at_ms, tenant, max_priority FROM api_keys ORDER BY created_at_ms, id",
+      "SELECT id, name, created_at_ms, last_used_at_ms, tenant, max_priority, prefix FROM api_keys ORDER BY created_at_ms, id",
     );
     this.#delete = db.prepare("DELETE FROM api_keys WHERE id = ?");
     this.#byHash = db.prepare(
@@ -247,6 +256,7 @@ class SqliteKeyStore implements KeyStore {
   create(name: string, nowMs: number, scope: KeyScope = UNSCOPED): CreatedKey {
     const key = newApiKey();
     const id = "key_" + randomBytes(8).toString("hex");
+    const prefix = key.slice(0, KEY_DISPLAY_PREFIX_CHARS);
     this.#insert.run(
       id,
       name,
@@ -254,8 +264,17 @@ class SqliteKeyStore implements KeyStore {
       nowMs,
       scope.tenant,
       scope.maxPriority,
+      prefix,
     );
-    return { ...scope, id, name, createdAtMs: nowMs, lastUsedAtMs: null, key };
+    return {
+      ...scope,
+      id,
+      name,
+      createdAtMs: nowMs,
+      lastUsedAtMs: null,
+      prefix,
+      key,
+    };
   }
 
   list(): ApiKeyInfo[] {

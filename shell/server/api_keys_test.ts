@@ -117,7 +117,11 @@ Deno.test("C36 key create -> use -> revoke -> 401, in each route's own error sha
     assert.equal(list.keys.length, 1);
     assert.equal(list.keys[0].id, created.id);
     assert.equal(list.keys[0].key, undefined);
-    assert.doesNotMatch(JSON.stringify(list), /mr-/);
+    assert.equal(list.keys[0].secret, undefined);
+    assert.ok(!JSON.stringify(list).includes(created.key));
+    // Only the prefix the original shows, which is the key's start.
+    assert.ok(created.key.startsWith(list.keys[0].prefix));
+    assert.equal(list.keys[0].prefix.length, 11);
     assert.match(list.keys[0].last_used_at, /^\d{4}-/);
 
     const revoked = await admin(relay, `/admin/keys/${created.id}`, {
@@ -335,6 +339,47 @@ Deno.test("the key database is created 0600, and an older wider file is narrowed
     Deno.chmodSync(path, 0o644);
     openSqliteKeyStore(path).close();
     assert.equal(Deno.statSync(path).mode! & 0o777, 0o600);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("a key database of schema 2 is migrated: its keys stay valid, unbound, and list with a null prefix", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const path = `${dir}/v2.db`;
+    const db = new DatabaseSync(path);
+    db.exec("CREATE TABLE schema_version (version INTEGER)");
+    db.exec("INSERT INTO schema_version (version) VALUES (2)");
+    db.exec(`CREATE TABLE api_keys (
+       id TEXT PRIMARY KEY,
+       name TEXT NOT NULL,
+       key_hash TEXT NOT NULL UNIQUE,
+       created_at_ms INTEGER NOT NULL,
+       last_used_at_ms INTEGER
+     )`);
+    db.exec(
+      "CREATE TABLE op_nonces (nonce TEXT PRIMARY KEY, expires_at_secs INTEGER NOT NULL)",
+    );
+    db.prepare(
+      "INSERT INTO api_keys (id, name, key_hash, created_at_ms) VALUES (?, ?, ?, ?)",
+    ).run("key_old", "old", hashKey("mr-old-key"), 1_000);
+    db.close();
+    const store = openSqliteKeyStore(path);
+    try {
+      assert.deepEqual(store.verify("mr-old-key"), {
+        id: "key_old",
+        tenant: null,
+        maxPriority: "normal",
+      });
+      const fresh = store.create("new", 2_000);
+      assert.deepEqual(store.list().map((k) => [k.id, k.prefix]), [
+        ["key_old", null],
+        [fresh.id, fresh.key.slice(0, 11)],
+      ]);
+    } finally {
+      store.close();
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

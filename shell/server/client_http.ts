@@ -173,17 +173,24 @@ export function handleHttp(
 
 /**
  * GET /health: the original's fields plus spec 004's (`uptime`, `modelsLoaded`,
- * `queueDepth`). 503 when the fleet cannot serve: no worker connected, the queue
- * at 90% of its bound or more, or shutting down. Use it as a readiness check; a
- * liveness probe should accept any answer.
+ * `queueDepth`). 200 while the relay can take work, including with no worker
+ * connected: workers connect out to a relay that is up, so a probe that waited
+ * for them would deadlock an orchestrator that starts workers after a ready
+ * server. 503 only when shutting down or with the queue at 90% of its bound
+ * (spec 004). The fleet's state is in the body (`workers_connected`,
+ * `workers_routable`, `warnings`) for whoever needs more than liveness.
  */
 function health(res: ServerResponse, d: HttpDeps): void {
   const depth = queueDepth(d.state);
   const saturatedAt = Math.max(1, Math.ceil(d.state.config.queueLenMax * 0.9));
   const problems: string[] = [];
   if (d.state.shuttingDown) problems.push("shutting down");
-  if (d.state.workers.size === 0) problems.push("no worker connected");
   if (depth >= saturatedAt) problems.push(`queue saturated (${depth} waiting)`);
+  const workers = [...d.state.workers.values()];
+  const routable = workers.filter((w) => !w.draining).length;
+  const warnings: string[] = [];
+  if (workers.length === 0) warnings.push("no worker connected");
+  else if (routable === 0) warnings.push("every worker is draining");
   const uptime = Math.round((d.now() - d.startedAtMs) / 100) / 10;
   sendJson(res, problems.length === 0 ? 200 : 503, {
     status: d.state.shuttingDown
@@ -192,13 +199,15 @@ function health(res: ServerResponse, d: HttpDeps): void {
       ? "ok"
       : "unavailable",
     version: VERSION,
-    workers_connected: d.state.workers.size,
+    workers_connected: workers.length,
+    workers_routable: routable,
     queue_depth: depth,
     uptime_secs: uptime,
     uptime,
     modelsLoaded: listModels(d.state).length,
     queueDepth: depth,
     ...(problems.length === 0 ? {} : { problems }),
+    ...(warnings.length === 0 ? {} : { warnings }),
   });
 }
 

@@ -11,6 +11,8 @@ export type TestProxyOptions = {
   secret?: string;
   /** Which protocol_version values are accepted (undefined = absent). */
   acceptVersion?: (version: unknown) => boolean;
+  /** Extensions listed in register_ack (to a worker that listed them); none = original server. */
+  ackExtensions?: string[];
 };
 
 export type TestProxy = {
@@ -98,6 +100,11 @@ export function startTestProxy(
           models: frame.models,
           warnings: ["test warning"],
           protocol_version: frame.protocol_version,
+          ...(opts.ackExtensions === undefined ? {} : {
+            extensions: opts.ackExtensions.filter((x) =>
+              (frame.extensions ?? []).includes(x)
+            ),
+          }),
         }));
       };
       ws.onclose = (c) => {

@@ -16,6 +16,7 @@ export function testConfig(
     workerSecret: "test-secret",
     workerName: "test-worker",
     backendUrl,
+    backendApiKey: null,
     models: ["mock-model"],
     maxConcurrent: 4,
     providerName: "local",

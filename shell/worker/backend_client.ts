@@ -1,7 +1,10 @@
 // Forwards one request to the local backend. Streaming answers are passed on read
 // by read (one response_chunk per read, decoded with a streaming UTF-8 decoder so
 // a character split across reads survives, C45); everything else ends in one
-// response_complete carrying the backend's real status and body.
+// response_complete carrying the backend's real status and body, its body sent
+// ahead in pieces when the server negotiated body-chunks-v1 (issue 14). A
+// backend that fails without a complete answer is reported as such, not as an
+// answer, so the worker core can have the request retried elsewhere.
 import http from "node:http";
 import https from "node:https";
 import { urlToHttpOptions } from "node:url";
@@ -9,10 +12,13 @@ import { FORWARDED_HEADERS } from "../../core/mod.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
 import type { Completion } from "../../core/worker/decide.ts";
 import {
+  keepTail,
   newUsageScan,
+  newUsageTail,
   scanChunk,
   scanResult,
   tokenCountsFromBody,
+  tokenCountsFromTail,
 } from "./usage.ts";
 
 // Hop-by-hop or recomputed by fetch: never copied between the two hops.
@@ -98,22 +104,99 @@ function headerEntries(
   return out;
 }
 
+/** Where the backend is and the key it wants (BACKEND_API_KEY), if any. */
+export type Backend = { url: string; apiKey: string | null };
+
+/** The worker's own backend key replaces whatever the client sent. */
+function authorize(headers: Record<string, string>, backend: Backend): void {
+  if (backend.apiKey !== null) {
+    headers["authorization"] = `Bearer ${backend.apiKey}`;
+  }
+}
+
+/** How one backend call ended. */
+export type BackendOutcome =
+  | { kind: "completed"; completion: Completion }
+  /**
+   * No complete answer: refused or reset before any byte went to the proxy
+   * (`backend_unavailable`, another worker may retry it), or cut after some did
+   * (`backend_stream_broken`). `fallback` is the 502 answer for a server that
+   * negotiated no extension.
+   */
+  | {
+    kind: "failed";
+    code: "backend_unavailable" | "backend_stream_broken";
+    message: string;
+    started: boolean;
+    fallback: Completion;
+  }
+  /** `signal` aborted it (a cancel: the caller has already answered it). */
+  | { kind: "cancelled" };
+
+/** Where the pieces of an answer go, and whether the link can take more. */
+export type AnswerSink = {
+  /** One response_chunk. */
+  chunk(text: string): void;
+  /**
+   * Non-streaming bodies may leave as chunks too (the server negotiated
+   * body-chunks-v1); otherwise they are buffered up to RESPONSE_FRAME_BYTES_MAX.
+   */
+  bodyChunks: boolean;
+  /** False while the link to the proxy holds too much unsent: reading pauses. */
+  hasRoom(): boolean;
+};
+
 /**
- * Returns the completion to send, or null when `signal` aborted the request
- * (a cancel: the caller has already answered it).
+ * The largest response_complete frame sent, encoded, in UTF-8 bytes: 16 MiB,
+ * the original server's frame limit (its WebSocket library's default) and our
+ * server's default frame limit (16 Mi characters). A buffered body whose frame
+ * would be larger is answered 502 `response_too_large` instead: an oversized
+ * frame costs the whole connection, and a scoped error would rerun the
+ * inference elsewhere only to fail the same way.
+ */
+export const RESPONSE_FRAME_BYTES_MAX = 16 * 1024 * 1024;
+/** Room for the frame's other fields (type, request id, status, token counts). */
+const FRAME_ENVELOPE_BYTES = 1024;
+/** With body-chunks-v1, a non-streaming body leaves in pieces of this many characters. */
+export const BODY_PIECE_CHARS = 1024 * 1024;
+/** How often a paused read looks again whether the link has room. */
+const ROOM_POLL_MS = 5;
+
+function tooLarge(request: RequestMessage): Completion {
+  return failure(
+    request,
+    502,
+    "response_too_large",
+    `the backend's answer is larger than one relay frame (${RESPONSE_FRAME_BYTES_MAX} bytes) and the proxy did not negotiate body-chunks-v1`,
+  );
+}
+
+/** Whether response_complete with this body and headers fits in one frame. */
+function fitsOneFrame(body: string, headers: Record<string, string>): boolean {
+  return Buffer.byteLength(JSON.stringify(body)) +
+      Buffer.byteLength(JSON.stringify(headers)) + FRAME_ENVELOPE_BYTES <=
+    RESPONSE_FRAME_BYTES_MAX;
+}
+
+/**
+ * Forwards `request` and reports how it ended.
  *
  * node:http rather than fetch (issue 10, measured): Deno's fetch body reader
  * costs ~30 µs per read, 4-8x node:http's per-chunk cost, and it was the
  * worker's largest cost while streaming. Chunks that arrive in one socket read
  * are passed on as one string (flushed in a microtask, so nothing waits for a
  * later read): fewer frames, the same bytes in the same order.
+ *
+ * Memory stays bounded: a stream or a chunked body is read only while the
+ * proxy link has room (`sink.hasRoom`), and a buffered body stops at
+ * RESPONSE_FRAME_BYTES_MAX.
  */
 export function forwardToBackend(
-  backendUrl: string,
+  backend: Backend,
   request: RequestMessage,
   signal: AbortSignal,
-  onChunk: (chunk: string) => void,
-): Promise<Completion | null> {
+  sink: AnswerSink,
+): Promise<BackendOutcome> {
   // Only the allow-listed headers reach the backend, whatever the server sent.
   const headers: Record<string, string> = {};
   const from = request.headers ?? {};
@@ -123,31 +206,45 @@ export function forwardToBackend(
       headers[lower] = from[name]!;
     }
   }
+  authorize(headers, backend);
   headers["content-type"] ??= "application/json";
   headers["content-length"] = String(Buffer.byteLength(request.body, "utf8"));
+  const backendUrl = backend.url;
   return new Promise((resolve) => {
-    if (signal.aborted) return resolve(null);
+    if (signal.aborted) return resolve({ kind: "cancelled" });
     let settled = false;
-    const done = (c: Completion | null) => {
+    /** Whether any byte of the answer went to the proxy. */
+    let started = false;
+    const done = (o: BackendOutcome) => {
       if (settled) return;
       settled = true;
       signal.removeEventListener("abort", onAbort);
-      resolve(signal.aborted ? null : c);
+      resolve(signal.aborted ? { kind: "cancelled" } : o);
     };
+    const failed = (why: string) =>
+      done({
+        kind: "failed",
+        code: started ? "backend_stream_broken" : "backend_unavailable",
+        message: why,
+        started,
+        fallback: failure(
+          request,
+          502,
+          started ? "backend_error" : "backend_unreachable",
+          why,
+        ),
+      });
     const onAbort = () => {
       req.destroy();
-      done(null);
+      done({ kind: "cancelled" });
     };
     let target: TargetOptions;
     try {
       target = targetOptions(backendUrl + request.endpoint_path);
     } catch (e) {
-      return done(failure(
-        request,
-        502,
-        "backend_unreachable",
+      return failed(
         `backend unreachable at ${backendUrl}: ${(e as Error).message}`,
-      ));
+      );
     }
     const tls = target.protocol === "https:";
     // What request(url, options) builds itself: the URL's options, then ours.
@@ -163,26 +260,82 @@ export function forwardToBackend(
       // A string decoder: a character split across reads survives (C45).
       res.setEncoding("utf8");
       const broken = () =>
-        done(failure(
-          request,
-          502,
-          "backend_error",
+        failed(
           "backend response failed: the backend closed the connection mid-answer",
-        ));
+        );
       res.on("error", broken);
       res.on("close", () => {
         if (!res.complete) broken();
       });
+      /** Pauses reading until the proxy link has room again. */
+      const throttle = () => {
+        if (sink.hasRoom() || res.isPaused()) return;
+        res.pause();
+        const poll = () => {
+          if (settled) return;
+          if (sink.hasRoom()) res.resume();
+          else setTimeout(poll, ROOM_POLL_MS);
+        };
+        setTimeout(poll, ROOM_POLL_MS);
+      };
+      const send = (text: string) => {
+        started = true;
+        sink.chunk(text);
+        throttle();
+      };
+      if (!request.is_streaming && ok && sink.bodyChunks) {
+        // body-chunks-v1: pieces as they come, the rest in response_complete.
+        let body = "";
+        const tail = newUsageTail();
+        res.on("data", (s: string) => {
+          body += s;
+          while (body.length >= BODY_PIECE_CHARS) {
+            const piece = body.slice(0, BODY_PIECE_CHARS);
+            body = body.slice(BODY_PIECE_CHARS);
+            keepTail(tail, piece);
+            send(piece);
+          }
+        });
+        res.on("end", () => {
+          keepTail(tail, body);
+          done({
+            kind: "completed",
+            completion: {
+              status_code: status,
+              headers: responseHeaders,
+              body,
+              token_counts: started
+                ? tokenCountsFromTail(tail.text)
+                : tokenCountsFromBody(body),
+            },
+          });
+        });
+        return;
+      }
       if (!request.is_streaming || !ok) {
         // Errors of a streaming request arrive as one JSON body: pass it whole.
         let body = "";
-        res.on("data", (s: string) => body += s);
+        let bytes = 0;
+        res.on("data", (s: string) => {
+          bytes += Buffer.byteLength(s);
+          if (bytes > RESPONSE_FRAME_BYTES_MAX) {
+            // Already too large for one frame: stop reading, answer 502.
+            req.destroy();
+            return done({ kind: "completed", completion: tooLarge(request) });
+          }
+          body += s;
+        });
         res.on("end", () =>
           done({
-            status_code: status,
-            headers: responseHeaders,
-            body,
-            token_counts: ok ? tokenCountsFromBody(body) : null,
+            kind: "completed",
+            completion: fitsOneFrame(body, responseHeaders)
+              ? {
+                status_code: status,
+                headers: responseHeaders,
+                body,
+                token_counts: ok ? tokenCountsFromBody(body) : null,
+              }
+              : tooLarge(request),
           }));
         return;
       }
@@ -192,7 +345,7 @@ export function forwardToBackend(
         if (pending === "" || settled) return;
         const text = pending;
         pending = "";
-        onChunk(text);
+        send(text);
         scanChunk(usage, text);
       };
       res.on("data", (s: string) => {
@@ -203,20 +356,18 @@ export function forwardToBackend(
       res.on("end", () => {
         flush();
         done({
-          status_code: status,
-          headers: responseHeaders,
-          body: "",
-          token_counts: scanResult(usage),
+          kind: "completed",
+          completion: {
+            status_code: status,
+            headers: responseHeaders,
+            body: "",
+            token_counts: scanResult(usage),
+          },
         });
       });
     });
     req.on("error", (e) => {
-      done(failure(
-        request,
-        502,
-        "backend_unreachable",
-        `backend unreachable at ${backendUrl}: ${e.message}`,
-      ));
+      failed(`backend unreachable at ${backendUrl}: ${e.message}`);
     });
     signal.addEventListener("abort", onAbort, { once: true });
     req.end(request.body);
@@ -225,13 +376,15 @@ export function forwardToBackend(
 
 /** GET {backendUrl}/v1/models; throws an Error whose message says what failed. */
 export async function listBackendModels(
-  backendUrl: string,
+  backend: Backend,
   signal: AbortSignal,
 ): Promise<string[]> {
-  const url = `${backendUrl}/v1/models`;
+  const url = `${backend.url}/v1/models`;
+  const headers: Record<string, string> = {};
+  authorize(headers, backend);
   let response: Response;
   try {
-    response = await fetch(url, { signal });
+    response = await fetch(url, { signal, headers });
   } catch (e) {
     throw new Error(
       `could not reach ${url}: ${e instanceof Error ? e.message : String(e)}`,

@@ -24,6 +24,8 @@ export type WorkerConfig = {
   workerSecret: string;
   workerName: string;
   backendUrl: string;
+  /** Sent to the backend as `Authorization: Bearer`; null = none. Never logged. */
+  backendApiKey: string | null;
   /** null: discover from the backend's GET /v1/models. */
   models: string[] | null;
   maxConcurrent: number;
@@ -63,6 +65,14 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "http://127.0.0.1:8000",
     help: "local model server (llama-server, vLLM, Ollama, …)",
+  },
+  {
+    flag: "backend-api-key",
+    env: "BACKEND_API_KEY",
+    kind: "secret",
+    default: "",
+    help:
+      "key the backend requires, sent as Authorization: Bearer (inference and model discovery); replaces the client's",
   },
   {
     flag: "models",
@@ -107,8 +117,9 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     flag: "on-server-shutdown",
     env: "ON_SERVER_SHUTDOWN",
     kind: "string",
-    default: "exit",
-    help: "after the proxy's graceful_shutdown: exit or reconnect",
+    default: "reconnect",
+    help:
+      "after the proxy's graceful_shutdown: reconnect (with backoff, for a restart) or exit",
   },
 ];
 
@@ -196,6 +207,7 @@ export function parseWorkerConfig(
     workerSecret: secret,
     workerName: str(values, "worker-name") || defaultName(hostname),
     backendUrl,
+    backendApiKey: str(values, "backend-api-key") || null,
     models: models.length > 0 ? models : null,
     maxConcurrent: int(values, "max-concurrent"),
     providerName,

@@ -71,3 +71,30 @@ Deno.test("config rejects bad values with a one-line reason", () => {
 Deno.test("config returns null for --help", () => {
   assert.equal(parse({}, ["--help"]), null);
 });
+
+Deno.test("issue 14.7: ON_SERVER_SHUTDOWN defaults to reconnect; exit stays an option", () => {
+  assert.equal(parse({ WORKER_SECRET: "s" })!.onServerShutdown, "reconnect");
+  assert.equal(
+    parse({ WORKER_SECRET: "s", ON_SERVER_SHUTDOWN: "exit" })!.onServerShutdown,
+    "exit",
+  );
+});
+
+Deno.test("issue 14.10: BACKEND_API_KEY is read from the environment or --backend-api-key; unset or empty is none", () => {
+  assert.equal(parse({ WORKER_SECRET: "s" })!.backendApiKey, null);
+  assert.equal(
+    parse({ WORKER_SECRET: "s", BACKEND_API_KEY: "" })!.backendApiKey,
+    null,
+  );
+  assert.equal(
+    parse({ WORKER_SECRET: "s", BACKEND_API_KEY: "sk-env" })!.backendApiKey,
+    "sk-env",
+  );
+  assert.equal(
+    parse({ WORKER_SECRET: "s", BACKEND_API_KEY: "sk-env" }, [
+      "--backend-api-key",
+      "sk-flag",
+    ])!.backendApiKey,
+    "sk-flag",
+  );
+});

@@ -36,6 +36,18 @@ export type RunningWorker = {
   signal(): void;
 };
 
+/**
+ * Unsent bytes on the proxy socket above which backend reads pause: a backend
+ * faster than the link (or a huge answer) must not pile up in the worker.
+ */
+const SEND_BUFFER_BYTES_MAX = 8 * 1024 * 1024;
+
+/**
+ * Negotiated extension (issue 14, agreed name): non-streaming bodies may be
+ * sent as response_chunk frames ahead of response_complete.
+ */
+const EXTENSION_BODY_CHUNKS = "body-chunks-v1";
+
 /** How long a graceful exit waits for the proxy to answer our close frame. */
 const CLOSE_WAIT_MS = 2_000;
 
@@ -54,6 +66,7 @@ export function startWorker(
     drainTimeoutSecs: config.drainTimeoutSecs,
     onServerShutdown: config.onServerShutdown,
   });
+  const backend = { url: config.backendUrl, apiKey: config.backendApiKey };
   const queue: WorkerEvent[] = [];
   let running = false;
   let stopped = false;
@@ -66,7 +79,11 @@ export function startWorker(
   const timers = new Map<TimerName, Timer>();
   const stopAll = new AbortController();
   let refreshInterval: ReturnType<typeof setInterval> | null = null;
-  const lifecycle = makeLifecycle(config.backendUrl, stopAll.signal);
+  const lifecycle = makeLifecycle(
+    config.backendUrl,
+    config.backendApiKey,
+    stopAll.signal,
+  );
   const capabilitiesInterval = setInterval(
     () => dispatch({ kind: "capabilitiesDue" }),
     CAPABILITIES_INTERVAL_MS,
@@ -135,22 +152,43 @@ export function startWorker(
     };
   }
 
+  /** Whether the socket to the proxy can take more answer bytes now. */
+  function hasRoom(): boolean {
+    return (socket?.bufferedAmount ?? 0) < SEND_BUFFER_BYTES_MAX;
+  }
+
   function forward(action: Extract<WorkerAction, { kind: "forward" }>): void {
     const id = action.request.request_id;
     const controller = new AbortController();
     backendCalls.set(id, controller);
     track(
-      forwardToBackend(
-        config.backendUrl,
-        action.request,
-        controller.signal,
-        (chunk) => {
-          dispatch({ kind: "chunkRead", requestId: id, chunk });
-        },
-      ).then((completion) => {
+      forwardToBackend(backend, action.request, controller.signal, {
+        chunk: (chunk) => dispatch({ kind: "chunkRead", requestId: id, chunk }),
+        // The extension is read per request: a reconnect may reach another server.
+        bodyChunks: state.extensions.includes(EXTENSION_BODY_CHUNKS),
+        hasRoom,
+      }).then((outcome) => {
         if (backendCalls.get(id) === controller) backendCalls.delete(id);
-        if (completion !== null) {
-          dispatch({ kind: "backendFinished", requestId: id, completion });
+        switch (outcome.kind) {
+          case "completed":
+            return dispatch({
+              kind: "backendFinished",
+              requestId: id,
+              completion: outcome.completion,
+            });
+          case "failed":
+            return dispatch({
+              kind: "backendFailed",
+              requestId: id,
+              code: outcome.code,
+              message: outcome.message,
+              started: outcome.started,
+              fallback: outcome.fallback,
+            });
+          case "cancelled":
+            return;
+          default:
+            return assertNever(outcome);
         }
       }),
     );
@@ -158,7 +196,7 @@ export function startWorker(
 
   function listModels(reply: boolean): void {
     track(
-      listBackendModels(config.backendUrl, stopAll.signal).then(
+      listBackendModels(backend, stopAll.signal).then(
         (listed) => dispatch({ kind: "modelsListed", models: listed, reply }),
         (e: unknown) =>
           dispatch({

@@ -246,7 +246,7 @@ Deno.test("C44 cancel aborts the backend request at once and answers response_co
   }
 });
 
-Deno.test("backend down: response_complete 502 with a clear JSON message", async () => {
+Deno.test("backend down, original proxy (no extensions): response_complete 502 with a clear JSON message", async () => {
   const proxy = await startTestProxy();
   const worker = runTestWorker(testConfig(proxy.url, "http://127.0.0.1:1"));
   try {
@@ -262,10 +262,45 @@ Deno.test("backend down: response_complete 502 with a clear JSON message", async
       body.error.message,
       /backend unreachable at http:\/\/127\.0\.0\.1:1/,
     );
-    assert.ok(worker.logs.some((l) => l.message === "backend error"));
+    assert.ok(worker.logs.some((l) => l.message === "backend failed"));
   } finally {
     await stopWorker(worker);
     await proxy.close();
+  }
+});
+
+Deno.test("issue 14.3: backend down, proxy with extensions: a scoped error backend_unavailable, so the proxy can requeue", async () => {
+  const proxy = await startTestProxy({ ackExtensions: ["capabilities-v1"] });
+  const worker = runTestWorker(testConfig(proxy.url, "http://127.0.0.1:1"));
+  try {
+    await waitFor("registered", isRegistered(worker));
+    proxy.send(requestFrame("r1", { stream: true }));
+    const error = await proxy.waitFrame("error", (f) => f.type === "error");
+    assert.equal(error.request_id, "r1");
+    assert.equal(error.code, "backend_unavailable");
+    assert.match(error.message, /backend unreachable/);
+    assert.ok(!proxy.frames.some((f) => f.type === "response_complete"));
+  } finally {
+    await stopWorker(worker);
+    await proxy.close();
+  }
+});
+
+Deno.test("issue 14.4: backend dies mid-stream, proxy with extensions: the chunks, then a scoped error backend_stream_broken", async () => {
+  const backend = await startMockBackend({ chunkDelayMs: 0 });
+  const proxy = await startTestProxy({ ackExtensions: ["capabilities-v1"] });
+  const worker = runTestWorker(testConfig(proxy.url, backend.url));
+  try {
+    await waitFor("registered", isRegistered(worker));
+    proxy.send(requestFrame("r1", { stream: true, mock_fault: "die" }));
+    const error = await proxy.waitFrame("error", (f) => f.type === "error");
+    assert.equal(error.code, "backend_stream_broken");
+    assert.ok(proxy.frames.some((f) => f.type === "response_chunk"));
+    assert.ok(!proxy.frames.some((f) => f.type === "response_complete"));
+  } finally {
+    await stopWorker(worker);
+    await proxy.close();
+    await backend.close();
   }
 });
 

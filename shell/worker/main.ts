@@ -33,7 +33,7 @@ async function main(): Promise<number> {
   if (models === null) {
     try {
       models = await listBackendModels(
-        config.backendUrl,
+        { url: config.backendUrl, apiKey: config.backendApiKey },
         AbortSignal.timeout(10_000),
       );
     } catch (e) {
@@ -60,6 +60,8 @@ async function main(): Promise<number> {
     models: models.join(","),
     max_concurrent: config.maxConcurrent,
     models_source: config.models === null ? "discovered" : "configured",
+    // Whether a key is set, never the key.
+    backend_key: config.backendApiKey === null ? "none" : "set",
   });
   const worker = startWorker(config, models, { log, random: Math.random });
   const onSignal = () => worker.signal();

@@ -97,3 +97,40 @@ export function scanChunk(scan: UsageScan, text: string): void {
 export function scanResult(scan: UsageScan): TokenCounts | null {
   return toCounts(scan.counts);
 }
+
+/**
+ * The end of a body sent in pieces: where a JSON answer keeps its `usage`
+ * (OpenAI and Anthropic put it last), without holding the whole body.
+ */
+export type UsageTail = { text: string };
+const TAIL_CHARS = 8 * 1024;
+
+export function newUsageTail(): UsageTail {
+  return { text: "" };
+}
+
+export function keepTail(tail: UsageTail, text: string): void {
+  tail.text = (tail.text + text.slice(-TAIL_CHARS)).slice(-TAIL_CHARS);
+}
+
+/** Token counts from the last `"usage": {...}` object in `tail`, or null. */
+export function tokenCountsFromTail(tail: string): TokenCounts | null {
+  const at = tail.lastIndexOf('"usage"');
+  const open = at === -1 ? -1 : tail.indexOf("{", at);
+  if (open === -1) return null;
+  let depth = 0;
+  for (let i = open; i < tail.length; i++) {
+    const c = tail[i];
+    if (c === "{") depth++;
+    else if (c === "}" && --depth === 0) {
+      try {
+        const p: Partial3 = { prompt: null, completion: null, total: null };
+        mergeUsage(p, JSON.parse(tail.slice(open, i + 1)));
+        return toCounts(p);
+      } catch {
+        return null;
+      }
+    }
+  }
+  return null;
+}

@@ -53,8 +53,25 @@ const LOAD_MAX_MS = 30 * 60_000;
 
 type Json = Record<string, unknown>;
 
-async function getJson(url: string, ms = PROBE_MS): Promise<unknown> {
-  const res = await fetch(url, { signal: AbortSignal.timeout(ms) });
+/** fetch with the backend's key added (BACKEND_API_KEY); plain fetch without one. */
+export type BackendFetch = typeof fetch;
+
+/** A fetch that sends `Authorization: Bearer <apiKey>` on every call. */
+export function keyedFetch(apiKey: string | null): BackendFetch {
+  if (apiKey === null) return fetch;
+  return (input, init = {}) => {
+    const headers = new Headers(init.headers);
+    headers.set("authorization", `Bearer ${apiKey}`);
+    return fetch(input, { ...init, headers });
+  };
+}
+
+async function getJson(
+  call: BackendFetch,
+  url: string,
+  ms = PROBE_MS,
+): Promise<unknown> {
+  const res = await call(url, { signal: AbortSignal.timeout(ms) });
   if (!res.ok) {
     await res.body?.cancel();
     throw new Error(`GET ${new URL(url).pathname} answered ${res.status}`);
@@ -63,11 +80,12 @@ async function getJson(url: string, ms = PROBE_MS): Promise<unknown> {
 }
 
 async function postJson(
+  call: BackendFetch,
   url: string,
   body: unknown,
   ms = CALL_MS,
 ): Promise<{ status: number; json: Json }> {
-  const res = await fetch(url, {
+  const res = await call(url, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
@@ -89,7 +107,10 @@ function isObj(v: unknown): v is Json {
 }
 
 /** Probes the backend's API; never throws. */
-export async function detectBackend(base: string): Promise<BackendKind> {
+export async function detectBackend(
+  base: string,
+  call: BackendFetch = fetch,
+): Promise<BackendKind> {
   const tries: [BackendKind, string, (v: unknown) => boolean][] = [
     ["spec004", "/v1/capabilities", (v) => isObj(v) && isObj(v.models)],
     ["ollama", "/api/tags", (v) => isObj(v) && Array.isArray(v.models)],
@@ -111,7 +132,7 @@ export async function detectBackend(base: string): Promise<BackendKind> {
   ];
   for (const [kind, path, ok] of tries) {
     try {
-      if (ok(await getJson(base + path))) return kind;
+      if (ok(await getJson(call, base + path))) return kind;
     } catch {
       // Not this kind.
     }
@@ -165,6 +186,7 @@ export async function runOperation(
   params: Json,
   report: Report,
   signal: AbortSignal,
+  call: BackendFetch = fetch,
 ): Promise<void> {
   const modelId = typeof params.modelId === "string" ? params.modelId : "";
   const started = Date.now();
@@ -180,13 +202,14 @@ export async function runOperation(
           : operation === "model-unload"
           ? "/v1/models/unload"
           : "/v1/cache/flush";
-        const r = await postJson(base + path, params);
+        const r = await postJson(call, base + path, params);
         if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
         if (operation !== "model-load" || r.status !== 202) return ok(r.json);
         const taskId = String(r.json.taskId ?? "");
         while (!signal.aborted && Date.now() - started < LOAD_MAX_MS) {
           await sleep(POLL_MS, signal);
           const t = await getJson(
+            call,
             `${base}/v1/models/load/${encodeURIComponent(taskId)}`,
             CALL_MS,
           ) as Json;
@@ -210,7 +233,7 @@ export async function runOperation(
         const keepAlive = operation === "model-unload"
           ? 0
           : (params.keepAlive ?? "5m");
-        const r = await postJson(`${base}/api/generate`, {
+        const r = await postJson(call, `${base}/api/generate`, {
           model: modelId,
           prompt: "",
           keep_alive: keepAlive,
@@ -230,11 +253,11 @@ export async function runOperation(
         const path = operation === "model-load"
           ? "/models/load"
           : "/models/unload";
-        const r = await postJson(base + path, { model: modelId });
+        const r = await postJson(call, base + path, { model: modelId });
         if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
         if (operation === "model-unload") return ok({ modelId });
         while (!signal.aborted && Date.now() - started < LOAD_MAX_MS) {
-          const list = await getJson(`${base}/models`, CALL_MS) as Json;
+          const list = await getJson(call, `${base}/models`, CALL_MS) as Json;
           const m = (list.data as Json[]).find((x) => x.id === modelId);
           const st = isObj(m?.status) ? m.status.value : m?.status;
           if (st === "loaded") {
@@ -260,7 +283,7 @@ export async function runOperation(
           return unsupported(report, backend, operation);
         }
         if (operation === "model-load") {
-          const res = await fetch(
+          const res = await call(
             `${base}/upstream/${encodeURIComponent(modelId)}/health`,
             { signal: AbortSignal.timeout(LOAD_MAX_MS) },
           );
@@ -270,7 +293,7 @@ export async function runOperation(
           }
           return ok({ modelId, loadTimeMs: Date.now() - started });
         }
-        const running = (await getJson(`${base}/running`) as Json)
+        const running = (await getJson(call, `${base}/running`) as Json)
           .running as Json[];
         const others = running.filter((x) => x.model !== modelId);
         if (others.length > 0) {
@@ -279,12 +302,12 @@ export async function runOperation(
             501,
           );
         }
-        const r = await postJson(`${base}/unload`, {});
+        const r = await postJson(call, `${base}/unload`, {});
         if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
         return ok({ modelId });
       }
       case "llama-server":
-        return await singleLlama(base, operation, params, ok, fail);
+        return await singleLlama(call, base, operation, params, ok, fail);
       case "none":
         return unsupported(report, backend, operation);
     }
@@ -294,8 +317,11 @@ export async function runOperation(
 }
 
 /** The ids (and aliases) a single-model llama-server answers to. */
-async function servedIds(base: string): Promise<string[]> {
-  const list = await getJson(`${base}/v1/models`) as Json;
+async function servedIds(
+  call: BackendFetch,
+  base: string,
+): Promise<string[]> {
+  const list = await getJson(call, `${base}/v1/models`) as Json;
   const data = Array.isArray(list.data) ? list.data as unknown[] : [];
   return [
     ...new Set(
@@ -312,13 +338,14 @@ async function servedIds(base: string): Promise<string[]> {
 
 /** llama-server started with one model (-m): see the header. */
 async function singleLlama(
+  call: BackendFetch,
   base: string,
   operation: LifecycleOperation,
   params: Json,
   ok: (result: Json) => void,
   fail: (error: string, status?: number) => void,
 ): Promise<void> {
-  const served = await servedIds(base);
+  const served = await servedIds(call, base);
   const modelId = typeof params.modelId === "string" ? params.modelId : "";
   const names = served.map((m) => `"${m}"`).join(", ");
   if (operation === "model-load") {
@@ -345,13 +372,13 @@ async function singleLlama(
       501,
     );
   }
-  const slots = await getJson(`${base}/slots`, CALL_MS);
+  const slots = await getJson(call, `${base}/slots`, CALL_MS);
   if (!Array.isArray(slots)) return fail("GET /slots answered no list");
   let erased = 0;
   for (const slot of slots) {
     const id = isObj(slot) && typeof slot.id === "number" ? slot.id : null;
     if (id === null) continue;
-    const r = await postJson(`${base}/slots/${id}?action=erase`, {});
+    const r = await postJson(call, `${base}/slots/${id}?action=erase`, {});
     if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
     if (typeof r.json.n_erased === "number") erased += r.json.n_erased;
   }

@@ -3,13 +3,16 @@
 // llama-server /props and /slots, and /v1/models for everything).
 import type { RunnerCapabilities } from "../../../core/protocol/mod.ts";
 import { runnerCapabilitiesSchema } from "../../../core/protocol/mod.ts";
-import type { BackendKind } from "./backends.ts";
+import type { BackendFetch, BackendKind } from "./backends.ts";
 
 type Json = Record<string, unknown>;
 
-async function tryJson(url: string): Promise<Json | null> {
+async function tryJson(
+  call: BackendFetch,
+  url: string,
+): Promise<Json | null> {
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(3_000) });
+    const res = await call(url, { signal: AbortSignal.timeout(3_000) });
     if (!res.ok) {
       await res.body?.cancel();
       return null;
@@ -34,16 +37,17 @@ function ids(list: unknown, key = "id"): string[] {
 export async function readCapabilities(
   base: string,
   kind: BackendKind,
+  call: BackendFetch = fetch,
 ): Promise<RunnerCapabilities | null> {
   if (kind === "spec004") {
-    const own = await tryJson(`${base}/v1/capabilities`);
+    const own = await tryJson(call, `${base}/v1/capabilities`);
     const parsed = runnerCapabilitiesSchema.safeParse(own);
     if (parsed.success) return parsed.data;
   }
   const health = "healthy";
   if (kind === "ollama") {
-    const ps = await tryJson(`${base}/api/ps`);
-    const tags = await tryJson(`${base}/api/tags`);
+    const ps = await tryJson(call, `${base}/api/ps`);
+    const tags = await tryJson(call, `${base}/api/tags`);
     if (ps === null && tags === null) return null;
     const loaded = Array.isArray(ps?.models)
       ? (ps.models as Json[]).map((m) => ({
@@ -69,7 +73,7 @@ export async function readCapabilities(
       health,
     };
   }
-  const models = await tryJson(`${base}/v1/models`);
+  const models = await tryJson(call, `${base}/v1/models`);
   if (models === null) return null;
   const listed = ids(models.data);
   const out: RunnerCapabilities = {
@@ -83,7 +87,7 @@ export async function readCapabilities(
     health,
   };
   // llama-server: context length from /props, slot use from /slots.
-  const props = await tryJson(`${base}/props`);
+  const props = await tryJson(call, `${base}/props`);
   const settings = props?.default_generation_settings as Json | undefined;
   const nCtx = settings?.n_ctx ?? props?.n_ctx;
   if (typeof nCtx === "number" && out.models?.loaded?.length === 1) {
@@ -102,7 +106,7 @@ export async function readCapabilities(
   if (typeof template?.supports_tool_calls === "boolean") {
     out.capabilities!.functionCalling = template.supports_tool_calls;
   }
-  const slots = await fetch(`${base}/slots`, {
+  const slots = await call(`${base}/slots`, {
     signal: AbortSignal.timeout(3_000),
   }).then((r) => r.ok ? r.json() : (r.body?.cancel(), null)).catch(() => null);
   if (Array.isArray(slots)) {

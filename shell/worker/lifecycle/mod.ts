@@ -8,6 +8,7 @@ import type {
 import {
   type BackendKind,
   detectBackend,
+  keyedFetch,
   type Report,
   runOperation,
 } from "./backends.ts";
@@ -23,14 +24,19 @@ export type Lifecycle = {
   kind(): Promise<BackendKind>;
 };
 
-export function makeLifecycle(base: string, signal: AbortSignal): Lifecycle {
+export function makeLifecycle(
+  base: string,
+  apiKey: string | null,
+  signal: AbortSignal,
+): Lifecycle {
+  const call = keyedFetch(apiKey);
   let detected: Promise<BackendKind> | null = null;
-  const kind = () => detected ??= detectBackend(base);
+  const kind = () => detected ??= detectBackend(base, call);
   return {
     kind,
     async capabilities() {
       const k = await kind();
-      const caps = await readCapabilities(base, k);
+      const caps = await readCapabilities(base, k, call);
       // Nothing useful, or a backend that may have changed: probe again next time.
       if (caps === null || k === "none") detected = null;
       return caps;
@@ -47,6 +53,7 @@ export function makeLifecycle(base: string, signal: AbortSignal): Lifecycle {
           report(u);
         },
         signal,
+        call,
       );
     },
   };
