@@ -24,6 +24,7 @@ import {
   onLifecycleRequest,
   onLifecycleUpdate,
 } from "./decide_lifecycle.ts";
+import { completionFrames, serverUnderstandsScopedErrors } from "./answers.ts";
 import {
   advertised,
   drainingError,
@@ -33,7 +34,6 @@ import {
 } from "./worker_actions.ts";
 import {
   type Completion,
-  WORKER_EXTENSIONS,
   type WorkerAction,
   type WorkerEvent,
   type WorkerState,
@@ -115,7 +115,8 @@ function onSocketOpened(state: WorkerState): WorkerAction[] {
       max_concurrent: state.maxConcurrent,
       protocol_version: PROTOCOL_VERSION_BRIDGE,
       current_load: state.inFlight.size,
-      extensions: WORKER_EXTENSIONS,
+      // An original-style worker (the simulator's) sends no field at all.
+      ...(state.speaks === null ? {} : { extensions: [...state.speaks] }),
     }),
   ];
 }
@@ -153,7 +154,7 @@ function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {
         out.push(log("warn", "proxy warning", { warning: w }));
       }
       // Extension frames only to a server that listed the extension (issue 9).
-      state.extensions = WORKER_EXTENSIONS.filter((x) =>
+      state.extensions = (state.speaks ?? []).filter((x) =>
         m.extensions?.includes(x) === true
       );
       state.capabilitiesSent = null;
@@ -197,7 +198,7 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
       log("warn", "refused request while draining", {
         request_id: r.request_id,
       }),
-      send(drainingError(r.request_id, r.endpoint_path)),
+      send(drainingError(state, r.request_id, r.endpoint_path)),
     ];
   }
   if (state.inFlight.has(r.request_id)) {
@@ -207,7 +208,7 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
       }),
     ];
   }
-  state.inFlight.add(r.request_id);
+  state.inFlight.set(r.request_id, r.endpoint_path);
   // Debug, not info (issue 10): a line per request was a synchronous stdout
   // write on every request, measured in the worker's profile.
   return [
@@ -271,15 +272,7 @@ function onBackendFinished(
       }),
     );
   }
-  out.push(send({
-    type: "response_complete",
-    request_id: requestId,
-    status_code: c.status_code,
-    headers: c.headers,
-    body: c.body,
-    // Omitted when unknown, as the original's serde `skip_serializing_if` does.
-    ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
-  }));
+  for (const m of completionFrames(state, requestId, c)) out.push(send(m));
   out.push(...finishDrainIfIdle(state));
   return out;
 }
@@ -303,7 +296,7 @@ function onBackendFailed(
       reason: e.message,
     }),
   ];
-  if (state.extensions.length > 0) {
+  if (serverUnderstandsScopedErrors(state)) {
     out.push(send({
       type: "error",
       request_id: e.requestId,
@@ -335,7 +328,7 @@ function finishDrainIfIdle(state: WorkerState): WorkerAction[] {
 
 function abortAll(state: WorkerState): WorkerAction[] {
   const out: WorkerAction[] = [];
-  for (const requestId of state.inFlight) {
+  for (const requestId of state.inFlight.keys()) {
     out.push({ kind: "abortBackend", requestId });
   }
   state.inFlight.clear();
@@ -357,8 +350,9 @@ function onShutdownSignalled(state: WorkerState): WorkerAction[] {
       source: "signal",
     }),
   ];
-  // An empty model list stops the proxy routing here; the original server
-  // understands it too (it has no worker-initiated drain message).
+  // drain-v1: the same models with `draining: true`, so they queue instead of
+  // answering 404 (issue 14); an original server gets an empty model list,
+  // which stops its routing here too (it has no worker-initiated drain message).
   if (state.registered) out.push(modelsUpdate(state));
   if (state.inFlight.size === 0) return [...out, ...finishDrainIfIdle(state)];
   out.push({ kind: "armTimer", timer: "drain", ms: state.drainTimeoutMs });
