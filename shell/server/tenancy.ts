@@ -34,6 +34,24 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
+/** 403 when a key bound to `bound` names another (well-formed) tenant in X-Tenant-ID. */
+export function tenantMismatch(
+  req: IncomingMessage,
+  bound: string | null,
+): ClientError | null {
+  const claimed = header(req, "x-tenant-id");
+  if (
+    bound === null || claimed === undefined || claimed === bound ||
+    !TENANT.test(claimed)
+  ) return null;
+  return {
+    status: 403,
+    code: "tenant_mismatch",
+    message:
+      `this API key belongs to tenant "${bound}" and cannot act as X-Tenant-ID "${claimed}"; drop the header or use that tenant's key`,
+  };
+}
+
 function invalid(code: string, message: string): ClientError {
   return { status: 400, code, message };
 }
@@ -53,14 +71,8 @@ export function readTenancy(
     return invalid("invalid_tenant", `X-Tenant-ID must be ${TENANT_RULE}`);
   }
   const bound = grant?.tenant ?? null;
-  if (bound !== null && claimed !== undefined && claimed !== bound) {
-    return {
-      status: 403,
-      code: "tenant_mismatch",
-      message:
-        `this API key belongs to tenant "${bound}" and cannot act as X-Tenant-ID "${claimed}"; drop the header or use that tenant's key`,
-    };
-  }
+  const mismatch = tenantMismatch(req, bound);
+  if (mismatch !== null) return mismatch;
   const tenant = bound ?? claimed ?? "default";
   const asked = (header(req, "x-priority") ?? "normal").toLowerCase();
   if (!isPriority(asked)) {
