@@ -170,6 +170,39 @@ Deno.test("CORS_ALLOW_ORIGINS lists origins: a listed one is echoed with Vary: O
   }
 });
 
+Deno.test("a backend's own CORS headers never override the relay's", async () => {
+  const relay = await startTestRelay(
+    testConfig({}, { corsAllowOrigins: [PAGE] }),
+  );
+  const w = await registeredWorker(relay);
+  try {
+    const pending = fetch(`${relay.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { origin: "https://evil.example.net" },
+      body: chatBody(),
+    });
+    const req = await w.next("request");
+    w.send({
+      type: "response_complete",
+      request_id: req.request_id,
+      status_code: 200,
+      headers: {
+        "content-type": "application/json",
+        "access-control-allow-origin": "*",
+        "access-control-allow-credentials": "true",
+      },
+      body: "{}",
+    });
+    const res = await pending;
+    await res.text();
+    assert.equal(res.headers.get("access-control-allow-origin"), null);
+    assert.equal(res.headers.get("access-control-allow-credentials"), null);
+  } finally {
+    await w.close();
+    await relay.close();
+  }
+});
+
 Deno.test("CORS_ALLOW_ORIGINS accepts * or exact origins and names the bad entry", () => {
   assert.deepEqual(parseCorsOrigins("*"), ["*"]);
   assert.deepEqual(parseCorsOrigins(""), ["*"]);

@@ -110,6 +110,7 @@ Deno.test("a key bound to a tenant cannot escape its rate limit with another X-T
     assert.equal(ab.type, "error");
     assert.equal(ab.error.type, "permission_error");
     assert.match(ab.error.message, /tenant_mismatch|belongs to tenant/);
+    assert.equal(relay.metrics.authFailures.get("tenant_mismatch"), 2);
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(w.frames.filter((f) => f.type === "request").length, 2);
     // The forwarded requests carried the key's tenant.

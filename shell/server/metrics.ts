@@ -67,6 +67,7 @@ export type AuthFailureKind =
   | "api_key"
   | "admin_token"
   | "metrics_token"
+  | "tenant_mismatch"
   | "worker_secret";
 
 function inc(map: Map<string, number>, key: string, by = 1): void {

@@ -26,6 +26,7 @@ import {
   readOpTokenKey,
 } from "./lifecycle_http.ts";
 import { sqliteNonceStore } from "./op_nonces.ts";
+import { tenantMismatch } from "./tenancy.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { Metrics } from "./metrics.ts";
@@ -150,6 +151,18 @@ export function makeAuthorize(
         code: "invalid_api_key",
         message: `the API key is invalid or was revoked; ${how}`,
       });
+    }
+    // Refused before the body is read, and logged with the key: a bound key
+    // naming another tenant is a client trying to leave its own limits.
+    const mismatch = tenantMismatch(req, key.tenant);
+    if (mismatch !== null) {
+      metrics.authFailure("tenant_mismatch");
+      log("warn", "tenant mismatch refused", {
+        key_id: key.id,
+        tenant: key.tenant ?? "",
+        claimed: String(req.headers["x-tenant-id"]),
+      });
+      return denied(mismatch);
     }
     // The relay key is the relay's credential: it is not forwarded to workers.
     delete req.headers[found.header];

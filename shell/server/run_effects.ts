@@ -27,6 +27,14 @@ const DROPPED_RESPONSE_HEADERS = new Set([
   "trailer",
   "proxy-authenticate",
   "proxy-authorization",
+  // CORS is the relay's policy (CORS_ALLOW_ORIGINS), not the backend's:
+  // llama-server and vLLM answer `*`, which would override a narrower list.
+  "access-control-allow-origin",
+  "access-control-allow-credentials",
+  "access-control-allow-methods",
+  "access-control-allow-headers",
+  "access-control-expose-headers",
+  "access-control-max-age",
 ]);
 
 export const SSE_HEADERS = {

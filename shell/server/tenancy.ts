@@ -1,6 +1,7 @@
-// Spec 004 request headers: who is asking (X-Tenant-ID), how urgent (X-Priority)
-// and which cache to reuse (X-Cache-Mode, X-Cache-Tag). Validation only; the
-// scheduling they drive is in the core.
+// Spec 004 request headers: who is asking (X-Tenant-ID, or the API key's
+// tenant), how urgent (X-Priority, capped by the key) and which cache to reuse
+// (X-Cache-Mode, X-Cache-Tag). Validation only; the scheduling they drive is in
+// the core.
 import type { IncomingMessage } from "node:http";
 import type { ClientError, Priority } from "../../core/mod.ts";
 
@@ -13,6 +14,7 @@ export type Tenancy = {
 const TENANT = /^[A-Za-z0-9._:-]{1,64}$/;
 export const TENANT_RULE = "1-64 characters of A-Z a-z 0-9 . _ : -";
 const PRIORITIES = new Set(["high", "normal", "low"]);
+const CACHE_MODES = new Set(["prefix", "none", "auto"]);
 /** Higher is more urgent; a key's ceiling caps X-Priority by this order. */
 const RANK: Record<Priority, number> = { low: 0, normal: 1, high: 2 };
 
@@ -26,11 +28,28 @@ export function isPriority(s: string): s is Priority {
 
 /** What the client's API key allows; null when keys are not required (headers are believed). */
 export type KeyGrant = { tenant: string | null; maxPriority: Priority };
-const CACHE_MODES = new Set(["prefix", "none", "auto"]);
 
 function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? v[0] : v;
+}
+
+/** 403 when a key bound to `bound` names another (well-formed) tenant in X-Tenant-ID. */
+export function tenantMismatch(
+  req: IncomingMessage,
+  bound: string | null,
+): ClientError | null {
+  const claimed = header(req, "x-tenant-id");
+  if (
+    bound === null || claimed === undefined || claimed === bound ||
+    !TENANT.test(claimed)
+  ) return null;
+  return {
+    status: 403,
+    code: "tenant_mismatch",
+    message:
+      `this API key belongs to tenant "${bound}" and cannot act as X-Tenant-ID "${claimed}"; drop the header or use that tenant's key`,
+  };
 }
 
 function invalid(code: string, message: string): ClientError {
@@ -52,14 +71,8 @@ export function readTenancy(
     return invalid("invalid_tenant", `X-Tenant-ID must be ${TENANT_RULE}`);
   }
   const bound = grant?.tenant ?? null;
-  if (bound !== null && claimed !== undefined && claimed !== bound) {
-    return {
-      status: 403,
-      code: "tenant_mismatch",
-      message:
-        `this API key belongs to tenant "${bound}" and cannot act as X-Tenant-ID "${claimed}"; drop the header or use that tenant's key`,
-    };
-  }
+  const mismatch = tenantMismatch(req, bound);
+  if (mismatch !== null) return mismatch;
   const tenant = bound ?? claimed ?? "default";
   const asked = (header(req, "x-priority") ?? "normal").toLowerCase();
   if (!isPriority(asked)) {
