@@ -14,6 +14,9 @@ export type { ClientError };
 
 export type Outcome = "completed" | "failed" | "cancelled" | "rejected";
 
+/** A backend's X-Cache-Hit / X-Cache-Tokens-Reused, as a request ended (spec 004). */
+export type CacheReport = { hit: boolean; tokensReused: number };
+
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
 export type Effect =
@@ -54,10 +57,15 @@ export type Effect =
     message: string;
     fields: Record<string, string | number>;
   }
-  /** One per accepted or refused request, when it ends: the source of metrics. */
+  /**
+   * One per accepted or refused request, when it ends: everything the metrics
+   * count about a request, so the shell keeps no per-request table of its own.
+   */
   | {
     kind: "requestFinished";
     requestId: RequestId;
+    /** The client route it came in on (endpoint path). */
+    route: string;
     model: string;
     tenant: string;
     outcome: Outcome;
@@ -66,6 +74,8 @@ export type Effect =
     queueWaitMs: number;
     firstByteMs: number | null;
     requeues: number;
+    /** What the backend's final answer said about its cache; null when nothing. */
+    cacheReport: CacheReport | null;
   }
   /** A lifecycle task changed (progress, completion, failure): HTTP waiters answer from `task`. */
   | { kind: "lifecycleTaskChanged"; task: LifecycleTaskView }

@@ -17,6 +17,7 @@ export type {
   WorkerId,
 } from "./events/event.ts";
 export type {
+  CacheReport,
   ClientError,
   Effect,
   EffectKind,
@@ -44,3 +45,5 @@ export {
   modelStatuses,
 } from "./state/lifecycle.ts";
 export * from "./protocol/mod.ts";
+export * from "./views/mod.ts";
+export { VERSION } from "./version.ts";

@@ -10,6 +10,7 @@ export const CORE_LAYERS: { name: string; prefixes: string[] }[] = [
     name: "vocabulary",
     prefixes: [
       "core/vocabulary.ts",
+      "core/version.ts",
       "core/config.ts",
       "core/log.ts",
       "core/assert_never.ts",
@@ -22,7 +23,13 @@ export const CORE_LAYERS: { name: string; prefixes: string[] }[] = [
   { name: "events", prefixes: ["core/events/"] },
   {
     name: "entry",
-    prefixes: ["core/reduce.ts", "core/queries.ts", "core/mod.ts", "core/"],
+    prefixes: [
+      "core/reduce.ts",
+      "core/queries.ts",
+      "core/views/",
+      "core/mod.ts",
+      "core/",
+    ],
   },
 ];
 

@@ -9,6 +9,7 @@
 // bounded by `responseBodyCharsMax`.
 import type { Effect } from "../effect.ts";
 import { recordBackendSuccess } from "../state/backend_circuit.ts";
+import { cacheReportOf } from "../state/cache_report.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import {
   assignedRequest,
@@ -41,6 +42,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
       );
     }
     recordBackendSuccess(state, worker);
+    const cacheReport = cacheReportOf(e.headers);
     if (request.status.kind === "streaming") {
       if (e.statusCode >= 400) {
         const error = clientError(
@@ -48,7 +50,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
           "upstream_error",
           `the backend failed with status ${e.statusCode} after the stream started`,
         );
-        fail(state, request, error, "failed", out);
+        fail(state, request, error, "failed", out, cacheReport);
       } else {
         if (e.body.length > 0) {
           out.push({
@@ -58,7 +60,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
           });
         }
         out.push({ kind: "endStream", requestId: request.id, error: null });
-        finish(state, request, "completed", e.statusCode, out);
+        finish(state, request, "completed", e.statusCode, out, cacheReport);
       }
     } else if (
       request.bufferedBody.length + e.body.length >
@@ -72,7 +74,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         "response_too_large",
         `response exceeded the ${max} character limit`,
       );
-      fail(state, request, error, "failed", out);
+      fail(state, request, error, "failed", out, cacheReport);
     } else {
       out.push({
         kind: "respond",
@@ -84,7 +86,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
           : e.body,
         queueWaitMs: request.queueWaitMs,
       });
-      finish(state, request, "completed", e.statusCode, out);
+      finish(state, request, "completed", e.statusCode, out, cacheReport);
     }
     releaseSlot(state, worker, e.requestId);
     out.push({

@@ -35,6 +35,7 @@ function reject(e: E, error: ClientError, out: Effect[]): void {
   out.push({
     kind: "requestFinished",
     requestId: e.requestId,
+    route: e.endpointPath,
     model: e.model,
     tenant: e.tenant ?? "default",
     outcome: "rejected",
@@ -43,6 +44,7 @@ function reject(e: E, error: ClientError, out: Effect[]): void {
     queueWaitMs: 0,
     firstByteMs: null,
     requeues: 0,
+    cacheReport: null,
   });
 }
 

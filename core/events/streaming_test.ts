@@ -45,6 +45,7 @@ Deno.test("C14 status, headers and body reach the client unchanged", () => {
     {
       kind: "requestFinished",
       requestId: "r1",
+      route: "/v1/chat/completions",
       model: "m",
       outcome: "completed",
       status: 200,
@@ -53,6 +54,7 @@ Deno.test("C14 status, headers and body reach the client unchanged", () => {
       firstByteMs: null,
       requeues: 0,
       tenant: "default",
+      cacheReport: null,
     },
   ]);
   assert.equal(only(effects, "respond").body, body);
@@ -135,6 +137,7 @@ Deno.test("C15 chunks are written in order, as the exact same strings, with star
     {
       kind: "requestFinished",
       requestId: "r1",
+      route: "/v1/chat/completions",
       model: "m",
       outcome: "completed",
       status: 200,
@@ -143,6 +146,7 @@ Deno.test("C15 chunks are written in order, as the exact same strings, with star
       firstByteMs: 5,
       requeues: 0,
       tenant: "default",
+      cacheReport: null,
     },
   ]);
   assert.equal(state.requests.size, 0);

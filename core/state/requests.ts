@@ -1,7 +1,7 @@
 // The request lifecycle: queued -> dispatched -> streaming -> ended (done, failed
 // or cancelled). Every way a request ends goes through `finish`, which removes it
 // from state and emits exactly one `requestFinished` (C34: ends exactly once).
-import type { ClientError, Effect, Outcome } from "../effect.ts";
+import type { CacheReport, ClientError, Effect, Outcome } from "../effect.ts";
 import type { Headers } from "../vocabulary.ts";
 import type { CancelReason } from "../protocol/messages.ts";
 import { dequeue, enqueue, markServed, nextToDispatch } from "./queue.ts";
@@ -59,13 +59,17 @@ export function clientError(
     : { status, code, message, retryAfterSecs };
 }
 
-/** Removes the request and reports how it ended. The caller emits the client effect. */
+/**
+ * Removes the request and reports how it ended. The caller emits the client
+ * effect; a request the backend answered passes on the backend's cache report.
+ */
 export function finish(
   state: State,
   request: Request,
   outcome: Outcome,
   status: number,
   out: Effect[],
+  cacheReport: CacheReport | null = null,
 ): void {
   if (request.status.kind === "queued") {
     dequeue(state, request);
@@ -82,6 +86,7 @@ export function finish(
   out.push({
     kind: "requestFinished",
     requestId: request.id,
+    route: request.endpointPath,
     model: request.model,
     tenant: request.tenant,
     outcome,
@@ -92,6 +97,7 @@ export function finish(
       ? request.status.firstByteAtMs - request.arrivedAtMs
       : null,
     requeues: request.requeueCount,
+    cacheReport,
   });
 }
 
@@ -102,6 +108,7 @@ export function fail(
   error: ClientError,
   outcome: Outcome,
   out: Effect[],
+  cacheReport: CacheReport | null = null,
 ): void {
   if (request.status.kind === "streaming") {
     out.push({ kind: "endStream", requestId: request.id, error });
@@ -116,7 +123,7 @@ export function fail(
       queueWaitMs: request.queueWaitMs + waiting,
     });
   }
-  finish(state, request, outcome, error.status, out);
+  finish(state, request, outcome, error.status, out, cacheReport);
 }
 
 /** Sends `request` to `worker`, reserving the slot atomically (C8, C13). */

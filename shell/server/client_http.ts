@@ -4,7 +4,7 @@
 // writes, while node:http notices within ~300 ms (checklist C46, measured).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError, Event, State } from "../../core/mod.ts";
-import { listModels, modelStatuses, queueDepth } from "../../core/mod.ts";
+import { healthAnswer, modelList, VERSION } from "../../core/mod.ts";
 import { readBody } from "./body.ts";
 import type { Clients } from "./clients.ts";
 import { applyCors } from "./cors.ts";
@@ -12,8 +12,6 @@ import { errorBody, errorHeaders } from "./errors.ts";
 import { sendJson } from "./http_reply.ts";
 import { newRequestId } from "./ids.ts";
 import { type KeyGrant, readTenancy } from "./tenancy.ts";
-
-export const VERSION = "0.1.0";
 
 const INFERENCE_ROUTES: Record<string, ClientApi> = {
   "/v1/chat/completions": "openai",
@@ -129,25 +127,7 @@ export function handleHttp(
   }
   if (req.method === "GET" && path === "/health") return health(res, d);
   if (req.method === "GET" && path === "/v1/models") {
-    // Acked models first (status "loaded"), then models a lifecycle task or a
-    // worker's capabilities report as loading (spec 004, issue 9).
-    const statuses = new Map(modelStatuses(d.state).map((m) => [m.id, m]));
-    const ids = [...listModels(d.state)];
-    for (const id of statuses.keys()) if (!ids.includes(id)) ids.push(id);
-    return sendJson(res, 200, {
-      object: "list",
-      data: ids.map((id) => {
-        const m = statuses.get(id);
-        return {
-          id,
-          object: "model",
-          created: 0,
-          owned_by: "modelrelay",
-          status: m?.status ?? "loaded",
-          ...(m?.status === "loading" ? { progress: m.progress ?? 0 } : {}),
-        };
-      }),
-    });
+    return sendJson(res, 200, modelList(d.state));
   }
   if (path === "/v1/worker/connect") {
     res.setHeader("upgrade", "websocket");
@@ -171,44 +151,10 @@ export function handleHttp(
   );
 }
 
-/**
- * GET /health: the original's fields plus spec 004's (`uptime`, `modelsLoaded`,
- * `queueDepth`). 200 while the relay can take work, including with no worker
- * connected: workers connect out to a relay that is up, so a probe that waited
- * for them would deadlock an orchestrator that starts workers after a ready
- * server. 503 only when shutting down or with the queue at 90% of its bound
- * (spec 004). The fleet's state is in the body (`workers_connected`,
- * `workers_routable`, `warnings`) for whoever needs more than liveness.
- */
+/** GET /health: judged in the core (core/views/health.ts); uptime is the shell's clock. */
 function health(res: ServerResponse, d: HttpDeps): void {
-  const depth = queueDepth(d.state);
-  const saturatedAt = Math.max(1, Math.ceil(d.state.config.queueLenMax * 0.9));
-  const problems: string[] = [];
-  if (d.state.shuttingDown) problems.push("shutting down");
-  if (depth >= saturatedAt) problems.push(`queue saturated (${depth} waiting)`);
-  const workers = [...d.state.workers.values()];
-  const routable = workers.filter((w) => !w.draining).length;
-  const warnings: string[] = [];
-  if (workers.length === 0) warnings.push("no worker connected");
-  else if (routable === 0) warnings.push("every worker is draining");
-  const uptime = Math.round((d.now() - d.startedAtMs) / 100) / 10;
-  sendJson(res, problems.length === 0 ? 200 : 503, {
-    status: d.state.shuttingDown
-      ? "shutting_down"
-      : problems.length === 0
-      ? "ok"
-      : "unavailable",
-    version: VERSION,
-    workers_connected: workers.length,
-    workers_routable: routable,
-    queue_depth: depth,
-    uptime_secs: uptime,
-    uptime,
-    modelsLoaded: listModels(d.state).length,
-    queueDepth: depth,
-    ...(problems.length === 0 ? {} : { problems }),
-    ...(warnings.length === 0 ? {} : { warnings }),
-  });
+  const answer = healthAnswer(d.state, VERSION, d.now() - d.startedAtMs);
+  sendJson(res, answer.status, answer.body);
 }
 
 function handleInference(

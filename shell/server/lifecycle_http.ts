@@ -8,17 +8,19 @@
 import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
+  capabilitiesView,
   type Effect,
   type Event,
   type LifecycleOperation,
   type LifecycleTaskView,
   lifecycleTaskView,
   type State,
+  taskDocument,
+  type WaitStats,
 } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { decodeSegment, sendAdminError } from "./admin.ts";
 import { readBody } from "./body.ts";
-import { capabilitiesView, type WaitStats } from "./capabilities.ts";
 import type { CapabilitiesAccess } from "./endpoint_access.ts";
 import { sendJson } from "./http_reply.ts";
 import {
@@ -97,45 +99,6 @@ function readJson(
 }
 
 const FLUSH_SCOPES = ["all", "model", "tenant", "tag"];
-
-/** The spec's load-status document for any task (load, unload or flush). */
-export function taskDocument(t: LifecycleTaskView): Record<string, unknown> {
-  const results = t.parts.map((p) => p.result ?? {});
-  const sum = (k: string) => {
-    const vals = results.map((r) => r[k]).filter((v) => typeof v === "number");
-    return vals.length === 0
-      ? null
-      : (vals as number[]).reduce((a, b) => a + b, 0);
-  };
-  const status = t.status === "running"
-    ? (t.operation === "model-load" ? "loading" : "running")
-    : t.status;
-  return {
-    taskId: t.id,
-    operation: t.operation,
-    status,
-    modelId: t.modelId,
-    progress: Math.round(t.progress * 1000) / 1000,
-    eta: sum("eta"),
-    ...(t.operation === "model-load"
-      ? {
-        gpuMemoryUsedMB: sum("gpuMemoryUsedMB"),
-        loadTimeMs: t.finishedAtMs === null
-          ? null
-          : sum("loadTimeMs") ?? Math.round(t.finishedAtMs - t.createdAtMs),
-      }
-      : {}),
-    ...(t.error === null ? {} : { error: t.error.message }),
-    workers: t.parts.map((p) => ({
-      workerId: p.workerId,
-      name: p.workerName,
-      status: p.status,
-      progress: p.progress,
-      ...(p.error === null ? {} : { error: p.error }),
-      ...(p.result === null ? {} : { result: p.result }),
-    })),
-  };
-}
 
 export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
   const waiters = new Map<string, Set<(t: LifecycleTaskView) => void>>();

@@ -1,6 +1,7 @@
-// The relay's counters (issue 7): fed by taps on the core's events and effects,
-// read by GET /metrics (Prometheus text), GET /admin/stats and, through those,
-// the dashboard, so all three always agree.
+// The relay's counters (issue 7): fed by taps on the core's effects (and one
+// event: a worker's bad secret), read by GET /metrics (Prometheus text), GET
+// /admin/stats and, through those, the dashboard, so all three always agree.
+// No per-request table: a request's `requestFinished` carries all it counts.
 import type { Effect, Event, State } from "../../core/mod.ts";
 import { inFlightCount, queueDepth } from "../../core/mod.ts";
 
@@ -88,8 +89,6 @@ function labels(pairs: Record<string, string>): string {
 const SEP = "\u0000";
 
 export class Metrics {
-  /** requestId -> route, from requestReceived until requestFinished. */
-  readonly #routes = new Map<string, string>();
   readonly #models = new Set<string>();
   /** route SEP model SEP outcome -> count */
   readonly requests = new Map<string, number>();
@@ -110,8 +109,6 @@ export class Metrics {
   readonly #tenants = new Set<string>();
   /** tenant -> requests refused with 429 (rate limit). */
   readonly rateLimited = new Map<string, number>();
-  /** requestId -> model, for cache hits reported in response_complete. */
-  readonly #modelOf = new Map<string, string>();
   /** model -> responses whose backend reported X-Cache-Hit: true. */
   readonly cacheHits = new Map<string, number>();
   /** model -> responses that reported X-Cache-Hit at all (true or false). */
@@ -121,31 +118,9 @@ export class Metrics {
 
   constructor(readonly startedAtMs: number) {}
 
-  /** Tap on every event submitted by the shell. */
+  /** Tap on every event submitted by the shell: only a refused worker secret counts. */
   onEvent(e: Event): void {
     switch (e.kind) {
-      case "requestReceived":
-        this.#routes.set(e.requestId, e.endpointPath);
-        this.#modelOf.set(e.requestId, e.model);
-        return;
-      case "completeReceived": {
-        const model = this.#modelOf.get(e.requestId);
-        if (model === undefined) return;
-        let hit: string | undefined;
-        let reused: string | undefined;
-        for (const k in e.headers) {
-          const lower = k.toLowerCase();
-          if (lower === "x-cache-hit") hit = e.headers[k];
-          else if (lower === "x-cache-tokens-reused") reused = e.headers[k];
-        }
-        if (hit === undefined) return;
-        const label = this.#modelLabel(model);
-        inc(this.cacheReports, label);
-        if (hit.trim().toLowerCase() === "true") inc(this.cacheHits, label);
-        const n = Number(reused);
-        if (Number.isFinite(n) && n > 0) this.cacheTokensReused += n;
-        return;
-      }
       case "workerConnectAttempted":
         if (!e.secretValid) this.authFailure("worker_secret");
         return;
@@ -220,16 +195,19 @@ export class Metrics {
   }
 
   requestFinished(e: Extract<Effect, { kind: "requestFinished" }>): void {
-    const route = this.#routes.get(e.requestId) ?? "unknown";
-    this.#routes.delete(e.requestId);
-    this.#modelOf.delete(e.requestId);
     const tenant = this.#tenantLabel(e.tenant);
     inc(this.tenantRequests, tenant + SEP + e.outcome);
     if (e.status === 429) inc(this.rateLimited, tenant);
     inc(
       this.requests,
-      route + SEP + this.#modelLabel(e.model) + SEP + e.outcome,
+      e.route + SEP + this.#modelLabel(e.model) + SEP + e.outcome,
     );
+    if (e.cacheReport !== null) {
+      const label = this.#modelLabel(e.model);
+      inc(this.cacheReports, label);
+      if (e.cacheReport.hit) inc(this.cacheHits, label);
+      this.cacheTokensReused += e.cacheReport.tokensReused;
+    }
     inc(this.responsesByStatus, String(e.status));
     this.requestSeconds.observe(e.durationMs / 1000);
     this.queueWaitSeconds.observe(e.queueWaitMs / 1000);

@@ -1,15 +1,14 @@
 // GET /v1/capabilities (spec 004) for the whole fleet, or one worker: what the
 // workers reported (capabilities-v1) merged with what the relay knows itself
 // (acked models, lifecycle tasks, its queue and wait times). Read-only view.
-import {
-  effectiveLoad,
-  modelStatuses,
-  queueDepth,
-  type State,
-  type Worker,
-} from "../../core/mod.ts";
-import { VERSION } from "./client_http.ts";
+import { queueDepth } from "../queries.ts";
+import { modelStatuses } from "../state/lifecycle.ts";
+import type { State, Worker } from "../state/state.ts";
+import { effectiveLoad } from "../state/workers.ts";
+import { VERSION } from "../version.ts";
+import { fleetHealth } from "./health.ts";
 
+/** Queue waits, from the shell's metrics histogram (the core keeps no history). */
 export type WaitStats = { avgWaitMs: number; p95WaitMs: number };
 
 /** Numeric resources that add up across workers. */
@@ -63,17 +62,6 @@ function flagsOf(workers: Worker[]): Record<string, boolean> {
     }
   }
   return flags;
-}
-
-function healthOf(state: State, workers: Worker[]): string {
-  if (state.shuttingDown || workers.length === 0) return "unhealthy";
-  const reports = workers.map((w) => w.capabilities?.health ?? "healthy");
-  if (reports.every((h) => h !== "healthy")) return "unhealthy";
-  if (reports.some((h) => h !== "healthy")) return "degraded";
-  const depth = queueDepth(state);
-  return depth >= Math.max(1, Math.ceil(state.config.queueLenMax * 0.9))
-    ? "degraded"
-    : "healthy";
 }
 
 function workerEntry(w: Worker): Record<string, unknown> {
@@ -148,7 +136,7 @@ export function capabilitiesView(
       p95WaitMs: waits.p95WaitMs,
     },
     capabilities: flagsOf(workers),
-    health: healthOf(state, workers),
+    health: fleetHealth(state, workers),
     ...(detail ? { workers: workers.map(workerEntry) } : {}),
   };
 }
