@@ -12,8 +12,15 @@ export function queueSaturated(state: State): boolean {
 /** The capabilities document's verdict on `workers` (the fleet, or one worker). */
 export type FleetHealth = "healthy" | "degraded" | "unhealthy";
 
+/**
+ * Unhealthy when nothing can take a request (no worker, or every one draining:
+ * sim/views_test.ts checks this on every simulated step), degraded when some
+ * worker reports trouble or the queue is saturated.
+ */
 export function fleetHealth(state: State, workers: Worker[]): FleetHealth {
-  if (state.shuttingDown || workers.length === 0) return "unhealthy";
+  if (state.shuttingDown || workers.every((w) => w.draining)) {
+    return "unhealthy";
+  }
   const reports = workers.map((w) => w.capabilities?.health ?? "healthy");
   if (reports.every((h) => h !== "healthy")) return "unhealthy";
   if (reports.some((h) => h !== "healthy")) return "degraded";

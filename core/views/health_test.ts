@@ -104,3 +104,16 @@ Deno.test("fleet health follows the workers' own reports", () => {
   report("w2", "loading");
   assert.equal(fleetHealth(state, workers()), "unhealthy");
 });
+
+Deno.test("fleet health is unhealthy while every worker drains", () => {
+  const state = newState();
+  addWorker(state, "w1");
+  addRequest(state, "r1"); // busy, so the drain keeps it connected
+  step(state, {
+    kind: "workerDrainRequested",
+    atMs: 0,
+    workerId: "w1",
+    reason: "test",
+  });
+  assert.equal(fleetHealth(state, [...state.workers.values()]), "unhealthy");
+});
