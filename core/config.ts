@@ -79,6 +79,8 @@ export type Config = {
   lifecycleTasksMax: number;
   /** A lifecycle task part with no final progress after this long fails. */
   lifecycleTaskTimeoutMs: number;
+  /** How long an unload or flush caller waits for its task before a 202 with the task document. */
+  lifecycleReplyWaitMs: number;
 };
 
 export const DEFAULT_CONFIG: Config = {
@@ -116,6 +118,7 @@ export const DEFAULT_CONFIG: Config = {
   affinityLoadMargin: 2,
   lifecycleTasksMax: 256,
   lifecycleTaskTimeoutMs: 30 * 60_000,
+  lifecycleReplyWaitMs: 30_000,
 };
 
 export function makeConfig(overrides: Partial<Config> = {}): Config {

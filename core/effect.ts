@@ -17,6 +17,18 @@ export type Outcome = "completed" | "failed" | "cancelled" | "rejected";
 /** A backend's X-Cache-Hit / X-Cache-Tokens-Reused, as a request ended (spec 004). */
 export type CacheReport = { hit: boolean; tokensReused: number };
 
+/**
+ * What a waiting lifecycle caller is told (rendered by core/views/lifecycle_reply.ts):
+ * `accepted` a load started (it is polled, never awaited); `refused` the task
+ * failed at once; `finished` it ended while the caller waited; `pending` the
+ * wait ran out first.
+ */
+export type LifecycleReplyKind =
+  | "accepted"
+  | "refused"
+  | "finished"
+  | "pending";
+
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
 export type Effect =
@@ -77,8 +89,14 @@ export type Effect =
     /** What the backend's final answer said about its cache; null when nothing. */
     cacheReport: CacheReport | null;
   }
-  /** A lifecycle task changed (progress, completion, failure): HTTP waiters answer from `task`. */
+  /** A lifecycle task changed (progress, completion, failure). */
   | { kind: "lifecycleTaskChanged"; task: LifecycleTaskView }
+  /** The answer to the HTTP call that started `task` (lifecycleRequested with replyWanted). */
+  | {
+    kind: "replyLifecycle";
+    reply: LifecycleReplyKind;
+    task: LifecycleTaskView;
+  }
   /** Server shutdown finished: every request ended, every worker closed (C30). */
   | { kind: "shutdownComplete" };
 

@@ -21,6 +21,7 @@ export type {
   ClientError,
   Effect,
   EffectKind,
+  LifecycleReplyKind,
   LogLevel,
   Outcome,
 } from "./effect.ts";

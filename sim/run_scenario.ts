@@ -379,6 +379,7 @@ export function runScenario(
           modelId: o.modelId,
           params: o.params,
           workerId: target,
+          replyWanted: false,
         });
         break;
       }

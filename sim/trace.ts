@@ -144,5 +144,7 @@ export function effectLine(f: Effect): string {
       return `  F shutdownComplete`;
     case "lifecycleTaskChanged":
       return `  F lifecycleTask ${f.task.id} ${f.task.status}`;
+    case "replyLifecycle":
+      return `  F replyLifecycle ${f.task.id} ${f.reply}`;
   }
 }

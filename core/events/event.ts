@@ -121,6 +121,11 @@ export type Event =
     params: Record<string, unknown>;
     /** A worker chosen by the caller, else the core picks. */
     workerId: WorkerId | null;
+    /**
+     * An HTTP caller waits for a `replyLifecycle` (the server); false when
+     * nobody does (the simulator's operators poll nothing).
+     */
+    replyWanted: boolean;
   }
   // -- clients ------------------------------------------------------------------
   | {

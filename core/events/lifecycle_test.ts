@@ -52,7 +52,11 @@ function request(
   taskId: string,
   operation: LifecycleOperation,
   modelId: string | null,
-  opts: { workerId?: string; params?: Record<string, unknown> } = {},
+  opts: {
+    workerId?: string;
+    params?: Record<string, unknown>;
+    replyWanted?: boolean;
+  } = {},
 ): Effect[] {
   return step(state, {
     kind: "lifecycleRequested",
@@ -62,6 +66,7 @@ function request(
     modelId,
     params: opts.params ?? {},
     workerId: opts.workerId ?? null,
+    replyWanted: opts.replyWanted ?? false,
   });
 }
 
@@ -303,4 +308,64 @@ Deno.test("capabilities are kept only from a worker that negotiated them", () =>
     modelStatuses(state).find((m) => m.id === "big")?.status,
     "loaded",
   );
+});
+
+function replies(effects: Effect[]): [string, string][] {
+  return ofKind(effects, "replyLifecycle").map((e) => [e.task.id, e.reply]);
+}
+
+Deno.test("reply: a load caller is answered at once, accepted; nobody waiting, no reply", () => {
+  const state = newState();
+  addExtWorker(state, "w1", BOTH);
+  const waited = request(state, "t1", "model-load", "m", { replyWanted: true });
+  assert.deepEqual(replies(waited), [["t1", "accepted"]]);
+  assert.deepEqual(replies(request(state, "t2", "model-load", "m")), []);
+  assert.equal(state.lifecycleReplies.size, 0);
+});
+
+Deno.test("reply: a task that fails at once is refused at once", () => {
+  const state = newState();
+  addWorker(state, "orig");
+  const effects = request(state, "t1", "model-unload", "m", {
+    replyWanted: true,
+  });
+  assert.deepEqual(replies(effects), [["t1", "refused"]]);
+  assert.equal(only(effects, "replyLifecycle").task.error?.status, 501);
+});
+
+Deno.test("reply: an unload caller is answered when the task ends, once", () => {
+  const state = newState();
+  addExtWorker(state, "w1", BOTH, { models: ["m"] });
+  const started = request(state, "t1", "model-unload", "m", {
+    replyWanted: true,
+  });
+  assert.deepEqual(replies(started), []);
+  assert.deepEqual(
+    replies(progress(state, "w1", "t1", "running", { progress: 0.5 })),
+    [],
+  );
+  const done = progress(state, "w1", "t1", "completed");
+  assert.deepEqual(replies(done), [["t1", "finished"]]);
+  assert.equal(state.lifecycleReplies.size, 0);
+  assert.deepEqual(replies(tick(state, state.nowMs + 60_000)), []);
+});
+
+Deno.test("reply: a flush caller still waiting after lifecycleReplyWaitMs gets the running task, on tick", () => {
+  const state = newState({ lifecycleReplyWaitMs: 1_000 });
+  addExtWorker(state, "w1", BOTH);
+  request(state, "t1", "cache-flush", null, { replyWanted: true });
+  assert.deepEqual(replies(tick(state, 999)), []);
+  const late = tick(state, 1_000);
+  assert.deepEqual(replies(late), [["t1", "pending"]]);
+  assert.equal(only(late, "replyLifecycle").task.status, "running");
+  assert.deepEqual(replies(progress(state, "w1", "t1", "completed")), []);
+});
+
+Deno.test("reply: a waiting caller whose worker leaves is answered with the failure", () => {
+  const state = newState();
+  addExtWorker(state, "w1", BOTH);
+  request(state, "t1", "cache-flush", null, { replyWanted: true });
+  const gone = disconnect(state, "w1");
+  assert.deepEqual(replies(gone), [["t1", "finished"]]);
+  assert.equal(only(gone, "replyLifecycle").task.status, "failed");
 });

@@ -2,12 +2,15 @@
 // each a lifecycle_request (only workers that negotiated lifecycle-v1 are ever
 // picked), or fail the task at once when nothing can carry it (501 names what is
 // missing). Either way the task is recorded and a lifecycleTaskChanged effect
-// tells the shell.
+// tells the shell; a waiting caller is answered by a replyLifecycle effect, at
+// once or when the task ends (or its reply wait runs out, on tick).
 import type { Effect } from "../effect.ts";
 import {
+  awaitLifecycleReply,
   evictFinishedTasks,
   lifecycleTargets,
   taskChanged,
+  taskView,
 } from "../state/lifecycle.ts";
 import type { State } from "../state/state.ts";
 import type { LifecycleTask } from "../vocabulary.ts";
@@ -20,13 +23,30 @@ export function onLifecycleRequested(
   e: E,
   out: Effect[],
 ): void {
-  if (state.lifecycleTasks.has(e.taskId)) {
+  const existing = state.lifecycleTasks.get(e.taskId);
+  if (existing !== undefined) {
     out.push({
       kind: "log",
       level: "error",
       message: "duplicate lifecycle task id ignored",
       fields: { task_id: e.taskId },
     });
+    // Ids are random (shell/server/ids.ts): a duplicate is a shell bug, and
+    // its caller is still owed an answer.
+    if (e.replyWanted) {
+      out.push({
+        kind: "replyLifecycle",
+        reply: "refused",
+        task: {
+          ...taskView(existing),
+          error: {
+            status: 500,
+            code: "task_lost",
+            message: "the task id is already in use",
+          },
+        },
+      });
+    }
     return;
   }
   const scope = typeof e.params.scope === "string"
@@ -63,6 +83,7 @@ export function onLifecycleRequested(
     task.finishedAtMs = e.atMs;
     task.error = targets.error;
     out.push({ kind: "lifecycleTaskChanged", task: { ...task, parts: [] } });
+    if (e.replyWanted) awaitLifecycleReply(state, task, out);
     evictFinishedTasks(state);
     return;
   }
@@ -102,4 +123,5 @@ export function onLifecycleRequested(
     },
   });
   taskChanged(state, task, out);
+  if (e.replyWanted) awaitLifecycleReply(state, task, out);
 }

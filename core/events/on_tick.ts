@@ -13,7 +13,10 @@ import type { Request, State, Worker } from "../state/state.ts";
 import { recentAuthFailures } from "./on_worker_connect_attempted.ts";
 import type { Event } from "./event.ts";
 import { pruneRateWindows } from "../state/rate_limit.ts";
-import { expireLifecycleParts } from "../state/lifecycle.ts";
+import {
+  expireLifecycleParts,
+  expireLifecycleReplies,
+} from "../state/lifecycle.ts";
 import { syncRoute } from "../state/workers.ts";
 import { checkBackendCoolDown } from "../state/backend_circuit.ts";
 
@@ -173,6 +176,8 @@ export function onTick(state: State, e: E, out: Effect[]): void {
   }
   pruneRateWindows(state);
   if (state.lifecycleTasks.size > 0) expireLifecycleParts(state, out);
+  // After the parts: a task that just failed by its deadline answers "finished".
+  if (state.lifecycleReplies.size > 0) expireLifecycleReplies(state, out);
   for (const [provider, q] of state.queues) {
     if (q.length > 0) pumpQueue(state, provider, out);
   }

@@ -176,8 +176,12 @@ export function taskChanged(
   out: Effect[],
 ): void {
   const finished = settleTask(task, state.nowMs);
-  out.push({ kind: "lifecycleTaskChanged", task: taskView(task) });
+  const view = taskView(task);
+  out.push({ kind: "lifecycleTaskChanged", task: view });
   if (finished) {
+    if (state.lifecycleReplies.delete(task.id)) {
+      out.push({ kind: "replyLifecycle", reply: "finished", task: view });
+    }
     out.push({
       kind: "log",
       level: task.status === "completed" ? "info" : "warn",
@@ -215,6 +219,51 @@ export function failWorkerLifecycleParts(
       changed = true;
     }
     if (changed) taskChanged(state, task, out);
+  }
+}
+
+/**
+ * The caller of a task that just started: a load is answered at once (202, its
+ * progress is polled); unload and flush callers wait for the end, at most
+ * `lifecycleReplyWaitMs`, answered from taskChanged or expireLifecycleReplies.
+ */
+export function awaitLifecycleReply(
+  state: State,
+  task: LifecycleTask,
+  out: Effect[],
+): void {
+  if (task.status !== "running") {
+    out.push({
+      kind: "replyLifecycle",
+      reply: "refused",
+      task: taskView(task),
+    });
+  } else if (task.operation === "model-load") {
+    out.push({
+      kind: "replyLifecycle",
+      reply: "accepted",
+      task: taskView(task),
+    });
+  } else {
+    state.lifecycleReplies.set(
+      task.id,
+      state.nowMs + state.config.lifecycleReplyWaitMs,
+    );
+  }
+}
+
+/** Callers that waited `lifecycleReplyWaitMs` get the task as it stands (called on tick). */
+export function expireLifecycleReplies(state: State, out: Effect[]): void {
+  for (const [taskId, deadlineAtMs] of state.lifecycleReplies) {
+    if (deadlineAtMs > state.nowMs) continue;
+    state.lifecycleReplies.delete(taskId);
+    const task = state.lifecycleTasks.get(taskId);
+    if (task === undefined) continue; // only finished tasks are evicted, answered then
+    out.push({
+      kind: "replyLifecycle",
+      reply: "pending",
+      task: taskView(task),
+    });
   }
 }
 

@@ -179,6 +179,11 @@ export type State = {
   queueWaitMsAvg: number;
   /** Lifecycle tasks (issue 9) in creation order; bounded by `lifecycleTasksMax`. */
   lifecycleTasks: Map<string, LifecycleTask>;
+  /**
+   * Running tasks whose caller waits for the end: task id -> when it is
+   * answered 202 with the task document instead (`lifecycleReplyWaitMs`).
+   */
+  lifecycleReplies: Map<string, number>;
 };
 
 export function emptyQueue(): ProviderQueue {
@@ -224,5 +229,6 @@ export function initialState(config: Config, nowMs = 0): State {
     serviceMsAvg: 0,
     queueWaitMsAvg: 0,
     lifecycleTasks: new Map(),
+    lifecycleReplies: new Map(),
   };
 }

@@ -8,5 +8,6 @@ export {
   healthAnswer,
   queueSaturated,
 } from "./health.ts";
+export { type LifecycleAnswer, lifecycleAnswer } from "./lifecycle_reply.ts";
 export { taskDocument } from "./lifecycle_task.ts";
 export { modelList } from "./models.ts";

@@ -6,9 +6,9 @@ import { type Event, type State, workerViews } from "../../core/mod.ts";
 import type { ApiKeyInfo, KeyScope, KeyStore } from "./api_keys.ts";
 import { KEY_NAME_MAX } from "./api_keys.ts";
 import type { Metrics } from "./metrics.ts";
-import { readBody } from "./body.ts";
-import { sendJson } from "./http_reply.ts";
-import { secretsEqual } from "./secret.ts";
+import { readJsonBody } from "./body.ts";
+import { sendAdminError, sendJson } from "./http_reply.ts";
+import { bearerToken, secretsEqual } from "./secret.ts";
 import { isPriority, isTenantId, TENANT_RULE } from "./tenancy.ts";
 
 export type AdminDeps = {
@@ -26,35 +26,6 @@ export type AdminDeps = {
 };
 
 const ADMIN_BODY_MAX = 16 * 1024;
-
-/** An error in the OpenAI shape for the operator routes (admin, lifecycle). */
-export function sendAdminError(
-  res: ServerResponse,
-  status: number,
-  code: string,
-  message: string,
-  headers: Record<string, string> = {},
-  extra: Record<string, unknown> = {},
-): void {
-  const type = status === 401
-    ? "authentication_error"
-    : status === 403
-    ? "permission_error"
-    : status === 404
-    ? "not_found_error"
-    : status >= 500
-    ? "server_error"
-    : "invalid_request_error";
-  sendJson(res, status, { error: { message, type, code }, ...extra }, headers);
-}
-
-/** The token of an `Authorization: Bearer <token>` header, or null. */
-export function bearerToken(req: IncomingMessage): string | null {
-  const h = req.headers.authorization;
-  if (h === undefined) return null;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
-  return m === null ? null : m[1]!;
-}
 
 /** A percent-decoded path segment; null when its escapes are malformed (%ZZ). */
 export function decodeSegment(raw: string): string | null {
@@ -106,21 +77,22 @@ function scopeOf(body: Record<string, unknown>): KeyScope | string {
 }
 
 /** The JSON body (empty = {}); size and time bounds refuse in readBody. */
-function readJsonBody(
+function readAdminJson(
   req: IncomingMessage,
   res: ServerResponse,
   timeoutMs: number,
   onDone: (value: unknown, error: string | null) => void,
 ): void {
-  readBody(req, res, { maxBytes: ADMIN_BODY_MAX, timeoutMs }, (bytes) => {
-    const text = bytes.toString("utf8").trim();
-    if (text === "") return onDone({}, null);
-    try {
-      onDone(JSON.parse(text), null);
-    } catch {
-      onDone(null, "body is not valid JSON");
-    }
-  }, (e) => sendAdminError(res, e.status, e.code, e.message));
+  readJsonBody(
+    req,
+    res,
+    { maxBytes: ADMIN_BODY_MAX, timeoutMs, emptyIsObject: true },
+    (body) =>
+      body.kind === "json"
+        ? onDone(body.value, null)
+        : onDone(null, "body is not valid JSON"),
+    (e) => sendAdminError(res, e.status, e.code, e.message),
+  );
 }
 
 /** Handles /admin and /admin/*; false for any other path. */
@@ -266,7 +238,7 @@ function handleKeys(
       return true;
     }
     if (method === "POST") {
-      readJsonBody(req, res, d.bodyTimeoutMs, (value, error) => {
+      readAdminJson(req, res, d.bodyTimeoutMs, (value, error) => {
         if (error !== null) {
           return sendAdminError(res, 400, "invalid_body", error);
         }

@@ -69,3 +69,32 @@ export function readBody(
     // Followed by "close".
   });
 }
+
+/** A body read as JSON: its value, or not JSON at all (each route words that 400). */
+export type JsonBody = { kind: "json"; value: unknown } | { kind: "notJson" };
+
+/**
+ * readBody, then JSON.parse. With `emptyIsObject` a blank body reads as `{}`
+ * (admin calls with nothing to say); otherwise it is not JSON.
+ */
+export function readJsonBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  limits: BodyLimits & { emptyIsObject: boolean },
+  onBody: (body: JsonBody) => void,
+  onRefused: (error: ClientError) => void,
+): void {
+  readBody(req, res, limits, (bytes) => {
+    const text = bytes.toString("utf8");
+    if (limits.emptyIsObject && text.trim() === "") {
+      return onBody({ kind: "json", value: {} });
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      return onBody({ kind: "notJson" });
+    }
+    onBody({ kind: "json", value });
+  }, onRefused);
+}

@@ -1,4 +1,5 @@
-// Open client responses by request id: what the effects write to.
+// Open client responses by request id, and lifecycle calls by task id: what the
+// effects write to.
 import type { ServerResponse } from "node:http";
 import type { ClientApi } from "../../core/mod.ts";
 
@@ -11,3 +12,6 @@ export type ClientContext = {
 };
 
 export type Clients = Map<string, ClientContext>;
+
+/** Lifecycle calls owed an answer (a `replyLifecycle` effect), by task id. */
+export type LifecycleCallers = Map<string, ServerResponse>;

@@ -6,9 +6,8 @@
 // open as before and /v1/capabilities shows the fleet without worker names.
 import type { IncomingMessage } from "node:http";
 import type { ClientApi } from "../../core/mod.ts";
-import { bearerToken } from "./admin.ts";
 import type { Access } from "./client_http.ts";
-import { secretsEqual } from "./secret.ts";
+import { bearerToken, secretsEqual } from "./secret.ts";
 
 export type AccessPolicy = {
   adminToken: string;

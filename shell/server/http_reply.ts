@@ -1,7 +1,28 @@
-// The one JSON reply helper, and the one way to end a connection after an
-// answer (issue 15): every route that refuses a client for what it sends (too
+// The one JSON reply helper (and the operator error built on it), and the one
+// way to end a connection after an answer (issue 15): every route that refuses a client for what it sends (too
 // big, too slow, too many) answers first, then closes, so the client sees why.
 import type { ServerResponse } from "node:http";
+
+/** An error in the OpenAI shape for the operator routes (admin, lifecycle, /metrics). */
+export function sendAdminError(
+  res: ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+  extra: Record<string, unknown> = {},
+): void {
+  const type = status === 401
+    ? "authentication_error"
+    : status === 403
+    ? "permission_error"
+    : status === 404
+    ? "not_found_error"
+    : status >= 500
+    ? "server_error"
+    : "invalid_request_error";
+  sendJson(res, status, { error: { message, type, code }, ...extra }, headers);
+}
 
 export function sendJson(
   res: ServerResponse,

@@ -1,44 +1,38 @@
 // Spec 004 routes for the fleet (issue 9): GET /v1/capabilities, and the governed
 // lifecycle operations POST /v1/models/load (+ GET /v1/models/load/{taskId}),
 // POST /v1/models/unload, POST /v1/cache/flush. Each POST checks its
-// verifiedOpToken (op_token.ts) before anything reaches the core, then submits a
-// lifecycleRequested event; the core picks the workers and answers through
-// lifecycleTaskChanged effects, which this module's effect tap turns into HTTP
-// answers. Task ids are minted here (random, unguessable: polling needs no token).
-import { randomBytes } from "node:crypto";
+// verifiedOpToken (op_token.ts) before anything reaches the core, registers the
+// caller under a fresh task id (ids.ts) and submits a lifecycleRequested event;
+// the core decides when and what to answer and says so in a replyLifecycle
+// effect, which run_effects.ts writes like any other.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   capabilitiesView,
   type Effect,
   type Event,
   type LifecycleOperation,
-  type LifecycleTaskView,
   lifecycleTaskView,
   type State,
   taskDocument,
   type WaitStats,
 } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { decodeSegment, sendAdminError } from "./admin.ts";
-import { readBody } from "./body.ts";
+import { decodeSegment } from "./admin.ts";
+import { readJsonBody } from "./body.ts";
+import type { LifecycleCallers } from "./clients.ts";
 import type { CapabilitiesAccess } from "./endpoint_access.ts";
-import { sendJson } from "./http_reply.ts";
-import {
-  type NonceStore,
-  OP_TOKEN_FIELDS,
-  type OpTokenError,
-  type OpTokenPolicy,
-  verifyOpToken,
-} from "./op_token.ts";
+import { sendAdminError, sendJson } from "./http_reply.ts";
+import { newTaskId } from "./ids.ts";
+import { checkOpToken, type Governance, OP_TOKEN_FIELDS } from "./op_token.ts";
 
 /** GET /v1/capabilities answers are reused this long unless the fleet's models change. */
 export const CAPABILITIES_TTL_MS = 5_000;
 const BODY_MAX = 64 * 1024;
-
-export type Governance = {
-  /** The policy, or why lifecycle routes are unavailable (503). */
-  policy(): OpTokenPolicy | string;
-  nonces: NonceStore | null;
+const FLUSH_SCOPES = ["all", "model", "tenant", "tag"];
+const LIFECYCLE_PATHS: Record<string, LifecycleOperation> = {
+  "/v1/models/load": "model-load",
+  "/v1/models/unload": "model-unload",
+  "/v1/cache/flush": "cache-flush",
 };
 
 export type LifecycleDeps = {
@@ -50,8 +44,8 @@ export type LifecycleDeps = {
   wallNowSecs: () => number;
   governance: Governance;
   waits: () => WaitStats;
-  /** How long unload and flush wait for their task before answering 202. */
-  waitMs: number;
+  /** Where a verified call waits for its replyLifecycle (shared with run_effects.ts). */
+  callers: LifecycleCallers;
   /** BODY_TIMEOUT_SECS in ms. */
   bodyTimeoutMs: number;
   log: Logger;
@@ -63,418 +57,51 @@ export type LifecycleRoutes = {
   handle(req: IncomingMessage, res: ServerResponse, url: URL): boolean;
   onEvent(e: Event): void;
   onEffect(e: Effect): void;
-  /** Ends pending waits (server closing). */
-  close(): void;
 };
+
+type CapabilitiesCache = Map<string, { atMs: number; body: unknown }>;
 
 function sendError(
   res: ServerResponse,
   status: number,
   code: string,
   message: string,
-  extra: Record<string, unknown> = {},
 ): void {
-  sendAdminError(res, status, code, message, {}, extra);
+  sendAdminError(res, status, code, message);
 }
 
-/** A JSON object body, or why not; size and time bounds refuse in readBody. */
-function readJson(
-  req: IncomingMessage,
-  res: ServerResponse,
-  timeoutMs: number,
-  onDone: (body: Record<string, unknown> | string) => void,
-): void {
-  readBody(req, res, { maxBytes: BODY_MAX, timeoutMs }, (bytes) => {
-    let v: unknown;
-    try {
-      v = JSON.parse(bytes.toString("utf8"));
-    } catch {
-      return onDone("request body is not valid JSON");
-    }
-    if (typeof v !== "object" || v === null || Array.isArray(v)) {
-      return onDone("request body must be a JSON object");
-    }
-    onDone(v as Record<string, unknown>);
-  }, (e) => sendError(res, e.status, e.code, e.message));
-}
-
-const FLUSH_SCOPES = ["all", "model", "tenant", "tag"];
-
-export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
-  const waiters = new Map<string, Set<(t: LifecycleTaskView) => void>>();
-  const cache = new Map<string, { atMs: number; body: unknown }>();
-
-  function capabilities(
-    req: IncomingMessage,
-    res: ServerResponse,
-    url: URL,
-  ): void {
-    const access = d.capabilitiesAccess(req);
-    if (access.kind === "denied") {
-      return sendAdminError(
-        res,
-        access.status,
-        access.code,
-        access.message,
-        access.headers,
-      );
-    }
-    const detail = access.kind === "detail";
-    const state = d.state();
-    if (state === null) return sendError(res, 503, "starting", "starting up");
-    const workerId = url.searchParams.get("worker");
-    if (workerId !== null && !detail) {
-      return sendError(
-        res,
-        403,
-        "admin_only",
-        "per-worker capabilities (?worker=) need the admin token (Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>)",
-      );
-    }
-    const key = `${detail ? "detail" : "fleet"}:${workerId ?? ""}`;
-    const hit = cache.get(key);
-    let body = hit !== undefined && d.now() - hit.atMs < CAPABILITIES_TTL_MS
-      ? hit.body
-      : null;
-    if (body === null) {
-      body = capabilitiesView(state, d.waits(), workerId, detail);
-      if (body === null) {
-        return sendError(
-          res,
-          404,
-          "worker_not_found",
-          `no connected worker "${workerId}" (see GET /admin/workers)`,
-        );
+export function makeLifecycleRoutes(deps: LifecycleDeps): LifecycleRoutes {
+  const cache: CapabilitiesCache = new Map();
+  return {
+    handle(req, res, url) {
+      const path = url.pathname;
+      if (path === "/v1/capabilities") {
+        req.resume();
+        if (req.method !== "GET") {
+          sendError(
+            res,
+            405,
+            "method_not_allowed",
+            "use GET for /v1/capabilities",
+          );
+        } else capabilities(deps, cache, req, res, url);
+        return true;
       }
-      if (cache.size > 64) cache.clear();
-      cache.set(key, { atMs: d.now(), body });
-    }
-    sendJson(res, 200, body, {
-      "cache-control": `max-age=${CAPABILITIES_TTL_MS / 1000}`,
-    });
-  }
-
-  function waitFor(
-    taskId: string,
-    ms: number,
-  ): Promise<LifecycleTaskView | null> {
-    return new Promise((resolve) => {
-      let set = waiters.get(taskId);
-      if (set === undefined) {
-        set = new Set();
-        waiters.set(taskId, set);
+      if (path.startsWith("/v1/models/load/")) {
+        req.resume();
+        taskStatus(deps, req, res, path);
+        return true;
       }
-      const timer = setTimeout(() => {
-        set.delete(done);
-        if (set.size === 0) waiters.delete(taskId);
-        resolve(null);
-      }, ms);
-      const done = (t: LifecycleTaskView) => {
-        clearTimeout(timer);
-        resolve(t);
-      };
-      set.add(done);
-    });
-  }
-
-  /** Checks governance and the token; on success submits the task and returns its id. */
-  function start(
-    res: ServerResponse,
-    body: Record<string, unknown>,
-    operation: LifecycleOperation,
-    modelId: string | null,
-    params: Record<string, unknown>,
-  ): LifecycleTaskView | null {
-    const policy = d.governance.policy();
-    if (typeof policy === "string" || d.governance.nonces === null) {
-      sendError(
-        res,
-        503,
-        "lifecycle_unconfigured",
-        typeof policy === "string" ? policy : "the nonce store is unavailable",
-      );
-      return null;
-    }
-    const verified = verifyOpToken(
-      body.verifiedOpToken,
-      { operation, modelId, params: signedParams(body) },
-      policy,
-      d.governance.nonces,
-      d.wallNowSecs(),
-    );
-    if ("status" in verified) {
-      const e = verified as OpTokenError;
-      d.log("warn", "lifecycle call refused", {
-        operation,
-        code: e.code,
-        model: modelId ?? "",
-      });
-      sendError(res, e.status, e.code, e.message);
-      return null;
-    }
-    const state = d.state();
-    if (state === null) {
-      sendError(res, 503, "starting", "starting up");
-      return null;
-    }
-    const prefix = operation === "model-load"
-      ? "load"
-      : operation === "model-unload"
-      ? "unload"
-      : "flush";
-    const taskId = `${prefix}-${randomBytes(12).toString("hex")}`;
-    const workerId = typeof body.workerId === "string" ? body.workerId : null;
-    d.log("info", "lifecycle call verified", {
-      operation,
-      task_id: taskId,
-      model: modelId ?? "",
-      signers: verified.signers.join(","),
-    });
-    d.submit({
-      kind: "lifecycleRequested",
-      atMs: d.now(),
-      taskId,
-      operation,
-      modelId,
-      params,
-      workerId,
-    });
-    const view = lifecycleTaskView(state, taskId);
-    if (view === null) {
-      sendError(res, 500, "task_lost", "the task was not recorded");
-      return null;
-    }
-    if (view.status === "failed" && view.error !== null) {
-      sendError(res, view.error.status, view.error.code, view.error.message, {
-        taskId,
-      });
-      return null;
-    }
-    return view;
-  }
-
-  /** What the token must sign besides operation and modelId: the rest of the body. */
-  function signedParams(
-    body: Record<string, unknown>,
-  ): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(body)) {
-      if (k !== "verifiedOpToken" && k !== "modelId") out[k] = v;
-    }
-    return out;
-  }
-
-  function paramsOf(body: Record<string, unknown>): Record<string, unknown> {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(body)) {
-      if (k !== "workerId") out[k] = v;
-    }
-    return out;
-  }
-
-  async function finishLater(
-    res: ServerResponse,
-    view: LifecycleTaskView,
-    answer: (t: LifecycleTaskView) => Record<string, unknown>,
-  ): Promise<void> {
-    const done = view.status === "running"
-      ? await waitFor(view.id, d.waitMs)
-      : view;
-    if (done === null) {
-      const now = lifecycleTaskView(d.state()!, view.id) ?? view;
-      return sendJson(res, 202, taskDocument(now));
-    }
-    if (done.status === "failed" && done.error !== null) {
-      return sendError(
-        res,
-        done.error.status,
-        done.error.code,
-        done.error.message,
-        {
-          task: taskDocument(done),
-        },
-      );
-    }
-    sendJson(res, 200, answer(done));
-  }
-
-  function modelIdOf(
-    res: ServerResponse,
-    body: Record<string, unknown>,
-  ): string | null {
-    if (typeof body.modelId === "string" && body.modelId.trim() !== "") {
-      return body.modelId;
-    }
-    sendError(
-      res,
-      400,
-      "missing_model_id",
-      'request body needs a "modelId" string',
-    );
-    return null;
-  }
-
-  function post(
-    req: IncomingMessage,
-    res: ServerResponse,
-    path: string,
-  ): void {
-    readJson(req, res, d.bodyTimeoutMs, (body) => {
-      if (typeof body === "string") {
-        return sendError(res, 400, "invalid_body", body);
-      }
-      // The token's own field names cannot be call parameters: they would be
-      // indistinguishable from the token's metadata in what is signed.
-      const reserved = OP_TOKEN_FIELDS.filter((k) =>
-        k !== "modelId" && k in body
-      );
-      if (reserved.length > 0) {
-        return sendError(
-          res,
-          400,
-          "invalid_body",
-          `${
-            reserved.join(", ")
-          } belong inside verifiedOpToken.opToken, not in the request body`,
-        );
-      }
-      const results = (t: LifecycleTaskView) =>
-        t.parts.map((p) => p.result ?? {});
-      const sum = (t: LifecycleTaskView, k: string) =>
-        results(t).reduce(
-          (a, r) => a + (typeof r[k] === "number" ? r[k] as number : 0),
-          0,
-        );
-      if (path === "/v1/models/load") {
-        const modelId = modelIdOf(res, body);
-        if (modelId === null) return;
-        const view = start(res, body, "model-load", modelId, paramsOf(body));
-        if (view === null) return;
-        const doc = taskDocument(view);
-        return sendJson(res, 202, {
-          taskId: view.id,
-          status: "loading",
-          progress: doc.progress,
-          eta: doc.eta,
-          modelId,
-          workers: doc.workers,
-        });
-      }
-      if (path === "/v1/models/unload") {
-        const modelId = modelIdOf(res, body);
-        if (modelId === null) return;
-        const view = start(res, body, "model-unload", modelId, paramsOf(body));
-        if (view === null) return;
-        return void finishLater(res, view, (t) => ({
-          modelId,
-          gpuMemoryFreedMB: sum(t, "gpuMemoryFreedMB"),
-          kvCacheFlushed: results(t).every((r) => r.kvCacheFlushed !== false),
-          taskId: t.id,
-          workers: taskDocument(t).workers,
-        }));
-      }
-      // /v1/cache/flush
-      const scope = body.scope ?? "all";
-      if (typeof scope !== "string" || !FLUSH_SCOPES.includes(scope)) {
-        return sendError(
-          res,
-          400,
-          "invalid_scope",
-          `"scope" must be one of ${FLUSH_SCOPES.join(", ")}`,
-        );
-      }
-      const need = { model: "modelId", tenant: "tenantId", tag: "tag" }[
-        scope as "model" | "tenant" | "tag"
-      ];
-      if (
-        need !== undefined &&
-        (typeof body[need] !== "string" || body[need] === "")
-      ) {
-        return sendError(
-          res,
-          400,
-          "missing_scope_value",
-          `scope "${scope}" needs a "${need}" string`,
-        );
-      }
-      const modelId = typeof body.modelId === "string" ? body.modelId : null;
-      const view = start(res, body, "cache-flush", modelId, {
-        ...paramsOf(body),
-        scope,
-      });
-      if (view === null) return;
-      return void finishLater(res, view, (t) => ({
-        flushed: true,
-        entriesRemoved: sum(t, "entriesRemoved"),
-        memoryFreedMB: sum(t, "memoryFreedMB"),
-        taskId: t.id,
-        workers: taskDocument(t).workers,
-      }));
-    });
-  }
-
-  function handle(
-    req: IncomingMessage,
-    res: ServerResponse,
-    url: URL,
-  ): boolean {
-    const path = url.pathname;
-    if (path === "/v1/capabilities") {
-      req.resume();
-      if (req.method !== "GET") {
-        sendError(
-          res,
-          405,
-          "method_not_allowed",
-          "use GET for /v1/capabilities",
-        );
-      } else capabilities(req, res, url);
-      return true;
-    }
-    if (path.startsWith("/v1/models/load/")) {
-      req.resume();
-      const raw = path.slice("/v1/models/load/".length);
-      const id = decodeSegment(raw);
-      const state = d.state();
-      const view = state === null || id === null
-        ? null
-        : lifecycleTaskView(state, id);
-      if (req.method !== "GET") {
-        sendError(res, 405, "method_not_allowed", `use GET for ${path}`);
-      } else if (id === null) {
-        sendError(
-          res,
-          400,
-          "invalid_task_id",
-          `the task id "${raw}" has a malformed percent-escape`,
-        );
-      } else if (view === null) {
-        sendError(
-          res,
-          404,
-          "task_not_found",
-          `no lifecycle task "${id}" (finished tasks are kept for a while, then forgotten)`,
-        );
-      } else sendJson(res, 200, taskDocument(view));
-      return true;
-    }
-    if (
-      path === "/v1/models/load" || path === "/v1/models/unload" ||
-      path === "/v1/cache/flush"
-    ) {
+      const operation = LIFECYCLE_PATHS[path];
+      if (operation === undefined) return false;
       if (req.method !== "POST") {
         req.resume();
         sendError(res, 405, "method_not_allowed", `use POST for ${path}`);
         return true;
       }
-      post(req, res, path);
+      lifecycleCall(deps, req, res, operation);
       return true;
-    }
-    return false;
-  }
-
-  return {
-    handle,
+    },
     onEvent(e) {
       switch (e.kind) {
         case "registerReceived":
@@ -488,43 +115,247 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
       }
     },
     onEffect(e) {
-      if (e.kind !== "lifecycleTaskChanged") return;
-      cache.clear();
-      if (e.task.status === "running") return;
-      const set = waiters.get(e.task.id);
-      if (set === undefined) return;
-      waiters.delete(e.task.id);
-      for (const w of set) w(e.task);
-    },
-    close() {
-      for (const [id, set] of waiters) {
-        const view = d.state() === null
-          ? null
-          : lifecycleTaskView(d.state()!, id);
-        waiters.delete(id);
-        if (view !== null) { for (const w of set) w(view); }
-      }
+      if (e.kind === "lifecycleTaskChanged") cache.clear();
     },
   };
 }
 
-/** Reads the key file: its bytes without trailing CR/LF; an error text when unusable. */
-export function readOpTokenKey(path: string): Uint8Array | string {
-  if (path === "") {
-    return "lifecycle operations are disabled: set VERIFIED_OP_TOKEN_KEY_PATH (--verified-op-token-key-path) to a file holding the shared HMAC key, and OP_TOKEN_SIGNERS / OP_TOKEN_MIN_SIGNERS";
+/** GET /v1/capabilities[?worker=id], from a short cache (see CAPABILITIES_TTL_MS). */
+function capabilities(
+  deps: LifecycleDeps,
+  cache: CapabilitiesCache,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+): void {
+  const access = deps.capabilitiesAccess(req);
+  if (access.kind === "denied") {
+    return sendAdminError(
+      res,
+      access.status,
+      access.code,
+      access.message,
+      access.headers,
+    );
   }
-  let bytes: Uint8Array;
-  try {
-    bytes = Deno.readFileSync(path);
-  } catch (e) {
-    return `lifecycle operations are unavailable: cannot read the op-token key at VERIFIED_OP_TOKEN_KEY_PATH "${path}": ${
-      (e as Error).message
-    }`;
+  const detail = access.kind === "detail";
+  const state = deps.state();
+  if (state === null) return sendError(res, 503, "starting", "starting up");
+  const workerId = url.searchParams.get("worker");
+  if (workerId !== null && !detail) {
+    return sendError(
+      res,
+      403,
+      "admin_only",
+      "per-worker capabilities (?worker=) need the admin token (Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>)",
+    );
   }
-  let end = bytes.length;
-  while (end > 0 && (bytes[end - 1] === 0x0a || bytes[end - 1] === 0x0d)) end--;
-  if (end < 16) {
-    return `lifecycle operations are unavailable: the op-token key at "${path}" is shorter than 16 bytes`;
+  const key = `${detail ? "detail" : "fleet"}:${workerId ?? ""}`;
+  const hit = cache.get(key);
+  let body = hit !== undefined && deps.now() - hit.atMs < CAPABILITIES_TTL_MS
+    ? hit.body
+    : null;
+  if (body === null) {
+    body = capabilitiesView(state, deps.waits(), workerId, detail);
+    if (body === null) {
+      return sendError(
+        res,
+        404,
+        "worker_not_found",
+        `no connected worker "${workerId}" (see GET /admin/workers)`,
+      );
+    }
+    if (cache.size > 64) cache.clear();
+    cache.set(key, { atMs: deps.now(), body });
   }
-  return bytes.slice(0, end);
+  sendJson(res, 200, body, {
+    "cache-control": `max-age=${CAPABILITIES_TTL_MS / 1000}`,
+  });
+}
+
+/** GET /v1/models/load/{taskId}: any task's document, load or not. */
+function taskStatus(
+  deps: LifecycleDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  path: string,
+): void {
+  const raw = path.slice("/v1/models/load/".length);
+  const id = decodeSegment(raw);
+  const state = deps.state();
+  const view = state === null || id === null
+    ? null
+    : lifecycleTaskView(state, id);
+  if (req.method !== "GET") {
+    sendError(res, 405, "method_not_allowed", `use GET for ${path}`);
+  } else if (id === null) {
+    sendError(
+      res,
+      400,
+      "invalid_task_id",
+      `the task id "${raw}" has a malformed percent-escape`,
+    );
+  } else if (view === null) {
+    sendError(
+      res,
+      404,
+      "task_not_found",
+      `no lifecycle task "${id}" (finished tasks are kept for a while, then forgotten)`,
+    );
+  } else sendJson(res, 200, taskDocument(view));
+}
+
+/** What a POST asks the core for, or the 400 that refuses it. */
+type LifecycleAsk =
+  | {
+    kind: "ask";
+    modelId: string | null;
+    params: Record<string, unknown>;
+    workerId: string | null;
+  }
+  | { kind: "invalid"; code: string; message: string };
+
+function invalid(code: string, message: string): LifecycleAsk {
+  return { kind: "invalid", code, message };
+}
+
+/** Reads the call from its body: the model, the worker's params, a chosen worker. */
+function askOf(
+  operation: LifecycleOperation,
+  body: Record<string, unknown>,
+): LifecycleAsk {
+  // The token's own field names cannot be call parameters: they would be
+  // indistinguishable from the token's metadata in what is signed.
+  const reserved = OP_TOKEN_FIELDS.filter((k) => k !== "modelId" && k in body);
+  if (reserved.length > 0) {
+    return invalid(
+      "invalid_body",
+      `${
+        reserved.join(", ")
+      } belong inside verifiedOpToken.opToken, not in the request body`,
+    );
+  }
+  const params: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(body)) {
+    if (k !== "workerId") params[k] = v;
+  }
+  const workerId = typeof body.workerId === "string" ? body.workerId : null;
+  if (operation !== "cache-flush") {
+    if (typeof body.modelId !== "string" || body.modelId.trim() === "") {
+      return invalid(
+        "missing_model_id",
+        'request body needs a "modelId" string',
+      );
+    }
+    return { kind: "ask", modelId: body.modelId, params, workerId };
+  }
+  const scope = body.scope ?? "all";
+  if (typeof scope !== "string" || !FLUSH_SCOPES.includes(scope)) {
+    return invalid(
+      "invalid_scope",
+      `"scope" must be one of ${FLUSH_SCOPES.join(", ")}`,
+    );
+  }
+  const need = { model: "modelId", tenant: "tenantId", tag: "tag" }[
+    scope as "model" | "tenant" | "tag"
+  ];
+  if (
+    need !== undefined &&
+    (typeof body[need] !== "string" || body[need] === "")
+  ) {
+    return invalid(
+      "missing_scope_value",
+      `scope "${scope}" needs a "${need}" string`,
+    );
+  }
+  const modelId = typeof body.modelId === "string" ? body.modelId : null;
+  return { kind: "ask", modelId, params: { ...params, scope }, workerId };
+}
+
+/** What the token must sign besides operation and modelId: the rest of the body. */
+function signedParams(body: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(body)) {
+    if (k !== "verifiedOpToken" && k !== "modelId") out[k] = v;
+  }
+  return out;
+}
+
+/** POST load, unload or flush: body, call, token; then the core answers the caller. */
+function lifecycleCall(
+  deps: LifecycleDeps,
+  req: IncomingMessage,
+  res: ServerResponse,
+  operation: LifecycleOperation,
+): void {
+  const limits = {
+    maxBytes: BODY_MAX,
+    timeoutMs: deps.bodyTimeoutMs,
+    emptyIsObject: false,
+  };
+  readJsonBody(req, res, limits, (read) => {
+    if (read.kind === "notJson") {
+      return sendError(
+        res,
+        400,
+        "invalid_body",
+        "request body is not valid JSON",
+      );
+    }
+    const body = read.value;
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      return sendError(
+        res,
+        400,
+        "invalid_body",
+        "request body must be a JSON object",
+      );
+    }
+    const fields = body as Record<string, unknown>;
+    const ask = askOf(operation, fields);
+    if (ask.kind === "invalid") {
+      return sendError(res, 400, ask.code, ask.message);
+    }
+    const check = checkOpToken(
+      deps.governance,
+      fields.verifiedOpToken,
+      { operation, modelId: ask.modelId, params: signedParams(fields) },
+      deps.wallNowSecs(),
+    );
+    if (check.kind === "refused") {
+      const e = check.error;
+      if (e.code !== "lifecycle_unconfigured") {
+        deps.log("warn", "lifecycle call refused", {
+          operation,
+          code: e.code,
+          model: ask.modelId ?? "",
+        });
+      }
+      return sendError(res, e.status, e.code, e.message);
+    }
+    if (deps.state() === null) {
+      return sendError(res, 503, "starting", "starting up");
+    }
+    const taskId = newTaskId(operation);
+    deps.log("info", "lifecycle call verified", {
+      operation,
+      task_id: taskId,
+      model: ask.modelId ?? "",
+      signers: check.token.signers.join(","),
+    });
+    deps.callers.set(taskId, res);
+    res.once("close", () => {
+      if (deps.callers.get(taskId) === res) deps.callers.delete(taskId);
+    });
+    deps.submit({
+      kind: "lifecycleRequested",
+      atMs: deps.now(),
+      taskId,
+      operation,
+      modelId: ask.modelId,
+      params: ask.params,
+      workerId: ask.workerId,
+      replyWanted: true,
+    });
+  }, (e) => sendError(res, e.status, e.code, e.message));
 }

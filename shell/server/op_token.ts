@@ -310,3 +310,67 @@ export function verifyOpToken(
   }
   return token;
 }
+
+/** Where lifecycle calls get their policy: the key file, signers and nonces (ops.ts builds it). */
+export type Governance = {
+  /** The policy, or why lifecycle routes are unavailable (503). */
+  policy(): OpTokenPolicy | string;
+  nonces: NonceStore | null;
+};
+
+export type OpTokenCheck =
+  | { kind: "verified"; token: OpToken }
+  | { kind: "refused"; error: OpTokenError };
+
+/**
+ * The one gate of a lifecycle call: governance configured (else 503 naming
+ * the missing setting), then the token verified against the whole call.
+ */
+export function checkOpToken(
+  governance: Governance,
+  input: unknown,
+  call: OpCall,
+  nowSecs: number,
+): OpTokenCheck {
+  const policy = governance.policy();
+  if (typeof policy === "string" || governance.nonces === null) {
+    const message = typeof policy === "string"
+      ? policy
+      : "the nonce store is unavailable";
+    return {
+      kind: "refused",
+      error: err(503, "lifecycle_unconfigured", message),
+    };
+  }
+  const verified = verifyOpToken(
+    input,
+    call,
+    policy,
+    governance.nonces,
+    nowSecs,
+  );
+  return "status" in verified
+    ? { kind: "refused", error: verified }
+    : { kind: "verified", token: verified };
+}
+
+/** Reads the key file: its bytes without trailing CR/LF; an error text when unusable. */
+export function readOpTokenKey(path: string): Uint8Array | string {
+  if (path === "") {
+    return "lifecycle operations are disabled: set VERIFIED_OP_TOKEN_KEY_PATH (--verified-op-token-key-path) to a file holding the shared HMAC key, and OP_TOKEN_SIGNERS / OP_TOKEN_MIN_SIGNERS";
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = Deno.readFileSync(path);
+  } catch (e) {
+    return `lifecycle operations are unavailable: cannot read the op-token key at VERIFIED_OP_TOKEN_KEY_PATH "${path}": ${
+      (e as Error).message
+    }`;
+  }
+  let end = bytes.length;
+  while (end > 0 && (bytes[end - 1] === 0x0a || bytes[end - 1] === 0x0d)) end--;
+  if (end < 16) {
+    return `lifecycle operations are unavailable: the op-token key at "${path}" is shorter than 16 bytes`;
+  }
+  return bytes.slice(0, end);
+}

@@ -4,8 +4,9 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { handleAdmin, sendAdminError } from "./admin.ts";
-import { sendJson } from "./http_reply.ts";
+import { handleAdmin } from "./admin.ts";
+import type { LifecycleCallers } from "./clients.ts";
+import { sendAdminError, sendJson } from "./http_reply.ts";
 import type { DatabaseSync } from "node:sqlite";
 import {
   type KeyStore,
@@ -19,13 +20,10 @@ import {
   capabilitiesAccess,
   metricsAccess,
 } from "./endpoint_access.ts";
-import {
-  type Governance,
-  type LifecycleRoutes,
-  makeLifecycleRoutes,
-  readOpTokenKey,
-} from "./lifecycle_http.ts";
+import { type LifecycleRoutes, makeLifecycleRoutes } from "./lifecycle_http.ts";
+import { type Governance, readOpTokenKey } from "./op_token.ts";
 import { sqliteNonceStore } from "./op_nonces.ts";
+import { bearerToken } from "./secret.ts";
 import { tenantMismatch } from "./tenancy.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
@@ -45,11 +43,8 @@ function clientKey(
   req: IncomingMessage,
   api: ClientApi,
 ): { key: string; header: "authorization" | "x-api-key" } | null {
-  const auth = req.headers.authorization;
-  if (auth !== undefined) {
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(auth);
-    if (m !== null) return { key: m[1]!, header: "authorization" };
-  }
+  const bearer = bearerToken(req);
+  if (bearer !== null) return { key: bearer, header: "authorization" };
   if (api === "anthropic") {
     const x = req.headers["x-api-key"];
     const v = Array.isArray(x) ? x[0] : x;
@@ -288,6 +283,7 @@ export async function startRelay(
   let running: RunningServer | null = null;
   const policy = accessPolicy(config);
   const authorizeCapabilities = makeAuthorize(config, keys, metrics, log);
+  const callers: LifecycleCallers = new Map();
   const lifecycle = makeLifecycleRoutes({
     state: () => running?.runtime.state ?? null,
     submit: (e) => running?.runtime.submit(e),
@@ -295,7 +291,7 @@ export async function startRelay(
     wallNowSecs: () => Date.now() / 1000,
     governance: makeGovernance(config, db, log),
     waits: () => metrics.queueWaitStats(),
-    waitMs: 30_000,
+    callers,
     bodyTimeoutMs: config.bodyTimeoutMs,
     log,
     capabilitiesAccess: (req) =>
@@ -310,7 +306,10 @@ export async function startRelay(
     lifecycle,
   );
   try {
-    running = await startServer(config, log, hooks);
+    running = await startServer(config, log, {
+      ...hooks,
+      lifecycleCallers: callers,
+    });
   } catch (e) {
     closeDb();
     throw e;
@@ -322,12 +321,10 @@ export async function startRelay(
     keys,
     shutdown: async () => {
       await server.shutdown();
-      lifecycle.close();
       closeDb();
     },
     close: async () => {
       await server.close();
-      lifecycle.close();
       closeDb();
     },
   };

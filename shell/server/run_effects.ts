@@ -9,10 +9,16 @@ import {
   validateHeaderValue,
 } from "node:http";
 import { assertNever } from "../../core/assert_never.ts";
-import { type Effect, encodeFrame, type Event } from "../../core/mod.ts";
+import {
+  type Effect,
+  encodeFrame,
+  type Event,
+  lifecycleAnswer,
+} from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import type { Clients } from "./clients.ts";
+import type { Clients, LifecycleCallers } from "./clients.ts";
 import { errorBody, errorHeaders, sseErrorEvent } from "./errors.ts";
+import { sendAdminError, sendJson } from "./http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./tenancy.ts";
 
 /** Hop-by-hop and length headers are the relay's to set, not the backend's. */
@@ -46,6 +52,7 @@ export const SSE_HEADERS = {
 
 export type EffectDeps = {
   clients: Clients;
+  lifecycleCallers: LifecycleCallers;
   sockets: Map<string, WebSocket>;
   /** Called before a frame goes to `ws`: frames of one turn share a write (frame_batch.ts). */
   batch?: (ws: WebSocket) => void;
@@ -248,7 +255,20 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         d.onShutdownComplete();
         return;
       case "lifecycleTaskChanged":
-        return; // Read by the lifecycle routes through the effect tap (ops.ts).
+        return; // Read by metrics and the capabilities cache through the effect tap (ops.ts).
+      case "replyLifecycle": {
+        const res = d.lifecycleCallers.get(effect.task.id);
+        if (res === undefined) return; // the caller left
+        d.lifecycleCallers.delete(effect.task.id);
+        const answer = lifecycleAnswer(effect.reply, effect.task);
+        if (answer.kind === "document") {
+          sendJson(res, answer.status, answer.body);
+        } else {
+          const e = answer.error;
+          sendAdminError(res, e.status, e.code, e.message, {}, answer.extra);
+        }
+        return;
+      }
       default:
         assertNever(effect);
     }

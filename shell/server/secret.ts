@@ -1,3 +1,6 @@
+// Credentials a request presents, read and compared in one place: the bearer
+// token of the admin, metrics and client-key checks, compared in constant time.
+import type { IncomingMessage } from "node:http";
 import { createHash, timingSafeEqual } from "node:crypto";
 
 /** Constant-time comparison (C1): both sides hashed first so lengths never leak. */
@@ -5,4 +8,12 @@ export function secretsEqual(given: string, expected: string): boolean {
   const a = createHash("sha256").update(given).digest();
   const b = createHash("sha256").update(expected).digest();
   return timingSafeEqual(a, b);
+}
+
+/** The token of an `Authorization: Bearer <token>` header, or null. */
+export function bearerToken(req: IncomingMessage): string | null {
+  const h = req.headers.authorization;
+  if (h === undefined) return null;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  return m === null ? null : m[1]!;
 }

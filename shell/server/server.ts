@@ -7,7 +7,7 @@ import type { WebSocket } from "ws";
 import { type Effect, type Event, initialState } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { handleHttp, type HttpDeps } from "./client_http.ts";
-import type { Clients } from "./clients.ts";
+import type { Clients, LifecycleCallers } from "./clients.ts";
 import { capConnections } from "./connection_cap.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
@@ -39,6 +39,8 @@ export type ServerHooks = {
   onEffect?: (effect: Effect) => void;
   extraRoutes?: HttpDeps["extraRoutes"];
   authorize?: HttpDeps["authorize"];
+  /** Lifecycle calls awaiting their answer, registered by the lifecycle routes. */
+  lifecycleCallers?: LifecycleCallers;
 };
 
 export async function startServer(
@@ -48,6 +50,8 @@ export async function startServer(
 ): Promise<RunningServer> {
   const state = initialState(config.core, nowMs());
   const clients: Clients = new Map();
+  const lifecycleCallers: LifecycleCallers = hooks.lifecycleCallers ??
+    new Map();
   const sockets = new Map<string, WebSocket>();
   const rawSockets = new WeakMap<WebSocket, Corkable>();
   const batcher = makeFrameBatcher();
@@ -73,6 +77,7 @@ export async function startServer(
   });
   const runEffect = makeEffectRunner({
     clients,
+    lifecycleCallers,
     sockets,
     batch: (ws) => {
       const raw = rawSockets.get(ws);
@@ -150,6 +155,7 @@ export async function startServer(
     clearInterval(tick);
     for (const ws of sockets.values()) ws.terminate();
     for (const c of clients.values()) c.res.destroy();
+    for (const res of lifecycleCallers.values()) res.destroy();
     upgrade.close();
     await new Promise<void>((resolve) => {
       server.close(() => resolve());
