@@ -3,7 +3,7 @@
 // fails when the relay/direct throughput ratio of either drops below its floor.
 // The floors and why they are where they are: bench/README.md.
 import { machineFacts } from "./e2e/machine.ts";
-import { REPO } from "./e2e/procs.ts";
+import { ROOT } from "../shell/procs.ts";
 import { type Report, table, writeJson } from "./e2e/report.ts";
 import { scenarioA, scenarioB, type ScenarioResult } from "./e2e/scenarios.ts";
 import { setUp } from "./e2e/setup.ts";
@@ -46,7 +46,7 @@ console.log(table(results));
 console.log(
   `JSON: ${await writeJson(
     report,
-    `${REPO}bench/results`,
+    `${ROOT}bench/results`,
   )} (${report.durationSecs} s)`,
 );
 if (error !== null) {

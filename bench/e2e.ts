@@ -4,7 +4,7 @@
 // point it at a real backend (BACKEND_URL=http://… deno task bench:e2e).
 import { parseArgs } from "node:util";
 import { machineFacts } from "./e2e/machine.ts";
-import { REPO } from "./e2e/procs.ts";
+import { ROOT } from "../shell/procs.ts";
 import { type Report, table, writeJson } from "./e2e/report.ts";
 import {
   type Ctx,
@@ -40,7 +40,7 @@ const { values } = parseArgs({
     rounds: { type: "string" },
     "c-streams": { type: "string" },
     "cpu-prof": { type: "string" },
-    out: { type: "string", default: `${REPO}bench/results` },
+    out: { type: "string", default: `${ROOT}bench/results` },
     help: { type: "boolean" },
   },
   strict: true,

@@ -2,11 +2,8 @@
 // stats port), the server and N workers, each `deno run` with explicit
 // permissions. `withCluster` always stops every process, even when the test fails.
 import type { MockBackendStats } from "../mock/backend.ts";
-import {
-  type Child,
-  waitUntil,
-  workersConnected,
-} from "../shell/demo/children.ts";
+import { type Child, waitUntil } from "../shell/procs.ts";
+import { workersConnected } from "../shell/demo/relay_probes.ts";
 import {
   startMockProcess,
   startServerProcess,

@@ -2,7 +2,7 @@
 // backend with its stats port and fault modes, servers and workers, each a
 // `deno run` child, all stopped whatever the test did.
 import type { MockBackendStats } from "../mock/backend.ts";
-import type { Child } from "../shell/demo/children.ts";
+import type { Child } from "../shell/procs.ts";
 import {
   startMockProcess,
   startServerProcess,

@@ -2,13 +2,8 @@
 // binary, the tiny random-weight model and start.sh) behind the relay's real
 // server and worker processes. Where the directory is absent, or the CPU cannot
 // run the binary, `LLAMA` says why and the tests that need it are ignored.
-import {
-  type Child,
-  ROOT,
-  spawnProgram,
-  waitUntil,
-  workersConnected,
-} from "../shell/demo/children.ts";
+import { workersConnected } from "../shell/demo/relay_probes.ts";
+import { type Child, ROOT, spawnProgram, waitUntil } from "../shell/procs.ts";
 import {
   startServerProcess,
   startWorkerProcess,

@@ -5,7 +5,7 @@
 // another model, unload its own) is a 501 that says so. Ignored (with a console
 // message) where ../shared/llama is absent.
 import assert from "node:assert/strict";
-import { waitUntil } from "../shell/demo/children.ts";
+import { waitUntil } from "../shell/procs.ts";
 import { encodeOpToken } from "../shell/server/op_token.ts";
 import {
   detectBackend,

@@ -7,8 +7,8 @@
 import Anthropic from "@anthropic-ai/sdk";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import type { Child } from "../shell/demo/children.ts";
-import { waitUntil } from "../shell/demo/children.ts";
+import type { Child } from "../shell/procs.ts";
+import { waitUntil } from "../shell/procs.ts";
 import {
   LLAMA_ABSENT,
   LLAMA_MODEL,

@@ -2,7 +2,7 @@
 // two workers. What a client written for OpenAI sees through the relay.
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { waitUntil } from "../shell/demo/children.ts";
+import { waitUntil } from "../shell/procs.ts";
 import { answerWords, MODEL, withCluster } from "./_cluster.ts";
 
 const WORKERS = [

@@ -3,7 +3,8 @@
 // workers, the mock backend in its fault modes) and named after what went
 // wrong. Failures fixed in the server core: real_faults_core_test.ts.
 import assert from "node:assert/strict";
-import { waitUntil, workersConnected } from "../shell/demo/children.ts";
+import { workersConnected } from "../shell/demo/relay_probes.ts";
+import { waitUntil } from "../shell/procs.ts";
 import { startServerProcess } from "../shell/demo/cluster.ts";
 import {
   chat,

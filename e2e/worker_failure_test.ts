@@ -2,7 +2,7 @@
 // alive: what the client sees is a normal answer.
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { type Child, waitUntil } from "../shell/demo/children.ts";
+import { type Child, waitUntil } from "../shell/procs.ts";
 import {
   answerWords,
   MODEL,

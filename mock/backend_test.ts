@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { startMockBackend } from "./backend.ts";
-import { waitFor } from "./wait_for.ts";
+import { waitFor } from "../shell/procs.ts";
 
 function post(
   url: string,

@@ -1,119 +1,33 @@
 // Real processes for the e2e harness: the mock backend, the relay server and its
 // workers, each a `deno run` of the project's own entry point with explicit
-// permissions. Output is drained into a short tail (a full pipe would block a
-// process that logs) and shown when something fails.
+// permissions (spawned and awaited with shell/procs.ts). Only the last lines of
+// output are kept (a long run logs a lot) and shown when something fails.
+import {
+  type Child,
+  freePort,
+  spawnProgram,
+  waitUntil,
+} from "../../shell/procs.ts";
 
-export const REPO = new URL("../../", import.meta.url).pathname;
+export { freePort };
 export const SECRET = "bench-secret";
 
-export type Proc = {
-  name: string;
-  pid: number;
-  /** Last lines of stdout and stderr. */
-  tail(): string;
-  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process exited. */
-  stop(graceMs?: number): Promise<void>;
-  exited: Promise<Deno.CommandStatus>;
-};
+export type Proc = Child;
 
 const TAIL_LINES = 40;
-
-function drain(stream: ReadableStream<Uint8Array>, lines: string[]): void {
-  const decoder = new TextDecoder();
-  let partial = "";
-  (async () => {
-    try {
-      for await (const bytes of stream) {
-        const parts = (partial + decoder.decode(bytes, { stream: true }))
-          .split("\n");
-        partial = parts.pop() ?? "";
-        lines.push(...parts);
-        if (lines.length > TAIL_LINES * 2) {
-          lines.splice(0, lines.length - TAIL_LINES);
-        }
-      }
-    } catch {
-      // Process gone.
-    }
-  })();
-}
 
 export function spawn(
   name: string,
   args: string[],
   env: Record<string, string> = {},
 ): Proc {
-  const child = new Deno.Command(Deno.execPath(), {
-    args,
-    cwd: REPO,
-    env: { NO_COLOR: "1", ...env },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  const lines: string[] = [];
-  drain(child.stdout, lines);
-  drain(child.stderr, lines);
-  let done = false;
-  const exited = child.status.then((s) => {
-    done = true;
-    return s;
-  });
-  return {
+  return spawnProgram({
     name,
-    pid: child.pid,
-    tail: () => lines.slice(-TAIL_LINES).join("\n"),
-    exited,
-    async stop(graceMs = 3000) {
-      if (done) return;
-      try {
-        child.kill("SIGTERM");
-      } catch {
-        return;
-      }
-      const timer = setTimeout(() => {
-        try {
-          child.kill("SIGKILL");
-        } catch {
-          // Already gone.
-        }
-      }, graceMs);
-      await exited;
-      clearTimeout(timer);
-    },
-  };
-}
-
-/** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
-
-/** Polls `check` every 50 ms until it returns true; throws after `timeoutMs`. */
-export async function waitFor(
-  what: string,
-  check: () => Promise<boolean>,
-  timeoutMs: number,
-  proc?: Proc,
-): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch {
-      // Not up yet.
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(
-    `timed out after ${timeoutMs} ms waiting for ${what}` +
-      (proc === undefined
-        ? ""
-        : `\n--- ${proc.name} output ---\n${proc.tail()}`),
-  );
+    program: Deno.execPath(),
+    args,
+    env,
+    linesKept: TAIL_LINES,
+  });
 }
 
 /**
@@ -163,7 +77,7 @@ async function backendUp(
   proc: Proc,
   url: string,
 ): Promise<{ proc: Proc; url: string }> {
-  await waitFor(
+  await waitUntil(
     name,
     async () => {
       await getJson(`${url}/v1/models`);
@@ -232,7 +146,7 @@ export async function startRelayServer(
     }
     return body.workers_connected;
   };
-  await waitFor(
+  await waitUntil(
     "the relay server",
     async () => {
       await workersConnected();
@@ -280,7 +194,7 @@ export async function startWorker(
     "--allow-sys=hostname",
     "shell/worker/main.ts",
   ], env);
-  await waitFor(
+  await waitUntil(
     `worker ${opts.name} to register`,
     async () => (await relay.workersConnected()) >= opts.expectWorkers,
     30_000,

@@ -13,7 +13,8 @@ import {
   type Target,
 } from "./client.ts";
 import { startFleet } from "./fleet.ts";
-import { type Relay, rssKiB, startWorker, waitFor } from "./procs.ts";
+import { waitUntil } from "../../shell/procs.ts";
+import { type Relay, rssKiB, startWorker } from "./procs.ts";
 import { median, percentile, round } from "./stats.ts";
 
 export type Figure = {
@@ -324,7 +325,7 @@ export async function scenarioE(
   const rssAfter = await settledRss(pid);
   await fleet.close();
   // Later scenarios count workers: wait until the server saw every close.
-  await waitFor(
+  await waitUntil(
     "the fleet to disconnect",
     async () => (await c.relayServer.workersConnected()) === before,
     30_000,

@@ -37,7 +37,7 @@ export async function setUp(opts: {
   const teardown = async () => {
     // Reverse order: workers before the server, so the server can exit cleanly
     // (and write its CPU profile when asked).
-    for (const p of procs.reverse()) await p.stop();
+    for (const p of procs.reverse()) await p.stop(3000);
   };
   try {
     let backendUrl = opts.backendUrl;

@@ -3,7 +3,7 @@
 // Used by `deno task demo` and the end-to-end tests.
 import { SERVER_OPTIONS } from "../server/config.ts";
 import { WORKER_OPTIONS } from "../worker/config.ts";
-import { type Child, spawnChild } from "./children.ts";
+import { type Child, spawnChild } from "../procs.ts";
 
 /** Loopback only: the demo and the tests never reach beyond this machine. */
 const LOOPBACK = "--allow-net=127.0.0.1,localhost";

@@ -3,7 +3,8 @@
 // then the curl commands to try. Ctrl-C or SIGTERM stops all three: the worker
 // drains first, then the server, then the mock.
 import { parseArgs } from "node:util";
-import { type Child, waitUntil, workersConnected } from "./children.ts";
+import { type Child, waitUntil } from "../procs.ts";
+import { workersConnected } from "./relay_probes.ts";
 import {
   startMockProcess,
   startServerProcess,

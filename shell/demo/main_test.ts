@@ -1,7 +1,7 @@
 // `deno task demo` as a newcomer runs it: the printed curl command streams an
 // answer within 30 s of starting, and Ctrl-C (SIGINT) stops all three processes.
 import assert from "node:assert/strict";
-import { ROOT, spawnChild } from "./children.ts";
+import { ROOT, spawnChild } from "../procs.ts";
 import { curlCommands } from "./main.ts";
 
 /** Reads URL, headers and body out of a printed `curl ... -H '...' -d '...'` line. */

@@ -8,6 +8,7 @@ import {
 } from "./client_address.ts";
 import type { ServerConfig } from "./config.ts";
 import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
+import { waitFor } from "../procs.ts";
 
 export const SECRET = "test-secret";
 
@@ -54,20 +55,8 @@ export async function startTestServer(
   };
 }
 
-/** Polls a condition until it holds; fails with `what` after `timeoutMs`. */
-export async function waitFor(
-  what: string,
-  cond: () => boolean | Promise<boolean>,
-  timeoutMs = 5000,
-): Promise<void> {
-  const until = performance.now() + timeoutMs;
-  while (!(await cond())) {
-    if (performance.now() > until) {
-      throw new Error(`timed out waiting for ${what}`);
-    }
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+/** The one bounded wait for in-process conditions (shell/procs.ts), as the server tests have always imported it. */
+export { waitFor };
 
 export type Frame = Record<string, unknown> & { type: string };
 

@@ -1,7 +1,7 @@
 // Test-only stand-in for the proxy's worker endpoint: Deno.serve + upgradeWebSocket
 // on loopback. It records every frame, acks registration, and can play an
 // original-style server that accepts only protocol_version "2026-04-bridge-v1" or none.
-import { waitFor } from "../../mock/wait_for.ts";
+import { waitFor } from "../procs.ts";
 
 // deno-lint-ignore no-explicit-any
 export type Frame = Record<string, any>;

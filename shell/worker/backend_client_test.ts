@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { startMockBackend } from "../../mock/backend.ts";
-import { waitFor, within } from "../../mock/wait_for.ts";
+import { waitFor, within } from "../procs.ts";
 import {
   type AnswerSink,
   type BackendOutcome,

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { startMockBackend } from "../../mock/backend.ts";
-import { waitFor, within } from "../../mock/wait_for.ts";
+import { waitFor, within } from "../procs.ts";
 import { type Frame, startTestProxy } from "./_test_proxy.ts";
 import { requestFrame, runTestWorker, testConfig } from "./_test_worker.ts";
 

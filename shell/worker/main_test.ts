@@ -1,7 +1,7 @@
 // The worker as a process: `deno run` of main.ts, as `deno task worker` runs it.
 import assert from "node:assert/strict";
 import { startMockBackend } from "../../mock/backend.ts";
-import { waitFor, within } from "../../mock/wait_for.ts";
+import { waitFor, within } from "../procs.ts";
 import { startTestProxy } from "./_test_proxy.ts";
 import { requestFrame } from "./_test_worker.ts";
 

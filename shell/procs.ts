@@ -1,10 +1,12 @@
-// Child processes for the demo and the end-to-end tests: `deno run` of one of our
-// entry points with explicit permission flags, its output split into lines that
-// can be awaited, and a stop that always ends in an exit.
+// Child processes and bounded waits, one module for the demo, the tests and the
+// benchmarks: `deno run` of one of our entry points (or any program) with
+// explicit permission flags, its output split into lines that can be awaited,
+// a stop that always ends in an exit; and polling a condition with a bound
+// instead of sleeping a fixed time.
 
-/** The repository root (this file is shell/demo/children.ts). */
+/** The repository root (this file is shell/procs.ts). */
 export const ROOT = decodeURIComponent(
-  new URL("../../", import.meta.url).pathname,
+  new URL("../", import.meta.url).pathname,
 );
 
 export type ChildSpec = {
@@ -23,13 +25,20 @@ export type ChildSpec = {
   detached?: boolean;
   /** Called with every output line (stdout and stderr), without the newline. */
   onLine?: (line: string) => void;
+  /**
+   * Keep about this many of the latest lines instead of all (a long benchmark
+   * run logs more than is worth holding); waitForLine sees only kept lines.
+   */
+  linesKept?: number;
 };
 
 export type Child = {
   name: string;
   pid: number;
-  /** Every line printed so far (stdout and stderr interleaved as they arrive). */
+  /** Every line printed so far (stdout and stderr interleaved as they arrive), or the latest `linesKept`. */
   lines: string[];
+  /** The last `n` lines as one text, for an error message. */
+  tail(n?: number): string;
   /** The exit status once the process has exited, else null. */
   exited: Deno.CommandStatus | null;
   status: Promise<Deno.CommandStatus>;
@@ -56,7 +65,10 @@ export function spawnChild(spec: ChildSpec): Child {
 
 /** Any program (not only our entry points), e.g. a real llama-server. */
 export type ProgramSpec =
-  & Pick<ChildSpec, "name" | "env" | "unsetEnv" | "detached" | "onLine">
+  & Pick<
+    ChildSpec,
+    "name" | "env" | "unsetEnv" | "detached" | "onLine" | "linesKept"
+  >
   & { program: string; args: string[] };
 
 export function spawnProgram(spec: ProgramSpec): Child {
@@ -77,9 +89,17 @@ export function spawnProgram(spec: ProgramSpec): Child {
     detached: spec.detached ?? false,
   }).spawn();
   const lines: string[] = [];
+  /** Lines dropped from the front of `lines` (linesKept). */
+  let dropped = 0;
   const waiters = new Set<() => void>();
   const onLine = (line: string) => {
     lines.push(line);
+    const kept = spec.linesKept;
+    if (kept !== undefined && lines.length > kept * 2) {
+      const cut = lines.length - kept;
+      lines.splice(0, cut);
+      dropped += cut;
+    }
     spec.onLine?.(line);
     for (const w of [...waiters]) w();
   };
@@ -90,6 +110,7 @@ export function spawnProgram(spec: ProgramSpec): Child {
     name: spec.name,
     pid: process.pid,
     lines,
+    tail: (n = 40) => lines.slice(-n).join("\n"),
     exited: null,
     status: Promise.all([process.status, ...pumps]).then(([s]) => {
       child.exited = s;
@@ -98,10 +119,11 @@ export function spawnProgram(spec: ProgramSpec): Child {
     }),
     waitForLine(pattern, timeoutMs = 15_000) {
       return new Promise((resolve, reject) => {
-        let from = 0;
+        let from = dropped; // counted from the first line ever printed
         const check = () => {
-          for (; from < lines.length; from++) {
-            const m = pattern.exec(lines[from]!);
+          if (from < dropped) from = dropped;
+          for (; from < dropped + lines.length; from++) {
+            const m = pattern.exec(lines[from - dropped]!);
             if (m !== null) return done(() => resolve(m));
           }
           if (child.exited !== null) {
@@ -173,39 +195,81 @@ async function pumpLines(
   if (rest !== "") onLine(rest);
 }
 
-/** Polls `check` until it resolves true; throws after `timeoutMs`. */
+/**
+ * Polls `check` until it resolves true, for something outside this process (a
+ * child starting up): a check that throws (connection refused and the like)
+ * means not yet. Throws after `timeoutMs`, with the child's last lines if given.
+ */
 export async function waitUntil(
   label: string,
   check: () => boolean | Promise<boolean>,
   timeoutMs = 15_000,
+  child?: Pick<Child, "name" | "tail">,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
       if (await check()) return;
     } catch {
-      // Not ready yet (connection refused and the like).
+      // Not ready yet.
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${label}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${label}` +
+          (child === undefined
+            ? ""
+            : `\n--- ${child.name} output ---\n${child.tail()}`),
+      );
     }
     await new Promise((r) => setTimeout(r, 25));
   }
 }
 
-/** True once GET `${serverUrl}/v1/models` lists `model`. */
-export async function modelListed(
-  serverUrl: string,
-  model: string,
-): Promise<boolean> {
-  const res = await fetch(`${serverUrl}/v1/models`);
-  const body = await res.json() as { data?: { id: string }[] };
-  return res.ok && (body.data ?? []).some((m) => m.id === model);
+/**
+ * Polls `check` every few ms until it returns true, for a condition inside
+ * this process (a test's socket or server); a check that throws fails at once.
+ */
+export async function waitFor(
+  label: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 5_000,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${label}`);
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }
 
-/** Number of registered workers, from GET /health. */
-export async function workersConnected(serverUrl: string): Promise<number> {
-  const res = await fetch(`${serverUrl}/health`);
-  const body = await res.json() as { workers_connected?: number };
-  return body.workers_connected ?? 0;
+/** Rejects if `promise` takes longer than `timeoutMs`; always clears its timer. */
+export async function within<T>(
+  label: string,
+  promise: Promise<T>,
+  timeoutMs = 5_000,
+): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new Error(`timed out after ${timeoutMs} ms waiting for ${label}`),
+        ),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A port that was free a moment ago on 127.0.0.1. */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
 }
