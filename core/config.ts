@@ -36,6 +36,17 @@ export type Config = {
   streamCharsMax: number;
   /** Largest accepted worker frame, in characters (C33). */
   frameCharsMax: number;
+  /**
+   * MAX_RESPONSE_BODY_BYTES: a non-streaming answer assembled from chunks
+   * (body-chunks-v1) beyond this many characters fails 502 `response_too_large`.
+   * Counted in UTF-16 code units, which equal bytes for ASCII JSON.
+   */
+  responseBodyCharsMax: number;
+  /** Consecutive `backend_unavailable` errors that open a worker's backend circuit (issue 14). */
+  backendFailuresMax: number;
+  /** First cool-down of an open circuit; doubles after each failed trial up to the max. */
+  backendCoolDownMs: number;
+  backendCoolDownMaxMs: number;
   /** Sanitization caps (C4). */
   modelsPerWorkerMax: number;
   modelNameCharsMax: number;
@@ -84,6 +95,10 @@ export const DEFAULT_CONFIG: Config = {
   drainTimeoutMs: 30_000,
   streamCharsMax: 64 * 1024 * 1024,
   frameCharsMax: 16 * 1024 * 1024,
+  responseBodyCharsMax: 256 * 1024 * 1024,
+  backendFailuresMax: 3,
+  backendCoolDownMs: 5_000,
+  backendCoolDownMaxMs: 60_000,
   modelsPerWorkerMax: 256,
   modelNameCharsMax: 256,
   workerNameCharsMax: 128,

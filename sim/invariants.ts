@@ -54,6 +54,14 @@ export const INVARIANTS = {
     "I9 every lifecycle task ends (completed or failed) exactly once: on its worker's final report, when its worker leaves, or by lifecycleTaskTimeoutMs plus one tick",
   lifecycleOnlyToCapable:
     "I9 lifecycle operations go only to registered, non-draining workers that negotiated lifecycle-v1 (the named target if any; holders of the model for unload and model flush), and are refused only when no such worker exists",
+  streamCarriesOnlyBackendBytes:
+    "C15/C24 issue 14.4 a stream carries only its backend's bytes: a failure after the first byte (a status >= 400 completion) ends it with an SSE error event, never a spliced body or a normal end",
+  retryElsewhere:
+    "C27 issue 14.3 a request refused by a worker (scoped error) goes back to that worker only when no other worker serves the model; a worker whose backend circuit is open gets nothing",
+  neverRunTwiceForSize:
+    "issue 14.2 a request never runs twice because of its own answer's size",
+  drainingModelsStayRoutable:
+    "C28 issue 14.1 a worker draining itself (drain-v1) keeps its models known: requests for them queue, never 404, until it disconnects",
   liveness:
     "C34 heal phase: every request and lifecycle task ends within bounded steps",
 } as const;
@@ -81,7 +89,16 @@ export type ObserverConfig = {
   defaultRateLimit: RateLimit | null;
   affinityLoadMargin: number;
   lifecycleTaskTimeoutMs: number;
+  backendFailuresMax: number;
+  backendCoolDownMs: number;
+  backendCoolDownMaxMs: number;
 };
+
+/** The observer's copy of a worker's backend circuit (core/state/backend_circuit.ts). */
+type MCircuit =
+  | { kind: "closed"; failures: number }
+  | { kind: "open"; untilMs: number; coolDownMs: number }
+  | { kind: "trial"; coolDownMs: number };
 
 /** Server -> worker frames that belong to an extension, and which one. */
 const EXTENSION_FRAMES: Record<string, string> = {
@@ -152,6 +169,12 @@ type MReq = {
   requeues: number;
   status: "queued" | "dispatched" | "streaming";
   queuedAtMs: number;
+  /** First time it waited in the queue (C22: requeues keep it), null if never. */
+  firstQueuedAtMs: number | null;
+  /** The worker whose scoped error sent it back (issue 14.3). */
+  avoid: string | null;
+  /** An answer of it outgrew the frame limit (issue 14.2). */
+  tooLarge: boolean;
   conn: string | null;
   lastChunkAtMs: number;
   nextSeq: number;
@@ -168,6 +191,9 @@ type MWorker = {
   assigned: Set<string>;
   cancelling: Map<string, number>;
   draining: boolean;
+  /** Drains itself (drain-v1): its models stay known until it disconnects. */
+  selfDraining: boolean;
+  circuit: MCircuit;
   lastDispatch: number;
   /** Load level the worker is routable at (null: not routable) and when it got there. */
   level: number | null;
@@ -214,6 +240,14 @@ function pieces(text: string): { conn: string; rid: string; tag: string }[] {
     out.push({ conn, rid, tag });
   }
   return out;
+}
+
+/** The event is an oversized `response_complete` for `id` from `conn`: its worker is done with it. */
+function oversizedComplete(e: Event, conn: string, id: string): boolean {
+  if (e.kind !== "workerFrameInvalid" || e.workerId !== conn) return false;
+  const o = e.error.oversized;
+  return o !== undefined && o.type === "response_complete" &&
+    o.requestId === id;
 }
 
 export class Observer {
@@ -373,6 +407,9 @@ export class Observer {
           requeues: 0,
           status: "queued",
           queuedAtMs: e.atMs,
+          firstQueuedAtMs: e.atMs,
+          avoid: null,
+          tooLarge: false,
           conn: null,
           lastChunkAtMs: 0,
           nextSeq: 0,
@@ -406,10 +443,38 @@ export class Observer {
         w.acked = new Set(models.filter((m) => m !== "*"));
         w.wildcard = models.includes("*");
         if (e.currentLoad !== null) w.reportedLoad = e.currentLoad;
+        if (e.draining === true && !w.draining) {
+          w.draining = true;
+          w.selfDraining = true;
+        }
         w.level = null; // re-filed under its new models: back of its level
         this.#sync(w);
         return;
       }
+      case "chunkReceived": {
+        const w = this.#workers.get(e.workerId);
+        const r = this.#reqs.get(e.requestId);
+        if (
+          w?.registered === true && r !== undefined && r.conn === w.conn &&
+          (!r.streaming || r.status === "dispatched")
+        ) this.#backendAnswered(w);
+        return;
+      }
+      case "workerFrameInvalid": {
+        const o = e.error.oversized;
+        const r = o === undefined ? undefined : this.#reqs.get(o.requestId);
+        if (r !== undefined && r.conn === e.workerId) r.tooLarge = true;
+        return;
+      }
+      case "tick":
+        for (const w of this.#workers.values()) {
+          const c = w.circuit;
+          if (c.kind === "open" && e.atMs >= c.untilMs) {
+            w.circuit = { kind: "trial", coolDownMs: c.coolDownMs };
+            this.#sync(w);
+          }
+        }
+        return;
       case "completeReceived":
       case "workerErrorReceived": {
         const w = this.#workers.get(e.workerId);
@@ -420,10 +485,12 @@ export class Observer {
           return;
         }
         const r = this.#reqs.get(e.requestId);
-        if (
-          e.kind === "workerErrorReceived" && r !== undefined &&
-          r.conn === w.conn && r.status === "dispatched"
-        ) this.#requeue(r, w);
+        if (r === undefined || r.conn !== w.conn || r.status === "queued") {
+          return;
+        }
+        if (e.kind === "completeReceived") return this.#backendAnswered(w);
+        if (r.status === "dispatched") this.#requeue(r, w, w.conn);
+        if (e.code === "backend_unavailable") this.#backendFailed(w);
         return;
       }
       case "workerDisconnected":
@@ -439,6 +506,49 @@ export class Observer {
     }
   }
 
+  #backendAnswered(w: MWorker): void {
+    if (w.circuit.kind === "closed" && w.circuit.failures === 0) return;
+    w.circuit = { kind: "closed", failures: 0 };
+    this.#sync(w);
+  }
+
+  #backendFailed(w: MWorker): void {
+    const c = w.circuit;
+    let coolDownMs = this.#c.backendCoolDownMs;
+    if (c.kind === "open") return;
+    if (c.kind === "closed") {
+      if (c.failures + 1 < this.#c.backendFailuresMax) {
+        w.circuit = { kind: "closed", failures: c.failures + 1 };
+        return;
+      }
+    } else {
+      coolDownMs = Math.min(c.coolDownMs * 2, this.#c.backendCoolDownMaxMs);
+    }
+    w.circuit = { kind: "open", untilMs: this.#now + coolDownMs, coolDownMs };
+    this.#sync(w);
+  }
+
+  /** Whether the backend circuit lets a request through now. */
+  #circuitLets(w: MWorker): boolean {
+    return w.circuit.kind === "closed" ||
+      (w.circuit.kind === "trial" && w.assigned.size === 0);
+  }
+
+  /** Whether a worker other than `avoid` could serve the model soon (the core's otherWorkerServes). */
+  #otherServes(model: string, avoid: string): boolean {
+    for (const x of this.#workers.values()) {
+      if (x.conn === avoid || !x.registered || x.draining) continue;
+      if (x.circuit.kind === "open") continue;
+      if (x.acked.has(model) || x.wildcard) return true;
+    }
+    return false;
+  }
+
+  /** Whether `q` may go to `w` (a refused request avoids its worker while another serves it). */
+  #mayGo(q: MReq, w: MWorker): boolean {
+    return q.avoid !== w.conn || !this.#otherServes(q.model, w.conn);
+  }
+
   /** A finished request lowers the reported load by one (core's documented choice). */
   #lowerLoad(w: MWorker): void {
     if (w.reportedLoad > 0) w.reportedLoad--;
@@ -450,7 +560,7 @@ export class Observer {
     const load = this.#load(w, true);
     const level =
       w.registered && !w.draining && this.#workers.get(w.conn) === w &&
-        load < w.max
+        load < w.max && this.#circuitLets(w)
         ? load
         : null;
     if (level !== w.level) {
@@ -459,13 +569,15 @@ export class Observer {
     }
   }
 
-  #requeue(r: MReq, w: MWorker | undefined): void {
+  #requeue(r: MReq, w: MWorker | undefined, avoid: string | null = null): void {
     if (w !== undefined) {
       w.assigned.delete(r.id);
       this.#lowerLoad(w);
     }
     r.status = "queued";
     r.queuedAtMs = this.#now;
+    r.firstQueuedAtMs ??= this.#now;
+    r.avoid = avoid;
     r.requeues++;
     r.conn = null;
     this.#enqueued(r);
@@ -525,6 +637,8 @@ export class Observer {
           assigned: new Set(),
           cancelling: new Map(),
           draining: false,
+          selfDraining: false,
+          circuit: { kind: "closed", failures: 0 },
           lastDispatch: 0,
           level: null,
           levelSeq: 0,
@@ -594,6 +708,22 @@ export class Observer {
       }
       case "respondError": {
         const nr = this.#newReq;
+        if (
+          nr !== null && nr.id === f.requestId &&
+          f.error.code === "model_not_found"
+        ) {
+          const holder = [...this.#workers.values()].find((x) =>
+            x.registered && (x.acked.has(nr.model) || x.wildcard)
+          );
+          this.#check(
+            holder === undefined,
+            "drainingModelsStayRoutable",
+            () =>
+              `${nr.id} for "${nr.model}" answered 404 while ${holder?.conn}${
+                holder?.selfDraining === true ? " (draining itself)" : ""
+              } still holds the model`,
+          );
+        }
         if (nr !== null && nr.id === f.requestId && !this.#reqs.has(nr.id)) {
           this.#check(
             !this.#ended.has(nr.id),
@@ -626,6 +756,16 @@ export class Observer {
           r.status === "streaming",
           "endsExactlyOnce",
           () => `endStream for ${r.id} in status ${r.status}`,
+        );
+        const e = this.#event;
+        this.#check(
+          f.error !== null ||
+            !(e?.kind === "completeReceived" && e.statusCode >= 400),
+          "streamCarriesOnlyBackendBytes",
+          () =>
+            `${r.id}: a status ${
+              (e as { statusCode?: number }).statusCode
+            } completion after the stream started ended it normally`,
         );
         return this.#end(r, f.kind, f.error?.code ?? "");
       }
@@ -697,9 +837,10 @@ export class Observer {
       cancelled = this.#cancelsNow.has(r.id);
       if (w !== undefined) {
         w.assigned.delete(r.id);
-        const byItsWorker = (e?.kind === "completeReceived" ||
+        const byItsWorker = ((e?.kind === "completeReceived" ||
           e?.kind === "workerErrorReceived") &&
-          e.workerId === conn && e.requestId === r.id;
+          e.workerId === conn && e.requestId === r.id) ||
+          (e !== null && oversizedComplete(e, conn, r.id));
         if (byItsWorker) this.#lowerLoad(w);
       }
     }
@@ -710,6 +851,14 @@ export class Observer {
     const r = this.#open(id, "writeChunk");
     if (r === null) return;
     const e = this.#event;
+    this.#check(
+      !(e?.kind === "completeReceived" && e.statusCode >= 400),
+      "streamCarriesOnlyBackendBytes",
+      () =>
+        `${id}: the body of a status ${
+          (e as { statusCode?: number }).statusCode
+        } completion was written into its stream`,
+    );
     const fromEvent = (e?.kind === "chunkReceived" && e.chunk === chunk) ||
       (e?.kind === "completeReceived" && e.body === chunk);
     this.#check(
@@ -1114,6 +1263,23 @@ export class Observer {
       "eligibleWorker",
       () => `${id} dispatched to draining ${conn}`,
     );
+    this.#check(
+      this.#circuitLets(w),
+      "retryElsewhere",
+      () =>
+        `${id} dispatched to ${conn} whose backend circuit is ${w.circuit.kind} (${w.assigned.size} in flight)`,
+    );
+    this.#check(
+      this.#mayGo(r, w),
+      "retryElsewhere",
+      () =>
+        `${id}, refused by ${conn}, went back to it while another worker serves "${r.model}"`,
+    );
+    this.#check(
+      !r.tooLarge,
+      "neverRunTwiceForSize",
+      () => `${id} dispatched again after its answer outgrew the frame limit`,
+    );
     const exact = w.acked.has(r.model);
     this.#check(
       exact || w.wildcard,
@@ -1148,6 +1314,7 @@ export class Observer {
     let bestHi = Infinity;
     for (const x of this.#workers.values()) {
       if (x === w || !x.registered || x.draining) continue;
+      if (!this.#circuitLets(x) || x.conn === r.avoid) continue;
       const xExact = x.acked.has(r.model);
       if (!xExact && !(x.wildcard && !exact)) continue;
       const xHi = this.#load(x, true);
@@ -1189,6 +1356,7 @@ export class Observer {
         if (!isNew && (q.tenant !== r.tenant || q.priority !== r.priority)) {
           continue;
         }
+        if (!this.#mayGo(q, w)) continue;
         this.#check(
           !(w.acked.has(q.model) || w.wildcard),
           "fifo",
@@ -1197,6 +1365,7 @@ export class Observer {
         );
       }
     }
+    if (isNew) r.firstQueuedAtMs = null; // never waited
     if (!isNew) this.#scheduled(r);
     this.sched.dispatched[r.priority]++;
     if (isNew) this.#reqs.set(r.id, r);
@@ -1211,9 +1380,19 @@ export class Observer {
   /** Whether some worker is certainly free for `model` right now (C7, C42 with `*`). */
   #certainlyFree(model: string): boolean {
     for (const x of this.#workers.values()) {
-      if (!x.registered || x.draining) continue;
+      if (!x.registered || x.draining || !this.#circuitLets(x)) continue;
       if (!x.acked.has(model) && !x.wildcard) continue;
       if (this.#load(x, true) < x.max) return true;
+    }
+    return false;
+  }
+
+  /** `#certainlyFree` for a request that avoids the worker that refused it. */
+  #freeFor(q: MReq): boolean {
+    for (const x of this.#workers.values()) {
+      if (!x.registered || x.draining || !this.#circuitLets(x)) continue;
+      if (!x.acked.has(q.model) && !x.wildcard) continue;
+      if (this.#load(x, true) < x.max && this.#mayGo(q, x)) return true;
     }
     return false;
   }
@@ -1229,6 +1408,7 @@ export class Observer {
     );
     if (p === undefined || !p.registered || p.draining) return;
     if (!p.acked.has(r.model) && !p.wildcard) return;
+    if (!this.#circuitLets(p) || !this.#mayGo(r, p)) return;
     const exactFree = [...this.#workers.values()].some((x) =>
       x.registered && !x.draining && x.acked.has(r.model) &&
       this.#load(x, true) < x.max
@@ -1273,7 +1453,7 @@ export class Observer {
     for (const q of this.#reqs.values()) {
       if (q.status !== "queued" || q === r) continue;
       q.waited++;
-      if (!free(q.model)) continue;
+      if (!(q.avoid === null ? free(q.model) : this.#freeFor(q))) continue;
       classReady.add(q.priority);
       if (q.priority === r.priority && !tenantsReady.has(q.tenant)) {
         tenantsReady.set(q.tenant, q.id);
@@ -1429,8 +1609,9 @@ export class Observer {
       if (ended.conn === null) continue;
       const alive = this.#workers.has(ended.conn);
       const byItsWorker =
-        (e.kind === "completeReceived" || e.kind === "workerErrorReceived") &&
-        e.workerId === ended.conn && e.requestId === id;
+        ((e.kind === "completeReceived" || e.kind === "workerErrorReceived") &&
+          e.workerId === ended.conn && e.requestId === id) ||
+        oversizedComplete(e, ended.conn, id);
       this.#check(
         ended.cancelled || !alive || byItsWorker,
         "cancelWhenAbandoned",
@@ -1479,7 +1660,10 @@ export class Observer {
   #deadline(r: MReq): number {
     const arrival = r.arrivedAtMs + this.#c.requestTimeoutMs;
     let d = r.status === "queued"
-      ? Math.min(r.queuedAtMs + this.#c.queueTimeoutMs, arrival)
+      ? Math.min(
+        (r.firstQueuedAtMs ?? r.queuedAtMs) + this.#c.queueTimeoutMs,
+        arrival,
+      )
       : r.status === "dispatched"
       ? arrival
       : r.lastChunkAtMs + this.#c.requestTimeoutMs;

@@ -172,6 +172,9 @@ export function runScenario(
     defaultRateLimit: config.defaultRateLimit,
     affinityLoadMargin: config.affinityLoadMargin,
     lifecycleTaskTimeoutMs: config.lifecycleTaskTimeoutMs,
+    backendFailuresMax: config.backendFailuresMax,
+    backendCoolDownMs: config.backendCoolDownMs,
+    backendCoolDownMaxMs: config.backendCoolDownMaxMs,
   }, scenario.tickMs);
   let now = 0;
 

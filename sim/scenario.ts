@@ -140,6 +140,11 @@ export type ScenarioConfig = {
   affinityLoadMargin?: number;
   /** Issue 9: a lifecycle task part with no final report fails after this long. */
   lifecycleTaskTimeoutMs?: number;
+  /** Issue 14: assembled non-streaming bodies and the backend circuit. */
+  responseBodyCharsMax?: number;
+  backendFailuresMax?: number;
+  backendCoolDownMs?: number;
+  backendCoolDownMaxMs?: number;
 };
 
 export type Scenario = {
@@ -177,6 +182,10 @@ export const SIM_CONFIG_DEFAULTS: Required<ScenarioConfig> = {
   defaultRateLimit: null,
   affinityLoadMargin: 2,
   lifecycleTaskTimeoutMs: 3_000,
+  responseBodyCharsMax: 6_000,
+  backendFailuresMax: 3,
+  backendCoolDownMs: 500,
+  backendCoolDownMaxMs: 4_000,
 };
 
 export function worker(

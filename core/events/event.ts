@@ -44,6 +44,8 @@ export type Event =
     workerId: WorkerId;
     models: string[];
     currentLoad: number | null;
+    /** drain-v1: the worker is draining (absent = false). */
+    draining?: boolean;
   }
   | {
     kind: "pongReceived";

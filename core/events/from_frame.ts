@@ -60,6 +60,7 @@ export function eventFromFrame(
         workerId,
         models: m.models,
         currentLoad: m.current_load ?? null,
+        ...(m.draining === true ? { draining: true } : {}),
       };
     case "error":
       return {

@@ -41,9 +41,10 @@ Deno.test("C33 garbage, unknown, oversized and binary frames close only the offe
         eventFromFrame(
           "w1",
           10,
-          `{"type":"response_chunk","request_id":"r1","chunk":"${
+          // request_id after the payload: the frame cannot be attributed.
+          `{"type":"response_chunk","chunk":"${
             "x".repeat(MAX)
-          }"}`,
+          }","request_id":"r1"}`,
           MAX,
         ),
     ],

@@ -1,6 +1,7 @@
 // The streaming hot path (C15, C16): one lookup, a few counter updates, one
 // `writeChunk` carrying the very string the frame carried. O(1), no copies.
 import type { Effect } from "../effect.ts";
+import { recordBackendSuccess } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import {
   assignedRequest,
@@ -14,25 +15,40 @@ import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "chunkReceived" }>;
 
+/**
+ * Ends a request whose answer outgrew its limit: a stream (C16) or a
+ * non-streaming body sent in pieces (body-chunks-v1, `response_too_large`). The
+ * worker gets a cancel; the request is never requeued (issue 14: its own
+ * answer's size would fail it again on any worker).
+ */
 function cutOversized(
   state: State,
   request: Request,
   workerId: string,
   out: Effect[],
 ): void {
+  const code = request.isStreaming ? "stream_too_large" : "response_too_large";
   const worker = state.workers.get(workerId);
   if (worker !== undefined) {
-    cancelOnWorker(state, worker, request, { other: "stream_too_large" }, out);
+    cancelOnWorker(state, worker, request, { other: code }, out);
   }
-  const max = state.config.streamCharsMax;
+  const max = request.isStreaming
+    ? state.config.streamCharsMax
+    : state.config.responseBodyCharsMax;
   const error = clientError(
     502,
-    "stream_too_large",
+    code,
     `response exceeded the ${max} character limit`,
   );
   fail(state, request, error, "failed", out);
   // C28: a draining worker whose last request was cut is idle now.
   if (worker !== undefined) closeIfDrained(state, worker, out);
+}
+
+/** The first byte of an answer: the worker's backend is reachable (backend circuit). */
+function backendAnswered(state: State, workerId: string): void {
+  const worker = state.workers.get(workerId);
+  if (worker !== undefined) recordBackendSuccess(state, worker);
 }
 
 export function onChunkReceived(state: State, e: E, out: Effect[]): void {
@@ -42,14 +58,16 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
   }
   const s = request.status;
   if (!request.isStreaming) {
-    // Tolerated: a worker that streams a non-streaming answer; kept for the final body.
+    // body-chunks-v1 (and tolerated from any worker): kept for the final body.
+    backendAnswered(state, e.workerId);
     request.bufferedBody += e.chunk;
-    if (request.bufferedBody.length > state.config.streamCharsMax) {
+    if (request.bufferedBody.length > state.config.responseBodyCharsMax) {
       cutOversized(state, request, e.workerId, out);
     }
     return;
   }
   if (s.kind === "dispatched") {
+    backendAnswered(state, e.workerId);
     request.status = {
       kind: "streaming",
       workerId: s.workerId,

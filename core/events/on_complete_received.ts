@@ -1,9 +1,22 @@
 // response_complete (C14, C15, C44): ends the request with the worker's status,
 // headers and body untouched, or acknowledges a cancel; either way the slot frees
 // and the queue moves (C10).
+//
+// Issue 14: a non-2xx completion after a stream started is a failure, not data:
+// the stream ends with an SSE error event, never with the error body spliced in
+// as a chunk and never as a normal end (the client would take a half answer for a
+// whole one). A non-streaming answer assembled from chunks (body-chunks-v1) is
+// bounded by `responseBodyCharsMax`.
 import type { Effect } from "../effect.ts";
+import { recordBackendSuccess } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
-import { assignedRequest, finish, pumpQueue } from "../state/requests.ts";
+import {
+  assignedRequest,
+  clientError,
+  fail,
+  finish,
+  pumpQueue,
+} from "../state/requests.ts";
 import type { State } from "../state/state.ts";
 import { releaseSlot } from "../state/workers.ts";
 import { dropFrame } from "./drop_frame.ts";
@@ -27,11 +40,39 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         out,
       );
     }
+    recordBackendSuccess(state, worker);
     if (request.status.kind === "streaming") {
-      if (e.body.length > 0) {
-        out.push({ kind: "writeChunk", requestId: request.id, chunk: e.body });
+      if (e.statusCode >= 400) {
+        const error = clientError(
+          502,
+          "upstream_error",
+          `the backend failed with status ${e.statusCode} after the stream started`,
+        );
+        fail(state, request, error, "failed", out);
+      } else {
+        if (e.body.length > 0) {
+          out.push({
+            kind: "writeChunk",
+            requestId: request.id,
+            chunk: e.body,
+          });
+        }
+        out.push({ kind: "endStream", requestId: request.id, error: null });
+        finish(state, request, "completed", e.statusCode, out);
       }
-      out.push({ kind: "endStream", requestId: request.id, error: null });
+    } else if (
+      request.bufferedBody.length + e.body.length >
+        state.config.responseBodyCharsMax
+    ) {
+      // The worker is done with it: nothing to cancel, and never requeued (its
+      // own answer's size would fail it again on any worker).
+      const max = state.config.responseBodyCharsMax;
+      const error = clientError(
+        502,
+        "response_too_large",
+        `response exceeded the ${max} character limit`,
+      );
+      fail(state, request, error, "failed", out);
     } else {
       out.push({
         kind: "respond",
@@ -43,8 +84,8 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
           : e.body,
         queueWaitMs: request.queueWaitMs,
       });
+      finish(state, request, "completed", e.statusCode, out);
     }
-    finish(state, request, "completed", e.statusCode, out);
     releaseSlot(state, worker, e.requestId);
     out.push({
       kind: "log",

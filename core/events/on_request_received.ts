@@ -149,6 +149,8 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     requeueCount: 0,
     queueWaitMs: 0,
     queuedAtMs: state.nowMs,
+    firstQueuedAtMs: null,
+    avoidWorkerId: null,
     bufferedBody: "",
     tenant,
     priority: e.priority ?? "normal",

@@ -15,6 +15,7 @@ import type { Event } from "./event.ts";
 import { pruneRateWindows } from "../state/rate_limit.ts";
 import { expireLifecycleParts } from "../state/lifecycle.ts";
 import { syncRoute } from "../state/workers.ts";
+import { checkBackendCoolDown } from "../state/backend_circuit.ts";
 
 type E = Extract<Event, { kind: "tick" }>;
 
@@ -40,6 +41,7 @@ function checkWorker(
   for (const [id, graceEndsAtMs] of w.cancelling) {
     if (now >= graceEndsAtMs) w.cancelling.delete(id); // C44: never acked, slot freed
   }
+  checkBackendCoolDown(state, w);
   syncRoute(state, w);
   // C43: pings go out on schedule, busy streaming or not.
   if (now >= w.nextPingAtMs) {

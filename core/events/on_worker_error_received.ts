@@ -2,7 +2,14 @@
 // requeued if it can be (not streamed yet, requeues left), else it fails with a
 // 502 carrying the worker's message. It also acknowledges a cancel (C44).
 // Unscoped: logged only.
+//
+// Issue 14: a scoped error means "this request did not start here, try
+// elsewhere" (`backend_unavailable`: the backend refused the connection;
+// `worker_draining`: the worker just began draining), so the requeue prefers
+// another worker, and repeated `backend_unavailable` opens the worker's backend
+// circuit (backend_circuit.ts).
 import type { Effect } from "../effect.ts";
+import { recordBackendFailure } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import {
   assignedRequest,
@@ -17,6 +24,9 @@ import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "workerErrorReceived" }>;
+
+/** The scoped error code of a backend that refused the request before any byte. */
+export const BACKEND_UNAVAILABLE = "backend_unavailable";
 
 export function onWorkerErrorReceived(state: State, e: E, out: Effect[]): void {
   const worker = state.workers.get(e.workerId);
@@ -49,7 +59,17 @@ export function onWorkerErrorReceived(state: State, e: E, out: Effect[]): void {
       );
       fail(state, request, error, "failed", out);
     } else {
-      requeueOrFail(state, worker, request, `worker error: ${e.message}`, out);
+      requeueOrFail(
+        state,
+        worker,
+        request,
+        `worker error: ${e.message}`,
+        out,
+        true,
+      );
+    }
+    if (e.code === BACKEND_UNAVAILABLE) {
+      recordBackendFailure(state, worker, out);
     }
   }
   closeIfDrained(state, worker, out);

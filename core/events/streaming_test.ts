@@ -215,12 +215,15 @@ Deno.test("C16 a first chunk already over the ceiling opens and closes the strea
   assert.equal(only(effects, "endStream").error?.code, "stream_too_large");
 });
 
-Deno.test("C16 a non-streaming answer over the ceiling fails with 502 and a cancel", () => {
-  const state = oneWorker({ streamCharsMax: 3 });
+Deno.test("body-chunks-v1 a non-streaming answer in pieces over MAX_RESPONSE_BODY_BYTES fails 502 response_too_large with a cancel, not requeued", () => {
+  const state = oneWorker({ responseBodyCharsMax: 3 });
   addRequest(state, "r1", { stream: false });
   const effects = chunk(state, "w1", "r1", "abcd");
   assert.equal(sent(effects, "cancel").length, 1);
-  assert.equal(only(effects, "respondError").error.status, 502);
+  assert.equal(sent(effects, "request").length, 0);
+  const error = only(effects, "respondError").error;
+  assert.equal(error.status, 502);
+  assert.equal(error.code, "response_too_large");
   assert.equal(state.requests.size, 0);
 });
 

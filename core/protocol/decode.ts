@@ -18,7 +18,43 @@ export type DecodeError = {
     | "unknownType"
     | "invalidFields";
   message: string;
+  /**
+   * frameTooLarge only: the per-request frame it started as, when its first
+   * fields say so (issue 14: the oversized answer fails its own request
+   * instead of the whole connection).
+   */
+  oversized?: OversizedFrame;
 };
+
+/** The start of an oversized `response_chunk` / `response_complete`. */
+export type OversizedFrame = {
+  type: "response_chunk" | "response_complete";
+  requestId: string;
+};
+
+// `type` and `request_id` as the frame's first two fields, in either order: how
+// serde (the original worker) and our encoder write them. Nothing after them is
+// looked at, so a field of the same name inside the body cannot be mistaken.
+const FRAME_START =
+  /^\s*\{\s*"(type|request_id)"\s*:\s*("(?:[^"\\]|\\.){0,1024}")\s*,\s*"(type|request_id)"\s*:\s*("(?:[^"\\]|\\.){0,1024}")/;
+
+/** Reads the per-request frame an oversized text starts as, or undefined. */
+export function oversizedFrameStart(text: string): OversizedFrame | undefined {
+  const m = FRAME_START.exec(text.slice(0, 4200));
+  if (m === null || m[1] === m[3]) return undefined;
+  let type: unknown, requestId: unknown;
+  try {
+    const first = JSON.parse(m[2]!), second = JSON.parse(m[4]!);
+    [type, requestId] = m[1] === "type" ? [first, second] : [second, first];
+  } catch {
+    return undefined;
+  }
+  if (
+    (type !== "response_chunk" && type !== "response_complete") ||
+    typeof requestId !== "string"
+  ) return undefined;
+  return { type, requestId };
+}
 export type Decoded<T> = { ok: true; message: T } | {
   ok: false;
   error: DecodeError;
@@ -57,7 +93,13 @@ function parseObject(text: string, maxChars: number): Parsed {
   if (text.length > maxChars) {
     const message =
       `frame of ${text.length} characters exceeds the ${maxChars} limit`;
-    return { ok: false, error: { kind: "frameTooLarge", message } };
+    const oversized = oversizedFrameStart(text);
+    return {
+      ok: false,
+      error: oversized === undefined
+        ? { kind: "frameTooLarge", message }
+        : { kind: "frameTooLarge", message, oversized },
+    };
   }
   let value: unknown;
   try {

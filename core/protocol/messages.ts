@@ -22,9 +22,23 @@ const count = z.number().int().min(0).max(0xffff_ffff);
 // the extension, so an original worker or server never sees an unknown frame.
 export const EXTENSION_CAPABILITIES = "capabilities-v1";
 export const EXTENSION_LIFECYCLE = "lifecycle-v1";
+/**
+ * drain-v1 (issue 14): a worker draining on SIGTERM keeps its models in
+ * `models_update` and adds `draining: true`, so its models queue instead of
+ * answering 404 while it finishes.
+ */
+export const EXTENSION_DRAIN = "drain-v1";
+/**
+ * body-chunks-v1 (issue 14): a non-streaming answer may arrive as
+ * `response_chunk` frames and a `response_complete` carrying the remainder, so
+ * no frame outgrows the frame limit.
+ */
+export const EXTENSION_BODY_CHUNKS = "body-chunks-v1";
 export const SUPPORTED_EXTENSIONS: readonly string[] = [
   EXTENSION_CAPABILITIES,
   EXTENSION_LIFECYCLE,
+  EXTENSION_DRAIN,
+  EXTENSION_BODY_CHUNKS,
 ];
 export const LIFECYCLE_OPERATIONS = [
   "model-load",
@@ -99,6 +113,8 @@ export const modelsUpdateSchema = z.object({
   type: z.literal("models_update"),
   models: z.array(z.string()),
   current_load: count.nullish(),
+  /** drain-v1: the worker is draining; its models stay known but get no new work. */
+  draining: z.boolean().nullish(),
 });
 export const responseChunkSchema = z.object({
   type: z.literal("response_chunk"),

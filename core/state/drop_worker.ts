@@ -37,13 +37,18 @@ export function closeAndDrop(
   dropWorker(state, worker, reason, out);
 }
 
-/** A draining worker with nothing in flight is closed (C28). */
+/**
+ * A draining worker with nothing in flight is closed (C28); one that drains
+ * itself (drain-v1) closes its own socket once its answers are sent.
+ */
 export function closeIfDrained(
   state: State,
   worker: Worker,
   out: Effect[],
 ): void {
-  if (!worker.draining || worker.inFlight.size > 0) return;
+  if (!worker.draining || worker.selfDraining || worker.inFlight.size > 0) {
+    return;
+  }
   out.push({
     kind: "log",
     level: "info",

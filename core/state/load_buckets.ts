@@ -46,3 +46,17 @@ export function bucketFirst(b: LoadBuckets | undefined): WorkerId | null {
   const first = b.byLevel.get(level)!.values().next();
   return first.done === true ? null : first.value;
 }
+
+/** Like `bucketFirst`, skipping `skip` (a requeued request avoids the worker it failed on). */
+export function bucketFirstExcept(
+  b: LoadBuckets | undefined,
+  skip: WorkerId,
+): WorkerId | null {
+  if (b === undefined) return null;
+  for (const level of b.levels) {
+    for (const id of b.byLevel.get(level)!) {
+      if (id !== skip) return id;
+    }
+  }
+  return null;
+}

@@ -19,7 +19,8 @@
 // 4. Within a tenant, the oldest compatible request (enqueueSeq, kept across
 //    requeues, C22).
 import type { Priority, RequestId } from "../events/event.ts";
-import { pickWorker } from "./routing.ts";
+import { pickWorker, pickWorkerExcept } from "./routing.ts";
+import { otherWorkerServes } from "./workers.ts";
 import type {
   ProviderQueue,
   Request,
@@ -159,18 +160,51 @@ export function markServed(state: State, request: Request): void {
   }
 }
 
+/**
+ * The worker a queued request may go to now. A request sent back by a worker's
+ * scoped error avoids that worker while another one serves the model (it waits
+ * for that one), and goes back to it only when it is the only one (issue 14).
+ */
+function workerFor(
+  state: State,
+  request: Request,
+  free: Map<string, Worker>,
+): Worker | null {
+  const best = free.get(request.model);
+  if (best === undefined) return null;
+  const chosen =
+    pickWorker(state, request.provider, request.model, request.cacheKey) ??
+      best;
+  const avoid = request.avoidWorkerId;
+  if (avoid === null || chosen.id !== avoid) return chosen;
+  const other = pickWorkerExcept(state, request.provider, request.model, avoid);
+  if (other !== null) return other;
+  return otherWorkerServes(state, request.provider, request.model, avoid)
+    ? null
+    : best;
+}
+
 function oldestDispatchable(
   state: State,
   lane: TenantLane,
   free: Map<string, Worker>,
-): Request | null {
-  let best: Request | null = null;
+): { request: Request; worker: Worker } | null {
+  let best: { request: Request; worker: Worker } | null = null;
   for (const [model, list] of lane.byModel) {
     if (!free.has(model)) continue;
-    const head = state.requests.get(list[0]!);
-    if (
-      head !== undefined && (best === null || head.enqueueSeq < best.enqueueSeq)
-    ) best = head;
+    // The oldest request that may go now: only requests waiting for another
+    // worker than the free one are passed over (a request without
+    // avoidWorkerId always may), so this looks past a few at most.
+    for (const id of list) {
+      const r = state.requests.get(id);
+      if (r === undefined) continue;
+      if (best !== null && r.enqueueSeq >= best.request.enqueueSeq) break;
+      const worker = workerFor(state, r, free);
+      if (worker !== null) {
+        best = { request: r, worker };
+        break;
+      }
+    }
   }
   return best;
 }
@@ -188,7 +222,7 @@ export function nextToDispatch(
     if (w !== null) free.set(model, w);
   }
   if (free.size === 0) return null;
-  let chosen: Request | null = null;
+  let chosen: { request: Request; worker: Worker } | null = null;
   let chosenPass = Infinity;
   for (const priority of CLASSES) {
     const cls = q.classes[priority];
@@ -201,10 +235,7 @@ export function nextToDispatch(
       break;
     }
   }
-  if (chosen === null) return null;
-  const worker = pickWorker(state, provider, chosen.model, chosen.cacheKey) ??
-    free.get(chosen.model)!;
-  return { request: chosen, worker };
+  return chosen;
 }
 
 /** Queued request ids in enqueue order (tests, admin views). */

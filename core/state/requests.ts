@@ -176,7 +176,9 @@ export function dispatch(
 
 /** Puts a request (new or requeued) in the queue with its queue deadline (C12, C22). */
 export function putInQueue(state: State, request: Request): void {
-  const queueDeadline = state.nowMs + state.config.queueTimeoutMs;
+  // C22: a requeue keeps the original queue time; only the first enqueue starts it.
+  request.firstQueuedAtMs ??= state.nowMs;
+  const queueDeadline = request.firstQueuedAtMs + state.config.queueTimeoutMs;
   request.status = {
     kind: "queued",
     // A requeue never extends the request's own deadline (C22).
@@ -229,6 +231,8 @@ export function requeueOrFail(
   request: Request,
   cause: string,
   out: Effect[],
+  /** The worker said the request did not start there: prefer another one (issue 14). */
+  avoidWorker = false,
 ): void {
   releaseSlot(state, worker, request.id);
   if (request.status.kind === "streaming") {
@@ -277,6 +281,7 @@ export function requeueOrFail(
     return;
   }
   request.requeueCount++;
+  request.avoidWorkerId = avoidWorker ? worker.id : null;
   // Output buffered from the lost worker must not be spliced into the next answer.
   request.bufferedBody = "";
   putInQueue(state, request);

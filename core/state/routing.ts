@@ -10,7 +10,7 @@
 // is reused, unless that worker is busier than the least-loaded one by more than
 // `affinityLoadMargin` (the load guard of vllm-router's cache-aware policy).
 import type { WorkerId } from "../events/event.ts";
-import { bucketFirst } from "./load_buckets.ts";
+import { bucketFirst, bucketFirstExcept } from "./load_buckets.ts";
 import type { State, Worker } from "./state.ts";
 import { WILDCARD_MODEL, workerCanServe } from "./workers.ts";
 
@@ -53,6 +53,20 @@ export function pickWorker(
     return preferred;
   }
   return best;
+}
+
+/** The best free worker for `model` other than `avoid`, exact matches first (C42), or null. */
+export function pickWorkerExcept(
+  state: State,
+  provider: string,
+  model: string,
+  avoid: WorkerId,
+): Worker | null {
+  const byKey = state.routes.get(provider);
+  if (byKey === undefined) return null;
+  const id = bucketFirstExcept(byKey.get(model), avoid) ??
+    bucketFirstExcept(byKey.get(WILDCARD_MODEL), avoid);
+  return id === null ? null : state.workers.get(id) ?? null;
 }
 
 /** Remembers who served a cache key; the map's order is least recently used first. */

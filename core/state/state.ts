@@ -38,7 +38,15 @@ export type Worker = {
   /** Cancelled requests whose slot stays reserved until acked or the grace ends (C44). */
   cancelling: Map<RequestId, number>;
   draining: boolean;
+  /**
+   * The worker drains itself (drain-v1 `models_update` with `draining: true`):
+   * it closes its own socket when done, so the server neither closes it when
+   * idle nor sets a drain deadline.
+   */
+  selfDraining: boolean;
   drainDeadlineAtMs: number | null;
+  /** Its backend's health as its scoped errors tell it (backend circuit, issue 14). */
+  backend: BackendHealth;
   connectedAtMs: number;
   lastHeartbeatAtMs: number;
   nextPingAtMs: number;
@@ -54,6 +62,17 @@ export type Worker = {
   capabilities: RunnerCapabilities | null;
   capabilitiesAtMs: number | null;
 };
+
+/**
+ * Backend circuit of one worker (issue 14): `failures` consecutive
+ * `backend_unavailable` errors open it for `coolDownMs`; then one trial request
+ * may go there; its success closes the circuit, its failure reopens it for twice
+ * as long (bounded by config).
+ */
+export type BackendHealth =
+  | { kind: "closed"; failures: number }
+  | { kind: "open"; untilMs: number; coolDownMs: number }
+  | { kind: "trial"; coolDownMs: number };
 
 export type RequestStatus =
   | { kind: "queued"; queueDeadlineAtMs: number }
@@ -90,6 +109,13 @@ export type Request = {
   /** Total ms spent queued (for X-Queue-Wait-Ms and metrics). */
   queueWaitMs: number;
   queuedAtMs: number;
+  /** When the request first entered the queue: its queue deadline counts from here, requeues included (C22). */
+  firstQueuedAtMs: number | null;
+  /**
+   * The worker whose scoped error or backend failure sent this request back to
+   * the queue: another worker serving the model is preferred (issue 14).
+   */
+  avoidWorkerId: WorkerId | null;
   /** Chunks received for a non-streaming request, prepended to the final body. */
   bufferedBody: string;
   tenant: string;

@@ -102,8 +102,22 @@ export function effectiveLoad(worker: Worker): number {
   return reserved > worker.reportedLoad ? reserved : worker.reportedLoad;
 }
 
+/** Whether the backend circuit lets a request through (backend_circuit.ts). */
+export function backendRoutable(worker: Worker): boolean {
+  switch (worker.backend.kind) {
+    case "closed":
+      return true;
+    case "open":
+      return false;
+    case "trial":
+      // One trial at a time: its answer decides.
+      return worker.inFlight.size === 0;
+  }
+}
+
 export function hasCapacity(worker: Worker): boolean {
-  return !worker.draining && effectiveLoad(worker) < worker.maxConcurrent;
+  return !worker.draining && backendRoutable(worker) &&
+    effectiveLoad(worker) < worker.maxConcurrent;
 }
 
 function routeKeys(worker: Worker): Iterable<string> {
@@ -139,7 +153,7 @@ function moveRoute(state: State, worker: Worker, to: number | null): void {
 export function syncRoute(state: State, worker: Worker): void {
   const load = effectiveLoad(worker);
   const routable = !worker.draining && load < worker.maxConcurrent &&
-    state.workers.get(worker.id) === worker;
+    backendRoutable(worker) && state.workers.get(worker.id) === worker;
   moveRoute(state, worker, routable ? load : null);
 }
 
@@ -215,6 +229,31 @@ export function modelKnown(
   const set = state.modelIndex.get(provider)?.get(model);
   if (set !== undefined && set.size > 0) return true;
   return (state.wildcardIndex.get(provider)?.size ?? 0) > 0;
+}
+
+/**
+ * Whether a worker other than `avoid` could serve the model soon (acked it, not
+ * draining, backend circuit not open): then a request that failed on `avoid`
+ * waits for it instead of going back (issue 14).
+ */
+export function otherWorkerServes(
+  state: State,
+  provider: string,
+  model: string,
+  avoid: WorkerId,
+): boolean {
+  const usable = (id: WorkerId): boolean => {
+    if (id === avoid) return false;
+    const w = state.workers.get(id);
+    return w !== undefined && !w.draining && w.backend.kind !== "open";
+  };
+  for (const id of state.modelIndex.get(provider)?.get(model) ?? []) {
+    if (usable(id)) return true;
+  }
+  for (const id of state.wildcardIndex.get(provider) ?? []) {
+    if (usable(id)) return true;
+  }
+  return false;
 }
 
 /** Whether any worker of the provider is registered; stops at the first one found. */

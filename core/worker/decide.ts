@@ -24,16 +24,18 @@ import {
   onLifecycleRequest,
   onLifecycleUpdate,
 } from "./decide_lifecycle.ts";
+import { completionFrames } from "./answers.ts";
 import {
   advertised,
   drainingError,
   log,
   modelsUpdate,
   send,
+  streamBrokenAnswer,
+  unavailableAnswer,
 } from "./worker_actions.ts";
 import {
   type Completion,
-  WORKER_EXTENSIONS,
   type WorkerAction,
   type WorkerEvent,
   type WorkerState,
@@ -62,8 +64,10 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
       ];
     case "backendFinished":
       return onBackendFinished(state, event.requestId, event.completion);
-    case "backendFailed":
-      return onBackendFailed(state, event);
+    case "backendUnavailable":
+      return onBackendUnavailable(state, event);
+    case "backendStreamBroken":
+      return onBackendStreamBroken(state, event);
     case "modelsListed":
       return onModelsListed(state, event.models, event.reply);
     case "modelsListFailed":
@@ -115,7 +119,8 @@ function onSocketOpened(state: WorkerState): WorkerAction[] {
       max_concurrent: state.maxConcurrent,
       protocol_version: PROTOCOL_VERSION_BRIDGE,
       current_load: state.inFlight.size,
-      extensions: WORKER_EXTENSIONS,
+      // An original-style worker (the simulator's) sends no field at all.
+      ...(state.speaks === null ? {} : { extensions: [...state.speaks] }),
     }),
   ];
 }
@@ -153,7 +158,7 @@ function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {
         out.push(log("warn", "proxy warning", { warning: w }));
       }
       // Extension frames only to a server that listed the extension (issue 9).
-      state.extensions = WORKER_EXTENSIONS.filter((x) =>
+      state.extensions = (state.speaks ?? []).filter((x) =>
         m.extensions?.includes(x) === true
       );
       state.capabilitiesSent = null;
@@ -197,7 +202,7 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
       log("warn", "refused request while draining", {
         request_id: r.request_id,
       }),
-      send(drainingError(r.request_id, r.endpoint_path)),
+      send(drainingError(state, r.request_id, r.endpoint_path)),
     ];
   }
   if (state.inFlight.has(r.request_id)) {
@@ -207,7 +212,7 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
       }),
     ];
   }
-  state.inFlight.add(r.request_id);
+  state.inFlight.set(r.request_id, r.endpoint_path);
   // Debug, not info (issue 10): a line per request was a synchronous stdout
   // write on every request, measured in the worker's profile.
   return [
@@ -271,56 +276,49 @@ function onBackendFinished(
       }),
     );
   }
-  out.push(send({
-    type: "response_complete",
-    request_id: requestId,
-    status_code: c.status_code,
-    headers: c.headers,
-    body: c.body,
-    // Omitted when unknown, as the original's serde `skip_serializing_if` does.
-    ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
-  }));
+  for (const m of completionFrames(state, requestId, c)) out.push(send(m));
   out.push(...finishDrainIfIdle(state));
   return out;
 }
 
-/**
- * A scoped `error` lets our server requeue the request to another worker when
- * nothing was sent yet, or end a started stream with an SSE error (C27). Only a
- * server that negotiated extensions is known to be ours; an original server gets
- * the 502 answer it always got, rather than an `error` frame it may not expect.
- */
-function onBackendFailed(
+/** The backend refused the request before any byte (issue 14): it did not start here. */
+function onBackendUnavailable(
   state: WorkerState,
-  e: Extract<WorkerEvent, { kind: "backendFailed" }>,
+  e: Extract<WorkerEvent, { kind: "backendUnavailable" }>,
 ): WorkerAction[] {
-  if (!state.inFlight.delete(e.requestId)) return []; // Cancelled or disconnected meanwhile.
-  const out: WorkerAction[] = [
-    log("warn", "backend failed", {
+  const endpointPath = state.inFlight.get(e.requestId);
+  if (endpointPath === undefined) return [];
+  state.inFlight.delete(e.requestId);
+  return [
+    log("warn", "backend unavailable", {
       request_id: e.requestId,
-      code: e.code,
-      started: e.started,
       reason: e.message,
     }),
+    send(unavailableAnswer(state, e.requestId, endpointPath, e.message)),
+    ...finishDrainIfIdle(state),
   ];
-  if (state.extensions.length > 0) {
-    out.push(send({
-      type: "error",
+}
+
+/**
+ * The backend died after part of the answer went out (issue 14): our server ends
+ * the client's stream with an SSE error (`backend_stream_broken`); the original
+ * server gets the 502 completion it always got.
+ */
+function onBackendStreamBroken(
+  state: WorkerState,
+  e: Extract<WorkerEvent, { kind: "backendStreamBroken" }>,
+): WorkerAction[] {
+  const endpointPath = state.inFlight.get(e.requestId);
+  if (endpointPath === undefined) return [];
+  state.inFlight.delete(e.requestId);
+  return [
+    log("warn", "backend stream broken", {
       request_id: e.requestId,
-      code: e.code,
-      message: e.message,
-    }));
-  } else {
-    out.push(send({
-      type: "response_complete",
-      request_id: e.requestId,
-      status_code: e.fallback.status_code,
-      headers: e.fallback.headers,
-      body: e.fallback.body,
-    }));
-  }
-  out.push(...finishDrainIfIdle(state));
-  return out;
+      reason: e.message,
+    }),
+    send(streamBrokenAnswer(state, e.requestId, endpointPath, e.message)),
+    ...finishDrainIfIdle(state),
+  ];
 }
 
 /** A signal drain ends when the last in-flight request has been answered. */
@@ -335,7 +333,7 @@ function finishDrainIfIdle(state: WorkerState): WorkerAction[] {
 
 function abortAll(state: WorkerState): WorkerAction[] {
   const out: WorkerAction[] = [];
-  for (const requestId of state.inFlight) {
+  for (const requestId of state.inFlight.keys()) {
     out.push({ kind: "abortBackend", requestId });
   }
   state.inFlight.clear();
@@ -357,8 +355,9 @@ function onShutdownSignalled(state: WorkerState): WorkerAction[] {
       source: "signal",
     }),
   ];
-  // An empty model list stops the proxy routing here; the original server
-  // understands it too (it has no worker-initiated drain message).
+  // drain-v1: the same models with `draining: true`, so they queue instead of
+  // answering 404 (issue 14); an original server gets an empty model list,
+  // which stops its routing here too (it has no worker-initiated drain message).
   if (state.registered) out.push(modelsUpdate(state));
   if (state.inFlight.size === 0) return [...out, ...finishDrainIfIdle(state)];
   out.push({ kind: "armTimer", timer: "drain", ms: state.drainTimeoutMs });

@@ -1,7 +1,9 @@
 // The worker's state, the events its I/O part feeds in, and the actions it gets
 // back: the vocabulary of decide.ts.
 import {
+  EXTENSION_BODY_CHUNKS,
   EXTENSION_CAPABILITIES,
+  EXTENSION_DRAIN,
   EXTENSION_LIFECYCLE,
   type LifecycleOperation,
   type LifecycleProgressStatus,
@@ -29,10 +31,17 @@ export type WorkerState = {
   onServerShutdown: "exit" | "reconnect";
   connected: boolean;
   registered: boolean;
-  /** Requests being forwarded; its size is the load reported to the proxy. */
-  inFlight: Set<string>;
+  /** Requests being forwarded, with their endpoint path; its size is the load reported to the proxy. */
+  inFlight: Map<string, string>;
+  /** Largest frame the server accepts (its frame limit); longer answers are split or refused. */
+  responseFrameCharsMax: number;
   drain: Drain;
   failedAttempts: number;
+  /**
+   * Extensions this worker speaks, listed in register; null: no field at all
+   * (how the original worker registers; the simulator runs such workers too).
+   */
+  speaks: readonly string[] | null;
   /** Extensions the server listed in register_ack (and we speak); empty = original server. */
   extensions: string[];
   /** JSON of the capabilities last sent on this connection (change detection). */
@@ -42,7 +51,15 @@ export type WorkerState = {
 };
 
 /** What our worker speaks, listed in register (an added field the original server ignores). */
-export const WORKER_EXTENSIONS = [EXTENSION_CAPABILITIES, EXTENSION_LIFECYCLE];
+export const WORKER_EXTENSIONS = [
+  EXTENSION_CAPABILITIES,
+  EXTENSION_LIFECYCLE,
+  EXTENSION_DRAIN,
+  EXTENSION_BODY_CHUNKS,
+];
+
+/** Our server's default frame limit (core DEFAULT_CONFIG.frameCharsMax). */
+export const RESPONSE_FRAME_CHARS_MAX = 16 * 1024 * 1024;
 
 export type WorkerEvent =
   | { kind: "socketOpened" }
@@ -57,20 +74,15 @@ export type WorkerEvent =
   | { kind: "chunkRead"; requestId: string; chunk: string }
   | { kind: "backendFinished"; requestId: string; completion: Completion }
   /**
-   * The backend failed without a complete answer: refused or reset before any
-   * byte (`backend_unavailable`), or cut after bytes went out
-   * (`backend_stream_broken`).
+   * The backend refused or reset the connection before any response byte
+   * (issue 14): the request did not start here.
    */
-  | {
-    kind: "backendFailed";
-    requestId: string;
-    code: string;
-    message: string;
-    /** Whether any byte of the answer already went to the proxy. */
-    started: boolean;
-    /** What a server that negotiated no extension gets instead (see decide.ts). */
-    fallback: Completion;
-  }
+  | { kind: "backendUnavailable"; requestId: string; message: string }
+  /**
+   * The backend's connection broke after part of the answer went to the proxy
+   * (issue 14): the request started here and cannot be retried.
+   */
+  | { kind: "backendStreamBroken"; requestId: string; message: string }
   | { kind: "modelsListed"; models: string[]; reply: boolean }
   | { kind: "modelsListFailed"; message: string; reply: boolean }
   | { kind: "modelsRefreshDue" }
@@ -123,6 +135,10 @@ export function initialWorkerState(opts: {
   modelsDiscovered: boolean;
   drainTimeoutSecs: number;
   onServerShutdown: "exit" | "reconnect";
+  /** The server's frame limit; absent: our server's default. */
+  responseFrameCharsMax?: number;
+  /** Extensions to speak; absent: WORKER_EXTENSIONS. */
+  speaks?: readonly string[] | null;
 }): WorkerState {
   return {
     workerName: opts.workerName,
@@ -133,7 +149,10 @@ export function initialWorkerState(opts: {
     onServerShutdown: opts.onServerShutdown,
     connected: false,
     registered: false,
-    inFlight: new Set(),
+    speaks: opts.speaks === undefined ? WORKER_EXTENSIONS : opts.speaks,
+    inFlight: new Map(),
+    responseFrameCharsMax: opts.responseFrameCharsMax ??
+      RESPONSE_FRAME_CHARS_MAX,
     drain: { kind: "none" },
     failedAttempts: 0,
     extensions: [],

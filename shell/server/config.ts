@@ -114,6 +114,15 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     help: "cumulative size of one streamed response before it is cut",
   },
   {
+    flag: "max-response-body-bytes",
+    env: "MAX_RESPONSE_BODY_BYTES",
+    kind: "int",
+    default: String(256 * 1024 * 1024),
+    min: 1,
+    help:
+      "largest non-streaming response a worker may send in pieces (body-chunks-v1); beyond it the request fails 502 response_too_large",
+  },
+  {
     flag: "client-buffer-bytes",
     env: "CLIENT_BUFFER_BYTES",
     kind: "int",
@@ -334,6 +343,7 @@ export function loadServerConfig(
     requestTimeoutMs: int(values, "request-timeout-secs") * 1000,
     drainTimeoutMs: int(values, "drain-timeout-secs") * 1000,
     streamCharsMax: int(values, "max-stream-bytes"),
+    responseBodyCharsMax: int(values, "max-response-body-bytes"),
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
     requireProtocolVersion: bool(values, "require-protocol-version"),

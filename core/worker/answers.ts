@@ -1,0 +1,90 @@
+// How the worker answers a request, given what the server negotiated (issue 14):
+// a body too large for one frame, a request that did not start (backend refused
+// the connection, or the worker is draining). Our server (it acked extensions)
+// understands scoped `error` frames as "try elsewhere"; the original server
+// closes the socket on any `error`, so it gets a plain response_complete.
+import { EXTENSION_BODY_CHUNKS, type WorkerMessage } from "../protocol/mod.ts";
+import type { Completion, WorkerState } from "./worker_state.ts";
+
+/** Frame room left for the fields around a body (type, id, status, headers' JSON). */
+const FRAME_OVERHEAD_CHARS = 1024;
+
+/** A server that listed any of our extensions is ours: it reads scoped errors as "retry elsewhere". */
+export function serverUnderstandsScopedErrors(state: WorkerState): boolean {
+  return state.extensions.length > 0;
+}
+
+/** A JSON error body in the route's shape (Anthropic for /v1/messages, else OpenAI). */
+export function errorBody(
+  endpointPath: string | null,
+  code: string,
+  message: string,
+): string {
+  return JSON.stringify(
+    endpointPath?.startsWith("/v1/messages") === true
+      ? { type: "error", error: { type: "api_error", message } }
+      : { error: { message, type: code, code } },
+  );
+}
+
+/**
+ * The frames that carry a completion. One `response_complete` when it fits the
+ * server's frame limit; else, with body-chunks-v1, `response_chunk` pieces and a
+ * `response_complete` with an empty body; else a 502 `response_too_large` (an
+ * oversized frame would cost the whole connection, and the request would be
+ * requeued only to fail the same way elsewhere).
+ */
+export function completionFrames(
+  state: WorkerState,
+  requestId: string,
+  c: Completion,
+): WorkerMessage[] {
+  const complete = (body: string, status = c.status_code): WorkerMessage => ({
+    type: "response_complete",
+    request_id: requestId,
+    status_code: status,
+    headers: c.headers,
+    body,
+    // Omitted when unknown, as the original's serde `skip_serializing_if` does.
+    ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
+  });
+  const room = state.responseFrameCharsMax - FRAME_OVERHEAD_CHARS -
+    JSON.stringify(c.headers).length - requestId.length;
+  // Cheap bound first: JSON escaping grows a character to at most 6.
+  if (
+    c.body.length * 6 <= room || JSON.stringify(c.body).length <= room
+  ) return [complete(c.body)];
+  if (!state.extensions.includes(EXTENSION_BODY_CHUNKS)) {
+    const message =
+      `the backend's answer of ${c.body.length} characters does not fit one ${state.responseFrameCharsMax}-character frame`;
+    return [{
+      type: "response_complete",
+      request_id: requestId,
+      status_code: 502,
+      headers: { "content-type": "application/json" },
+      body: errorBody(null, "response_too_large", message),
+    }];
+  }
+  // Pieces sized so that even an all-escaped piece fits a frame.
+  const piece = Math.max(1, Math.floor(room / 6));
+  const out: WorkerMessage[] = [];
+  let i = 0;
+  while (i < c.body.length) {
+    let end = Math.min(i + piece, c.body.length);
+    // Never split a surrogate pair: each frame must be valid UTF-16 (C45).
+    const last = c.body.charCodeAt(end - 1);
+    if (
+      end < c.body.length && end - 1 > i && last >= 0xd800 && last <= 0xdbff
+    ) {
+      end--;
+    }
+    out.push({
+      type: "response_chunk",
+      request_id: requestId,
+      chunk: c.body.slice(i, end),
+    });
+    i = end;
+  }
+  out.push(complete(""));
+  return out;
+}
