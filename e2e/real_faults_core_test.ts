@@ -52,7 +52,7 @@ Deno.test("issue 14.3: a worker whose backend is down does not take the traffic:
     assert.deepEqual(
       statuses,
       Array(20).fill(200),
-      results.find((r) => r.status !== 200)?.text,
+      results.find((r) => r.status !== 200)?.text ?? "",
     );
   });
 });
