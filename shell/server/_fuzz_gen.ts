@@ -4,10 +4,16 @@
 // invalid UTF-8, truncation, oversize, frames in the wrong state, floods).
 import fc from "fast-check";
 
-/** Runs per door: FUZZ_RUNS for long runs (`deno task fuzz`), else the CI count. */
+/**
+ * Runs per door: FUZZ_RUNS if set, else FUZZ_DEFAULT_RUNS (`deno task fuzz`
+ * sets 50,000), else the CI count.
+ */
 export function fuzzRuns(ciRuns: number): number {
-  const raw = Deno.env.get("FUZZ_RUNS");
-  return raw === undefined || raw === "" ? ciRuns : Number(raw);
+  for (const name of ["FUZZ_RUNS", "FUZZ_DEFAULT_RUNS"]) {
+    const raw = Deno.env.get(name);
+    if (raw !== undefined && raw !== "") return Number(raw);
+  }
+  return ciRuns;
 }
 
 /** Fixed in CI so a failure replays; FUZZ_SEED picks another universe. */

@@ -25,8 +25,11 @@ export type FuzzRelay = {
   errors: string[];
   /** Live request ids a fake worker may name (the legit stream's). */
   ids(): string[];
-  /** One more chunk on the legit stream. */
-  step(): void;
+  /**
+   * One more chunk on the legit stream, and a check that the client has
+   * received exactly the chunks sent so far, no more, no less.
+   */
+  step(): Promise<void>;
   /** Ends the legit stream and checks it, /health, a normal request, the log. */
   finish(): Promise<void>;
   close(): Promise<void>;
@@ -86,9 +89,32 @@ export async function startFuzzRelay(): Promise<FuzzRelay> {
   const reader = response.body!.pipeThrough(new TextDecoderStream());
   let received = "";
   let failed: unknown = null;
+  // Woken by every arrival, so a step costs one round trip, not a poll period.
+  let wake = () => {};
   const reading = reader.pipeTo(
-    new WritableStream({ write: (t) => void (received += t) }),
-  ).catch((e) => void (failed = e));
+    new WritableStream({
+      write: (t) => {
+        received += t;
+        wake();
+      },
+    }),
+  ).catch((e) => {
+    failed = e;
+    wake();
+  });
+  const arrived = (length: number) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error("the legit stream's latest chunk never came")),
+        2000,
+      );
+      wake = () => {
+        if (received.length < length && failed === null) return;
+        clearTimeout(timer);
+        resolve();
+      };
+      wake();
+    });
   let n = 0;
   return {
     relay,
@@ -98,7 +124,7 @@ export async function startFuzzRelay(): Promise<FuzzRelay> {
       "req-0",
       helper.ack.worker_id as string,
     ],
-    step() {
+    async step() {
       const chunk = `data: {"n":${n++}}\n\n`;
       expected += chunk;
       streamer.send({
@@ -106,6 +132,9 @@ export async function startFuzzRelay(): Promise<FuzzRelay> {
         request_id: legit.request_id,
         chunk,
       });
+      await arrived(expected.length);
+      assert.equal(failed, null, "the legit stream broke");
+      assert.equal(received, expected, "the legit stream gained or lost bytes");
     },
     async finish() {
       streamer.send({

@@ -81,7 +81,7 @@ Deno.test("issue 15 fuzz: random HTTP requests get a well-formed answer or a cle
       fc.asyncProperty(httpCase(FUZZ_MAX_BODY), async (c) => {
         if (c.kind === "fetch") await sendFetch(h.relay.url, c);
         else await sendRaw(h.relay.port, c);
-        h.step();
+        await h.step();
         assert.deepEqual(h.errors, []);
       }),
       { numRuns: fuzzRuns(CI_RUNS), seed: fuzzSeed() },
@@ -110,7 +110,7 @@ Deno.test("issue 15 regression found by the fuzz: a request target of // is a 40
       await u.ended;
       assert.match(u.received(), /^HTTP\/1\.1 404/, target);
       u.close();
-      h.step();
+      await h.step();
     }
     await h.finish();
   } finally {
