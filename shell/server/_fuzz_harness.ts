@@ -62,6 +62,7 @@ export async function startFuzzRelay(): Promise<FuzzRelay> {
     max_concurrent: 64,
   });
   const stopHelper = autoRespond(helper);
+  answerPings(helper);
   // The stream worker serves only the legit stream; anything else it is sent
   // (a fuzz request for its model) is answered at once.
   const streamer = await connectWorker(relay);
@@ -72,6 +73,7 @@ export async function startFuzzRelay(): Promise<FuzzRelay> {
     max_concurrent: 64,
   });
   await streamer.next("register_ack");
+  answerPings(streamer);
   const responding = fetch(`${relay.url}/v1/chat/completions`, {
     method: "POST",
     body: chatBody("legit-stream", true),
@@ -104,10 +106,18 @@ export async function startFuzzRelay(): Promise<FuzzRelay> {
   });
   const arrived = (length: number) =>
     new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error("the legit stream's latest chunk never came")),
-        2000,
-      );
+      const timer = setTimeout(() => {
+        const state = relay.runtime.state.requests.get(
+          legit.request_id as string,
+        );
+        reject(
+          new Error(
+            `the legit stream's latest chunk never came: ${received.length}/${length} bytes, request ${
+              JSON.stringify(state?.status ?? "gone")
+            }, tail ${JSON.stringify(received.slice(-200))}`,
+          ),
+        );
+      }, 2000);
       wake = () => {
         if (received.length < length && failed === null) return;
         clearTimeout(timer);
@@ -162,6 +172,14 @@ export async function startFuzzRelay(): Promise<FuzzRelay> {
       await relay.close();
     },
   };
+}
+
+/** Answers pings, so long runs outlive HEARTBEAT_TIMEOUT_SECS. */
+function answerPings(w: TestWorker): void {
+  w.ws.addEventListener("message", (e) => {
+    const f = JSON.parse(e.data as string);
+    if (f.type === "ping") w.send({ type: "pong", current_load: 0 });
+  });
 }
 
 function answerOthers(w: TestWorker, keep: string): void {
