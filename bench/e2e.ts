@@ -50,6 +50,18 @@ if (values.help === true) {
   Deno.exit(0);
 }
 
+// Fail before minutes of measuring, not after: `deno task bench:e2e` may write
+// only under bench/results.
+if (
+  Deno.permissions.querySync({ name: "write", path: values.out }).state !==
+    "granted"
+) {
+  console.error(
+    `bench:e2e: no write permission for --out ${values.out} (the task grants --allow-write=bench/results); choose a directory under bench/results or run bench/e2e.ts with your own --allow-write`,
+  );
+  Deno.exit(2);
+}
+
 const backendUrl = Deno.env.get("BACKEND_URL") ?? null;
 const real = backendUrl !== null;
 const all = real ? "a,b,c,d,e,g" : "a,b,c,d,e,f,g";

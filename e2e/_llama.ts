@@ -71,21 +71,44 @@ export type Llama = { url: string; child: Child };
  * Starts llama-server on a free port (start.sh 0; it logs the port it got) and
  * resolves once GET /health answers 200.
  */
-export async function startLlamaServer(
-  extraArgs: string[] = [],
+export function startLlamaServer(extraArgs: string[] = []): Promise<Llama> {
+  return startLlama("llama-server", `${LLAMA_DIR}start.sh`, [
+    "0",
+    ...extraArgs,
+  ]);
+}
+
+/**
+ * llama-server in router mode (no -m): it offers every model of --models-dir
+ * (here only tiny), loads and unloads them on request (POST /models/load,
+ * /models/unload) in child llama-server processes, which it stops when it is
+ * stopped. Autoload is off, so a model runs only after a load.
+ */
+export function startLlamaRouter(): Promise<Llama> {
+  return startLlama("llama-router", `${LLAMA_DIR}llama-server`, [
+    "--models-dir",
+    LLAMA_DIR,
+    "--no-models-autoload",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+  ]);
+}
+
+async function startLlama(
+  name: string,
+  program: string,
+  args: string[],
 ): Promise<Llama> {
-  const child = spawnProgram({
-    name: "llama-server",
-    program: `${LLAMA_DIR}start.sh`,
-    args: ["0", ...extraArgs],
-  });
+  const child = spawnProgram({ name, program, args });
   try {
     const m = await child.waitForLine(
       /listening on (http:\/\/127\.0\.0\.1:\d+)/,
       30_000,
     );
     const url = m[1]!;
-    await waitUntil("llama-server /health to answer 200", async () => {
+    await waitUntil(`${name} /health to answer 200`, async () => {
       const res = await fetch(`${url}/health`);
       await res.body?.cancel();
       return res.status === 200;
@@ -110,11 +133,13 @@ export type LlamaCluster = {
  */
 export async function withLlamaCluster(
   body: (c: LlamaCluster) => Promise<void>,
-  opts: { serverEnv?: Record<string, string> } = {},
+  opts: { serverEnv?: Record<string, string>; router?: boolean } = {},
 ): Promise<void> {
   const started: Child[] = [];
   try {
-    const llama = await startLlamaServer();
+    const llama = opts.router
+      ? await startLlamaRouter()
+      : await startLlamaServer();
     started.push(llama.child);
     const server = await startServerProcess({
       secret: SECRET,

@@ -86,6 +86,7 @@ Deno.test({
           messages: HELLO,
           max_tokens: 8,
           temperature: 0,
+          cache_prompt: false, // (llama.cpp) both runs evaluate the whole prompt
         };
         const r = await openai.chat.completions.create(body);
         assert.equal(r.object, "chat.completion");
@@ -108,6 +109,7 @@ Deno.test({
           messages: HELLO,
           max_tokens: 8,
           temperature: 0,
+          cache_prompt: false,
           stream: true as const,
           stream_options: { include_usage: true },
         };
@@ -284,32 +286,19 @@ Deno.test({
       },
     );
 
-    for (
-      const [label, headers] of [
-        ["", {}],
-        [
-          " (also with X-Conversation-Id, which the relay does not forward: llama-server would not cancel a stream carrying it)",
-          { "X-Conversation-Id": "e2e-llama-conv" },
-        ],
-      ] as const
-    ) {
-      await t.step(
-        `a client abort mid-stream makes llama-server cancel the task within 1 s${label}`,
+    /**
+     * Opens a stream of ~1,000 tokens (the whole slot: ~1 s at this machine's
+     * best), reads two content events, leaves; then llama-server's log must
+     * show that task cancelled within 1 s and released well before the slot
+     * limit.
+     */
+    const abortStep = (label: string, readTwoAndLeave: () => Promise<void>) =>
+      t.step(
+        `a client abort mid-stream makes llama-server cancel the task within 1 s: ${label}`,
         async () => {
           const from = c.llama.child.lines.length;
-          const stream = await openai.chat.completions.create({
-            model: LLAMA_MODEL,
-            messages: HELLO,
-            max_tokens: 1000, // the whole slot: ~1 s at this machine's best.
-            stream: true,
-          }, { headers });
-          let seen = 0;
-          for await (const chunk of stream) {
-            if (chunk.choices[0]?.delta.content) seen++;
-            if (seen === 2) break; // Leaving the loop aborts the request.
-          }
+          await readTwoAndLeave();
           const abortedAt = performance.now();
-          stream.controller.abort();
           const task = (await lineAfter(
             c.llama.child,
             from,
@@ -332,7 +321,7 @@ Deno.test({
           console.log(
             `llama-server task ${task}: cancel logged ${
               cancelMs.toFixed(0)
-            } ms after the abort, released at n_tokens = ${nTokens}`,
+            } ms after the client left, released at n_tokens = ${nTokens}`,
           );
           assert.ok(cancelMs < 1_000, `cancel after ${cancelMs} ms`);
           assert.ok(
@@ -341,7 +330,58 @@ Deno.test({
           );
         },
       );
+
+    for (
+      const [label, headers] of [
+        ["chat completions", {}],
+        [
+          "chat completions with X-Conversation-Id (the relay does not forward it: llama-server would not cancel a stream carrying it)",
+          { "X-Conversation-Id": "e2e-llama-conv" },
+        ],
+      ] as const
+    ) {
+      await abortStep(label, async () => {
+        const stream = await openai.chat.completions.create({
+          model: LLAMA_MODEL,
+          messages: HELLO,
+          max_tokens: 1000,
+          stream: true,
+        }, { headers });
+        let seen = 0;
+        for await (const chunk of stream) {
+          if (chunk.choices[0]?.delta.content) seen++;
+          if (seen === 2) break; // Leaving the loop aborts the request.
+        }
+      });
     }
+
+    await abortStep("anthropic messages", async () => {
+      const stream = await anthropic.messages.create({
+        model: LLAMA_MODEL,
+        max_tokens: 1000,
+        messages: HELLO,
+        stream: true,
+      });
+      let seen = 0;
+      for await (const event of stream) {
+        if (event.type === "content_block_delta") seen++;
+        if (seen === 2) break;
+      }
+    });
+
+    await abortStep("responses", async () => {
+      const stream = await openai.responses.create({
+        model: LLAMA_MODEL,
+        input: "Hello!",
+        max_output_tokens: 1000,
+        stream: true,
+      });
+      let seen = 0;
+      for await (const event of stream) {
+        if (event.type === "response.output_text.delta") seen++;
+        if (seen === 2) break;
+      }
+    });
 
     const tooLong = {
       model: LLAMA_MODEL,

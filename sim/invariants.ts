@@ -687,7 +687,10 @@ export class Observer {
               (e as { workerId?: string }).workerId
             }`,
         );
-        const ps = pieces(f.body);
+        // A JSON error body (a failing backend, a worker's 502/503) carries no pieces.
+        const ps = f.status >= 400 && f.body.startsWith("{")
+          ? []
+          : pieces(f.body);
         ps.forEach((p, i) => {
           this.#check(
             p.conn === r.conn && p.rid === r.id,

@@ -364,6 +364,9 @@ export function runScenario(
       case "lifecycle":
         workers[a.host]!.onLifecycle(now, a.conn, a.taskId);
         break;
+      case "timer":
+        workers[a.host]!.onTimer(now, a.conn, a.timer, a.gen);
+        break;
       case "operator": {
         const o = ops[a.op]!;
         issued++;

@@ -27,7 +27,30 @@ export type WorkerFault =
   /** A share num/den of its completions are sent twice (C20). */
   | { kind: "duplicateComplete"; num: number; den: number }
   /** Its pongs report this much more load than it has (C8 live load). */
-  | { kind: "lieLoad"; extra: number };
+  | { kind: "lieLoad"; extra: number }
+  /** SIGTERM: the worker drains itself (drain-v1 or an empty model list, C29) and exits. */
+  | { kind: "signalAt"; atMs: number };
+
+/**
+ * The simulated backend's seeded fault plan (issue 14): each request draws one
+ * fate, shares num/den; the rest answer normally.
+ */
+export type BackendPlan = {
+  /** Refuses the connection (the worker's backendUnavailable). */
+  refuseNum: number;
+  /** Accepts, then dies before the first byte (backendUnavailable too). */
+  resetNum: number;
+  /** Dies after at least one chunk: the worker answers 502 after the stream started. */
+  dieMidStreamNum: number;
+  /** A non-streaming answer larger than the server's frame limit. */
+  oversizedNum: number;
+  /** Answers only after `slowMs`. */
+  slowNum: number;
+  /** Answers 4xx/5xx (streaming or not; a streaming one before any chunk). */
+  errorStatusNum: number;
+  den: number;
+  slowMs: Range;
+};
 
 export type WorkerSpec = {
   name: string;
@@ -47,6 +70,14 @@ export type WorkerSpec = {
   faults: WorkerFault[];
   /** Spec 004 lifecycle behaviour (issue 9); absent: an original-style worker. */
   lifecycle?: WorkerLifecycle;
+  /**
+   * Extensions the worker speaks when it has no `lifecycle` spec: null or
+   * absent, an original-style worker (no `extensions` field, no frame limit of
+   * its own); a list, our worker speaking those.
+   */
+  extensions?: string[] | null;
+  /** Its backend's fault plan (issue 14); absent: a backend that never fails. */
+  backend?: BackendPlan;
 };
 
 /**
@@ -205,6 +236,29 @@ export function worker(
     onCancel: "ack",
     reconnectAfterMs: null,
     faults: [],
+    ...overrides,
+  };
+}
+
+/** Every extension our worker speaks (issue 9 and 14). */
+export const OUR_EXTENSIONS: string[] = [
+  "capabilities-v1",
+  "lifecycle-v1",
+  "drain-v1",
+  "body-chunks-v1",
+];
+
+/** A backend fault plan with every share zero unless overridden. */
+export function backendPlan(overrides: Partial<BackendPlan> = {}): BackendPlan {
+  return {
+    refuseNum: 0,
+    resetNum: 0,
+    dieMidStreamNum: 0,
+    oversizedNum: 0,
+    slowNum: 0,
+    errorStatusNum: 0,
+    den: 10,
+    slowMs: [2_000, 8_000],
     ...overrides,
   };
 }

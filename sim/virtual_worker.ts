@@ -1,43 +1,32 @@
-// A virtual worker host: connects, registers, serves requests at a seeded speed
-// and follows its failure plan (crash at chunk k, stop answering pings, drain,
-// reconnect later, change models, garbage frames, frames for requests that are
-// not its own). Its frames are encoded text that the run decodes with core's
-// `eventFromFrame`, so the decoder is exercised too (conventions §6, C33).
+// A virtual worker host: the REAL worker core (core/worker/decide.ts `step`)
+// behind a simulated transport, in front of a simulated backend
+// (virtual_backend.ts). This file keeps only what the worker's shell does
+// (sockets, timers, running the core's actions) plus the host's failure plan:
+// crash at chunk k, network cuts, pongs that stop or lie, garbage frames, frames
+// for requests that are not its own, duplicate completions, SIGTERM, and an
+// original-style worker's habits (no extensions, no frame limit, silence or
+// streaming on after a cancel). Its frames are encoded text that the run decodes
+// with core's `eventFromFrame`, so the decoder is exercised too (§6, C33).
 import {
   type Effect,
   encodeFrame,
-  EXTENSION_LIFECYCLE,
-  type LifecycleOperation,
+  EXTENSION_CAPABILITIES,
   type WorkerId,
+  type WorkerMessage,
 } from "../core/mod.ts";
+import {
+  initialWorkerState,
+  step,
+  type WorkerAction,
+  type WorkerEvent,
+  type WorkerState,
+} from "../core/worker/decide.ts";
 import type { Prng } from "./prng.ts";
-import type { Range, WorkerFault, WorkerSpec } from "./scenario.ts";
+import type { WorkerFault, WorkerSpec } from "./scenario.ts";
+import { chunkText, VirtualBackend } from "./virtual_backend.ts";
 import type { World } from "./world.ts";
 
-type Job = {
-  requestId: string;
-  streaming: boolean;
-  total: number;
-  sent: number;
-  /** Chunks after which a scoped error replaces the rest (errorReplies), or -1. */
-  errorAfter: number;
-  cancelled: boolean;
-};
-
-/** A lifecycle task as the worker runs it (issue 9); its fate is drawn on arrival. */
-type Task = {
-  id: string;
-  operation: LifecycleOperation;
-  model: string | null;
-  fate: "complete" | "fail" | "hang" | "crash";
-  total: number;
-  sent: number;
-};
-
-/** A chunk names its connection, request and position, so the client can check it. */
-export function chunkText(conn: string, requestId: string, i: number): string {
-  return `${conn}|${requestId}|${i};`;
-}
+export { chunkText };
 
 /** Malformed frames of every decode error kind (C33), indexed by variant. */
 export function garbageFrame(variant: number, maxChars: number): string {
@@ -56,34 +45,51 @@ export function garbageFrame(variant: number, maxChars: number): string {
   return frames[variant % frames.length]!;
 }
 
-function draw(prng: Prng, r: Range): number {
-  return prng.int(r[0], r[1]);
-}
-
 export class VirtualWorker {
   readonly spec: WorkerSpec;
   readonly index: number;
   readonly #prng: Prng;
   readonly #world: World;
+  readonly #backend: VirtualBackend;
   conn: WorkerId | null = null;
   #connCount = 0;
-  #registered = false;
-  #jobs = new Map<string, Job>();
+  /** The worker process: its core's state, null while no process runs. */
+  #core: WorkerState | null = null;
   #chunksOnConn = 0;
   #lastDeliveryAtMs = 0;
-  #models: string[];
-  #tasks = new Map<string, Task>();
+  /** Cancelled requests whose 499 an original-style worker would never send. */
+  #silenced = new Set<string>();
+  /** Timer generations: re-arming a timer supersedes the earlier one. */
+  #timers = new Map<string, number>();
+  #timerGen = 0;
+  /** Core events to step once the current actions are done (socket close). */
+  #deferred: WorkerEvent[] = [];
+  #running = false;
 
   constructor(spec: WorkerSpec, index: number, prng: Prng, world: World) {
     this.spec = spec;
     this.index = index;
     this.#prng = prng;
     this.#world = world;
-    this.#models = spec.models;
+    this.#backend = new VirtualBackend(spec, index, prng, world, {
+      report: (now, e) => this.#step(now, e),
+      sendOrphanFrame: (now, conn, text) => {
+        if (conn === this.conn) this.#send(now, text);
+      },
+      crash: (now, reason) => this.crash(now, reason),
+      faultsOn: (now) => this.#world.faultsOn(now),
+      errorShare: (now) => this.#fault("errorReplies", now),
+    });
   }
 
   get connected(): boolean {
     return this.conn !== null;
+  }
+
+  /** What this worker speaks: the lifecycle spec's list, else `extensions` (null: original-style). */
+  #speaks(): string[] | null {
+    const lc = this.spec.lifecycle;
+    return lc !== undefined ? lc.extensions : (this.spec.extensions ?? null);
   }
 
   #fault<K extends WorkerFault["kind"]>(
@@ -97,23 +103,166 @@ export class VirtualWorker {
     return null;
   }
 
+  /** A new worker process (start, or restart after a crash or exit). */
+  #startProcess(): WorkerState {
+    const speaks = this.#speaks();
+    return initialWorkerState({
+      workerName: this.spec.name,
+      maxConcurrent: this.spec.maxConcurrent,
+      models: this.#backend.models,
+      modelsDiscovered: true,
+      drainTimeoutSecs: 30,
+      // The host's own reconnect policy decides when it comes back.
+      onServerShutdown: "reconnect",
+      speaks,
+      // The original worker has no frame limit of its own: it sends any size.
+      responseFrameCharsMax: speaks === null
+        ? Infinity
+        : this.#world.frameCharsMax,
+    });
+  }
+
   /** Sends a frame; frames of one connection arrive in order (WebSocket). */
   #send(now: number, text: string): void {
     if (this.conn === null) return;
     const at = Math.max(
-      now + draw(this.#prng, this.spec.netDelayMs),
+      now + this.#prng.int(this.spec.netDelayMs[0], this.spec.netDelayMs[1]),
       this.#lastDeliveryAtMs,
     );
     this.#lastDeliveryAtMs = at;
     this.#world.schedule(at, { kind: "frame", conn: this.conn, text });
   }
 
+  // ---- the worker core and its actions --------------------------------------------
+
+  /** Steps the real worker core and carries out its actions, in order. */
+  #step(now: number, e: WorkerEvent): void {
+    const core = this.#core;
+    if (core === null) return;
+    this.#deferred.push(e);
+    if (this.#running) return;
+    this.#running = true;
+    try {
+      for (;;) {
+        const next = this.#deferred.shift();
+        if (next === undefined || this.#core !== core) break;
+        for (const a of step(core, next)) this.#act(now, a);
+      }
+    } finally {
+      this.#running = false;
+      this.#deferred.length = 0;
+    }
+  }
+
+  #act(now: number, a: WorkerAction): void {
+    switch (a.kind) {
+      case "send":
+        return this.#deliver(now, a.message);
+      case "forward":
+        if (this.conn !== null) {
+          this.#backend.forward(now, this.conn, a.request);
+        }
+        return;
+      case "abortBackend":
+        return this.#backend.abort(
+          a.requestId,
+          this.spec.onCancel === "ignore",
+        );
+      case "listModels":
+        this.#deferred.push({
+          kind: "modelsListed",
+          models: this.#backend.models,
+          reply: a.reply,
+        });
+        return;
+      case "probeCapabilities": {
+        const c = this.#backend.capabilities();
+        if (c !== null) {
+          this.#deferred.push({ kind: "capabilitiesRead", capabilities: c });
+        }
+        return;
+      }
+      case "runLifecycle":
+        if (this.conn !== null) {
+          this.#backend.runLifecycle(now, this.conn, a.request);
+        }
+        return;
+      case "armTimer":
+        // Reconnects follow the host's plan (reconnectAfterMs, heal); the 90 s
+        // idle watchdog outlasts every run (the server pings each second).
+        if (a.timer !== "drain" || this.conn === null) return;
+        this.#timers.set(a.timer, ++this.#timerGen);
+        this.#world.schedule(now + a.ms, {
+          kind: "timer",
+          host: this.index,
+          conn: this.conn,
+          timer: a.timer,
+          gen: this.#timerGen,
+        });
+        return;
+      case "closeSocket":
+      case "dropSocket":
+        return this.#closeFromWorker(now);
+      case "exit":
+        return this.#exit(now);
+      case "connect":
+        return this.#openSocket(now);
+      case "log":
+        return;
+    }
+  }
+
+  /**
+   * The transport and the host's habits: pongs that stop or lie, a crash after
+   * the k-th chunk, duplicated completions, an original-style worker's silence
+   * after a cancel.
+   */
+  #deliver(now: number, m: WorkerMessage): void {
+    switch (m.type) {
+      case "pong": {
+        const stop = this.#fault("stopPongs", now);
+        if (stop !== null && now >= stop.fromMs && now < stop.untilMs) return;
+        const lie = this.#fault("lieLoad", now)?.extra ?? 0;
+        if (lie > 0) m = { ...m, current_load: (m.current_load ?? 0) + lie };
+        break;
+      }
+      case "response_complete":
+        if (m.status_code === 499 && this.#silenced.delete(m.request_id)) {
+          return; // the original worker sends nothing after a cancel
+        }
+        break;
+      default:
+        break;
+    }
+    const text = encodeFrame(m);
+    this.#send(now, text);
+    if (m.type === "response_chunk") {
+      this.#chunksOnConn++;
+      const crash = this.#fault("crashAtChunk", now);
+      if (crash !== null && this.#chunksOnConn === crash.chunk) {
+        return this.crash(now, "worker process died");
+      }
+    }
+    if (m.type === "response_complete") {
+      const dup = this.#fault("duplicateComplete", now);
+      if (dup !== null && this.#prng.chance(dup.num, dup.den)) {
+        this.#send(now, text);
+      }
+    }
+  }
+
+  // ---- sockets and the process -----------------------------------------------------
+
+  /** Host plan: start (or restart) the process if needed and connect. */
   connect(now: number): void {
     if (this.conn !== null) return;
+    this.#core ??= this.#startProcess();
+    this.#openSocket(now);
+  }
+
+  #openSocket(now: number): void {
+    if (this.conn !== null || this.#core === null) return;
     this.conn = `${this.spec.name}.${++this.#connCount}`;
-    this.#registered = false;
-    this.#jobs.clear();
-    this.#tasks.clear();
     this.#chunksOnConn = 0;
     this.#lastDeliveryAtMs = now;
     this.#world.schedule(now, {
@@ -129,13 +278,24 @@ export class VirtualWorker {
     });
   }
 
-  /** The socket is gone (server close, crash, cut). */
-  #down(now: number, reconnect: boolean): void {
+  /** The server hears the socket close after the frames already in flight. */
+  #serverHearsClose(now: number, conn: string, reason: string): void {
+    const at = Math.max(
+      now + this.#prng.int(this.spec.netDelayMs[0], this.spec.netDelayMs[1]),
+      this.#lastDeliveryAtMs,
+    );
+    this.#world.schedule(at, {
+      kind: "core",
+      event: { kind: "workerDisconnected", atMs: at, workerId: conn, reason },
+    });
+  }
+
+  /** The connection is gone; the host reconnects per its plan. */
+  #lost(now: number): void {
     this.conn = null;
-    this.#registered = false;
-    this.#jobs.clear();
-    this.#tasks.clear();
-    if (!reconnect) return;
+    this.#backend.dropAll();
+    this.#silenced.clear();
+    this.#timers.clear();
     // In the heal phase every host comes back (TigerBeetle's liveness mode).
     const delay = this.#world.faultsOn(now)
       ? this.spec.reconnectAfterMs
@@ -150,19 +310,53 @@ export class VirtualWorker {
     }
   }
 
-  /** The worker side drops the socket: the server hears of it after in-flight frames. */
+  /** The worker core closed its socket (drained, drain timeout, dead proxy). */
+  #closeFromWorker(now: number): void {
+    const conn = this.conn;
+    if (conn === null) return;
+    this.#serverHearsClose(now, conn, "worker closed the connection");
+    this.#lost(now);
+    this.#deferred.push({
+      kind: "socketClosed",
+      code: 1000,
+      reason: "closed by worker",
+      wasOpen: true,
+      random01: 0,
+    });
+  }
+
+  #exit(now: number): void {
+    this.#core = null;
+    this.#deferred.length = 0;
+    if (this.conn !== null) {
+      this.#serverHearsClose(now, this.conn, "worker exited");
+      this.#lost(now);
+    }
+  }
+
+  /** The worker process dies: the server hears of it after in-flight frames. */
   crash(now: number, reason: string): void {
     const conn = this.conn;
     if (conn === null) return;
-    const at = Math.max(
-      now + draw(this.#prng, this.spec.netDelayMs),
-      this.#lastDeliveryAtMs,
-    );
-    this.#world.schedule(at, {
-      kind: "core",
-      event: { kind: "workerDisconnected", atMs: at, workerId: conn, reason },
+    this.#serverHearsClose(now, conn, reason);
+    this.#core = null;
+    this.#deferred.length = 0;
+    this.#lost(now);
+  }
+
+  /** The network cuts the socket: both ends notice. */
+  #cut(now: number): void {
+    const conn = this.conn;
+    if (conn === null) return;
+    this.#serverHearsClose(now, conn, "connection reset");
+    this.#lost(now);
+    this.#step(now, {
+      kind: "socketClosed",
+      code: 1006,
+      reason: "connection reset",
+      wasOpen: true,
+      random01: this.#prng.int(0, 999) / 1000,
     });
-    this.#down(now, true);
   }
 
   /** Heal phase: a host that is down comes back. */
@@ -177,7 +371,7 @@ export class VirtualWorker {
     const conn = this.conn;
     switch (f.kind) {
       case "disconnectAt":
-        return this.crash(now, "connection reset");
+        return this.#cut(now);
       case "drainAt":
         if (conn === null) return;
         this.#world.schedule(now, {
@@ -190,18 +384,15 @@ export class VirtualWorker {
           },
         });
         return;
+      case "signalAt":
+        return this.#step(now, { kind: "shutdownSignalled" });
       case "modelsUpdate":
-        this.#models = f.models;
-        if (conn === null || !this.#registered) return;
-        this.#send(
-          now,
-          encodeFrame({
-            type: "models_update",
-            models: f.models,
-            current_load: this.#jobs.size,
-          }),
-        );
-        return;
+        this.#backend.models = f.models;
+        return this.#step(now, {
+          kind: "modelsListed",
+          models: f.models,
+          reply: false,
+        });
       case "garbageAt":
         this.#send(now, garbageFrame(f.variant, this.#world.frameCharsMax));
         return;
@@ -214,44 +405,34 @@ export class VirtualWorker {
   }
 
   #sendForeign(now: number, count: number): void {
-    if (this.conn === null || !this.#registered) return;
+    if (this.conn === null || this.#core?.registered !== true) return;
     const ids = this.#world.foreignRequestIds(this.conn);
     for (let k = 0; k < count; k++) {
       const id = ids.length > 0 && this.#prng.chance(3, 4)
         ? this.#prng.pick(ids)
         : `ghost-${k}`;
-      if (this.#jobs.has(id)) continue;
+      if (this.#core.inFlight.has(id)) continue;
       const which = this.#prng.int(0, 2);
-      if (which === 0) {
-        this.#send(
-          now,
-          encodeFrame({
-            type: "response_chunk",
-            request_id: id,
-            chunk: chunkText(this.conn, id, 0),
-          }),
-        );
-      } else if (which === 1) {
-        this.#send(
-          now,
-          encodeFrame({
-            type: "response_complete",
-            request_id: id,
-            status_code: 200,
-            body: `${this.conn}|${id}|B`,
-          }),
-        );
-      } else {
-        this.#send(
-          now,
-          encodeFrame({
-            type: "error",
-            request_id: id,
-            code: "foreign",
-            message: "not mine",
-          }),
-        );
-      }
+      const frame: WorkerMessage = which === 0
+        ? {
+          type: "response_chunk",
+          request_id: id,
+          chunk: chunkText(this.conn, id, 0),
+        }
+        : which === 1
+        ? {
+          type: "response_complete",
+          request_id: id,
+          status_code: 200,
+          body: `${this.conn}|${id}|B`,
+        }
+        : {
+          type: "error",
+          request_id: id,
+          code: "foreign",
+          message: "not mine",
+        };
+      this.#send(now, encodeFrame(frame));
     }
   }
 
@@ -259,23 +440,8 @@ export class VirtualWorker {
   onEffect(now: number, f: Effect): void {
     if (this.conn === null) return;
     switch (f.kind) {
-      case "acceptWorker": {
-        const ext = this.spec.lifecycle?.extensions ?? null;
-        this.#send(
-          now,
-          encodeFrame({
-            type: "register",
-            worker_name: this.spec.name,
-            models: this.#models,
-            max_concurrent: this.spec.maxConcurrent,
-            protocol_version: "2026-04-bridge-v1",
-            current_load: 0,
-            // Original-style workers send no `extensions` field at all.
-            ...(ext === null ? {} : { extensions: ext }),
-          }),
-        );
-        return;
-      }
+      case "acceptWorker":
+        return this.#step(now, { kind: "socketOpened" });
       case "rejectWorker":
       case "closeWorker": {
         const conn = this.conn;
@@ -289,312 +455,53 @@ export class VirtualWorker {
             reason: "closed by server",
           },
         });
-        return this.#down(now, true);
+        this.#lost(now);
+        return this.#step(now, {
+          kind: "socketClosed",
+          code: f.code,
+          reason: f.reason,
+          wasOpen: f.kind === "closeWorker",
+          random01: this.#prng.int(0, 999) / 1000,
+        });
       }
-      case "sendToWorker":
-        return this.#onMessage(now, f.message);
+      case "sendToWorker": {
+        const m = f.message;
+        if (m.type === "cancel" && this.spec.onCancel !== "ack") {
+          this.#silenced.add(m.request_id);
+        }
+        this.#step(now, { kind: "frameReceived", text: encodeFrame(m) });
+        if (m.type === "register_ack") this.#hostileCapabilities(now);
+        return;
+      }
       default:
         return;
     }
   }
 
-  #onMessage(
-    now: number,
-    m: Extract<Effect, { kind: "sendToWorker" }>["message"],
-  ): void {
-    switch (m.type) {
-      case "register_ack":
-        this.#registered = true;
-        this.#sendCapabilities(now);
-        return;
-      case "lifecycle_request":
-        return this.#onLifecycleRequest(now, m);
-      case "request": {
-        const errorReplies = this.#fault("errorReplies", now);
-        const total = draw(this.#prng, this.spec.chunks);
-        const job: Job = {
-          requestId: m.request_id,
-          streaming: m.is_streaming,
-          // Non-streaming answers sometimes arrive in pieces too (tolerated by core).
-          total: m.is_streaming
-            ? total
-            : (this.#prng.chance(1, 4) ? this.#prng.int(1, 3) : 0),
-          sent: 0,
-          errorAfter: errorReplies !== null &&
-              this.#prng.chance(errorReplies.num, errorReplies.den)
-            ? this.#prng.int(0, total)
-            : -1,
-          cancelled: false,
-        };
-        this.#jobs.set(job.requestId, job);
-        this.#scheduleJob(now + draw(this.#prng, this.spec.firstChunkMs), job);
-        return;
-      }
-      case "cancel": {
-        const job = this.#jobs.get(m.request_id);
-        if (job === undefined) return;
-        if (this.spec.onCancel === "ignore") {
-          job.cancelled = true; // keeps streaming: its late chunks must be dropped (C20)
-          return;
-        }
-        this.#jobs.delete(m.request_id);
-        if (this.spec.onCancel === "ack") {
-          this.#send(
-            now,
-            encodeFrame({
-              type: "error",
-              request_id: m.request_id,
-              code: "cancelled",
-              message: "cancelled",
-            }),
-          );
-        }
-        return;
-      }
-      case "ping": {
-        const stop = this.#fault("stopPongs", now);
-        if (stop !== null && now >= stop.fromMs && now < stop.untilMs) return;
-        const lie = this.#fault("lieLoad", now)?.extra ?? 0;
-        this.#send(
-          now,
-          encodeFrame({
-            type: "pong",
-            current_load: this.#jobs.size + lie,
-            timestamp_unix_ms: now,
-          }),
-        );
-        return;
-      }
-      case "models_refresh":
-        this.#send(
-          now,
-          encodeFrame({
-            type: "models_update",
-            models: this.#models,
-            current_load: this.#jobs.size,
-          }),
-        );
-        return;
-      case "graceful_shutdown":
-        return; // finishes what it has; the server closes it when idle (C28)
-    }
-  }
-
-  /** Capabilities frames (capabilities-v1); a worker may send them without negotiating (ignored by the core). */
-  #sendCapabilities(now: number): void {
-    const lc = this.spec.lifecycle;
-    if (lc === undefined || !lc.sendsCapabilities || !this.#registered) return;
-    const loading: { id: string; progress: number }[] = [];
-    for (const t of this.#tasks.values()) {
-      if (t.operation === "model-load" && t.model !== null) {
-        loading.push({ id: t.model, progress: t.sent / (t.total + 1) });
-      }
-    }
-    this.#send(
-      now,
-      encodeFrame({
-        type: "capabilities",
-        capabilities: {
-          runnerType: "sim",
-          runnerId: this.spec.name,
-          models: {
-            loaded: this.#models.filter((m) => m !== "*").map((id) => ({ id })),
-            loading,
-            available: lc.available,
-          },
-          health: "ok",
-        },
-      }),
-    );
-  }
-
-  #onLifecycleRequest(
-    now: number,
-    m: Extract<
-      Extract<Effect, { kind: "sendToWorker" }>["message"],
-      { type: "lifecycle_request" }
-    >,
-  ): void {
-    const lc = this.spec.lifecycle;
-    // A worker that did not list lifecycle-v1 would not understand the frame.
-    if (lc?.extensions?.includes(EXTENSION_LIFECYCLE) !== true) return;
-    if (!this.#registered || this.#tasks.has(m.task_id)) return;
-    const roll = this.#prng.int(0, lc.den - 1);
-    const fate: Task["fate"] = roll < lc.crashNum
-      ? "crash"
-      : roll < lc.crashNum + lc.hangNum
-      ? "hang"
-      : roll < lc.crashNum + lc.hangNum + lc.failNum
-      ? "fail"
-      : "complete";
-    const model = m.params.modelId;
-    const task: Task = {
-      id: m.task_id,
-      operation: m.operation,
-      model: typeof model === "string" ? model : null,
-      fate,
-      total: draw(this.#prng, lc.steps),
-      sent: 0,
-    };
-    this.#tasks.set(task.id, task);
-    this.#scheduleTask(now, task);
-    if (task.operation === "model-load") this.#sendCapabilities(now);
-  }
-
-  #scheduleTask(now: number, task: Task): void {
-    if (this.conn === null) return;
-    this.#world.schedule(now + draw(this.#prng, this.spec.lifecycle!.stepMs), {
-      kind: "lifecycle",
-      host: this.index,
-      conn: this.conn,
-      taskId: task.id,
-    });
-  }
-
-  #progress(
-    now: number,
-    task: Task,
-    status: "running" | "completed" | "failed",
-    extra: {
-      progress?: number;
-      error?: string;
-      result?: Record<string, unknown>;
-    },
-  ): void {
-    this.#send(
-      now,
-      encodeFrame({
-        type: "lifecycle_progress",
-        task_id: task.id,
-        status,
-        ...extra,
-      }),
-    );
-  }
-
-  /** Next step of a lifecycle task: a progress report, or its end (or a crash, or silence). */
-  onLifecycle(now: number, conn: string, taskId: string): void {
-    if (conn !== this.conn) return;
-    const task = this.#tasks.get(taskId);
-    if (task === undefined) return;
-    if (task.sent < task.total) {
-      task.sent++;
-      this.#progress(now, task, "running", {
-        progress: task.sent / (task.total + 1),
-      });
-      this.#scheduleTask(now, task);
+  /** A worker that sends capabilities without negotiating them (the core must ignore them). */
+  #hostileCapabilities(now: number): void {
+    if (this.#core?.extensions.includes(EXTENSION_CAPABILITIES) !== false) {
       return;
     }
-    this.#tasks.delete(taskId);
-    // In the heal phase a doomed task still fails or hangs, but no longer kills its worker.
-    const fate = task.fate === "crash" && !this.#world.faultsOn(now)
-      ? "complete"
-      : task.fate;
-    switch (fate) {
-      case "hang":
-        return; // never answers: the core's task timeout must end it
-      case "crash":
-        return this.crash(now, "worker process died during a lifecycle task");
-      case "fail": {
-        const unsupported = this.#prng.chance(1, 3);
-        this.#progress(now, task, "failed", {
-          error: unsupported ? "backend lacks the operation" : "backend error",
-          ...(unsupported ? { result: { status: 501 } } : {}),
-        });
-        return;
-      }
-      case "complete": {
-        this.#progress(now, task, "completed", { result: { ok: true } });
-        const before = this.#models;
-        if (task.model !== null && task.operation === "model-load") {
-          if (!before.includes(task.model)) {
-            this.#models = [...before, task.model];
-          }
-        } else if (task.model !== null && task.operation === "model-unload") {
-          this.#models = before.filter((x) => x !== task.model);
-        }
-        if (this.#models !== before) {
-          this.#send(
-            now,
-            encodeFrame({
-              type: "models_update",
-              models: this.#models,
-              current_load: this.#jobs.size,
-            }),
-          );
-        }
-        if (task.operation !== "cache-flush") this.#sendCapabilities(now);
-        return;
-      }
+    const c = this.#backend.capabilities();
+    if (c !== null) {
+      this.#send(now, encodeFrame({ type: "capabilities", capabilities: c }));
     }
   }
 
-  #scheduleJob(at: number, job: Job): void {
-    if (this.conn === null) return;
-    this.#world.schedule(at, {
-      kind: "job",
-      host: this.index,
-      conn: this.conn,
-      requestId: job.requestId,
-    });
-  }
-
-  /** Next step of a job: a chunk, an error, or the completion. */
   onJob(now: number, conn: string, requestId: string): void {
     if (conn !== this.conn) return;
-    const job = this.#jobs.get(requestId);
-    if (job === undefined) return;
-    if (job.errorAfter >= 0 && job.sent >= job.errorAfter) {
-      this.#jobs.delete(requestId);
-      this.#send(
-        now,
-        encodeFrame({
-          type: "error",
-          request_id: requestId,
-          code: "backend_error",
-          message: "backend failed",
-        }),
-      );
-      return;
-    }
-    if (job.sent < job.total) {
-      this.#send(
-        now,
-        encodeFrame({
-          type: "response_chunk",
-          request_id: requestId,
-          chunk: chunkText(conn, requestId, job.sent),
-        }),
-      );
-      job.sent++;
-      this.#chunksOnConn++;
-      const crash = this.#fault("crashAtChunk", now);
-      if (crash !== null && this.#chunksOnConn === crash.chunk) {
-        return this.crash(now, "worker process died");
-      }
-      this.#scheduleJob(now + draw(this.#prng, this.spec.chunkGapMs), job);
-      return;
-    }
-    this.#jobs.delete(requestId);
-    const body = job.streaming
-      ? (this.#prng.chance(1, 2) ? chunkText(conn, requestId, job.sent) : "")
-      : `${conn}|${requestId}|B`;
-    const frame = encodeFrame({
-      type: "response_complete",
-      request_id: requestId,
-      status_code: this.#prng.chance(1, 10) ? 500 : 200,
-      headers: { "content-type": "application/json" },
-      body,
-      token_counts: {
-        prompt_tokens: 3,
-        completion_tokens: job.sent,
-        total_tokens: 3 + job.sent,
-      },
-    });
-    this.#send(now, frame);
-    const dup = this.#fault("duplicateComplete", now);
-    if (dup !== null && this.#prng.chance(dup.num, dup.den)) {
-      this.#send(now, frame);
-    }
+    this.#backend.onJob(now, conn, requestId);
+  }
+
+  onLifecycle(now: number, conn: string, taskId: string): void {
+    if (conn !== this.conn) return;
+    this.#backend.onLifecycle(now, conn, taskId);
+  }
+
+  onTimer(now: number, conn: string, timer: string, gen: number): void {
+    if (conn !== this.conn || this.#timers.get(timer) !== gen) return;
+    this.#timers.delete(timer);
+    if (timer === "drain") this.#step(now, { kind: "drainTimerFired" });
   }
 }

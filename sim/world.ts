@@ -10,6 +10,8 @@ export type Action =
   | { kind: "frame"; conn: string; text: string }
   /** A worker's job makes progress (next chunk or completion). */
   | { kind: "job"; host: number; conn: string; requestId: string }
+  /** A worker process's timer fires (the worker core's armTimer); `gen` tells a re-armed one apart. */
+  | { kind: "timer"; host: number; conn: string; timer: string; gen: number }
   /** A worker's lifecycle task takes its next step (issue 9). */
   | { kind: "lifecycle"; host: number; conn: string; taskId: string }
   /** An operator issues lifecycle operation number `op` (issue 9). */

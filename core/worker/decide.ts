@@ -24,13 +24,15 @@ import {
   onLifecycleRequest,
   onLifecycleUpdate,
 } from "./decide_lifecycle.ts";
-import { completionFrames, serverUnderstandsScopedErrors } from "./answers.ts";
+import { completionFrames } from "./answers.ts";
 import {
   advertised,
   drainingError,
   log,
   modelsUpdate,
   send,
+  streamBrokenAnswer,
+  unavailableAnswer,
 } from "./worker_actions.ts";
 import {
   type Completion,
@@ -62,8 +64,10 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
       ];
     case "backendFinished":
       return onBackendFinished(state, event.requestId, event.completion);
-    case "backendFailed":
-      return onBackendFailed(state, event);
+    case "backendUnavailable":
+      return onBackendUnavailable(state, event);
+    case "backendStreamBroken":
+      return onBackendStreamBroken(state, event);
     case "modelsListed":
       return onModelsListed(state, event.models, event.reply);
     case "modelsListFailed":
@@ -277,43 +281,44 @@ function onBackendFinished(
   return out;
 }
 
-/**
- * A scoped `error` lets our server requeue the request to another worker when
- * nothing was sent yet, or end a started stream with an SSE error (C27). Only a
- * server that negotiated extensions is known to be ours; an original server gets
- * the 502 answer it always got, rather than an `error` frame it may not expect.
- */
-function onBackendFailed(
+/** The backend refused the request before any byte (issue 14): it did not start here. */
+function onBackendUnavailable(
   state: WorkerState,
-  e: Extract<WorkerEvent, { kind: "backendFailed" }>,
+  e: Extract<WorkerEvent, { kind: "backendUnavailable" }>,
 ): WorkerAction[] {
-  if (!state.inFlight.delete(e.requestId)) return []; // Cancelled or disconnected meanwhile.
-  const out: WorkerAction[] = [
-    log("warn", "backend failed", {
+  const endpointPath = state.inFlight.get(e.requestId);
+  if (endpointPath === undefined) return [];
+  state.inFlight.delete(e.requestId);
+  return [
+    log("warn", "backend unavailable", {
       request_id: e.requestId,
-      code: e.code,
-      started: e.started,
       reason: e.message,
     }),
+    send(unavailableAnswer(state, e.requestId, endpointPath, e.message)),
+    ...finishDrainIfIdle(state),
   ];
-  if (serverUnderstandsScopedErrors(state)) {
-    out.push(send({
-      type: "error",
+}
+
+/**
+ * The backend died after part of the answer went out (issue 14): our server ends
+ * the client's stream with an SSE error (`backend_stream_broken`); the original
+ * server gets the 502 completion it always got.
+ */
+function onBackendStreamBroken(
+  state: WorkerState,
+  e: Extract<WorkerEvent, { kind: "backendStreamBroken" }>,
+): WorkerAction[] {
+  const endpointPath = state.inFlight.get(e.requestId);
+  if (endpointPath === undefined) return [];
+  state.inFlight.delete(e.requestId);
+  return [
+    log("warn", "backend stream broken", {
       request_id: e.requestId,
-      code: e.code,
-      message: e.message,
-    }));
-  } else {
-    out.push(send({
-      type: "response_complete",
-      request_id: e.requestId,
-      status_code: e.fallback.status_code,
-      headers: e.fallback.headers,
-      body: e.fallback.body,
-    }));
-  }
-  out.push(...finishDrainIfIdle(state));
-  return out;
+      reason: e.message,
+    }),
+    send(streamBrokenAnswer(state, e.requestId, endpointPath, e.message)),
+    ...finishDrainIfIdle(state),
+  ];
 }
 
 /** A signal drain ends when the last in-flight request has been answered. */

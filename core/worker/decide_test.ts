@@ -321,66 +321,6 @@ Deno.test("a proxy silent for 90 s is presumed dead: the socket is cut and the w
   assert.deepEqual(kinds(step(s, { kind: "idleTimerFired" })), []);
 });
 
-function failed(started: boolean) {
-  return {
-    kind: "backendFailed" as const,
-    requestId: "r1",
-    code: started ? "backend_stream_broken" : "backend_unavailable",
-    message: "connection refused",
-    started,
-    fallback: {
-      status_code: 502,
-      headers: { "content-type": "application/json" },
-      body: '{"error":{"code":"backend_unreachable"}}',
-      token_counts: null,
-    },
-  };
-}
-
-Deno.test("a backend failure is a scoped error to a server that negotiated extensions, so it can requeue", () => {
-  const s = fresh();
-  step(s, { kind: "socketOpened" });
-  step(
-    s,
-    frame({
-      type: "register_ack",
-      worker_id: "w1",
-      models: ["m"],
-      extensions: ["capabilities-v1"],
-    }),
-  );
-  step(s, frame(request("r1")));
-  assert.deepEqual(sent(step(s, failed(false))), [{
-    type: "error",
-    request_id: "r1",
-    code: "backend_unavailable",
-    message: "connection refused",
-  }]);
-  assert.equal(s.inFlight.size, 0);
-  // Nothing more for a request already answered.
-  assert.deepEqual(step(s, failed(true)), []);
-});
-
-Deno.test("a backend failure is the fallback 502 answer to a server without extensions (original)", () => {
-  const s = registered();
-  step(s, frame(request("r1")));
-  const out = sent(step(s, failed(false)));
-  assert.equal(out.length, 1);
-  assert.equal(out[0]!.type, "response_complete");
-  assert.equal((out[0] as { status_code: number }).status_code, 502);
-});
-
-Deno.test("a backend failure of the last request ends a signal drain", () => {
-  const s = registered();
-  step(s, frame(request("r1")));
-  step(s, { kind: "shutdownSignalled" });
-  assert.deepEqual(kinds(step(s, failed(true))), [
-    "send",
-    "closeSocket",
-    "exit",
-  ]);
-});
-
 // ---- issue 14: real backends and real faults -----------------------------------
 
 /** Registered with a server that acked `extensions` (ours), or none (the original). */
@@ -448,6 +388,42 @@ Deno.test("issue 14.9 a request reaching a draining worker gets a scoped worker_
   assert.equal((answer as { status_code: number }).status_code, 503);
 });
 
+Deno.test("issue 14.3 a backend that refused the connection answers a scoped backend_unavailable error (our server), a 502 for the original", () => {
+  const ours = registeredWith(["capabilities-v1"]);
+  step(ours, frame(request("r1")));
+  const refused = step(ours, {
+    kind: "backendUnavailable",
+    requestId: "r1",
+    message: "connect ECONNREFUSED 127.0.0.1:8080",
+  });
+  assert.deepEqual(sent(refused), [{
+    type: "error",
+    request_id: "r1",
+    code: "backend_unavailable",
+    message: "connect ECONNREFUSED 127.0.0.1:8080",
+  }]);
+  assert.equal(ours.inFlight.size, 0);
+  const original = registeredWith([]);
+  step(original, frame(request("r1")));
+  const [answer] = sent(
+    step(original, {
+      kind: "backendUnavailable",
+      requestId: "r1",
+      message: "refused",
+    }),
+  );
+  assert.equal(answer?.type, "response_complete");
+  assert.equal((answer as { status_code: number }).status_code, 502);
+  // After a cancel the refusal is old news.
+  const late = registeredWith(["drain-v1"]);
+  step(late, frame(request("r1")));
+  step(late, frame({ type: "cancel", request_id: "r1", reason: "timeout" }));
+  assert.deepEqual(
+    step(late, { kind: "backendUnavailable", requestId: "r1", message: "x" }),
+    [],
+  );
+});
+
 Deno.test("issue 14.2 an answer larger than a frame goes in response_chunk pieces with body-chunks-v1, never as an oversized frame", () => {
   const s = registeredWith(["body-chunks-v1"], {
     responseFrameCharsMax: 1_200,
@@ -493,4 +469,37 @@ Deno.test("issue 14.2 an answer larger than a frame is a 502 response_too_large 
     ).map((m) => m.type),
     ["response_complete"],
   );
+});
+
+Deno.test("issue 14.4 a backend that broke mid-answer: a scoped backend_stream_broken error to our server, a 502 to the original", () => {
+  const ours = registeredWith(["capabilities-v1"]);
+  step(ours, frame(request("r1")));
+  const broken = {
+    kind: "backendStreamBroken" as const,
+    requestId: "r1",
+    message: "the backend closed the connection mid-answer",
+  };
+  assert.deepEqual(sent(step(ours, broken)), [{
+    type: "error",
+    request_id: "r1",
+    code: "backend_stream_broken",
+    message: "the backend closed the connection mid-answer",
+  }]);
+  assert.equal(ours.inFlight.size, 0);
+  // Nothing more for a request already answered.
+  assert.deepEqual(step(ours, broken), []);
+  const original = registeredWith([]);
+  step(original, frame(request("r1")));
+  const [answer] = sent(step(original, broken));
+  assert.equal(answer?.type, "response_complete");
+  assert.equal((answer as { status_code: number }).status_code, 502);
+  // It ends a signal drain like any answer.
+  const draining = registeredWith(["drain-v1"]);
+  step(draining, frame(request("r1")));
+  step(draining, { kind: "shutdownSignalled" });
+  assert.deepEqual(kinds(step(draining, broken)), [
+    "send",
+    "closeSocket",
+    "exit",
+  ]);
 });

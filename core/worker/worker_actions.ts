@@ -1,6 +1,6 @@
 // Small builders for the actions decide.ts returns.
 import { EXTENSION_DRAIN, type WorkerMessage } from "../protocol/mod.ts";
-import { serverUnderstandsScopedErrors } from "./answers.ts";
+import { errorBody, serverUnderstandsScopedErrors } from "./answers.ts";
 import type { LogFields, LogLevel } from "../log.ts";
 import type { WorkerAction, WorkerState } from "./worker_state.ts";
 
@@ -61,6 +61,54 @@ export function drainingError(
     status_code: 503,
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
+  };
+}
+
+/** The backend refused the request before any byte: a scoped error for our server, else its 502. */
+export function unavailableAnswer(
+  state: WorkerState,
+  requestId: string,
+  endpointPath: string | null,
+  message: string,
+): WorkerMessage {
+  if (serverUnderstandsScopedErrors(state)) {
+    return {
+      type: "error",
+      request_id: requestId,
+      code: "backend_unavailable",
+      message,
+    };
+  }
+  return {
+    type: "response_complete",
+    request_id: requestId,
+    status_code: 502,
+    headers: { "content-type": "application/json" },
+    body: errorBody(endpointPath, "backend_unreachable", message),
+  };
+}
+
+/** The backend broke mid-answer: a scoped error for our server, else its 502. */
+export function streamBrokenAnswer(
+  state: WorkerState,
+  requestId: string,
+  endpointPath: string | null,
+  message: string,
+): WorkerMessage {
+  if (serverUnderstandsScopedErrors(state)) {
+    return {
+      type: "error",
+      request_id: requestId,
+      code: "backend_stream_broken",
+      message,
+    };
+  }
+  return {
+    type: "response_complete",
+    request_id: requestId,
+    status_code: 502,
+    headers: { "content-type": "application/json" },
+    body: errorBody(endpointPath, "backend_error", message),
   };
 }
 

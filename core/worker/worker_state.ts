@@ -74,20 +74,15 @@ export type WorkerEvent =
   | { kind: "chunkRead"; requestId: string; chunk: string }
   | { kind: "backendFinished"; requestId: string; completion: Completion }
   /**
-   * The backend failed without a complete answer: refused or reset before any
-   * byte (`backend_unavailable`), or cut after bytes went out
-   * (`backend_stream_broken`).
+   * The backend refused or reset the connection before any response byte
+   * (issue 14): the request did not start here.
    */
-  | {
-    kind: "backendFailed";
-    requestId: string;
-    code: string;
-    message: string;
-    /** Whether any byte of the answer already went to the proxy. */
-    started: boolean;
-    /** What a server that negotiated no extension gets instead (see decide.ts). */
-    fallback: Completion;
-  }
+  | { kind: "backendUnavailable"; requestId: string; message: string }
+  /**
+   * The backend's connection broke after part of the answer went to the proxy
+   * (issue 14): the request started here and cannot be retried.
+   */
+  | { kind: "backendStreamBroken"; requestId: string; message: string }
   | { kind: "modelsListed"; models: string[]; reply: boolean }
   | { kind: "modelsListFailed"; message: string; reply: boolean }
   | { kind: "modelsRefreshDue" }

@@ -9,7 +9,7 @@ import { readBody } from "./body.ts";
 import type { Clients } from "./clients.ts";
 import { applyCors } from "./cors.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
-import { sendJson } from "./http_reply.ts";
+import { requestUrl, sendJson } from "./http_reply.ts";
 import { newRequestId } from "./ids.ts";
 import { type KeyGrant, readTenancy } from "./tenancy.ts";
 
@@ -107,7 +107,14 @@ export function handleHttp(
   // parsed as before.
   const raw = req.url ?? "/";
   const exact = Object.hasOwn(INFERENCE_ROUTES, raw);
-  const url = exact ? null : new URL(raw, "http://relay.invalid");
+  const url = exact ? null : requestUrl(raw);
+  if (!exact && url === null) {
+    return sendError(
+      res,
+      "openai",
+      badRequest("bad_request", "malformed request target"),
+    );
+  }
   const path = url === null ? raw : url.pathname;
   if (
     d.corsAllowOrigins !== undefined && path.startsWith("/v1/") &&
@@ -141,8 +148,7 @@ export function handleHttp(
     });
   }
   if (
-    d.extraRoutes?.(req, res, url ?? new URL(raw, "http://relay.invalid")) ===
-      true
+    d.extraRoutes?.(req, res, url ?? requestUrl(raw)!) === true
   ) return;
   sendError(
     res,

@@ -2,6 +2,7 @@
 // way to end a connection after an answer (issue 15): every route that refuses a client for what it sends (too
 // big, too slow, too many) answers first, then closes, so the client sees why.
 import type { ServerResponse } from "node:http";
+import { errorBody } from "./errors.ts";
 
 /** An error in the OpenAI shape for the operator routes (admin, lifecycle, /metrics). */
 export function sendAdminError(
@@ -56,4 +57,53 @@ export function closeAfterAnswer(res: ServerResponse): void {
     const cut = setTimeout(() => socket.destroy(), LINGER_MS);
     socket.once("close", () => clearTimeout(cut));
   });
+}
+
+/**
+ * A request node:http could not parse (unknown method, bad framing, oversized
+ * headers) never reaches a route: it gets one JSON error, in Anthropic's shape
+ * when its request line names /v1/messages, else OpenAI's, and the connection
+ * closes.
+ */
+export function answerUnparsable(
+  err: Error & { code?: string; rawPacket?: unknown },
+  socket: { writable: boolean; end(data: string): void; destroy(): void },
+): void {
+  if (err.code === "ECONNRESET" || !socket.writable) return socket.destroy();
+  const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
+  const status = tooLarge ? 431 : 400;
+  const message = tooLarge
+    ? "request headers are too large"
+    : "malformed HTTP request";
+  const raw = err.rawPacket instanceof Uint8Array
+    ? Buffer.from(err.rawPacket).subarray(0, 256).toString("latin1")
+    : "";
+  const path = /^\S+ (\S+)/.exec(raw)?.[1] ?? "";
+  const api = path.startsWith("/v1/messages") ? "anthropic" : "openai";
+  const body = errorBody(api, {
+    status,
+    code: tooLarge ? "headers_too_large" : "bad_request",
+    message,
+  });
+  socket.end(
+    `HTTP/1.1 ${status} ${
+      tooLarge ? "Request Header Fields Too Large" : "Bad Request"
+    }\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${
+      Buffer.byteLength(body)
+    }\r\n\r\n${body}`,
+  );
+}
+
+/**
+ * The request target as a URL, or null when it is not one. `new URL(raw, base)`
+ * throws on targets like `//` (read as a host-less authority), which took the
+ * whole server down before the HTTP fuzz found it (issue 15); prefixing the
+ * origin reads every target as a path.
+ */
+export function requestUrl(raw: string | undefined): URL | null {
+  try {
+    return new URL(`http://relay.invalid${raw?.startsWith("/") ? raw : "/"}`);
+  } catch {
+    return null;
+  }
 }

@@ -7,6 +7,7 @@
 // start, and the union of served models. No worker names, ids, addresses or loads.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { listModels, type State } from "../../core/mod.ts";
+import { sendAdminError } from "./admin.ts";
 import { sendJson } from "./http_reply.ts";
 import { DASHBOARD_HTML, DASHBOARD_JS } from "./page_dashboard.ts";
 import { SETUP_HTML, SETUP_JS } from "./page_setup.ts";
@@ -64,8 +65,10 @@ export function handlePages(
   if (asset === undefined) return false;
   req.resume();
   if (req.method !== "GET" && req.method !== "HEAD") {
-    res.writeHead(405, { allow: "GET", "content-type": "text/plain" });
-    res.end("use GET\n");
+    // Found by the HTTP fuzz (issue 15): every error is JSON in one shape.
+    sendAdminError(res, 405, "method_not_allowed", `use GET for ${path}`, {
+      allow: "GET",
+    });
     return true;
   }
   res.writeHead(200, {

@@ -12,6 +12,7 @@ import { capConnections } from "./connection_cap.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
+import { answerUnparsable, sendJson } from "./http_reply.ts";
 import { makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
 import { makeWorkerUpgrade } from "./worker_socket.ts";
@@ -60,8 +61,24 @@ export async function startServer(
   // Late-bound so the effect runner can submit follow-up events.
   let submit = (_e: Parameters<Runtime["submit"]>[0]) => {};
   const server = createServer((req, res) => {
-    if (!connections.refuseRequest(req, res)) handleHttp(req, res, httpDeps);
+    if (connections.refuseRequest(req, res)) return;
+    try {
+      handleHttp(req, res, httpDeps);
+    } catch (e) {
+      // Our bug: one request fails, loudly, and the server keeps serving.
+      log("error", "request handler failed", { error: String(e) });
+      if (!res.headersSent) {
+        sendJson(res, 500, {
+          error: {
+            message: "internal error",
+            type: "server_error",
+            code: "internal_error",
+          },
+        });
+      } else res.destroy();
+    }
   });
+  server.on("clientError", answerUnparsable);
   const connections = capConnections(server, config.maxConnections);
   const upgrade = makeWorkerUpgrade({
     sockets,

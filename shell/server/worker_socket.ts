@@ -16,6 +16,7 @@ import {
 import type { Corkable } from "../frame_batch.ts";
 import { clientAddress, type TrustedProxies } from "./client_address.ts";
 import type { ConnectionCap } from "./connection_cap.ts";
+import { requestUrl } from "./http_reply.ts";
 import { newWorkerId } from "./ids.ts";
 import { closeReason } from "./run_effects.ts";
 import { secretsEqual } from "./secret.ts";
@@ -71,8 +72,8 @@ export function makeWorkerUpgrade(
   const attempts = new Map<string, Attempt>();
 
   function onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const url = new URL(req.url ?? "/", "http://relay.invalid");
-    if (url.pathname !== "/v1/worker/connect") {
+    const url = requestUrl(req.url);
+    if (url === null || url.pathname !== "/v1/worker/connect") {
       socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
       return;
     }

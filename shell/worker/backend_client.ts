@@ -118,17 +118,14 @@ function authorize(headers: Record<string, string>, backend: Backend): void {
 export type BackendOutcome =
   | { kind: "completed"; completion: Completion }
   /**
-   * No complete answer: refused or reset before any byte went to the proxy
-   * (`backend_unavailable`, another worker may retry it), or cut after some did
-   * (`backend_stream_broken`). `fallback` is the 502 answer for a server that
-   * negotiated no extension.
+   * No complete answer: refused, reset or cut before any byte went to the
+   * proxy (`backend_unavailable`: another worker may run it), or cut after some
+   * did (`backend_stream_broken`). The worker core picks the frame.
    */
   | {
     kind: "failed";
     code: "backend_unavailable" | "backend_stream_broken";
     message: string;
-    started: boolean;
-    fallback: Completion;
   }
   /** `signal` aborted it (a cancel: the caller has already answered it). */
   | { kind: "cancelled" };
@@ -226,13 +223,6 @@ export function forwardToBackend(
         kind: "failed",
         code: started ? "backend_stream_broken" : "backend_unavailable",
         message: why,
-        started,
-        fallback: failure(
-          request,
-          502,
-          started ? "backend_error" : "backend_unreachable",
-          why,
-        ),
       });
     const onAbort = () => {
       req.destroy();

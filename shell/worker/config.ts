@@ -72,7 +72,7 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     kind: "secret",
     default: "",
     help:
-      "key the backend requires, sent as Authorization: Bearer (inference and model discovery); replaces the client's",
+      "key the backend requires, sent as Authorization: Bearer on every backend call (replaces the client's); never logged",
   },
   {
     flag: "models",

@@ -8,7 +8,7 @@
 // @ts-types="npm:@types/ws@8.18.1"
 import { WebSocket } from "ws";
 import { assertNever } from "../../core/assert_never.ts";
-import { encodeFrame } from "../../core/protocol/mod.ts";
+import { encodeFrame, EXTENSION_BODY_CHUNKS } from "../../core/protocol/mod.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import type { Logger } from "../log.ts";
 import { forwardToBackend, listBackendModels } from "./backend_client.ts";
@@ -41,12 +41,6 @@ export type RunningWorker = {
  * faster than the link (or a huge answer) must not pile up in the worker.
  */
 const SEND_BUFFER_BYTES_MAX = 8 * 1024 * 1024;
-
-/**
- * Negotiated extension (issue 14, agreed name): non-streaming bodies may be
- * sent as response_chunk frames ahead of response_complete.
- */
-const EXTENSION_BODY_CHUNKS = "body-chunks-v1";
 
 /** How long a graceful exit waits for the proxy to answer our close frame. */
 const CLOSE_WAIT_MS = 2_000;
@@ -178,12 +172,11 @@ export function startWorker(
             });
           case "failed":
             return dispatch({
-              kind: "backendFailed",
+              kind: outcome.code === "backend_unavailable"
+                ? "backendUnavailable"
+                : "backendStreamBroken",
               requestId: id,
-              code: outcome.code,
               message: outcome.message,
-              started: outcome.started,
-              fallback: outcome.fallback,
             });
           case "cancelled":
             return;

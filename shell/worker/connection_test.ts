@@ -262,7 +262,7 @@ Deno.test("backend down, original proxy (no extensions): response_complete 502 w
       body.error.message,
       /backend unreachable at http:\/\/127\.0\.0\.1:1/,
     );
-    assert.ok(worker.logs.some((l) => l.message === "backend failed"));
+    assert.ok(worker.logs.some((l) => l.message === "backend unavailable"));
   } finally {
     await stopWorker(worker);
     await proxy.close();

@@ -1,6 +1,7 @@
 // The backend's spec 004 capabilities: its own GET /v1/capabilities when it has
 // one, else derived from what it does offer (Ollama /api/ps and /api/tags,
-// llama-server /props and /slots, and /v1/models for everything).
+// llama-server /props and /slots, llama-server router mode /models with each
+// model's status, and /v1/models for everything).
 import type { RunnerCapabilities } from "../../../core/protocol/mod.ts";
 import { runnerCapabilitiesSchema } from "../../../core/protocol/mod.ts";
 import type { BackendFetch, BackendKind } from "./backends.ts";
@@ -73,6 +74,9 @@ export async function readCapabilities(
       health,
     };
   }
+  if (kind === "llama-router") {
+    return await routerCapabilities(call, base, health);
+  }
   const models = await tryJson(call, `${base}/v1/models`);
   if (models === null) return null;
   const listed = ids(models.data);
@@ -116,4 +120,51 @@ export async function readCapabilities(
     out.queue = { depth: busy, maxDepth: slots.length };
   }
   return out;
+}
+
+/**
+ * llama-server in router mode lists every model it can run, each with a status
+ * (checked against the real binary, issue 14): only "loaded" ones are loaded
+ * (context length from `/props?model=`), "loading" ones are loading, the rest
+ * available. Its own /props describes the router (n_ctx 0), not a model.
+ */
+async function routerCapabilities(
+  call: BackendFetch,
+  base: string,
+  health: string,
+): Promise<RunnerCapabilities | null> {
+  const list = await tryJson(call, `${base}/models`);
+  if (list === null || !Array.isArray(list.data)) return null;
+  const byStatus = new Map<string, string[]>();
+  for (const m of list.data as Json[]) {
+    if (typeof m?.id !== "string") continue;
+    const st = m.status as Json | string | undefined;
+    const value = typeof st === "string" ? st : String(st?.value ?? "");
+    byStatus.set(value, [...byStatus.get(value) ?? [], m.id]);
+  }
+  const loaded = await Promise.all(
+    (byStatus.get("loaded") ?? []).map(async (id) => {
+      const props = await tryJson(
+        call,
+        `${base}/props?model=${encodeURIComponent(id)}`,
+      );
+      const nCtx = (props?.default_generation_settings as Json | undefined)
+        ?.n_ctx;
+      return typeof nCtx === "number" && nCtx > 0
+        ? { id, contextLength: nCtx }
+        : { id };
+    }),
+  );
+  return {
+    runnerType: "llama-router",
+    models: {
+      loaded,
+      loading: (byStatus.get("loading") ?? []).map((id) => ({ id })),
+      available: [...byStatus]
+        .filter(([st]) => st !== "loaded" && st !== "loading")
+        .flatMap(([, ids]) => ids),
+    },
+    capabilities: { streaming: true },
+    health,
+  };
 }
