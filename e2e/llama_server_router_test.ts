@@ -6,7 +6,7 @@
 // (with a console message) where ../shared/llama is absent.
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { waitUntil } from "../shell/demo/children.ts";
+import { waitUntil } from "../shell/procs.ts";
 import { encodeOpToken } from "../shell/server/op_token.ts";
 import {
   detectBackend,

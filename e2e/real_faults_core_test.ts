@@ -2,7 +2,8 @@
 // in the server core (drain-v1, body-chunks-v1, requeue to another worker and
 // the backend circuit, the requeue deadline), replayed with real processes.
 import assert from "node:assert/strict";
-import { waitUntil, workersConnected } from "../shell/demo/children.ts";
+import { workersConnected } from "../shell/demo/relay_probes.ts";
+import { waitUntil } from "../shell/procs.ts";
 import {
   chat,
   MODEL,

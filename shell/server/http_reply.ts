@@ -1,6 +1,7 @@
 // The one JSON reply helper (and the operator error built on it), and the one
-// way to end a connection after an answer (issue 15): every route that refuses a client for what it sends (too
-// big, too slow, too many) answers first, then closes, so the client sees why.
+// way to end a connection after an answer (issue 15): every route that refuses
+// a client for what it sends (too big, too slow, too many) answers first, then
+// closes, so the client sees why.
 import type { ServerResponse } from "node:http";
 import { errorBody } from "./errors.ts";
 
