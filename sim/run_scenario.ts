@@ -179,7 +179,6 @@ export function runScenario(
   let now = 0;
 
   const world: World = {
-    prng: root,
     schedule(atMs: number, action: Action): void {
       queue.push(atMs < now ? now : atMs, action);
     },

@@ -1,7 +1,6 @@
 // What virtual workers and clients may do to the run: schedule future actions
 // on the virtual clock and look at a few shared facts. Implemented by run_scenario.ts.
 import type { Event } from "../core/mod.ts";
-import type { Prng } from "./prng.ts";
 
 export type Action =
   /** A core event delivered as is (client arrivals, aborts, socket closes, operator commands). */
@@ -23,7 +22,6 @@ export type Action =
   | { kind: "tick" };
 
 export interface World {
-  readonly prng: Prng;
   /** Schedules an action at an absolute virtual time (never in the past). */
   schedule(atMs: number, action: Action): void;
   /** Whether faults are still on (false in the heal phase). */

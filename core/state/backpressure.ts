@@ -3,7 +3,8 @@
 // With nothing measured yet, the configured default.
 import type { State } from "./state.ts";
 
-export function freeSlotsTotal(state: State, provider: string): number {
+/** Requests the provider's non-draining workers take at once, busy or not. */
+function slotCapacity(state: State, provider: string): number {
   let slots = 0;
   for (const w of state.workers.values()) {
     if (w.provider === provider && !w.draining) slots += w.maxConcurrent;
@@ -13,7 +14,7 @@ export function freeSlotsTotal(state: State, provider: string): number {
 
 export function retryAfterSecs(state: State, provider: string): number {
   const depth = state.queues.get(provider)?.length ?? 0;
-  const slots = freeSlotsTotal(state, provider);
+  const slots = slotCapacity(state, provider);
   if (state.serviceMsAvg === 0 || slots === 0) {
     return state.config.retryAfterSecs;
   }

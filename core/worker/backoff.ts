@@ -7,8 +7,6 @@ export const JITTER_MAX_MS = 500;
 export const AUTH_RETRY_MS = BACKOFF_MAX_MS;
 /** After the proxy's own graceful_shutdown, a replacement usually needs a moment. */
 export const SERVER_RESTART_RETRY_MS = 2_000;
-/** Requests carry whole prompt bodies; frames far beyond any body limit are refused. */
-export const FRAME_CHARS_MAX = 64 * 1024 * 1024;
 
 /** 1 s doubling to 30 s, plus up to 500 ms of jitter; `random01` is in [0, 1). */
 export function backoffMs(failedAttempts: number, random01: number): number {
@@ -22,10 +20,3 @@ export function backoffMs(failedAttempts: number, random01: number): number {
 export function jitterMs(random01: number): number {
   return Math.floor(Math.min(Math.max(random01, 0), 0.999_999) * JITTER_MAX_MS);
 }
-
-/**
- * The proxy pings every 15 s (C25, C43), so 90 s without any frame means the link
- * is dead even if TCP never said so (a rebooted host, a NAT that dropped the flow):
- * the worker cuts it and reconnects. 90 s is the original worker's idle timeout.
- */
-export const IDLE_TIMEOUT_MS = 90_000;

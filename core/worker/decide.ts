@@ -14,11 +14,10 @@ import {
 import {
   AUTH_RETRY_MS,
   backoffMs,
-  FRAME_CHARS_MAX,
-  IDLE_TIMEOUT_MS,
   jitterMs,
   SERVER_RESTART_RETRY_MS,
 } from "./backoff.ts";
+import { FRAME_CHARS_MAX, IDLE_TIMEOUT_MS } from "./link_limits.ts";
 import {
   onCapabilitiesRead,
   onLifecycleRequest,
@@ -42,6 +41,7 @@ import {
 } from "./worker_state.ts";
 
 export * from "./backoff.ts";
+export * from "./link_limits.ts";
 export * from "./worker_state.ts";
 
 export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
