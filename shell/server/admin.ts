@@ -100,11 +100,11 @@ export function handleAdmin(
   req: IncomingMessage,
   res: ServerResponse,
   url: URL,
-  d: AdminDeps,
+  deps: AdminDeps,
 ): boolean {
   const path = url.pathname;
   if (path !== "/admin" && !path.startsWith("/admin/")) return false;
-  if (d.adminToken === "") {
+  if (deps.adminToken === "") {
     req.resume();
     sendAdminError(
       res,
@@ -115,9 +115,9 @@ export function handleAdmin(
     return true;
   }
   const given = bearerToken(req);
-  if (given === null || !secretsEqual(given, d.adminToken)) {
+  if (given === null || !secretsEqual(given, deps.adminToken)) {
     req.resume();
-    d.metrics.authFailure("admin_token");
+    deps.metrics.authFailure("admin_token");
     sendAdminError(
       res,
       403,
@@ -128,7 +128,7 @@ export function handleAdmin(
     );
     return true;
   }
-  const state = d.state();
+  const state = deps.state();
   if (state === null) {
     req.resume();
     sendAdminError(res, 503, "starting", "the server is still starting");
@@ -150,8 +150,8 @@ export function handleAdmin(
 
   if (path === "/admin/workers") {
     if (!only("GET")) return true;
-    const now = d.now();
-    const wall = (monotonicMs: number) => d.wallNow() - (now - monotonicMs);
+    const now = deps.now();
+    const wall = (monotonicMs: number) => deps.wallNow() - (now - monotonicMs);
     sendJson(res, 200, {
       workers: workerViews(state).map((w) => ({
         ...w,
@@ -179,9 +179,9 @@ export function handleAdmin(
       sendAdminError(res, 404, "worker_not_found", `no worker with id ${id}`);
       return true;
     }
-    d.submit({
+    deps.submit({
       kind: "workerDrainRequested",
-      atMs: d.now(),
+      atMs: deps.now(),
       workerId: id,
       reason: "drained by an operator (POST /admin/workers/{id}/drain)",
     });
@@ -195,11 +195,11 @@ export function handleAdmin(
   }
   if (path === "/admin/stats") {
     if (!only("GET")) return true;
-    sendJson(res, 200, d.metrics.stats(state, d.now()));
+    sendJson(res, 200, deps.metrics.stats(state, deps.now()));
     return true;
   }
   if (path === "/admin/keys" || path.startsWith("/admin/keys/")) {
-    return handleKeys(req, res, path, method, d);
+    return handleKeys(req, res, path, method, deps);
   }
   req.resume();
   sendAdminError(res, 404, "not_found", `no admin route for ${method} ${path}`);
@@ -211,9 +211,9 @@ function handleKeys(
   res: ServerResponse,
   path: string,
   method: string,
-  d: AdminDeps,
+  deps: AdminDeps,
 ): boolean {
-  const keys = d.keys;
+  const keys = deps.keys;
   if (keys === null) {
     req.resume();
     sendAdminError(res, 503, "keys_unavailable", "the key store is not open");
@@ -238,7 +238,7 @@ function handleKeys(
       return true;
     }
     if (method === "POST") {
-      readAdminJson(req, res, d.bodyTimeoutMs, (value, error) => {
+      readAdminJson(req, res, deps.bodyTimeoutMs, (value, error) => {
         if (error !== null) {
           return sendAdminError(res, 400, "invalid_body", error);
         }
@@ -259,7 +259,7 @@ function handleKeys(
           return sendAdminError(res, 400, "invalid_scope", scope);
         }
         try {
-          const k = keys.create(name.trim(), d.wallNow(), scope);
+          const k = keys.create(name.trim(), deps.wallNow(), scope);
           // The original's fields (`secret`, `prefix`, `revoked`); `key` too,
           // which this relay's earlier releases returned.
           sendJson(res, 201, {

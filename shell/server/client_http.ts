@@ -100,7 +100,7 @@ export function parseInference(body: string): Parsed {
 export function handleHttp(
   req: IncomingMessage,
   res: ServerResponse,
-  d: HttpDeps,
+  deps: HttpDeps,
 ): void {
   // An inference route spelled exactly is its own pathname: no URL parse on
   // the hot path (issue 10). Anything else (a query, dot segments, escapes) is
@@ -117,8 +117,8 @@ export function handleHttp(
   }
   const path = url === null ? raw : url.pathname;
   if (
-    d.corsAllowOrigins !== undefined && path.startsWith("/v1/") &&
-    path !== "/v1/worker/connect" && applyCors(req, res, d.corsAllowOrigins)
+    deps.corsAllowOrigins !== undefined && path.startsWith("/v1/") &&
+    path !== "/v1/worker/connect" && applyCors(req, res, deps.corsAllowOrigins)
   ) return;
   const api = INFERENCE_ROUTES[path];
   if (api !== undefined) {
@@ -130,11 +130,11 @@ export function handleHttp(
         badRequest("method_not_allowed", `use POST for ${path}`, 405),
       );
     }
-    return handleInference(req, res, d, api, path);
+    return handleInference(req, res, deps, api, path);
   }
-  if (req.method === "GET" && path === "/health") return health(res, d);
+  if (req.method === "GET" && path === "/health") return health(res, deps);
   if (req.method === "GET" && path === "/v1/models") {
-    return sendJson(res, 200, modelList(d.state));
+    return sendJson(res, 200, modelList(deps.state));
   }
   if (path === "/v1/worker/connect") {
     res.setHeader("upgrade", "websocket");
@@ -148,7 +148,7 @@ export function handleHttp(
     });
   }
   if (
-    d.extraRoutes?.(req, res, url ?? requestUrl(raw)!) === true
+    deps.extraRoutes?.(req, res, url ?? requestUrl(raw)!) === true
   ) return;
   sendError(
     res,
@@ -158,25 +158,29 @@ export function handleHttp(
 }
 
 /** GET /health: judged in the core (core/views/health.ts); uptime is the shell's clock. */
-function health(res: ServerResponse, d: HttpDeps): void {
-  const answer = healthAnswer(d.state, VERSION, d.now() - d.startedAtMs);
+function health(res: ServerResponse, deps: HttpDeps): void {
+  const answer = healthAnswer(
+    deps.state,
+    VERSION,
+    deps.now() - deps.startedAtMs,
+  );
   sendJson(res, answer.status, answer.body);
 }
 
 function handleInference(
   req: IncomingMessage,
   res: ServerResponse,
-  d: HttpDeps,
+  deps: HttpDeps,
   api: ClientApi,
   path: string,
 ): void {
-  const access: Access = d.authorize?.(req, api) ??
+  const access: Access = deps.authorize?.(req, api) ??
     { kind: "granted", grant: null };
   if (access.kind === "denied") {
     req.resume();
     return sendError(res, api, access.error);
   }
-  const limits = { maxBytes: d.maxBodyBytes, timeoutMs: d.bodyTimeoutMs };
+  const limits = { maxBytes: deps.maxBodyBytes, timeoutMs: deps.bodyTimeoutMs };
   readBody(req, res, limits, (bytes) => {
     const body = bytes.toString("utf8");
     const parsed = parseInference(body);
@@ -193,15 +197,15 @@ function handleInference(
     ) req.headers["x-priority"] = tenancy.priority;
     const requestId = newRequestId();
     const ctx = { res, api, ended: false, stalled: false };
-    d.clients.set(requestId, ctx);
+    deps.clients.set(requestId, ctx);
     res.on("close", () => {
       if (ctx.ended) return;
-      d.clients.delete(requestId);
-      d.submit({ kind: "clientDisconnected", atMs: d.now(), requestId });
+      deps.clients.delete(requestId);
+      deps.submit({ kind: "clientDisconnected", atMs: deps.now(), requestId });
     });
-    d.submit({
+    deps.submit({
       kind: "requestReceived",
-      atMs: d.now(),
+      atMs: deps.now(),
       requestId,
       api,
       endpointPath: path,

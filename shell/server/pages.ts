@@ -44,18 +44,18 @@ export function handlePages(
   req: IncomingMessage,
   res: ServerResponse,
   url: URL,
-  d: PagesDeps,
+  deps: PagesDeps,
 ): boolean {
   const path = url.pathname.length > 1 && url.pathname.endsWith("/")
     ? url.pathname.slice(0, -1)
     : url.pathname;
   if (path === "/setup/status") {
     req.resume();
-    const state = d.state();
+    const state = deps.state();
     if (state === null) return false;
     sendJson(res, 200, {
       workers_connected: state.workers.size,
-      worker_registrations_total: d.metrics.workerRegistrations,
+      worker_registrations_total: deps.metrics.workerRegistrations,
       models: listModels(state),
     });
     return true;

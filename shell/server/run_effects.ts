@@ -124,35 +124,35 @@ export function safeHead(
   };
 }
 
-export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
+export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
   // Streams whose head was stored by startStream but not yet written.
   const headPending = new Set<ServerResponse>();
   return (effect) => {
     switch (effect.kind) {
       case "writeChunk": {
-        const c = d.clients.get(effect.requestId);
+        const c = deps.clients.get(effect.requestId);
         if (c === undefined || c.stalled) return;
         headPending.delete(c.res);
         c.res.write(effect.chunk);
-        if (c.res.writableLength > d.clientBufferBytes) {
+        if (c.res.writableLength > deps.clientBufferBytes) {
           c.stalled = true;
-          d.submit({
+          deps.submit({
             kind: "clientStalled",
-            atMs: d.now(),
+            atMs: deps.now(),
             requestId: effect.requestId,
           });
         }
         return;
       }
       case "sendToWorker": {
-        const ws = d.sockets.get(effect.workerId);
+        const ws = deps.sockets.get(effect.workerId);
         if (ws === undefined) return;
-        d.batch?.(ws);
+        deps.batch?.(ws);
         ws.send(encodeFrame(effect.message));
         return;
       }
       case "startStream": {
-        const c = d.clients.get(effect.requestId);
+        const c = deps.clients.get(effect.requestId);
         if (c === undefined) return;
         // Chunks go out as they come: without TCP_NODELAY, a chunk that follows
         // an unacknowledged one waits for the client's delayed ACK (~40 ms).
@@ -174,10 +174,10 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "endStream": {
-        const c = d.clients.get(effect.requestId);
+        const c = deps.clients.get(effect.requestId);
         if (c === undefined) return;
         c.ended = true;
-        d.clients.delete(effect.requestId);
+        deps.clients.delete(effect.requestId);
         headPending.delete(c.res);
         if (c.stalled) {
           // Its buffer is full, so an error event could not arrive anyway; keeping
@@ -192,10 +192,10 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "respond": {
-        const c = d.clients.get(effect.requestId);
+        const c = deps.clients.get(effect.requestId);
         if (c === undefined) return;
         c.ended = true;
-        d.clients.delete(effect.requestId);
+        deps.clients.delete(effect.requestId);
         // Spec 004 headers: the backend's when it sent them, else false/0.
         const headers: Record<string, string> = { ...CACHE_HEADER_DEFAULTS };
         const from = effect.headers;
@@ -210,10 +210,10 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "respondError": {
-        const c = d.clients.get(effect.requestId);
+        const c = deps.clients.get(effect.requestId);
         if (c === undefined) return;
         c.ended = true;
-        d.clients.delete(effect.requestId);
+        deps.clients.delete(effect.requestId);
         c.res.writeHead(effect.error.status, {
           ...errorHeaders(effect.error),
           "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
@@ -222,17 +222,19 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "acceptWorker":
-        d.admission?.accept(effect.workerId);
+        deps.admission?.accept(effect.workerId);
         return;
       case "rejectWorker":
-        if (d.admission?.refuse(effect.workerId, effect.code, effect.reason)) {
+        if (
+          deps.admission?.refuse(effect.workerId, effect.code, effect.reason)
+        ) {
           return;
         }
       // falls through: a socket already open is closed like any other
       case "closeWorker": {
-        const ws = d.sockets.get(effect.workerId);
+        const ws = deps.sockets.get(effect.workerId);
         if (ws === undefined) return;
-        d.sockets.delete(effect.workerId);
+        deps.sockets.delete(effect.workerId);
         try {
           ws.close(effect.code, closeReason(effect.reason));
         } catch {
@@ -246,20 +248,20 @@ export function makeEffectRunner(d: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "log":
-        d.log(effect.level, effect.message, effect.fields);
+        deps.log(effect.level, effect.message, effect.fields);
         return;
       case "requestFinished":
-        d.onRequestFinished(effect);
+        deps.onRequestFinished(effect);
         return;
       case "shutdownComplete":
-        d.onShutdownComplete();
+        deps.onShutdownComplete();
         return;
       case "lifecycleTaskChanged":
         return; // Read by metrics and the capabilities cache through the effect tap (ops.ts).
       case "replyLifecycle": {
-        const res = d.lifecycleCallers.get(effect.task.id);
+        const res = deps.lifecycleCallers.get(effect.task.id);
         if (res === undefined) return; // the caller left
-        d.lifecycleCallers.delete(effect.task.id);
+        deps.lifecycleCallers.delete(effect.task.id);
         const answer = lifecycleAnswer(effect.reply, effect.task);
         if (answer.kind === "document") {
           sendJson(res, answer.status, answer.body);

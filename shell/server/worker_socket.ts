@@ -56,7 +56,7 @@ export type WorkerAdmission = {
 type Attempt = { req: IncomingMessage; socket: Duplex; head: Buffer };
 
 export function makeWorkerUpgrade(
-  d: WorkerSocketDeps,
+  deps: WorkerSocketDeps,
 ): {
   onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   admission: WorkerAdmission;
@@ -65,7 +65,7 @@ export function makeWorkerUpgrade(
   // maxPayload in bytes: a UTF-8 character is at most 4 bytes.
   const wss = new WebSocketServer({
     noServer: true,
-    maxPayload: d.frameCharsMax * 4,
+    maxPayload: deps.frameCharsMax * 4,
   });
   // Refused sockets only receive our close frame: nothing of theirs is kept.
   const refusals = new WebSocketServer({ noServer: true, maxPayload: 125 });
@@ -81,9 +81,9 @@ export function makeWorkerUpgrade(
     const secret = (Array.isArray(header) ? header[0] : header) ??
       url.searchParams.get("secret") ??
       "";
-    const secretValid = secretsEqual(secret, d.workerSecret);
-    if (secretValid) d.cap?.exempt(socket);
-    else if (d.cap?.overCap(socket) === true) {
+    const secretValid = secretsEqual(secret, deps.workerSecret);
+    if (secretValid) deps.cap?.exempt(socket);
+    else if (deps.cap?.overCap(socket) === true) {
       socket.end(
         "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
       );
@@ -94,12 +94,12 @@ export function makeWorkerUpgrade(
     });
     const workerId = newWorkerId();
     attempts.set(workerId, { req, socket, head });
-    d.submit({
+    deps.submit({
       kind: "workerConnectAttempted",
-      atMs: d.now(),
+      atMs: deps.now(),
       workerId,
-      provider: url.searchParams.get("provider") ?? d.defaultProvider,
-      clientIp: clientAddress(req, d.trustedProxies),
+      provider: url.searchParams.get("provider") ?? deps.defaultProvider,
+      clientIp: clientAddress(req, deps.trustedProxies),
       secretValid,
     });
   }
@@ -109,25 +109,25 @@ export function makeWorkerUpgrade(
     if (a === undefined) return false;
     attempts.delete(workerId);
     wss.handleUpgrade(a.req, a.socket, a.head, (ws) => {
-      d.sockets.set(workerId, ws);
-      d.rawSockets?.set(ws, a.socket);
+      deps.sockets.set(workerId, ws);
+      deps.rawSockets?.set(ws, a.socket);
       capUntilRegistered(workerId, ws, a.socket);
       ws.on("message", (data, isBinary) => {
-        d.submit(
-          isBinary ? binaryFrameEvent(workerId, d.now()) : eventFromFrame(
+        deps.submit(
+          isBinary ? binaryFrameEvent(workerId, deps.now()) : eventFromFrame(
             workerId,
-            d.now(),
+            deps.now(),
             data.toString(),
-            d.frameCharsMax,
+            deps.frameCharsMax,
           ),
         );
       });
       ws.on("close", (code, reason) => {
-        d.sockets.delete(workerId);
+        deps.sockets.delete(workerId);
         const text = reason.toString();
-        d.submit({
+        deps.submit({
           kind: "workerDisconnected",
-          atMs: d.now(),
+          atMs: deps.now(),
           workerId,
           reason: text === "" ? `close code ${code}` : `${code} ${text}`,
         });
@@ -150,7 +150,7 @@ export function makeWorkerUpgrade(
   ): void {
     let received = 0;
     const onData = (chunk: Buffer) => {
-      if (d.isRegistered(workerId)) return socket.off("data", onData);
+      if (deps.isRegistered(workerId)) return socket.off("data", onData);
       received += chunk.length;
       if (received <= PRE_REGISTER_BYTES_MAX) return;
       socket.off("data", onData);
