@@ -1,0 +1,94 @@
+// The worker's calls to its backend that the core asked for: inference requests
+// forwarded (each abortable by request id) and model listings, their outcomes
+// turned back into worker events.
+import { assertNever } from "../../core/assert_never.ts";
+import type { RequestMessage } from "../../core/protocol/mod.ts";
+import type { WorkerEvent } from "../../core/worker/decide.ts";
+import {
+  type Backend,
+  forwardToBackend,
+  listBackendModels,
+} from "./backend_client.ts";
+
+export type BackendCallsDeps = {
+  backend: Backend;
+  dispatch: (event: WorkerEvent) => void;
+  /** Keeps a call's promise until it settles, so nothing outlives the worker. */
+  track: (p: Promise<unknown>) => void;
+  /** Whether the server negotiated body-chunks-v1 (read per request: a reconnect may reach another server). */
+  bodyChunks: () => boolean;
+  /** Whether the proxy socket can take more answer bytes now. */
+  hasRoom: () => boolean;
+  /** Aborted when the worker stops. */
+  stopped: AbortSignal;
+};
+
+export type BackendCalls = {
+  forward(request: RequestMessage): void;
+  abort(requestId: string): void;
+  abortAll(): void;
+  listModels(reply: boolean): void;
+};
+
+export function makeBackendCalls(deps: BackendCallsDeps): BackendCalls {
+  const calls = new Map<string, AbortController>();
+  return {
+    forward(request) {
+      const id = request.request_id;
+      const controller = new AbortController();
+      calls.set(id, controller);
+      deps.track(
+        forwardToBackend(deps.backend, request, controller.signal, {
+          chunk: (chunk) =>
+            deps.dispatch({ kind: "chunkRead", requestId: id, chunk }),
+          bodyChunks: deps.bodyChunks(),
+          hasRoom: deps.hasRoom,
+        }).then((outcome) => {
+          if (calls.get(id) === controller) calls.delete(id);
+          switch (outcome.kind) {
+            case "completed":
+              return deps.dispatch({
+                kind: "backendFinished",
+                requestId: id,
+                completion: outcome.completion,
+              });
+            case "failed":
+              return deps.dispatch({
+                kind: outcome.code === "backend_unavailable"
+                  ? "backendUnavailable"
+                  : "backendStreamBroken",
+                requestId: id,
+                message: outcome.message,
+              });
+            case "cancelled":
+              return;
+            default:
+              return assertNever(outcome);
+          }
+        }),
+      );
+    },
+    abort(requestId) {
+      calls.get(requestId)?.abort();
+      calls.delete(requestId);
+    },
+    abortAll() {
+      for (const c of calls.values()) c.abort();
+      calls.clear();
+    },
+    listModels(reply) {
+      deps.track(
+        listBackendModels(deps.backend, deps.stopped).then(
+          (listed) =>
+            deps.dispatch({ kind: "modelsListed", models: listed, reply }),
+          (e: unknown) =>
+            deps.dispatch({
+              kind: "modelsListFailed",
+              message: (e as Error).message,
+              reply,
+            }),
+        ),
+      );
+    },
+  };
+}
