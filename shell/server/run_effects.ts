@@ -16,7 +16,7 @@ import {
   lifecycleAnswer,
 } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import type { Clients, LifecycleCallers } from "./clients.ts";
+import type { ClientContext, Clients, LifecycleCallers } from "./clients.ts";
 import { errorBody, errorHeaders, sseErrorEvent } from "./errors.ts";
 import { sendAdminError, sendJson } from "./http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./tenancy.ts";
@@ -151,33 +151,11 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         ws.send(encodeFrame(effect.message));
         return;
       }
-      case "startStream": {
-        const c = deps.clients.get(effect.requestId);
-        if (c === undefined) return;
-        // Chunks go out as they come: without TCP_NODELAY, a chunk that follows
-        // an unacknowledged one waits for the client's delayed ACK (~40 ms).
-        c.res.socket?.setNoDelay(true);
-        c.res.writeHead(200, {
-          ...SSE_HEADERS,
-          ...CACHE_HEADER_DEFAULTS,
-          "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
-        });
-        // The core follows startStream with the first chunk's writeChunk: the
-        // head leaves in that chunk's write, one write less per stream (issue
-        // 10). Flushed on its own only if nothing was written by then.
-        headPending.add(c.res);
-        queueMicrotask(() => {
-          if (headPending.delete(c.res) && !c.res.writableEnded) {
-            c.res.flushHeaders();
-          }
-        });
-        return;
-      }
+      case "startStream":
+        return startStream(deps, headPending, effect);
       case "endStream": {
-        const c = deps.clients.get(effect.requestId);
+        const c = endClient(deps, effect.requestId);
         if (c === undefined) return;
-        c.ended = true;
-        deps.clients.delete(effect.requestId);
         headPending.delete(c.res);
         if (c.stalled) {
           // Its buffer is full, so an error event could not arrive anyway; keeping
@@ -191,36 +169,10 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         c.res.end();
         return;
       }
-      case "respond": {
-        const c = deps.clients.get(effect.requestId);
-        if (c === undefined) return;
-        c.ended = true;
-        deps.clients.delete(effect.requestId);
-        // Spec 004 headers: the backend's when it sent them, else false/0.
-        const headers: Record<string, string> = { ...CACHE_HEADER_DEFAULTS };
-        const from = effect.headers;
-        for (const k in from) {
-          const lower = k.toLowerCase();
-          if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = from[k]!;
-        }
-        headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
-        const head = safeHead(effect.status, headers);
-        c.res.writeHead(head.status, head.headers);
-        c.res.end(effect.body);
-        return;
-      }
-      case "respondError": {
-        const c = deps.clients.get(effect.requestId);
-        if (c === undefined) return;
-        c.ended = true;
-        deps.clients.delete(effect.requestId);
-        c.res.writeHead(effect.error.status, {
-          ...errorHeaders(effect.error),
-          "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
-        });
-        c.res.end(errorBody(c.api, effect.error));
-        return;
-      }
+      case "respond":
+        return respond(deps, effect);
+      case "respondError":
+        return respondError(deps, effect);
       case "acceptWorker":
         deps.admission?.accept(effect.workerId);
         return;
@@ -231,22 +183,8 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
           return;
         }
       // falls through: a socket already open is closed like any other
-      case "closeWorker": {
-        const ws = deps.sockets.get(effect.workerId);
-        if (ws === undefined) return;
-        deps.sockets.delete(effect.workerId);
-        try {
-          ws.close(effect.code, closeReason(effect.reason));
-        } catch {
-          ws.terminate(); // never leave a dropped worker's socket open
-          return;
-        }
-        // The close event comes back as workerDisconnected; the core ignores it.
-        // A peer that never answers the close handshake is cut after 2 s.
-        const timer = setTimeout(() => ws.terminate(), 2000);
-        ws.once("close", () => clearTimeout(timer));
-        return;
-      }
+      case "closeWorker":
+        return closeWorker(deps, effect.workerId, effect.code, effect.reason);
       case "log":
         deps.log(effect.level, effect.message, effect.fields);
         return;
@@ -258,21 +196,117 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         return;
       case "lifecycleTaskChanged":
         return; // Read by metrics and the capabilities cache through the effect tap (ops.ts).
-      case "replyLifecycle": {
-        const res = deps.lifecycleCallers.get(effect.task.id);
-        if (res === undefined) return; // the caller left
-        deps.lifecycleCallers.delete(effect.task.id);
-        const answer = lifecycleAnswer(effect.reply, effect.task);
-        if (answer.kind === "document") {
-          sendJson(res, answer.status, answer.body);
-        } else {
-          const e = answer.error;
-          sendAdminError(res, e.status, e.code, e.message, {}, answer.extra);
-        }
-        return;
-      }
+      case "replyLifecycle":
+        return replyLifecycle(deps, effect);
       default:
         assertNever(effect);
     }
   };
+}
+
+type EffectOf<K extends Effect["kind"]> = Extract<Effect, { kind: K }>;
+
+/** The client that `requestId` names, marked ended and forgotten; undefined if gone. */
+function endClient(
+  deps: EffectDeps,
+  requestId: string,
+): ClientContext | undefined {
+  const c = deps.clients.get(requestId);
+  if (c === undefined) return undefined;
+  c.ended = true;
+  deps.clients.delete(requestId);
+  return c;
+}
+
+function startStream(
+  deps: EffectDeps,
+  headPending: Set<ServerResponse>,
+  effect: EffectOf<"startStream">,
+): void {
+  const c = deps.clients.get(effect.requestId);
+  if (c === undefined) return;
+  // Chunks go out as they come: without TCP_NODELAY, a chunk that follows
+  // an unacknowledged one waits for the client's delayed ACK (~40 ms).
+  c.res.socket?.setNoDelay(true);
+  c.res.writeHead(200, {
+    ...SSE_HEADERS,
+    ...CACHE_HEADER_DEFAULTS,
+    "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
+  });
+  // The core follows startStream with the first chunk's writeChunk: the
+  // head leaves in that chunk's write, one write less per stream (issue
+  // 10). Flushed on its own only if nothing was written by then.
+  headPending.add(c.res);
+  queueMicrotask(() => {
+    if (headPending.delete(c.res) && !c.res.writableEnded) {
+      c.res.flushHeaders();
+    }
+  });
+}
+
+function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
+  const c = endClient(deps, effect.requestId);
+  if (c === undefined) return;
+  // Spec 004 headers: the backend's when it sent them, else false/0.
+  const headers: Record<string, string> = { ...CACHE_HEADER_DEFAULTS };
+  const from = effect.headers;
+  for (const k in from) {
+    const lower = k.toLowerCase();
+    if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = from[k]!;
+  }
+  headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
+  const head = safeHead(effect.status, headers);
+  c.res.writeHead(head.status, head.headers);
+  c.res.end(effect.body);
+}
+
+function respondError(
+  deps: EffectDeps,
+  effect: EffectOf<"respondError">,
+): void {
+  const c = endClient(deps, effect.requestId);
+  if (c === undefined) return;
+  c.res.writeHead(effect.error.status, {
+    ...errorHeaders(effect.error),
+    "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
+  });
+  c.res.end(errorBody(c.api, effect.error));
+}
+
+function closeWorker(
+  deps: EffectDeps,
+  workerId: string,
+  code: number,
+  reason: string,
+): void {
+  const ws = deps.sockets.get(workerId);
+  if (ws === undefined) return;
+  deps.sockets.delete(workerId);
+  try {
+    ws.close(code, closeReason(reason));
+  } catch {
+    ws.terminate(); // never leave a dropped worker's socket open
+    return;
+  }
+  // The close event comes back as workerDisconnected; the core ignores it.
+  // A peer that never answers the close handshake is cut after 2 s.
+  const timer = setTimeout(() => ws.terminate(), 2000);
+  ws.once("close", () => clearTimeout(timer));
+}
+
+/** The core's answer to a lifecycle call, rendered by core/views/lifecycle_reply.ts. */
+function replyLifecycle(
+  deps: EffectDeps,
+  effect: EffectOf<"replyLifecycle">,
+): void {
+  const res = deps.lifecycleCallers.get(effect.task.id);
+  if (res === undefined) return; // the caller left
+  deps.lifecycleCallers.delete(effect.task.id);
+  const answer = lifecycleAnswer(effect.reply, effect.task);
+  if (answer.kind === "document") {
+    sendJson(res, answer.status, answer.body);
+  } else {
+    const e = answer.error;
+    sendAdminError(res, e.status, e.code, e.message, {}, answer.extra);
+  }
 }
