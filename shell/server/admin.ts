@@ -95,6 +95,86 @@ function readAdminJson(
   );
 }
 
+/** The admin token checked: false (and the 403 sent) when it is unset, missing or wrong. */
+function adminAdmitted(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: AdminDeps,
+): boolean {
+  if (deps.adminToken === "") {
+    req.resume();
+    sendAdminError(
+      res,
+      403,
+      "admin_disabled",
+      "the admin API is disabled: start the server with MODELRELAY_ADMIN_TOKEN=<token> (or --admin-token <token>) and send Authorization: Bearer <token>",
+    );
+    return false;
+  }
+  const given = bearerToken(req);
+  if (given !== null && secretsEqual(given, deps.adminToken)) return true;
+  req.resume();
+  deps.metrics.authFailure("admin_token");
+  sendAdminError(
+    res,
+    403,
+    given === null ? "missing_admin_token" : "invalid_admin_token",
+    given === null
+      ? "send the admin token as Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>"
+      : "the admin token does not match MODELRELAY_ADMIN_TOKEN",
+  );
+  return false;
+}
+
+/** GET /admin/workers: every worker, with wall-clock times beside the monotonic ones. */
+function listWorkers(res: ServerResponse, state: State, deps: AdminDeps): void {
+  const now = deps.now();
+  const wall = (monotonicMs: number) => deps.wallNow() - (now - monotonicMs);
+  sendJson(res, 200, {
+    workers: workerViews(state).map((w) => ({
+      ...w,
+      connected_since: iso(wall(w.connected_at_ms)),
+      connected_secs: Math.round((now - w.connected_at_ms) / 1000),
+      last_heartbeat: iso(wall(w.last_heartbeat_at_ms)),
+      last_heartbeat_secs_ago: Math.round(
+        (now - w.last_heartbeat_at_ms) / 1000,
+      ),
+    })),
+  });
+}
+
+/** POST /admin/workers/{id}/drain: the core drains it; 202 at once. */
+function drainWorker(
+  res: ServerResponse,
+  state: State,
+  deps: AdminDeps,
+  rawId: string,
+): void {
+  const id = decodeSegment(rawId);
+  if (id === null) return badSegment(res, rawId);
+  const worker = state.workers.get(id);
+  if (worker === undefined) {
+    return sendAdminError(
+      res,
+      404,
+      "worker_not_found",
+      `no worker with id ${id}`,
+    );
+  }
+  deps.submit({
+    kind: "workerDrainRequested",
+    atMs: deps.now(),
+    workerId: id,
+    reason: "drained by an operator (POST /admin/workers/{id}/drain)",
+  });
+  sendJson(res, 202, {
+    id,
+    name: worker.name,
+    draining: true,
+    in_flight: worker.inFlight.size,
+  });
+}
+
 /** Handles /admin and /admin/*; false for any other path. */
 export function handleAdmin(
   req: IncomingMessage,
@@ -104,30 +184,7 @@ export function handleAdmin(
 ): boolean {
   const path = url.pathname;
   if (path !== "/admin" && !path.startsWith("/admin/")) return false;
-  if (deps.adminToken === "") {
-    req.resume();
-    sendAdminError(
-      res,
-      403,
-      "admin_disabled",
-      "the admin API is disabled: start the server with MODELRELAY_ADMIN_TOKEN=<token> (or --admin-token <token>) and send Authorization: Bearer <token>",
-    );
-    return true;
-  }
-  const given = bearerToken(req);
-  if (given === null || !secretsEqual(given, deps.adminToken)) {
-    req.resume();
-    deps.metrics.authFailure("admin_token");
-    sendAdminError(
-      res,
-      403,
-      given === null ? "missing_admin_token" : "invalid_admin_token",
-      given === null
-        ? "send the admin token as Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>"
-        : "the admin token does not match MODELRELAY_ADMIN_TOKEN",
-    );
-    return true;
-  }
+  if (!adminAdmitted(req, res, deps)) return true;
   const state = deps.state();
   if (state === null) {
     req.resume();
@@ -149,48 +206,14 @@ export function handleAdmin(
   };
 
   if (path === "/admin/workers") {
-    if (!only("GET")) return true;
-    const now = deps.now();
-    const wall = (monotonicMs: number) => deps.wallNow() - (now - monotonicMs);
-    sendJson(res, 200, {
-      workers: workerViews(state).map((w) => ({
-        ...w,
-        connected_since: iso(wall(w.connected_at_ms)),
-        connected_secs: Math.round((now - w.connected_at_ms) / 1000),
-        last_heartbeat: iso(wall(w.last_heartbeat_at_ms)),
-        last_heartbeat_secs_ago: Math.round(
-          (now - w.last_heartbeat_at_ms) / 1000,
-        ),
-      })),
-    });
+    if (only("GET")) listWorkers(res, state, deps);
     return true;
   }
   const drain = /^\/admin\/workers\/([^/]+)\/drain$/.exec(path);
   if (drain !== null) {
     if (!only("POST")) return true;
     req.resume();
-    const id = decodeSegment(drain[1]!);
-    if (id === null) {
-      badSegment(res, drain[1]!);
-      return true;
-    }
-    const worker = state.workers.get(id);
-    if (worker === undefined) {
-      sendAdminError(res, 404, "worker_not_found", `no worker with id ${id}`);
-      return true;
-    }
-    deps.submit({
-      kind: "workerDrainRequested",
-      atMs: deps.now(),
-      workerId: id,
-      reason: "drained by an operator (POST /admin/workers/{id}/drain)",
-    });
-    sendJson(res, 202, {
-      id,
-      name: worker.name,
-      draining: true,
-      in_flight: worker.inFlight.size,
-    });
+    drainWorker(res, state, deps, drain[1]!);
     return true;
   }
   if (path === "/admin/stats") {
@@ -204,6 +227,51 @@ export function handleAdmin(
   req.resume();
   sendAdminError(res, 404, "not_found", `no admin route for ${method} ${path}`);
   return true;
+}
+
+/** POST /admin/keys: a new key, its secret shown this once. */
+function createKey(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: AdminDeps,
+  keys: KeyStore,
+  fail: (e: unknown) => void,
+): void {
+  readAdminJson(req, res, deps.bodyTimeoutMs, (value, error) => {
+    if (error !== null) {
+      return sendAdminError(res, 400, "invalid_body", error);
+    }
+    const name = (value as { name?: unknown } | null)?.name;
+    if (
+      typeof name !== "string" || name.trim() === "" ||
+      name.length > KEY_NAME_MAX
+    ) {
+      return sendAdminError(
+        res,
+        400,
+        "invalid_name",
+        `send {"name": "..."}: a non-empty name of at most ${KEY_NAME_MAX} characters`,
+      );
+    }
+    const scope = scopeOf(value as Record<string, unknown>);
+    if (typeof scope === "string") {
+      return sendAdminError(res, 400, "invalid_scope", scope);
+    }
+    try {
+      const k = keys.create(name.trim(), deps.wallNow(), scope);
+      // The original's fields (`secret`, `prefix`, `revoked`); `key` too,
+      // which this relay's earlier releases returned.
+      sendJson(res, 201, {
+        ...keyJson(k),
+        secret: k.key,
+        key: k.key,
+        note:
+          "store this key now: it is shown only once; clients send it as Authorization: Bearer <key>",
+      });
+    } catch (e) {
+      fail(e);
+    }
+  });
 }
 
 function handleKeys(
@@ -238,41 +306,7 @@ function handleKeys(
       return true;
     }
     if (method === "POST") {
-      readAdminJson(req, res, deps.bodyTimeoutMs, (value, error) => {
-        if (error !== null) {
-          return sendAdminError(res, 400, "invalid_body", error);
-        }
-        const name = (value as { name?: unknown } | null)?.name;
-        if (
-          typeof name !== "string" || name.trim() === "" ||
-          name.length > KEY_NAME_MAX
-        ) {
-          return sendAdminError(
-            res,
-            400,
-            "invalid_name",
-            `send {"name": "..."}: a non-empty name of at most ${KEY_NAME_MAX} characters`,
-          );
-        }
-        const scope = scopeOf(value as Record<string, unknown>);
-        if (typeof scope === "string") {
-          return sendAdminError(res, 400, "invalid_scope", scope);
-        }
-        try {
-          const k = keys.create(name.trim(), deps.wallNow(), scope);
-          // The original's fields (`secret`, `prefix`, `revoked`); `key` too,
-          // which this relay's earlier releases returned.
-          sendJson(res, 201, {
-            ...keyJson(k),
-            secret: k.key,
-            key: k.key,
-            note:
-              "store this key now: it is shown only once; clients send it as Authorization: Bearer <key>",
-          });
-        } catch (e) {
-          fail(e);
-        }
-      });
+      createKey(req, res, deps, keys, fail);
       return true;
     }
     req.resume();
