@@ -154,6 +154,8 @@ Deno.test({
   }
 });
 
+/** Per-worker detail in /v1/capabilities needs it (issue 15). */
+const ADMIN_TOKEN = "e2e-llama-router-admin-token";
 const KEY_PATH = new URL("./_op_token_test.key", import.meta.url).pathname;
 let nonce = 0;
 
@@ -234,8 +236,10 @@ Deno.test({
         // The worker re-reads its backend every 5 s and reports changes.
         let loaded: unknown = null;
         await waitUntil("the worker to report tiny loaded", async () => {
-          const fleet = await (await fetch(`${c.serverUrl}/v1/capabilities`))
-            .json();
+          // Per-worker detail is for the admin token only (issue 15).
+          const fleet = await (await fetch(`${c.serverUrl}/v1/capabilities`, {
+            headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+          })).json();
           loaded = fleet.workers[0]?.reported?.models?.loaded;
           return Array.isArray(loaded) && loaded.length === 1;
         }, 15_000);
@@ -268,6 +272,7 @@ Deno.test({
       VERIFIED_OP_TOKEN_KEY_PATH: KEY_PATH,
       OP_TOKEN_SIGNERS: "admin1",
       OP_TOKEN_MIN_SIGNERS: "1",
+      MODELRELAY_ADMIN_TOKEN: ADMIN_TOKEN,
     },
   });
 });
