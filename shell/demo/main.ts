@@ -55,7 +55,11 @@ function randomHex(bytes: number): string {
   ).join("");
 }
 
-async function main(): Promise<number> {
+type DemoOptions =
+  | { kind: "run"; port: number; delayMs: number; quiet: boolean }
+  | { kind: "exit"; code: number };
+
+function demoOptions(): DemoOptions {
   let values;
   try {
     values = parseArgs({
@@ -70,49 +74,57 @@ async function main(): Promise<number> {
     }).values;
   } catch (e) {
     console.error(`modelrelay demo: ${(e as Error).message} (see --help)`);
-    return 2;
+    return { kind: "exit", code: 2 };
   }
   if (values.help) {
     console.log(HELP);
-    return 0;
+    return { kind: "exit", code: 0 };
   }
   const port = Number(values.port);
   const delayMs = Number(values["delay-ms"]);
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     console.error(`modelrelay demo: --port must be 0-65535, got "${port}"`);
-    return 2;
+    return { kind: "exit", code: 2 };
   }
   if (!Number.isFinite(delayMs) || delayMs < 0) {
     console.error("modelrelay demo: --delay-ms must be a non-negative number");
-    return 2;
+    return { kind: "exit", code: 2 };
   }
-  const secret = `demo-${randomHex(12)}`;
-  const adminToken = `demo-admin-${randomHex(12)}`;
-  const echo = (name: string) => (line: string) => {
-    if (!values.quiet) console.log(`[${name}] ${line}`);
-  };
+  return { kind: "run", port, delayMs, quiet: values.quiet };
+}
 
-  // Children run in their own process groups, so a terminal's Ctrl-C reaches
-  // only this process, which then stops them in order, each exactly once.
+/**
+ * The demo's children, stopped in reverse order, each exactly once. They run
+ * in their own process groups, so a terminal's Ctrl-C reaches only this
+ * process, which then stops them.
+ */
+function childGroup() {
   const children: Child[] = [];
-  const started = (c: Child) => {
-    children.push(c);
-    console.log(`[demo] ${c.name} started (pid ${c.pid})`);
-  };
   let stopping: Promise<void> | null = null;
-  const stopAll = (): Promise<void> => {
-    stopping ??= (async () => {
-      for (const c of [...children].reverse()) {
-        const s = await c.stop(15_000);
-        console.log(
-          `[demo] ${c.name} (pid ${c.pid}) exited with code ${s.code}`,
-        );
-      }
-    })();
-    return stopping;
+  return {
+    children,
+    started(c: Child): void {
+      children.push(c);
+      console.log(`[demo] ${c.name} started (pid ${c.pid})`);
+    },
+    stopAll(): Promise<void> {
+      stopping ??= (async () => {
+        for (const c of [...children].reverse()) {
+          const s = await c.stop(15_000);
+          console.log(
+            `[demo] ${c.name} (pid ${c.pid}) exited with code ${s.code}`,
+          );
+        }
+      })();
+      return stopping;
+    },
   };
+}
+
+/** Resolves on the first SIGINT or SIGTERM; `received()` says whether one came. */
+function firstSignal(): { arrived: Promise<void>; received(): boolean } {
   let signalled = false;
-  const signalled$ = new Promise<void>((resolve) => {
+  const arrived = new Promise<void>((resolve) => {
     const onSignal = () => {
       if (signalled) return;
       signalled = true;
@@ -122,6 +134,20 @@ async function main(): Promise<number> {
     Deno.addSignalListener("SIGINT", onSignal);
     Deno.addSignalListener("SIGTERM", onSignal);
   });
+  return { arrived, received: () => signalled };
+}
+
+async function main(): Promise<number> {
+  const options = demoOptions();
+  if (options.kind === "exit") return options.code;
+  const { port, delayMs } = options;
+  const secret = `demo-${randomHex(12)}`;
+  const adminToken = `demo-admin-${randomHex(12)}`;
+  const echo = (name: string) => (line: string) => {
+    if (!options.quiet) console.log(`[${name}] ${line}`);
+  };
+  const { children, started, stopAll } = childGroup();
+  const signal = firstSignal();
 
   try {
     const mock = await startMockProcess({
@@ -182,8 +208,8 @@ async function main(): Promise<number> {
     const childDied = Promise.race(
       children.map((c) => c.status.then(() => c)),
     );
-    const first = await Promise.race([signalled$, childDied]);
-    if (first !== undefined && !signalled) {
+    const first = await Promise.race([signal.arrived, childDied]);
+    if (first !== undefined && !signal.received()) {
       console.error(
         `modelrelay demo: ${first.name} exited unexpectedly (code ${first.exited?.code}); stopping the others`,
       );
