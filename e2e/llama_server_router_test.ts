@@ -168,6 +168,8 @@ function opToken(operation: string, modelId: string): string {
   }, key);
 }
 
+const ADMIN_TOKEN = "e2e-llama-router-admin-token";
+
 Deno.test({
   name:
     "through the relay, llama-server router mode: a chat before the load gets the router's 400, a governed load makes tiny answer, a governed unload stops it",
@@ -234,8 +236,10 @@ Deno.test({
         // The worker re-reads its backend every 5 s and reports changes.
         let loaded: unknown = null;
         await waitUntil("the worker to report tiny loaded", async () => {
-          const fleet = await (await fetch(`${c.serverUrl}/v1/capabilities`))
-            .json();
+          // Per-worker detail is for the admin token only (issue 15).
+          const fleet = await (await fetch(`${c.serverUrl}/v1/capabilities`, {
+            headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+          })).json();
           loaded = fleet.workers[0]?.reported?.models?.loaded;
           return Array.isArray(loaded) && loaded.length === 1;
         }, 15_000);
@@ -265,6 +269,7 @@ Deno.test({
   }, {
     router: true,
     serverEnv: {
+      MODELRELAY_ADMIN_TOKEN: ADMIN_TOKEN,
       VERIFIED_OP_TOKEN_KEY_PATH: KEY_PATH,
       OP_TOKEN_SIGNERS: "admin1",
       OP_TOKEN_MIN_SIGNERS: "1",

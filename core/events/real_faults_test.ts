@@ -319,6 +319,30 @@ Deno.test("C22 issue 14.8 a requeued request keeps its original queue time for t
   assert.equal(only(effects, "respondError").error.code, "queue_timeout");
 });
 
+Deno.test("C22 issue 14.8 a request dispatched on arrival and requeued keeps the queue clock of its arrival", () => {
+  const state = newState({ queueTimeoutMs: 2_000 });
+  addWorker(state, "w1", { models: ["m"], atMs: 0 });
+  addRequest(state, "r1", { atMs: 0 });
+  assert.equal(statusOf(state, "r1"), "dispatched");
+  disconnect(state, "w1", 1_500);
+  assert.equal(statusOf(state, "r1"), "queued");
+  assert.equal(ofKind(tick(state, 1_999), "respondError").length, 0);
+  // 2 s after arrival, not 2 s after the requeue (3.5 s).
+  const effects = tick(state, 2_000);
+  assert.equal(only(effects, "respondError").error.code, "queue_timeout");
+});
+
+Deno.test("C22 a requeue whose queue time is spent still goes to a free worker at once", () => {
+  const state = newState({ queueTimeoutMs: 2_000 });
+  addWorker(state, "w1", { models: ["m"], atMs: 0 });
+  addRequest(state, "r1", { atMs: 0 });
+  addWorker(state, "w2", { models: ["m"], atMs: 1_000 });
+  // The queue timeout bounds waiting: a request that need not wait is not failed.
+  const effects = disconnect(state, "w1", 5_000);
+  assert.deepEqual(dispatched(effects), [["r1", "w2"]]);
+  assert.equal(ofKind(effects, "respondError").length, 0);
+});
+
 // ---- item 9: a request reaching a worker that just started draining -----------
 
 Deno.test("issue 14.9 a scoped worker_draining error requeues the request to another worker at once", () => {
