@@ -331,3 +331,17 @@ Deno.test("issue 14.9 a scoped worker_draining error requeues the request to ano
   assert.deepEqual(dispatched(effects), [["r1", "w2"]]);
   assert.equal(ofKind(effects, "respondError").length, 0);
 });
+
+Deno.test("issue 14.3 a trial answered by its first chunk puts the worker back at once: an older queued request goes before a newcomer", () => {
+  const state = newState({ requeueCountMax: 100 });
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 2 });
+  addRequest(state, "t", { stream: true });
+  for (let i = 0; i < 3; i++) {
+    step(state, scopedError("w1", "t", "backend_unavailable"));
+  }
+  assert.deepEqual(dispatched(tick(state, 5_000)), [["t", "w1"]]); // the trial
+  addRequest(state, "older"); // waits: one trial at a time
+  assert.equal(statusOf(state, "older"), "queued");
+  const first = chunk(state, "w1", "t", "data: 1\n\n");
+  assert.deepEqual(dispatched(first), [["older", "w1"]]);
+});
