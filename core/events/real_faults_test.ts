@@ -21,6 +21,7 @@ import {
   tick,
   worker,
 } from "../_testing.ts";
+import { workerViews } from "../queries.ts";
 import type { Event } from "./event.ts";
 import { eventFromFrame } from "./from_frame.ts";
 
@@ -82,6 +83,7 @@ Deno.test("issue 14.1 C28 a worker draining itself (drain-v1) keeps its models k
   const effects = step(state, drainingUpdate("w1", ["m"]));
   assert.deepEqual(actions(effects), []);
   assert.equal(worker(state, "w1").draining, true);
+  assert.equal(workerViews(state)[0]?.draining_itself, true);
   const second = addRequest(state, "r2");
   assert.equal(ofKind(second, "respondError").length, 0, "no 404");
   assert.deepEqual(dispatched(second), []);
@@ -234,6 +236,7 @@ Deno.test("issue 14.3 backend circuit: 3 refusals take a worker out of routing f
     coolDownMs: 5_000,
   });
   assert.equal(statusOf(state, "r0"), "queued");
+  assert.equal(workerViews(state)[0]?.backend_circuit, "open"); // /admin/workers
   assert.deepEqual(dispatched(addRequest(state, "x")), [], "out of routing");
   // Cool-down over: one trial, which fails: 10 s now.
   assert.deepEqual(dispatched(tick(state, 5_000)), [["r0", "w1"]]);
