@@ -1,5 +1,6 @@
 // Issue 14, "real backends and real faults": each test is named after the
-// failure it pins, and failed on the core before the fix.
+// failure it pins and failed on the core before the fix, except the one marked
+// "already tolerated", which pins behaviour body-chunks-v1 builds on.
 import assert from "node:assert/strict";
 import {
   actions,
@@ -100,6 +101,7 @@ Deno.test("issue 14.1 a self-draining worker gets no drain deadline and its sock
   addWorker(state, "w1", { models: ["m"] });
   addRequest(state, "r1");
   step(state, drainingUpdate("w1", ["m"]));
+  assert.equal(worker(state, "w1").draining, true);
   assert.equal(worker(state, "w1").drainDeadlineAtMs, null);
   assert.equal(ofKind(tick(state, 5_000), "closeWorker").length, 0);
   complete(state, "w1", "r1");
@@ -151,7 +153,7 @@ Deno.test("issue 14.2 an oversized response_chunk fails its request and cancels 
   assert.equal(ofKind(effects, "writeChunk").length, 0);
 });
 
-Deno.test("issue 14.2 body-chunks-v1 a non-streaming body in pieces is assembled with the completion's status and headers", () => {
+Deno.test("issue 14.2 body-chunks-v1 (already tolerated) a non-streaming body in pieces is assembled with the completion's status and headers", () => {
   const state = newState();
   addWorker(state, "w1", { models: ["m"] });
   addRequest(state, "r1");
@@ -323,11 +325,26 @@ Deno.test("C22 issue 14.8 a requeued request keeps its original queue time for t
 
 Deno.test("issue 14.9 a scoped worker_draining error requeues the request to another worker at once", () => {
   const state = newState();
-  addWorker(state, "w1", { models: ["m"] });
-  addWorker(state, "w2", { models: ["m"] });
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 2 });
+  addWorker(state, "w2", { models: ["m"], maxConcurrent: 2 });
   addRequest(state, "r1"); // w1
+  addRequest(state, "r0"); // w2: once r1 leaves w1, w1 is the least loaded
   step(state, drainingUpdate("w1", ["m"]));
   const effects = step(state, scopedError("w1", "r1", "worker_draining"));
   assert.deepEqual(dispatched(effects), [["r1", "w2"]]);
   assert.equal(ofKind(effects, "respondError").length, 0);
+});
+
+Deno.test("issue 14.3 a trial answered by its first chunk puts the worker back at once: an older queued request goes before a newcomer", () => {
+  const state = newState({ requeueCountMax: 100 });
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 2 });
+  addRequest(state, "t", { stream: true });
+  for (let i = 0; i < 3; i++) {
+    step(state, scopedError("w1", "t", "backend_unavailable"));
+  }
+  assert.deepEqual(dispatched(tick(state, 5_000)), [["t", "w1"]]); // the trial
+  addRequest(state, "older"); // waits: one trial at a time
+  assert.equal(statusOf(state, "older"), "queued");
+  const first = chunk(state, "w1", "t", "data: 1\n\n");
+  assert.deepEqual(dispatched(first), [["older", "w1"]]);
 });
