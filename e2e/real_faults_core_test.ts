@@ -89,6 +89,29 @@ Deno.test("issue 14.1: a draining worker's models queue instead of answering 404
   });
 });
 
+Deno.test("issue 14.8: a requeue keeps the request's queue deadline instead of restarting it", async () => {
+  await withChildren(async (started) => {
+    const mock = await startMock(started);
+    const server = await startServer(started, { QUEUE_TIMEOUT_SECS: "2" });
+    const victim = await startWorker(started, "victim", server, mock.url);
+    const t0 = performance.now();
+    // Held on the worker for ~5 s (50 words × 100 ms).
+    const asked = chat(server, { max_tokens: 50, mock_delay_ms: 100 });
+    await waitUntil(
+      "the backend to receive the request",
+      async () => (await mock.stats()).requests === 1,
+    );
+    await new Promise((r) => setTimeout(r, 1_500 - (performance.now() - t0)));
+    victim.kill("SIGKILL");
+    // Requeued with no worker left: it times out 2 s after it arrived, not
+    // 2 s after the requeue (3.5 s).
+    const r = await asked;
+    const elapsed = performance.now() - t0;
+    assert.equal(r.status, 504, r.text);
+    assert.ok(elapsed < 3_000, `answered after ${Math.round(elapsed)} ms`);
+  });
+});
+
 Deno.test("issue 14.9: requests that reach a worker as it starts draining are requeued to another worker, not failed 503", async () => {
   await withChildren(async (started) => {
     const mock = await startMock(started, { delayMs: 20 });
