@@ -35,6 +35,10 @@ export type WorkerView = {
   in_flight: number;
   cancelling: number;
   draining: boolean;
+  /** Draining on its own signal (drain-v1): it closes itself when done. */
+  draining_itself: boolean;
+  /** Its backend circuit (issue 14): open = out of routing after backend_unavailable errors. */
+  backend_circuit: "closed" | "open" | "trial";
   connected_at_ms: number;
   last_heartbeat_at_ms: number;
   protocol_version: string | null;
@@ -52,6 +56,8 @@ export function workerViews(state: State): WorkerView[] {
     in_flight: w.inFlight.size,
     cancelling: w.cancelling.size,
     draining: w.draining,
+    draining_itself: w.selfDraining,
+    backend_circuit: w.backend.kind,
     connected_at_ms: w.connectedAtMs,
     last_heartbeat_at_ms: w.lastHeartbeatAtMs,
     protocol_version: w.protocolVersion,

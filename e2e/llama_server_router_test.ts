@@ -170,6 +170,8 @@ function opToken(operation: string, modelId: string): string {
   }, key);
 }
 
+const ADMIN_TOKEN = "e2e-llama-router-admin-token";
+
 Deno.test({
   name:
     "through the relay, llama-server router mode: a chat before the load gets the router's 400, a governed load makes tiny answer, a governed unload stops it",
@@ -269,6 +271,7 @@ Deno.test({
   }, {
     router: true,
     serverEnv: {
+      MODELRELAY_ADMIN_TOKEN: ADMIN_TOKEN,
       VERIFIED_OP_TOKEN_KEY_PATH: KEY_PATH,
       OP_TOKEN_SIGNERS: "admin1",
       OP_TOKEN_MIN_SIGNERS: "1",

@@ -7,16 +7,18 @@
 import fc from "fast-check";
 import type { Priority, RateLimit } from "../core/mod.ts";
 import { EXTENSION_CAPABILITIES, EXTENSION_LIFECYCLE } from "../core/mod.ts";
-import type {
-  ClientSpec,
+import {
+  type BackendPlan,
+  type ClientSpec,
   LoadSpec,
   OperatorSpec,
-  Range,
-  Scenario,
-  ScenarioConfig,
-  WorkerFault,
-  WorkerLifecycle,
-  WorkerSpec,
+  OUR_EXTENSIONS,
+  type Range,
+  type Scenario,
+  type ScenarioConfig,
+  type WorkerFault,
+  type WorkerLifecycle,
+  type WorkerSpec,
 } from "./scenario.ts";
 
 export const SWARM_KINDS = [
@@ -41,6 +43,9 @@ export const SWARM_KINDS = [
   "rateLimits",
   "weights",
   "lifecycle",
+  "backendFaults",
+  "signal",
+  "ourWorkers",
 ] as const;
 export type SwarmKind = (typeof SWARM_KINDS)[number];
 
@@ -109,10 +114,35 @@ function faultArb(
         kind: "lieLoad",
         extra,
       }));
+    case "signal":
+      return at.map((atMs) => ({ kind: "signalAt", atMs }));
     default:
       return null;
   }
 }
+
+/** Issue 14: a backend's fault plan (shares out of 10). */
+function backendPlanArb(): fc.Arbitrary<BackendPlan> {
+  const share = fc.integer({ min: 0, max: 3 });
+  return fc.record({
+    refuseNum: share,
+    resetNum: share,
+    dieMidStreamNum: share,
+    oversizedNum: share,
+    slowNum: fc.integer({ min: 0, max: 2 }),
+    errorStatusNum: share,
+    den: fc.constant(16),
+    slowMs: range(500, 3_000, 4_000),
+  });
+}
+
+/** Issue 14: what a worker without a lifecycle spec speaks (null: original-style). */
+const OUR_LISTS: (string[] | null)[] = [
+  null,
+  OUR_EXTENSIONS,
+  ["drain-v1"],
+  ["body-chunks-v1"],
+];
 
 /** What a worker lists in register.extensions (null: original-style, no field). */
 const EXTENSION_LISTS: (string[] | null)[] = [
@@ -184,9 +214,17 @@ function workerArb(
       ? fc.constant<WorkerFault[]>([])
       : fc.array(fc.oneof(...faults), { maxLength: 3, size: "max" }),
     lifecycle: on.has("lifecycle") ? lifecycleArb() : fc.constant(null),
-  }).map(({ lifecycle, ...base }) => {
+    backend: on.has("backendFaults")
+      ? fc.option(backendPlanArb(), { nil: null, freq: 3 })
+      : fc.constant(null),
+    extensions: on.has("ourWorkers")
+      ? fc.constantFrom(...OUR_LISTS)
+      : fc.constant(null),
+  }).map(({ lifecycle, backend, extensions, ...base }) => {
     const w: WorkerSpec = base;
     if (lifecycle !== null) w.lifecycle = lifecycle;
+    if (backend !== null) w.backend = backend;
+    if (extensions !== null) w.extensions = extensions;
     return w;
   });
 }
@@ -319,6 +357,8 @@ export function swarmOf(s: Scenario): string[] {
     for (const f of w.faults) kinds.add(f.kind);
     if (w.onCancel !== "ack") kinds.add(`cancel-${w.onCancel}`);
     if (w.models.includes("*")) kinds.add("wildcard");
+    if (w.backend !== undefined) kinds.add("backendFaults");
+    if (w.extensions != null) kinds.add("ourWorkers");
   }
   if (
     s.clients.some((c) =>

@@ -1368,7 +1368,6 @@ export class Observer {
         );
       }
     }
-    if (isNew) r.firstQueuedAtMs = null; // never waited
     if (!isNew) this.#scheduled(r);
     this.sched.dispatched[r.priority]++;
     if (isNew) this.#reqs.set(r.id, r);

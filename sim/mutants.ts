@@ -290,6 +290,66 @@ function lifecycleIgnoresTarget(): ReduceFn {
     );
 }
 
+// ---- issue 14: real backends and real faults ---------------------------------
+
+function spliceErrorIntoStream(): ReduceFn {
+  // The old core: a 4xx/5xx after the stream started was written as a chunk
+  // and the stream ended normally.
+  return (state, event) => {
+    if (
+      event.kind === "completeReceived" && event.statusCode >= 400 &&
+      state.requests.get(event.requestId)?.status.kind === "streaming"
+    ) return reduce(state, { ...event, statusCode: 200 });
+    return reduce(state, event);
+  };
+}
+
+function requeueToSameWorker(): ReduceFn {
+  // A refused request forgets which worker refused it, and no backend circuit opens.
+  return (state, event) => {
+    const out = reduce(state, event);
+    for (const r of state.requests.values()) r.avoidWorkerId = null;
+    for (const w of state.workers.values()) {
+      if (w.backend.kind !== "closed" || w.backend.failures !== 0) {
+        w.backend = { kind: "closed", failures: 0 };
+      }
+    }
+    return out;
+  };
+}
+
+function requeueOversized(): ReduceFn {
+  // The old core: an oversized answer frame is a protocol error; the connection
+  // closes and the request is requeued, to fail the same way elsewhere.
+  return (state, event) => {
+    if (
+      event.kind === "workerFrameInvalid" && event.error.oversized !== undefined
+    ) {
+      return reduce(state, {
+        ...event,
+        error: { kind: event.error.kind, message: event.error.message },
+      });
+    }
+    return reduce(state, event);
+  };
+}
+
+function drainAsEmptyModels(): ReduceFn {
+  // The old core: a worker's drain signal read as an empty model list (404s).
+  return (state, event) => {
+    if (event.kind === "modelsUpdateReceived" && event.draining === true) {
+      return reduce(state, {
+        kind: "modelsUpdateReceived",
+        atMs: event.atMs,
+        workerId: event.workerId,
+        models: [],
+        currentLoad: event.currentLoad,
+      });
+    }
+    return reduce(state, event);
+  };
+}
+
 export const MUTANTS: readonly Mutant[] = [
   {
     name: "skip_requeue_cap",
@@ -396,5 +456,32 @@ export const MUTANTS: readonly Mutant[] = [
     breaks: "I9 an operation naming a worker goes to that worker only",
     make: lifecycleIgnoresTarget,
     scenario: "model_lifecycle",
+  },
+  {
+    name: "splice_error_into_stream",
+    breaks: "issue 14.4 a failure after the first byte is an SSE error event",
+    make: spliceErrorIntoStream,
+    scenario: "real_faults",
+  },
+  {
+    name: "requeue_to_same_worker",
+    breaks:
+      "issue 14.3 a refused request is retried on another worker serving the model",
+    make: requeueToSameWorker,
+    scenario: "real_faults",
+  },
+  {
+    name: "requeue_oversized",
+    breaks:
+      "issue 14.2 a request never runs twice because of its answer's size",
+    make: requeueOversized,
+    scenario: "real_faults",
+  },
+  {
+    name: "drain_as_empty_models",
+    breaks:
+      "issue 14.1 a draining worker's models stay routable until it disconnects",
+    make: drainAsEmptyModels,
+    scenario: "real_faults",
   },
 ];

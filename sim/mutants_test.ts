@@ -30,6 +30,10 @@ const EXPECTED: Record<string, string[]> = {
   drop_lifecycle_completion: ["lifecycleTaskEndsOnce"],
   no_lifecycle_timeout: ["lifecycleTaskEndsOnce"],
   lifecycle_ignores_target: ["lifecycleOnlyToCapable"],
+  splice_error_into_stream: ["streamCarriesOnlyBackendBytes"],
+  requeue_to_same_worker: ["retryElsewhere"],
+  requeue_oversized: ["neverRunTwiceForSize"],
+  drain_as_empty_models: ["drainingModelsStayRoutable"],
 };
 
 Deno.test("every mutant has an expected catcher", () => {

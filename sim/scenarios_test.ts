@@ -16,6 +16,7 @@ const NAMES = [
   "low_priority_burst_under_high",
   "rate_limited_tenants",
   "model_lifecycle",
+  "real_faults",
 ];
 
 Deno.test("every named scenario from the issues is registered", () => {

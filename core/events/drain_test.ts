@@ -127,7 +127,8 @@ Deno.test("C28 a draining worker whose last request times out is closed", () => 
 });
 
 Deno.test("C28 at the drain timeout the worker is closed with 1000 and its requests requeued", () => {
-  const state = newState({ drainTimeoutMs: 30_000 });
+  // The queue clock starts at arrival (C22, issue 14.8): give it room past 30 s.
+  const state = newState({ drainTimeoutMs: 30_000, queueTimeoutMs: 60_000 });
   addWorker(state, "w1", { atMs: 0 });
   addRequest(state, "r1", { atMs: 0 });
   step(state, drain("w1", 0));

@@ -8,6 +8,7 @@ import {
   cancelOnWorker,
   clientError,
   fail,
+  pumpQueue,
 } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
 import { dropFrame } from "./drop_frame.ts";
@@ -45,10 +46,17 @@ function cutOversized(
   if (worker !== undefined) closeIfDrained(state, worker, out);
 }
 
-/** The first byte of an answer: the worker's backend is reachable (backend circuit). */
-function backendAnswered(state: State, workerId: string): void {
+/**
+ * The first byte of an answer: the worker's backend is reachable (backend
+ * circuit). A trial that succeeds makes the worker routable again: the queue
+ * moves at once (found by the simulator: a newcomer took the slot ahead of an
+ * older queued request).
+ */
+function backendAnswered(state: State, workerId: string, out: Effect[]): void {
   const worker = state.workers.get(workerId);
-  if (worker !== undefined) recordBackendSuccess(state, worker);
+  if (worker !== undefined && recordBackendSuccess(state, worker)) {
+    pumpQueue(state, worker.provider, out);
+  }
 }
 
 export function onChunkReceived(state: State, e: E, out: Effect[]): void {
@@ -59,7 +67,7 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
   const s = request.status;
   if (!request.isStreaming) {
     // body-chunks-v1 (and tolerated from any worker): kept for the final body.
-    backendAnswered(state, e.workerId);
+    backendAnswered(state, e.workerId, out);
     request.bufferedBody += e.chunk;
     if (request.bufferedBody.length > state.config.responseBodyCharsMax) {
       cutOversized(state, request, e.workerId, out);
@@ -67,7 +75,7 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
     return;
   }
   if (s.kind === "dispatched") {
-    backendAnswered(state, e.workerId);
+    backendAnswered(state, e.workerId, out);
     request.status = {
       kind: "streaming",
       workerId: s.workerId,

@@ -151,7 +151,10 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     requeueCount: 0,
     queueWaitMs: 0,
     queuedAtMs: state.nowMs,
-    firstQueuedAtMs: null,
+    // C22: the queue clock starts at arrival, as in the original, where every
+    // request passes through the queue; a request dispatched at once and later
+    // requeued keeps this deadline (issue 14.8).
+    firstQueuedAtMs: state.nowMs,
     avoidWorkerId: null,
     bufferedBody: "",
     tenant,

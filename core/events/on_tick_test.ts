@@ -204,7 +204,9 @@ Deno.test("C43 pings go out every 15 s even while the worker is busy streaming",
 });
 
 Deno.test("C25 no pong within 45 s closes with 1000 worker heartbeat timed out and requeues", () => {
-  const state = newState();
+  // A queue timeout past the 75 s of the test: the queue clock starts at
+  // arrival (C22, issue 14.8), and this test is about the requeue itself.
+  const state = newState({ queueTimeoutMs: 120_000 });
   addWorker(state, "w1", { atMs: 0 });
   addRequest(state, "r1", { atMs: 0 });
   tick(state, 15_000);

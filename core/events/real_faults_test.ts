@@ -1,5 +1,6 @@
 // Issue 14, "real backends and real faults": each test is named after the
-// failure it pins, and failed on the core before the fix.
+// failure it pins and failed on the core before the fix, except the one marked
+// "already tolerated", which pins behaviour body-chunks-v1 builds on.
 import assert from "node:assert/strict";
 import {
   actions,
@@ -20,6 +21,7 @@ import {
   tick,
   worker,
 } from "../_testing.ts";
+import { workerViews } from "../queries.ts";
 import type { Event } from "./event.ts";
 import { eventFromFrame } from "./from_frame.ts";
 
@@ -81,6 +83,7 @@ Deno.test("issue 14.1 C28 a worker draining itself (drain-v1) keeps its models k
   const effects = step(state, drainingUpdate("w1", ["m"]));
   assert.deepEqual(actions(effects), []);
   assert.equal(worker(state, "w1").draining, true);
+  assert.equal(workerViews(state)[0]?.draining_itself, true);
   const second = addRequest(state, "r2");
   assert.equal(ofKind(second, "respondError").length, 0, "no 404");
   assert.deepEqual(dispatched(second), []);
@@ -100,6 +103,7 @@ Deno.test("issue 14.1 a self-draining worker gets no drain deadline and its sock
   addWorker(state, "w1", { models: ["m"] });
   addRequest(state, "r1");
   step(state, drainingUpdate("w1", ["m"]));
+  assert.equal(worker(state, "w1").draining, true);
   assert.equal(worker(state, "w1").drainDeadlineAtMs, null);
   assert.equal(ofKind(tick(state, 5_000), "closeWorker").length, 0);
   complete(state, "w1", "r1");
@@ -151,7 +155,7 @@ Deno.test("issue 14.2 an oversized response_chunk fails its request and cancels 
   assert.equal(ofKind(effects, "writeChunk").length, 0);
 });
 
-Deno.test("issue 14.2 body-chunks-v1 a non-streaming body in pieces is assembled with the completion's status and headers", () => {
+Deno.test("issue 14.2 body-chunks-v1 (already tolerated) a non-streaming body in pieces is assembled with the completion's status and headers", () => {
   const state = newState();
   addWorker(state, "w1", { models: ["m"] });
   addRequest(state, "r1");
@@ -232,6 +236,7 @@ Deno.test("issue 14.3 backend circuit: 3 refusals take a worker out of routing f
     coolDownMs: 5_000,
   });
   assert.equal(statusOf(state, "r0"), "queued");
+  assert.equal(workerViews(state)[0]?.backend_circuit, "open"); // /admin/workers
   assert.deepEqual(dispatched(addRequest(state, "x")), [], "out of routing");
   // Cool-down over: one trial, which fails: 10 s now.
   assert.deepEqual(dispatched(tick(state, 5_000)), [["r0", "w1"]]);
@@ -319,15 +324,54 @@ Deno.test("C22 issue 14.8 a requeued request keeps its original queue time for t
   assert.equal(only(effects, "respondError").error.code, "queue_timeout");
 });
 
+Deno.test("C22 issue 14.8 a request dispatched on arrival and requeued keeps the queue clock of its arrival", () => {
+  const state = newState({ queueTimeoutMs: 2_000 });
+  addWorker(state, "w1", { models: ["m"], atMs: 0 });
+  addRequest(state, "r1", { atMs: 0 });
+  assert.equal(statusOf(state, "r1"), "dispatched");
+  disconnect(state, "w1", 1_500);
+  assert.equal(statusOf(state, "r1"), "queued");
+  assert.equal(ofKind(tick(state, 1_999), "respondError").length, 0);
+  // 2 s after arrival, not 2 s after the requeue (3.5 s).
+  const effects = tick(state, 2_000);
+  assert.equal(only(effects, "respondError").error.code, "queue_timeout");
+});
+
+Deno.test("C22 a requeue whose queue time is spent still goes to a free worker at once", () => {
+  const state = newState({ queueTimeoutMs: 2_000 });
+  addWorker(state, "w1", { models: ["m"], atMs: 0 });
+  addRequest(state, "r1", { atMs: 0 });
+  addWorker(state, "w2", { models: ["m"], atMs: 1_000 });
+  // The queue timeout bounds waiting: a request that need not wait is not failed.
+  const effects = disconnect(state, "w1", 5_000);
+  assert.deepEqual(dispatched(effects), [["r1", "w2"]]);
+  assert.equal(ofKind(effects, "respondError").length, 0);
+});
+
 // ---- item 9: a request reaching a worker that just started draining -----------
 
 Deno.test("issue 14.9 a scoped worker_draining error requeues the request to another worker at once", () => {
   const state = newState();
-  addWorker(state, "w1", { models: ["m"] });
-  addWorker(state, "w2", { models: ["m"] });
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 2 });
+  addWorker(state, "w2", { models: ["m"], maxConcurrent: 2 });
   addRequest(state, "r1"); // w1
+  addRequest(state, "r0"); // w2: once r1 leaves w1, w1 is the least loaded
   step(state, drainingUpdate("w1", ["m"]));
   const effects = step(state, scopedError("w1", "r1", "worker_draining"));
   assert.deepEqual(dispatched(effects), [["r1", "w2"]]);
   assert.equal(ofKind(effects, "respondError").length, 0);
+});
+
+Deno.test("issue 14.3 a trial answered by its first chunk puts the worker back at once: an older queued request goes before a newcomer", () => {
+  const state = newState({ requeueCountMax: 100 });
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 2 });
+  addRequest(state, "t", { stream: true });
+  for (let i = 0; i < 3; i++) {
+    step(state, scopedError("w1", "t", "backend_unavailable"));
+  }
+  assert.deepEqual(dispatched(tick(state, 5_000)), [["t", "w1"]]); // the trial
+  addRequest(state, "older"); // waits: one trial at a time
+  assert.equal(statusOf(state, "older"), "queued");
+  const first = chunk(state, "w1", "t", "data: 1\n\n");
+  assert.deepEqual(dispatched(first), [["older", "w1"]]);
 });

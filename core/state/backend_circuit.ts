@@ -47,12 +47,16 @@ export function recordBackendFailure(
   });
 }
 
-/** The backend answered (a chunk or a completion): the circuit closes. */
-export function recordBackendSuccess(state: State, worker: Worker): void {
+/**
+ * The backend answered (a chunk or a completion): the circuit closes. True when
+ * that made the worker routable again (the caller moves the queue then).
+ */
+export function recordBackendSuccess(state: State, worker: Worker): boolean {
   const b = worker.backend;
-  if (b.kind === "closed" && b.failures === 0) return;
+  if (b.kind === "closed" && b.failures === 0) return false;
   worker.backend = { kind: "closed", failures: 0 };
   syncRoute(state, worker);
+  return b.kind !== "closed";
 }
 
 /** Tick: an open circuit whose cool-down ended lets one trial request through. */

@@ -109,7 +109,7 @@ export type Request = {
   /** Total ms spent queued (for X-Queue-Wait-Ms and metrics). */
   queueWaitMs: number;
   queuedAtMs: number;
-  /** When the request first entered the queue: its queue deadline counts from here, requeues included (C22). */
+  /** When the request entered the queue, i.e. arrived: its queue deadline counts from here, requeues included (C22, issue 14.8). */
   firstQueuedAtMs: number | null;
   /**
    * The worker whose scoped error or backend failure sent this request back to

@@ -362,7 +362,7 @@ Deno.test("issue 14.1 with drain-v1 a signal keeps the models and says draining:
   }]);
 });
 
-Deno.test("issue 14.1 without drain-v1 (original server) a signal still empties the model list", () => {
+Deno.test("issue 14.1 compatibility: without drain-v1 (original server) a signal still empties the model list", () => {
   const s = registeredWith([]);
   step(s, frame(request("r1")));
   assert.deepEqual(sent(step(s, { kind: "shutdownSignalled" })), [{

@@ -11,6 +11,7 @@ import { modelUpdateRace } from "./model_update_race.ts";
 import { noisyTenant } from "./noisy_tenant.ts";
 import { queueOverflow } from "./queue_overflow.ts";
 import { rateLimitedTenants } from "./rate_limited_tenants.ts";
+import { realFaults } from "./real_faults.ts";
 import { steadyLoad } from "./steady_load.ts";
 import { workerChurn } from "./worker_churn.ts";
 
@@ -31,5 +32,6 @@ export const SCENARIOS: ReadonlyMap<string, Scenario> = new Map(
     lowPriorityBurstUnderHigh,
     rateLimitedTenants,
     modelLifecycle,
+    realFaults,
   ].map((s) => [s.name, s]),
 );
