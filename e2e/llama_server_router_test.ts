@@ -154,8 +154,6 @@ Deno.test({
   }
 });
 
-/** Per-worker detail in /v1/capabilities needs it (issue 15). */
-const ADMIN_TOKEN = "e2e-llama-router-admin-token";
 const KEY_PATH = new URL("./_op_token_test.key", import.meta.url).pathname;
 let nonce = 0;
 
@@ -275,7 +273,6 @@ Deno.test({
       VERIFIED_OP_TOKEN_KEY_PATH: KEY_PATH,
       OP_TOKEN_SIGNERS: "admin1",
       OP_TOKEN_MIN_SIGNERS: "1",
-      MODELRELAY_ADMIN_TOKEN: ADMIN_TOKEN,
     },
   });
 });
