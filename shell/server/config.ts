@@ -201,6 +201,22 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     min: 10,
     help: "timer resolution for deadlines",
   },
+  {
+    flag: "cluster-url",
+    env: "CLUSTER_URL",
+    kind: "string",
+    default: "",
+    help:
+      "Redis for many instances acting as one (redis://host:6379/0 or unix:///path/redis.sock); unset = one instance",
+  },
+  {
+    flag: "cluster-prefix",
+    env: "CLUSTER_PREFIX",
+    kind: "string",
+    default: "mr:",
+    help:
+      "key prefix of this cluster's log in Redis (a new prefix = a new cluster)",
+  },
 ];
 
 export type ServerConfig = {
@@ -220,6 +236,9 @@ export type ServerConfig = {
   opTokenKeyPath?: string;
   opTokenSigners?: string[];
   opTokenMinSigners?: number;
+  /** Issue 16: the shared log's engine; absent = single instance, nothing loaded. */
+  clusterUrl?: string;
+  clusterPrefix?: string;
 };
 
 export function serverHelp(): string {
@@ -356,6 +375,10 @@ export function loadServerConfig(
       opTokenKeyPath: str(values, "verified-op-token-key-path"),
       opTokenSigners,
       opTokenMinSigners,
+      ...(str(values, "cluster-url") === "" ? {} : {
+        clusterUrl: str(values, "cluster-url"),
+        clusterPrefix: str(values, "cluster-prefix"),
+      }),
     },
   };
 }

@@ -1,0 +1,463 @@
+// The cluster runtime (issue 16): the same `Runtime` as runtime.ts, but `submit`
+// appends to the shared log instead of reducing, and every log entry (from any
+// instance) is applied to this instance's replica, whose effects then run here.
+// Effects for sockets another instance holds find no socket and do nothing
+// (run_effects.ts ignores unknown ids): that is the whole of effect ownership.
+//
+// Events of one event-loop turn go out in one entry (unbatched, the JavaScript
+// client tops out near 19k appends/s; scale-out.md §1).
+// @ts-types="npm:@types/ws@8.18.1"
+import type { WebSocket } from "ws";
+import { setImmediate } from "node:timers";
+import {
+  type ClientError,
+  type Config,
+  type Effect,
+  type Event,
+  initialState,
+  type State,
+} from "../../../core/mod.ts";
+import {
+  applyRecord,
+  type ClusterRecord,
+  type ClusterState,
+  configDigest,
+  decodeSnapshot,
+  DEFAULT_LIVENESS,
+  encodeSnapshot,
+  initialClusterState,
+  type Liveness,
+  REDUCER_VERSION,
+} from "../../../core/cluster/mod.ts";
+import type { Logger } from "../../log.ts";
+import type { Clients } from "../clients.ts";
+import type { Runtime } from "../runtime.ts";
+import type { ClusterEngine, LogEntry } from "./engine.ts";
+
+export class ClusterJoinError extends Error {}
+
+export type Note = Record<string, string | number | null>;
+
+export type ClusterDeps = {
+  engine: ClusterEngine;
+  /** The server's state object: replaced in place on join and reset. */
+  state: State;
+  coreConfig: Config;
+  clients: Clients;
+  sockets: Map<string, WebSocket>;
+  runEffect: (effect: Effect) => void;
+  log: Logger;
+  liveness?: Liveness;
+  /** How often (log time) the lowest live instance snapshots and trims the log. */
+  snapshotEveryMs?: number;
+};
+
+export type ClusterRuntime = Runtime & {
+  readonly instanceId: string;
+  readonly cluster: ClusterState;
+  readonly up: boolean;
+  /** Appends a shell-level fact (API keys); every instance's `onNote` sees it in log order. */
+  appendNote(note: Note): void;
+  onNote(listener: (note: Note, mine: boolean) => void): void;
+  close(): Promise<void>;
+};
+
+const UNAVAILABLE: ClientError = {
+  status: 503,
+  code: "cluster_unavailable",
+  message: "the relay cluster's shared log is unreachable; retry shortly",
+  retryAfterSecs: 2,
+};
+
+function newInstanceId(): string {
+  return `i-${crypto.randomUUID().slice(0, 8)}`;
+}
+
+/** Stream ids are `ms-seq`: compared as numbers, never as strings. */
+export function compareIds(a: string, b: string): number {
+  const [am = 0, as = 0] = a.split("-").map(Number);
+  const [bm = 0, bs = 0] = b.split("-").map(Number);
+  return am !== bm ? am - bm : as - bs;
+}
+
+export async function startClusterRuntime(
+  d: ClusterDeps,
+): Promise<ClusterRuntime> {
+  const { engine, state, log } = d;
+  const meta = JSON.stringify({
+    reducer: REDUCER_VERSION,
+    config: configDigest(d.coreConfig),
+  });
+  const stored = await engine.setIfAbsent("meta", meta);
+  if (stored !== meta) {
+    throw new ClusterJoinError(
+      `this instance cannot join the cluster: its reducer version or core settings (${meta}) differ from the cluster's (${stored}); give every instance the same build and settings, or start the new build on a fresh CLUSTER_PREFIX (see README "Scaling out")`,
+    );
+  }
+  const cs = initialClusterState(
+    d.coreConfig,
+    d.liveness ?? DEFAULT_LIVENESS,
+    state,
+  );
+  const snapshotEveryMs = d.snapshotEveryMs ?? 5_000;
+  let instanceId = newInstanceId();
+  let seq = 0;
+  let epoch = "";
+  let lastId = "0";
+  let appliedMs: number | null = null;
+  let up = false;
+  let closed = false;
+  /** Bumped on every loss and rejoin: a read loop of an older generation stops. */
+  let generation = 0;
+  let outbox: Event[] = [];
+  let flushScheduled = false;
+  let nextSnapshotMs = 0;
+  let previousSnapshotId: string | null = null;
+  let retryTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Requests whose client is here: only these count in this instance's metrics. */
+  const localRequests = new Set<string>();
+  const noteListeners: ((note: Note, mine: boolean) => void)[] = [];
+
+  function run(effect: Effect, quiet: boolean): void {
+    if (effect.kind === "requestFinished") {
+      if (!localRequests.delete(effect.requestId)) return;
+    } else if (quiet && effect.kind === "log") return;
+    try {
+      d.runEffect(effect);
+    } catch (e) {
+      log("error", "effect failed", { effect: effect.kind, error: String(e) });
+    }
+  }
+
+  function applyEntry(entry: LogEntry, quiet: boolean): void {
+    lastId = entry.id;
+    appliedMs = entry.ms;
+    let record: ClusterRecord;
+    try {
+      record = JSON.parse(entry.data) as ClusterRecord;
+    } catch {
+      log("error", "unreadable cluster log entry", { id: entry.id });
+      return;
+    }
+    let applied;
+    try {
+      applied = applyRecord(cs, record, entry.ms);
+    } catch (e) {
+      // A broken invariant is our bug: report it loudly, keep serving others.
+      log("error", "core rejected a log entry", {
+        id: entry.id,
+        error: String(e),
+      });
+      return;
+    }
+    for (const effect of applied.effects) run(effect, quiet);
+    if (applied.note !== null) {
+      for (const l of noteListeners) {
+        l(applied.note, record.instance === instanceId);
+      }
+    }
+    if (applied.died.includes(instanceId)) selfDied();
+    maybeSnapshot(entry);
+  }
+
+  /** The lowest live instance snapshots now and then and trims the log behind the previous snapshot. */
+  function maybeSnapshot(entry: LogEntry): void {
+    if (entry.ms < nextSnapshotMs || !up) return;
+    let lowest: string | null = null;
+    for (const id of cs.instances.keys()) {
+      if (lowest === null || id < lowest) lowest = id;
+    }
+    if (lowest !== instanceId) return;
+    nextSnapshotMs = entry.ms + snapshotEveryMs;
+    const snapshot = { id: entry.id, epoch, data: encodeSnapshot(cs) };
+    const trim = previousSnapshotId;
+    previousSnapshotId = entry.id;
+    engine.putSnapshot(snapshot, trim).catch((e) =>
+      log("warn", "cluster snapshot failed", { error: String(e) })
+    );
+  }
+
+  /** Ends this instance's clients and closes its worker sockets (they reconnect via the balancer). */
+  function endLocal(error: ClientError, closeCode: number): void {
+    for (const [requestId, c] of [...d.clients]) {
+      run(
+        c.res.headersSent
+          ? { kind: "endStream", requestId, error }
+          : { kind: "respondError", requestId, error },
+        false,
+      );
+    }
+    localRequests.clear();
+    for (const workerId of [...d.sockets.keys()]) {
+      run(
+        {
+          kind: "closeWorker",
+          workerId,
+          code: closeCode,
+          reason: error.message,
+        },
+        false,
+      );
+    }
+  }
+
+  /** The fleet declared this instance dead (it froze or fell behind): rejoin under a new id. */
+  function selfDied(): void {
+    const old = instanceId;
+    instanceId = newInstanceId();
+    seq = 0;
+    log("warn", "this instance was declared gone by the cluster; rejoining", {
+      old_instance: old,
+      instance: instanceId,
+    });
+    endLocal(
+      {
+        status: 503,
+        code: "cluster_instance_reset",
+        message: "the relay instance lost its cluster membership; retry",
+        retryAfterSecs: 1,
+      },
+      1012,
+    );
+  }
+
+  function lost(reason: string): void {
+    if (!up || closed) return;
+    up = false;
+    generation++;
+    outbox = [];
+    log("error", "cluster log unreachable: refusing new requests", {
+      reason,
+      instance: instanceId,
+    });
+    endLocal(UNAVAILABLE, 1012);
+    scheduleRecover();
+  }
+
+  function scheduleRecover(): void {
+    if (closed || retryTimer !== undefined) return;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      join().catch((e) => {
+        log("debug", "cluster rejoin failed; retrying", { error: String(e) });
+        scheduleRecover();
+      });
+    }, 500);
+  }
+
+  /** Loads the snapshot when it is ahead of this replica (or the log is new), then catches up. */
+  async function join(): Promise<void> {
+    const current = await engine.epoch();
+    const fresh = current !== epoch;
+    const snap = await engine.getSnapshot();
+    if (fresh) {
+      // A new log (first start, or the engine lost its data): start over.
+      Object.assign(state, initialState(d.coreConfig, 0));
+      resetCluster(initialClusterState(d.coreConfig, cs.liveness, state));
+      lastId = "0";
+      appliedMs = null;
+    }
+    if (
+      snap !== null && snap.epoch === current &&
+      compareIds(snap.id, lastId) > 0
+    ) {
+      const loaded = decodeSnapshot(snap.data);
+      Object.assign(state, loaded.core);
+      loaded.core = state;
+      resetCluster(loaded);
+      lastId = snap.id;
+      appliedMs = Number(snap.id.split("-")[0]);
+    }
+    epoch = current;
+    const old = up || seq > 0 ? instanceId : null;
+    if (old !== null) instanceId = newInstanceId();
+    seq = 0;
+    // Catch up before appending anything: our records must not lag the log.
+    for (;;) {
+      const batch = await engine.read(lastId, 0, 5000);
+      if (batch.length === 0) break;
+      for (const entry of batch) applyEntry(entry, true);
+    }
+    up = true;
+    const gen = ++generation;
+    if (old !== null && !fresh) {
+      appendRecord({
+        kind: "left",
+        instance: instanceId,
+        seq: ++seq,
+        appliedMs,
+        who: old,
+      });
+    }
+    log("info", "joined the relay cluster", {
+      instance: instanceId,
+      position: lastId,
+      instances: cs.instances.size,
+    });
+    void readLoop(gen);
+  }
+
+  function resetCluster(next: ClusterState): void {
+    cs.core = next.core;
+    cs.instances = next.instances;
+    cs.dead = next.dead;
+    cs.workerOwner = next.workerOwner;
+    cs.requestOwner = next.requestOwner;
+    cs.lastMs = next.lastMs;
+  }
+
+  async function readLoop(gen: number): Promise<void> {
+    while (!closed && gen === generation) {
+      let batch: LogEntry[];
+      try {
+        batch = await engine.read(lastId, 1000, 1000);
+      } catch (e) {
+        if (gen === generation) lost(`read failed: ${e}`);
+        return;
+      }
+      if (gen !== generation) return;
+      for (const entry of batch) applyEntry(entry, false);
+    }
+  }
+
+  function appendRecord(record: ClusterRecord): void {
+    engine.append(JSON.stringify(record)).catch((e) =>
+      lost(`append failed: ${e}`)
+    );
+  }
+
+  function flush(): void {
+    flushScheduled = false;
+    if (outbox.length === 0 || !up) return;
+    const events = outbox;
+    outbox = [];
+    appendRecord({
+      kind: "events",
+      instance: instanceId,
+      seq: ++seq,
+      appliedMs,
+      events,
+    });
+  }
+
+  /** What an event becomes while the log is unreachable: new work is refused here and now. */
+  function refuseLocally(event: Event): void {
+    if (event.kind === "requestReceived") {
+      run({
+        kind: "respondError",
+        requestId: event.requestId,
+        error: UNAVAILABLE,
+      }, false);
+    } else if (event.kind === "workerConnectAttempted") {
+      run({
+        kind: "closeWorker",
+        workerId: event.workerId,
+        code: 1013,
+        reason: "relay cluster unavailable: try again later",
+      }, false);
+    }
+  }
+
+  let leaving: Promise<void> | null = null;
+  /**
+   * A graceful stop of one instance is not a fleet shutdown: its workers are
+   * drained (they reconnect to another instance through the balancer), its
+   * clients' requests finish, then it leaves the log.
+   */
+  function leave(): Promise<void> {
+    leaving ??= (async () => {
+      const now = () => state.nowMs;
+      for (const workerId of d.sockets.keys()) {
+        submit({
+          kind: "workerDrainRequested",
+          atMs: now(),
+          workerId,
+          reason: "relay instance stopping",
+        });
+      }
+      const until = Date.now() + d.coreConfig.drainTimeoutMs;
+      while (
+        up && Date.now() < until && (d.clients.size > 0 || d.sockets.size > 0)
+      ) {
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      flush();
+      if (up) {
+        appendRecord({
+          kind: "left",
+          instance: instanceId,
+          seq: ++seq,
+          appliedMs,
+          who: instanceId,
+        });
+      }
+      endLocal({ ...UNAVAILABLE, code: "server_shutdown" }, 1001);
+      d.runEffect({ kind: "shutdownComplete" });
+    })();
+    return leaving;
+  }
+
+  function submit(event: Event): void {
+    if (event.kind === "shutdownRequested") {
+      void leave();
+      return;
+    }
+    if (!up) return refuseLocally(event);
+    if (event.kind === "requestReceived") localRequests.add(event.requestId);
+    outbox.push(event);
+    if (!flushScheduled) {
+      flushScheduled = true;
+      setImmediate(flush);
+    }
+  }
+
+  engine.onStatus((s) => {
+    if (s === "down") lost("engine connection closed");
+  });
+  await join();
+  return {
+    state,
+    submit,
+    get instanceId() {
+      return instanceId;
+    },
+    cluster: cs,
+    get up() {
+      return up;
+    },
+    appendNote(note) {
+      if (!up) throw new Error("the relay cluster is unavailable");
+      flush();
+      appendRecord({
+        kind: "note",
+        instance: instanceId,
+        seq: ++seq,
+        appliedMs,
+        note,
+      });
+    },
+    onNote(listener) {
+      noteListeners.push(listener);
+    },
+    async close() {
+      if (closed) return;
+      if (up && leaving === null) {
+        flush();
+        await engine.append(JSON.stringify(
+          {
+            kind: "left",
+            instance: instanceId,
+            seq: ++seq,
+            appliedMs,
+            who: instanceId,
+          } satisfies ClusterRecord,
+        )).catch(() => {});
+      }
+      closed = true;
+      up = false;
+      generation++;
+      clearTimeout(retryTimer);
+      await engine.close();
+    },
+  };
+}
