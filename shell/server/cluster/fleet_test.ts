@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { waitUntil } from "../../demo/children.ts";
+import { answerWords } from "../../../e2e/_cluster.ts";
 import { MODEL, withFleet } from "./_fleet.ts";
 
 const WORKERS = [
@@ -79,5 +80,121 @@ Deno.test("cluster: a stream received on one instance and served by a worker on 
       return s.aborted > before.aborted && s.openStreams === 0;
     }, 1_000);
     assert.ok(Date.now() - abortedAt <= 1_000);
+  });
+});
+
+/** The worker (index) whose log shows it forwarding request number `nth` (1-based). */
+async function forwardingWorker(
+  f: { workers: { lines: string[] }[] },
+  nth = 1,
+): Promise<number> {
+  let found = -1;
+  await waitUntil("a worker to forward the request", () => {
+    let count = 0;
+    f.workers.forEach((w, i) => {
+      const n = w.lines.filter((l) => l.includes("forwarding request")).length;
+      count += n;
+      if (n > 0 && found === -1 && count >= nth) found = i;
+    });
+    return found !== -1;
+  }, 10_000);
+  return found;
+}
+
+async function everyInstanceSees(
+  urls: string[],
+  workers: number,
+  timeoutMs: number,
+): Promise<void> {
+  await waitUntil(
+    `${workers} workers registered on every live instance`,
+    async () => {
+      for (const url of urls) {
+        const h = await (await fetch(`${url}/health`)).json();
+        if (h.workers_connected !== workers) return false;
+      }
+      return true;
+    },
+    timeoutMs,
+  );
+}
+
+Deno.test("cluster: kill -9 of the worker's instance before the first byte: the request is requeued and completes; workers re-register on survivors", async () => {
+  await withFleet({ workers: WORKERS }, async (f) => {
+    const client = f.instances[2]!;
+    const answer = openai(client.url).chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 40,
+    });
+    const w = await forwardingWorker(f);
+    const victim = f.instanceOfWorker(w);
+    assert.notEqual(victim, client);
+    victim.child.kill("SIGKILL");
+    const r = await answer;
+    assert.equal(r.choices[0]?.message.content, answerWords(40));
+    // The backend saw both attempts: the orphaned one and the requeued one.
+    assert.equal((await f.stats()).requests, 2);
+    const survivors = f.instances.filter((i) => i !== victim).map((i) => i.url);
+    await everyInstanceSees(survivors, 2, 10_000);
+  });
+});
+
+Deno.test("cluster: kill -9 of the worker's instance after the first byte: the stream ends with an SSE error, never [DONE]", async () => {
+  await withFleet({ workers: WORKERS }, async (f) => {
+    const client = f.instances[2]!;
+    const res = await fetch(`${client.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+        max_tokens: 400,
+      }),
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = (await reader.read()).value ?? "";
+    const victim = f.instanceOfWorker(await forwardingWorker(f));
+    victim.child.kill("SIGKILL");
+    const killedAt = Date.now();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+    assert.ok(Date.now() - killedAt < 8_000, "the stream ended in time");
+    assert.match(text, /error/);
+    assert.doesNotMatch(text, /\[DONE\]/);
+  });
+});
+
+Deno.test("cluster: kill -9 of the client's instance: the backend behind another instance sees the abort within 6 s", async () => {
+  await withFleet({ workers: WORKERS }, async (f) => {
+    const client = f.instances[2]!;
+    const res = await fetch(`${client.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+        max_tokens: 1000,
+      }),
+    });
+    const reader = res.body!.getReader();
+    await reader.read();
+    const before = await f.stats();
+    assert.equal(before.openStreams, 1);
+    client.child.kill("SIGKILL");
+    const killedAt = Date.now();
+    reader.read().catch(() => {});
+    await waitUntil("the backend to see the abort", async () => {
+      const s = await f.stats();
+      return s.aborted > before.aborted && s.openStreams === 0;
+    }, 6_000);
+    assert.ok(Date.now() - killedAt <= 6_000);
+    await reader.cancel().catch(() => {});
   });
 });
