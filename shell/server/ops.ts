@@ -213,7 +213,12 @@ export async function startRelay(
   const db = needsKeyStore(config) || lifecycleOn
     ? openRelayDatabase(config.dbPath)
     : null;
-  const keys = needsKeyStore(config) && db !== null ? keyStoreOn(db) : null;
+  // Issue 16: a cluster shares its keys through the engine, not this database.
+  const clusterKeys = needsKeyStore(config) && config.clusterUrl !== undefined
+    ? new (await import("./cluster/keys.ts")).ClusterKeyStore(log)
+    : null;
+  const keys = clusterKeys ??
+    (needsKeyStore(config) && db !== null ? keyStoreOn(db) : null);
   const closeDb = () => {
     keys?.close();
     if (db?.isOpen === true) db.close();
@@ -252,6 +257,9 @@ export async function startRelay(
     throw e;
   }
   const server = running;
+  if (clusterKeys !== null && server.cluster !== undefined) {
+    await clusterKeys.attach(server.cluster, server.cluster.engine);
+  }
   return {
     ...server,
     metrics,

@@ -198,3 +198,84 @@ Deno.test("cluster: kill -9 of the client's instance: the backend behind another
     await reader.cancel().catch(() => {});
   });
 });
+
+const ADMIN = "fleet-admin-token";
+
+function chat(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 1,
+    }),
+  });
+}
+
+Deno.test("cluster: fleet-wide rate limit and API keys: 10 req/min admits exactly 10 of 30 spread over 3 instances; a key created on one works on all, revoked on one is refused on all within 1 s", async () => {
+  await withFleet({
+    workers: WORKERS,
+    env: {
+      DEFAULT_RATE_LIMIT: "10req/min",
+      MODELRELAY_ADMIN_TOKEN: ADMIN,
+      MODELRELAY_REQUIRE_API_KEYS: "true",
+    },
+  }, async (f) => {
+    const [i0, i1, i2] = f.instances as [
+      typeof f.instances[0],
+      typeof f.instances[0],
+      typeof f.instances[0],
+    ];
+    const created = await (await fetch(`${i0.url}/admin/keys`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${ADMIN}`,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ name: "fleet" }),
+    })).json() as { id: string; key: string };
+    const auth = { authorization: `Bearer ${created.key}` };
+    // Valid everywhere within a log hop.
+    await waitUntil("the new key to work on another instance", async () => {
+      const r = await chat(i2.url, { ...auth, "x-tenant-id": "keys" });
+      await r.body?.cancel();
+      return r.status === 200;
+    }, 1_000);
+    assert.equal((await chat(i1.url, { "x-tenant-id": "keys" })).status, 401);
+
+    // 30 requests of one tenant, 10 per instance, all at once.
+    const statuses = await Promise.all(
+      Array.from({ length: 30 }, async (_, n) => {
+        const r = await chat(f.instances[n % 3]!.url, {
+          ...auth,
+          "x-tenant-id": "burst",
+        });
+        await r.body?.cancel();
+        return r.status;
+      }),
+    );
+    assert.equal(statuses.filter((s) => s === 200).length, 10);
+    assert.equal(statuses.filter((s) => s === 429).length, 20);
+
+    // Revoked on i1: refused on every instance within 1 s.
+    const del = await fetch(`${i1.url}/admin/keys/${created.id}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    assert.equal(del.status, 200);
+    const revokedAt = Date.now();
+    await waitUntil("the revoked key to be refused everywhere", async () => {
+      for (const i of [i0, i2]) {
+        const r = await chat(i.url, { ...auth, "x-tenant-id": "keys" });
+        await r.body?.cancel();
+        if (r.status !== 401) return false;
+      }
+      return true;
+    }, 1_000);
+    assert.ok(Date.now() - revokedAt <= 1_000);
+  });
+});

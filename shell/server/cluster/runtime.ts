@@ -53,6 +53,7 @@ export type ClusterDeps = {
 };
 
 export type ClusterRuntime = Runtime & {
+  readonly engine: ClusterEngine;
   readonly instanceId: string;
   readonly cluster: ClusterState;
   readonly up: boolean;
@@ -418,6 +419,7 @@ export async function startClusterRuntime(
   return {
     state,
     submit,
+    engine,
     get instanceId() {
       return instanceId;
     },
