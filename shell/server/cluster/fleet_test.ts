@@ -279,3 +279,22 @@ Deno.test("cluster: fleet-wide rate limit and API keys: 10 req/min admits exactl
     assert.ok(Date.now() - revokedAt <= 1_000);
   });
 });
+
+Deno.test("cluster: Redis killed: new requests get 503 cluster_unavailable with Retry-After; Redis restarted empty: the cluster recovers without restarting instances", async () => {
+  await withFleet({ workers: WORKERS }, async (f) => {
+    f.redis.child.kill("SIGKILL");
+    await f.redis.child.status;
+    await waitUntil("instances to refuse new requests", async () => {
+      const r = await chat(f.instances[1]!.url);
+      const body = await r.text();
+      return r.status === 503 && body.includes("cluster_unavailable") &&
+        r.headers.get("retry-after") !== null;
+    }, 5_000);
+    await f.redis.restart();
+    await everyInstanceSees(f.instances.map((i) => i.url), 2, 20_000);
+    for (const i of f.instances) {
+      const r = await chat(i.url);
+      assert.equal(r.status, 200, await r.text());
+    }
+  });
+});

@@ -232,6 +232,14 @@ export async function startClusterRuntime(
       instance: instanceId,
     });
     endLocal(UNAVAILABLE, 1012);
+    // The replica is dropped, not kept: events of this outage are lost for
+    // good, and an empty state makes /health answer 503 (no worker) so a
+    // balancer's readiness check stops sending clients here. The rejoin loads
+    // the snapshot and tails the log.
+    Object.assign(state, initialState(d.coreConfig, 0));
+    resetCluster(initialClusterState(d.coreConfig, cs.liveness, state));
+    lastId = "0";
+    appliedMs = null;
     scheduleRecover();
   }
 
@@ -251,7 +259,7 @@ export async function startClusterRuntime(
     const current = await engine.epoch();
     const fresh = current !== epoch;
     const snap = await engine.getSnapshot();
-    if (fresh) {
+    if (fresh || lastId === "0") {
       // A new log (first start, or the engine lost its data): start over.
       Object.assign(state, initialState(d.coreConfig, 0));
       resetCluster(initialClusterState(d.coreConfig, cs.liveness, state));
