@@ -31,7 +31,10 @@ async function main(): Promise<number> {
   try {
     server = await startRelay(config, log);
   } catch (e) {
-    if (e instanceof KeyStoreError) {
+    // ClusterJoinError by name: its module is loaded only in cluster mode.
+    if (
+      e instanceof KeyStoreError || (e as Error)?.name === "ClusterJoinError"
+    ) {
       console.error(`modelrelay server: ${e.message}`);
       return 1;
     }

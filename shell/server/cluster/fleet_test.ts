@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { waitUntil } from "../../demo/children.ts";
+import { startServerProcess } from "../../demo/cluster.ts";
 import { answerWords } from "../../../e2e/_cluster.ts";
 import { MODEL, withFleet } from "./_fleet.ts";
 
@@ -296,5 +297,37 @@ Deno.test("cluster: Redis killed: new requests get 503 cluster_unavailable with 
       const r = await chat(i.url);
       assert.equal(r.status, 200, await r.text());
     }
+  });
+});
+
+async function redisCli(url: string, ...args: string[]): Promise<string> {
+  const out = await new Deno.Command("redis-cli", {
+    args: ["-u", url, ...args],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  return new TextDecoder().decode(out.stdout).trim();
+}
+
+Deno.test("cluster: a new instance joins a running cluster from the snapshot and the log's tail; one with other core settings refuses to join", async () => {
+  await withFleet({ workers: WORKERS }, async (f) => {
+    // Traffic first, then wait for the lowest instance's snapshot.
+    assert.equal((await chat(f.instances[0]!.url)).status, 200);
+    await waitUntil(
+      "a snapshot in Redis",
+      async () => (await redisCli(f.redis.url, "EXISTS", "mr:snap")) === "1",
+      10_000,
+    );
+    const late = await f.addInstance();
+    await everyInstanceSees([late.url], 2, 5_000);
+    const r = await chat(late.url);
+    assert.equal(r.status, 200, await r.text());
+    await assert.rejects(
+      startServerProcess({
+        secret: "fleet-secret",
+        env: { CLUSTER_URL: f.redis.url, MAX_QUEUE_LEN: "7" },
+      }),
+      /cannot join the cluster/,
+    );
   });
 });

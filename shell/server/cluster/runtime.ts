@@ -34,7 +34,9 @@ import type { Clients } from "../clients.ts";
 import type { Runtime } from "../runtime.ts";
 import type { ClusterEngine, LogEntry } from "./engine.ts";
 
-export class ClusterJoinError extends Error {}
+export class ClusterJoinError extends Error {
+  override name = "ClusterJoinError";
+}
 
 export type Note = Record<string, string | number | null>;
 
