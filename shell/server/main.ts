@@ -35,7 +35,7 @@ async function main(): Promise<number> {
     if (
       e instanceof KeyStoreError || (e as Error)?.name === "ClusterJoinError"
     ) {
-      console.error(`modelrelay server: ${e.message}`);
+      console.error(`modelrelay server: ${(e as Error).message}`);
       return 1;
     }
     console.error(

@@ -237,7 +237,16 @@ export async function startRelay(
     submit: (e) => running?.runtime.submit(e),
     now: nowMs,
     wallNowSecs: () => Date.now() / 1000,
-    governance: makeGovernance(config, db, log),
+    governance: {
+      ...makeGovernance(config, db, log),
+      // Issue 16: a nonce spent on one instance is spent on all.
+      ...(config.clusterUrl === undefined ? {} : {
+        claimNonce: (nonce: string, _now: number, expiresAtSecs: number) =>
+          running?.cluster?.engine.claimOnce(`nonce:${nonce}`, expiresAtSecs) ??
+            Promise.resolve(false),
+      }),
+    },
+    ...(config.clusterUrl === undefined ? {} : { submitIsAsync: true }),
     waits: () => metrics.queueWaitStats(),
     waitMs: 30_000,
     log,

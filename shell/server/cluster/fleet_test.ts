@@ -7,6 +7,7 @@ import OpenAI from "openai";
 import { waitUntil } from "../../demo/children.ts";
 import { startServerProcess } from "../../demo/cluster.ts";
 import { answerWords } from "../../../e2e/_cluster.ts";
+import { encodeOpToken } from "../op_token.ts";
 import { MODEL, withFleet } from "./_fleet.ts";
 
 const WORKERS = [
@@ -217,13 +218,20 @@ function chat(
   });
 }
 
-Deno.test("cluster: fleet-wide rate limit and API keys: 10 req/min admits exactly 10 of 30 spread over 3 instances; a key created on one works on all, revoked on one is refused on all within 1 s", async () => {
+const OP_KEY = new TextEncoder().encode("fleet-op-token-key-0123456789");
+
+Deno.test("cluster: fleet-wide rate limit, API keys and op-token nonces: 10 req/min admits exactly 10 of 30 spread over 3 instances; a key created on one works on all, revoked on one is refused on all within 1 s; a nonce used on one is refused (409) on another", async () => {
+  const keyPath = await Deno.makeTempFile({ suffix: ".key" });
+  await Deno.writeFile(keyPath, OP_KEY);
   await withFleet({
     workers: WORKERS,
     env: {
       DEFAULT_RATE_LIMIT: "10req/min",
       MODELRELAY_ADMIN_TOKEN: ADMIN,
       MODELRELAY_REQUIRE_API_KEYS: "true",
+      VERIFIED_OP_TOKEN_KEY_PATH: keyPath,
+      OP_TOKEN_SIGNERS: "admin1,admin2,admin3",
+      OP_TOKEN_MIN_SIGNERS: "2",
     },
   }, async (f) => {
     const [i0, i1, i2] = f.instances as [
@@ -278,7 +286,31 @@ Deno.test("cluster: fleet-wide rate limit and API keys: 10 req/min admits exactl
       return true;
     }, 1_000);
     assert.ok(Date.now() - revokedAt <= 1_000);
+
+    // One op token, two instances: the second use is a replay.
+    const token = encodeOpToken({
+      operation: "model-load",
+      modelId: MODEL,
+      issuedAt: Math.floor(Date.now() / 1000),
+      signers: ["admin1", "admin2"],
+      nonce: `fleet-${crypto.randomUUID()}`,
+    }, OP_KEY);
+    const load = async (url: string) => {
+      const r = await fetch(`${url}/v1/models/load`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ modelId: MODEL, verifiedOpToken: token }),
+      });
+      return { status: r.status, body: await r.text() };
+    };
+    const first = await load(i0.url);
+    // Accepted: the task is read from the replicated state after its log hop.
+    assert.equal(first.status, 202, first.body);
+    const replay = await load(i2.url);
+    assert.equal(replay.status, 409, replay.body);
+    assert.match(replay.body, /op_token_replayed/);
   });
+  await Deno.remove(keyPath);
 });
 
 Deno.test("cluster: Redis killed: new requests get 503 cluster_unavailable with Retry-After; Redis restarted empty: the cluster recovers without restarting instances", async () => {
