@@ -76,7 +76,8 @@ export async function withFleet(
         secret: SECRET,
         backendUrl: mock.url,
         maxConcurrent: w.maxConcurrent,
-        env: { LOG_LEVEL: "debug" },
+        // Behind a cluster, a drained instance's workers move on (README "Scaling out").
+        env: { LOG_LEVEL: "debug", ON_SERVER_SHUTDOWN: "reconnect" },
       });
       started.push(child);
       workers.push(child);

@@ -363,3 +363,37 @@ Deno.test("cluster: a new instance joins a running cluster from the snapshot and
     );
   });
 });
+
+Deno.test("cluster: a frozen instance (SIGSTOP) is declared gone, its request requeued; thawed, it rejoins under a new id and serves again", async () => {
+  await withFleet({ workers: WORKERS }, async (f) => {
+    const client = f.instances[2]!;
+    const answer = openai(client.url).chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 40,
+    });
+    const frozen = f.instanceOfWorker(await forwardingWorker(f));
+    frozen.child.kill("SIGSTOP");
+    const r = await answer;
+    assert.equal(r.choices[0]?.message.content, answerWords(40));
+    frozen.child.kill("SIGCONT");
+    await frozen.child.waitForLine(/declared gone by the cluster; rejoining/);
+    await everyInstanceSees(f.instances.map((i) => i.url), 2, 10_000);
+    const again = await chat(frozen.url);
+    assert.equal(again.status, 200, await again.text());
+  });
+});
+
+Deno.test("cluster: SIGTERM of one instance drains only it: its workers move to the others, it exits 0, the fleet keeps serving", async () => {
+  await withFleet({ workers: WORKERS }, async (f) => {
+    const leaving = f.instanceOfWorker(0);
+    leaving.child.kill("SIGTERM");
+    assert.equal((await leaving.child.status).code, 0);
+    const rest = f.instances.filter((i) => i !== leaving);
+    await everyInstanceSees(rest.map((i) => i.url), 2, 10_000);
+    for (const i of rest) {
+      const r = await chat(i.url);
+      assert.equal(r.status, 200, await r.text());
+    }
+  });
+});
