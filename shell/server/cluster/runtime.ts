@@ -121,10 +121,25 @@ export async function startClusterRuntime(
   const localRequests = new Set<string>();
   const noteListeners: ((note: Note, mine: boolean) => void)[] = [];
 
+  /**
+   * Every replica computes every log line; the instance holding the socket or
+   * client a line is about writes it (fleet-wide lines, about neither, are
+   * written everywhere).
+   */
+  function logsHere(fields: Record<string, string | number>): boolean {
+    const w = fields.worker_id;
+    const r = fields.request_id;
+    if (w === undefined && r === undefined) return true;
+    return (typeof w === "string" && cs.workerOwner.get(w) === instanceId) ||
+      (typeof r === "string" && cs.requestOwner.get(r) === instanceId);
+  }
+
   function run(effect: Effect, quiet: boolean): void {
     if (effect.kind === "requestFinished") {
       if (!localRequests.delete(effect.requestId)) return;
-    } else if (quiet && effect.kind === "log") return;
+    } else if (
+      effect.kind === "log" && (quiet || !logsHere(effect.fields))
+    ) return;
     try {
       d.runEffect(effect);
     } catch (e) {
