@@ -1,6 +1,7 @@
-// Test-only: a private redis-server on a free loopback port, its files in a temp
-// dir, nothing shared with other tests (the servers' loopback-only net
-// permission covers TCP; a unix socket would need a broader one). When redis-server is missing and we are root
+// Test-only (and bench:e2e --cluster): a private redis-server on a free loopback
+// port, without persistence (it writes no file), nothing shared with other tests
+// (the servers' loopback-only net permission covers TCP; a unix socket would
+// need a broader one). When redis-server is missing and we are root
 // with apt-get (as on CI), installs Debian's `redis-server` package, as
 // _chromium.ts does for Chromium; otherwise fails with one line saying how.
 import { type Child, spawnChild } from "../../demo/children.ts";
@@ -69,7 +70,6 @@ export type RedisProcess = {
 
 export async function startRedis(): Promise<RedisProcess> {
   const bin = await ensureRedis();
-  const dir = await Deno.makeTempDir({ prefix: "relay-redis-" });
   // A free port: taken from the OS, released, then given to redis-server (kept
   // across restarts, so instances reconnect to the same address).
   const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -90,8 +90,6 @@ export async function startRedis(): Promise<RedisProcess> {
         "",
         "--appendonly",
         "no",
-        "--dir",
-        dir,
       ],
     });
     try {
@@ -116,7 +114,6 @@ export async function startRedis(): Promise<RedisProcess> {
     },
     async stop() {
       await child.stop(1_000);
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
     },
   };
 }
