@@ -206,6 +206,7 @@ const ADMIN = "fleet-admin-token";
 function chat(
   url: string,
   headers: Record<string, string> = {},
+  maxTokens = 1,
 ): Promise<Response> {
   return fetch(`${url}/v1/chat/completions`, {
     method: "POST",
@@ -213,20 +214,21 @@ function chat(
     body: JSON.stringify({
       model: MODEL,
       messages: [{ role: "user", content: "hi" }],
-      max_tokens: 1,
+      max_tokens: maxTokens,
     }),
   });
 }
 
 const OP_KEY = new TextEncoder().encode("fleet-op-token-key-0123456789");
 
-Deno.test("cluster: fleet-wide rate limit, API keys and op-token nonces: 10 req/min admits exactly 10 of 30 spread over 3 instances; a key created on one works on all, revoked on one is refused on all within 1 s; a nonce used on one is refused (409) on another", async () => {
+Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-token nonces: 10 req/min admits exactly 10 of 30 spread over 3 instances; a flood on one instance does not starve another tenant on another; a key created on one works on all, revoked on one is refused on all within 1 s; a nonce used on one is refused (409) on another", async () => {
   const keyPath = await Deno.makeTempFile({ suffix: ".key" });
   await Deno.writeFile(keyPath, OP_KEY);
   await withFleet({
     workers: WORKERS,
     env: {
       DEFAULT_RATE_LIMIT: "10req/min",
+      TENANT_RATE_LIMIT_flood: "1000req/min",
       MODELRELAY_ADMIN_TOKEN: ADMIN,
       MODELRELAY_REQUIRE_API_KEYS: "true",
       VERIFIED_OP_TOKEN_KEY_PATH: keyPath,
@@ -269,6 +271,29 @@ Deno.test("cluster: fleet-wide rate limit, API keys and op-token nonces: 10 req/
     );
     assert.equal(statuses.filter((s) => s === 200).length, 10);
     assert.equal(statuses.filter((s) => s === 429).length, 20);
+
+    // Tenant fairness is fleet-wide: while tenant "flood" fills the shared
+    // queue through i0, one request of tenant "fair" on i2 takes the next free
+    // slot instead of waiting behind the flood (8 slots, 40 flood requests).
+    let floodDone = 0;
+    const flood = Array.from({ length: 40 }, async () => {
+      const r = await chat(i0.url, { ...auth, "x-tenant-id": "flood" }, 10);
+      await r.body?.cancel();
+      floodDone++;
+      return r.status;
+    });
+    await waitUntil("the flood to queue up", async () => {
+      const h = await (await fetch(`${i2.url}/health`)).json();
+      return h.queue_depth >= 20;
+    }, 5_000);
+    const fair = await chat(i2.url, { ...auth, "x-tenant-id": "fair" });
+    await fair.body?.cancel();
+    assert.equal(fair.status, 200);
+    assert.ok(
+      40 - floodDone >= 15,
+      `tenant "fair" waited behind ${floodDone} flood requests`,
+    );
+    assert.deepEqual(new Set(await Promise.all(flood)), new Set([200]));
 
     // Revoked on i1: refused on every instance within 1 s.
     const del = await fetch(`${i1.url}/admin/keys/${created.id}`, {
