@@ -24,6 +24,7 @@ import {
   configDigest,
   decodeSnapshot,
   DEFAULT_LIVENESS,
+  digestOf,
   encodeSnapshot,
   initialClusterState,
   type Liveness,
@@ -114,8 +115,9 @@ export async function startClusterRuntime(
   let generation = 0;
   let outbox: Event[] = [];
   let flushScheduled = false;
-  let nextSnapshotMs = 0;
   let previousSnapshotId: string | null = null;
+  /** Entry id -> this replica's digest there, for the last few checkpoints. */
+  const checkpoints = new Map<string, string>();
   let retryTimer: ReturnType<typeof setTimeout> | undefined;
   /** Requests whose client is here: only these count in this instance's metrics. */
   const localRequests = new Set<string>();
@@ -148,6 +150,11 @@ export async function startClusterRuntime(
   }
 
   function applyEntry(entry: LogEntry, quiet: boolean): void {
+    // Checkpoints fall on the first entry of each snapshot period: a position
+    // every replica (and a joiner from a snapshot) picks the same way.
+    const previousSlot = appliedMs === null
+      ? null
+      : Math.floor(appliedMs / snapshotEveryMs);
     lastId = entry.id;
     appliedMs = entry.ms;
     let record: ClusterRecord;
@@ -169,30 +176,65 @@ export async function startClusterRuntime(
       return;
     }
     for (const effect of applied.effects) run(effect, quiet);
-    if (applied.note !== null) {
-      for (const l of noteListeners) {
-        l(applied.note, record.instance === instanceId);
-      }
+    const note = applied.note;
+    if (note !== null && note.t === "digest") checkDigest(note);
+    else if (note !== null) {
+      for (const l of noteListeners) l(note, record.instance === instanceId);
     }
     if (applied.died.includes(instanceId)) selfDied();
-    maybeSnapshot(entry);
+    if (previousSlot !== Math.floor(entry.ms / snapshotEveryMs)) {
+      checkpoint(entry);
+    }
   }
 
-  /** The lowest live instance snapshots now and then and trims the log behind the previous snapshot. */
-  function maybeSnapshot(entry: LogEntry): void {
-    if (entry.ms < nextSnapshotMs || !up) return;
+  /**
+   * Every replica digests its state at each checkpoint; the lowest live
+   * instance also stores it as the snapshot joiners load, trims the log behind
+   * its previous snapshot, and announces its digest. A replica whose digest
+   * differs has diverged (a bug, or a core of another version) and rejoins from
+   * that snapshot.
+   */
+  function checkpoint(entry: LogEntry): void {
+    const data = encodeSnapshot(cs);
+    const digest = digestOf(data);
+    checkpoints.set(entry.id, digest);
+    if (checkpoints.size > 4) {
+      checkpoints.delete(checkpoints.keys().next().value!);
+    }
+    if (!up) return;
     let lowest: string | null = null;
     for (const id of cs.instances.keys()) {
       if (lowest === null || id < lowest) lowest = id;
     }
     if (lowest !== instanceId) return;
-    nextSnapshotMs = entry.ms + snapshotEveryMs;
-    const snapshot = { id: entry.id, epoch, data: encodeSnapshot(cs) };
     const trim = previousSnapshotId;
     previousSnapshotId = entry.id;
-    engine.putSnapshot(snapshot, trim).catch((e) =>
+    engine.putSnapshot({ id: entry.id, epoch, data }, trim).then(() =>
+      appendNote({ t: "digest", id: entry.id, digest })
+    ).catch((e) =>
       log("warn", "cluster snapshot failed", { error: String(e) })
     );
+  }
+
+  function checkDigest(note: Note): void {
+    const mine = checkpoints.get(String(note.id));
+    if (mine === undefined || mine === note.digest || !up) return;
+    log("error", "this replica diverged from the cluster: rejoining", {
+      instance: instanceId,
+      position: String(note.id),
+      digest: mine,
+      cluster_digest: String(note.digest),
+    });
+    up = false;
+    generation++;
+    outbox = [];
+    endLocal({ ...UNAVAILABLE, code: "cluster_instance_reset" }, 1012);
+    Object.assign(state, initialState(d.coreConfig, 0));
+    resetCluster(initialClusterState(d.coreConfig, cs.liveness, state));
+    lastId = "0";
+    appliedMs = null;
+    seq = Math.max(seq, 1); // rejoins under a new id, retiring this one
+    scheduleRecover();
   }
 
   /** Ends this instance's clients and closes its worker sockets (they reconnect via the balancer). */
@@ -352,6 +394,18 @@ export async function startClusterRuntime(
     );
   }
 
+  function appendNote(note: Note): void {
+    if (!up) throw new Error("the relay cluster is unavailable");
+    flush();
+    appendRecord({
+      kind: "note",
+      instance: instanceId,
+      seq: ++seq,
+      appliedMs,
+      note,
+    });
+  }
+
   function flush(): void {
     flushScheduled = false;
     if (outbox.length === 0 || !up) return;
@@ -452,17 +506,7 @@ export async function startClusterRuntime(
     get up() {
       return up;
     },
-    appendNote(note) {
-      if (!up) throw new Error("the relay cluster is unavailable");
-      flush();
-      appendRecord({
-        kind: "note",
-        instance: instanceId,
-        seq: ++seq,
-        appliedMs,
-        note,
-      });
-    },
+    appendNote,
     onNote(listener) {
       noteListeners.push(listener);
     },
