@@ -136,7 +136,29 @@ export async function startClusterRuntime(
       (typeof r === "string" && cs.requestOwner.get(r) === instanceId);
   }
 
+  /** Whether `effect` concerns a socket or client this instance holds (or no socket). */
+  function mine(effect: Effect): boolean {
+    switch (effect.kind) {
+      case "acceptWorker":
+      case "rejectWorker":
+      case "sendToWorker":
+      case "closeWorker":
+        return d.sockets.has(effect.workerId);
+      case "respond":
+      case "respondError":
+      case "startStream":
+      case "writeChunk":
+      case "endStream":
+        return d.clients.has(effect.requestId);
+      default:
+        return true;
+    }
+  }
+
   function run(effect: Effect, quiet: boolean): void {
+    // Effects for another instance's sockets are that instance's to carry out:
+    // skipping them here keeps this instance's metrics tap to its own traffic.
+    if (!mine(effect)) return;
     if (effect.kind === "requestFinished") {
       if (!localRequests.delete(effect.requestId)) return;
     } else if (
