@@ -56,7 +56,14 @@ export async function connectRedis(
     c.on("end", update);
     c.on("error", () => {}); // reported through status; ioredis retries
   }
-  await Promise.all([cmd.connect(), reader.connect()]);
+  try {
+    await Promise.all([cmd.connect(), reader.connect()]);
+  } catch (e) {
+    // Not reachable at start: stop the background retries and say so.
+    cmd.disconnect();
+    reader.disconnect();
+    throw e;
+  }
   update();
   const log = `${prefix}log`;
   return {

@@ -92,11 +92,14 @@ export async function startClusterRuntime(
     reducer: REDUCER_VERSION,
     config: configDigest(d.coreConfig),
   });
-  const stored = await engine.setIfAbsent("meta", meta);
-  if (stored !== meta) {
-    throw new ClusterJoinError(
-      `this instance cannot join the cluster: its reducer version or core settings (${meta}) differ from the cluster's (${stored}); give every instance the same build and settings, or start the new build on a fresh CLUSTER_PREFIX (see README "Scaling out")`,
-    );
+  /** The version gate, checked on every join: a log reset also resets it. */
+  async function checkMeta(): Promise<void> {
+    const stored = await engine.setIfAbsent("meta", meta);
+    if (stored !== meta) {
+      throw new ClusterJoinError(
+        `this instance cannot join the cluster: its reducer version or core settings (${meta}) differ from the cluster's (${stored}); give every instance the same build and settings, or start the new build on a fresh CLUSTER_PREFIX (see README "Scaling out")`,
+      );
+    }
   }
   const cs = initialClusterState(
     d.coreConfig,
@@ -329,7 +332,10 @@ export async function startClusterRuntime(
     retryTimer = setTimeout(() => {
       retryTimer = undefined;
       join().catch((e) => {
-        log("debug", "cluster rejoin failed; retrying", { error: String(e) });
+        const refused = e instanceof ClusterJoinError;
+        log(refused ? "error" : "debug", "cluster rejoin failed; retrying", {
+          error: String(e),
+        });
         scheduleRecover();
       });
     }, 500);
@@ -337,6 +343,7 @@ export async function startClusterRuntime(
 
   /** Loads the snapshot when it is ahead of this replica (or the log is new), then catches up. */
   async function join(): Promise<void> {
+    await checkMeta();
     const current = await engine.epoch();
     const fresh = current !== epoch;
     const snap = await engine.getSnapshot();

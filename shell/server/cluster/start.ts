@@ -19,10 +19,22 @@ export async function startCluster(
     log: Logger;
   },
 ): Promise<ClusterRuntime> {
-  const engine = await connectRedis(
-    config.clusterUrl ?? "",
-    config.clusterPrefix ?? "mr:",
-  );
+  let engine;
+  try {
+    engine = await connectRedis(
+      config.clusterUrl ?? "",
+      config.clusterPrefix ?? "mr:",
+    );
+  } catch (e) {
+    // Named like ClusterJoinError so main.ts prints it as the reason to exit.
+    const err = new Error(
+      `cannot reach the cluster's Redis at CLUSTER_URL=${config.clusterUrl}: ${
+        (e as Error).message
+      }`,
+    );
+    err.name = "ClusterJoinError";
+    throw err;
+  }
   try {
     return await startClusterRuntime({
       engine,
