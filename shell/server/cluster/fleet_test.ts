@@ -221,7 +221,7 @@ function chat(
 
 const OP_KEY = new TextEncoder().encode("fleet-op-token-key-0123456789");
 
-Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-token nonces: 10 req/min admits exactly 10 of 30 spread over 3 instances; a flood on one instance does not starve another tenant on another; a key created on one works on all, revoked on one is refused on all within 1 s; a nonce used on one is refused (409) on another", async () => {
+Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-token nonces: 10 req/min admits exactly 10 of 30 spread over 3 instances; a flood on one instance does not starve another tenant on another; max_concurrent and the queue bound hold fleet-wide; a key created on one works on all, revoked on one is refused on all within 1 s; a nonce used on one is refused (409) on another", async () => {
   const keyPath = await Deno.makeTempFile({ suffix: ".key" });
   await Deno.writeFile(keyPath, OP_KEY);
   await withFleet({
@@ -229,6 +229,7 @@ Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-toke
     env: {
       DEFAULT_RATE_LIMIT: "10req/min",
       TENANT_RATE_LIMIT_flood: "1000req/min",
+      MAX_QUEUE_LEN: "30",
       MODELRELAY_ADMIN_TOKEN: ADMIN,
       MODELRELAY_REQUIRE_API_KEYS: "true",
       VERIFIED_OP_TOKEN_KEY_PATH: keyPath,
@@ -274,9 +275,9 @@ Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-toke
 
     // Tenant fairness is fleet-wide: while tenant "flood" fills the shared
     // queue through i0, one request of tenant "fair" on i2 takes the next free
-    // slot instead of waiting behind the flood (8 slots, 40 flood requests).
+    // slot instead of waiting behind the flood (8 slots, 36 flood requests).
     let floodDone = 0;
-    const flood = Array.from({ length: 40 }, async () => {
+    const flood = Array.from({ length: 36 }, async () => {
       const r = await chat(i0.url, { ...auth, "x-tenant-id": "flood" }, 10);
       await r.body?.cancel();
       floodDone++;
@@ -290,10 +291,26 @@ Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-toke
     await fair.body?.cancel();
     assert.equal(fair.status, 200);
     assert.ok(
-      40 - floodDone >= 15,
+      36 - floodDone >= 15,
       `tenant "fair" waited behind ${floodDone} flood requests`,
     );
     assert.deepEqual(new Set(await Promise.all(flood)), new Set([200]));
+
+    // max_concurrent and the queue bound are fleet-wide: 45 requests spread over
+    // three instances meet 2 workers x 4 slots and one queue of 30, so exactly
+    // 7 are refused (per-instance bounds would refuse none).
+    const burst = await Promise.all(
+      Array.from({ length: 45 }, async (_, n) => {
+        const r = await chat(f.instances[n % 3]!.url, {
+          ...auth,
+          "x-tenant-id": "flood",
+        }, 20);
+        const text = await r.text();
+        return r.status === 503 && text.includes("queue_full") ? 503 : r.status;
+      }),
+    );
+    assert.equal(burst.filter((s) => s === 503).length, 7);
+    assert.equal(burst.filter((s) => s === 200).length, 38);
 
     // Revoked on i1: refused on every instance within 1 s.
     const del = await fetch(`${i1.url}/admin/keys/${created.id}`, {
