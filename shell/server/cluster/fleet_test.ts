@@ -24,7 +24,7 @@ function openai(url: string): OpenAI {
   });
 }
 
-Deno.test("cluster: a stream received on one instance and served by a worker on another arrives byte-exact, and a client abort reaches the backend within 1 s", async () => {
+Deno.test("cluster: a stream received on one instance and served by a worker on another arrives byte-exact, cache affinity holds across instances, and a client abort reaches the backend within 1 s", async () => {
   await withFleet({ workers: WORKERS }, async (f) => {
     // Workers went to instances 0 and 1 (round-robin); instance 2 holds none.
     const a = f.instances[2]!;
@@ -65,6 +65,21 @@ Deno.test("cluster: a stream received on one instance and served by a worker on 
     });
     for await (const c of stream) text += c.choices[0]?.delta.content ?? "";
     assert.equal(text, "The quick brown fox jumps over the lazy ");
+
+    // Cache affinity is fleet-wide: one cache tag, four instances' worth of
+    // calls, one worker.
+    const forwarded = () =>
+      f.workers.map((w) =>
+        w.lines.filter((l) => l.includes("forwarding request")).length
+      );
+    const before0 = forwarded();
+    for (const i of [0, 1, 2, 0]) {
+      const r = await chat(f.instances[i]!.url, { "x-cache-tag": "conv-1" });
+      assert.equal(r.status, 200);
+      await r.body?.cancel();
+    }
+    const served = forwarded().map((n, k) => n - before0[k]!);
+    assert.deepEqual([...served].sort(), [0, 4], `per worker: ${served}`);
 
     // Abort after the second chunk: the backend behind another instance sees it.
     const before = await f.stats();
