@@ -370,8 +370,18 @@ Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-toke
   await Deno.remove(keyPath);
 });
 
-Deno.test("cluster: Redis killed: new requests get 503 cluster_unavailable with Retry-After; Redis restarted empty: the cluster recovers without restarting instances", async () => {
+Deno.test("cluster: Redis frozen, then killed: new requests get 503 cluster_unavailable with Retry-After; Redis back (resumed, or restarted empty): the cluster recovers without restarting instances", async () => {
   await withFleet({ workers: WORKERS }, async (f) => {
+    // Frozen first: no connection closes, commands time out (3 s).
+    f.redis.child.kill("SIGSTOP");
+    const frozenAt = Date.now();
+    const during = await chat(f.instances[0]!.url);
+    assert.equal(during.status, 503, await during.text());
+    assert.ok(Date.now() - frozenAt < 6_000);
+    f.redis.child.kill("SIGCONT");
+    await everyInstanceSees(f.instances.map((i) => i.url), 2, 20_000);
+    assert.equal((await chat(f.instances[0]!.url)).status, 200);
+    // Then killed, and restarted empty.
     f.redis.child.kill("SIGKILL");
     await f.redis.child.status;
     await waitUntil("instances to refuse new requests", async () => {

@@ -16,6 +16,9 @@ export function redisOptions(url: string): RedisOptions & { path?: string } {
     // Reconnect forever, quickly: the cluster is unavailable until it does.
     retryStrategy: (times) => Math.min(100 * times, 1000),
     connectTimeout: 2000,
+    // A Redis that stops answering without closing (frozen, blackholed) is an
+    // engine loss too: no command may wait longer than this (reads block 1 s).
+    commandTimeout: 3000,
   };
   if (url.startsWith("unix:")) {
     return { ...base, path: new URL(url).pathname };
