@@ -34,7 +34,24 @@ export class ClusterKeyStore implements KeyStore {
     this.#cluster = cluster;
     this.#engine = engine;
     cluster.onNote((note) => this.#apply(note));
-    for (const text of Object.values(await engine.recordsAll())) {
+    // Redis came back empty (no AOF): the mirror follows what it now holds.
+    cluster.onRejoined((fresh) => {
+      if (fresh) {
+        this.#load(engine, true).catch((e) =>
+          this.#log("warn", "API keys not reloaded", { error: String(e) })
+        );
+      }
+    });
+    await this.#load(engine, false);
+  }
+
+  async #load(engine: ClusterEngine, replace: boolean): Promise<void> {
+    const all = await engine.recordsAll();
+    if (replace) {
+      this.#byHash.clear();
+      this.#byId.clear();
+    }
+    for (const text of Object.values(all)) {
       try {
         this.#put(JSON.parse(text) as Stored);
       } catch {

@@ -63,6 +63,8 @@ export type ClusterRuntime = Runtime & {
   /** Appends a shell-level fact (API keys); every instance's `onNote` sees it in log order. */
   appendNote(note: Note): void;
   onNote(listener: (note: Note, mine: boolean) => void): void;
+  /** Called after each rejoin; `fresh` when the log was new (Redis came back empty). */
+  onRejoined(listener: (fresh: boolean) => void): void;
   close(): Promise<void>;
 };
 
@@ -125,6 +127,7 @@ export async function startClusterRuntime(
   /** Requests whose client is here: only these count in this instance's metrics. */
   const localRequests = new Set<string>();
   const noteListeners: ((note: Note, mine: boolean) => void)[] = [];
+  const rejoinListeners: ((fresh: boolean) => void)[] = [];
 
   /**
    * Every replica computes every log line; the instance holding the socket or
@@ -392,6 +395,7 @@ export async function startClusterRuntime(
       instances: cs.instances.size,
     });
     void readLoop(gen);
+    if (old !== null) { for (const l of rejoinListeners) l(fresh); }
   }
 
   function resetCluster(next: ClusterState): void {
@@ -538,6 +542,9 @@ export async function startClusterRuntime(
     appendNote,
     onNote(listener) {
       noteListeners.push(listener);
+    },
+    onRejoined(listener) {
+      rejoinListeners.push(listener);
     },
     async close() {
       if (closed) return;
