@@ -24,6 +24,7 @@ import { sendJson } from "./http_reply.ts";
 import {
   type NonceStore,
   OP_TOKEN_FIELDS,
+  OP_TOKEN_WINDOW_SECS,
   type OpTokenError,
   type OpTokenPolicy,
   verifyOpToken,
@@ -37,7 +38,19 @@ export type Governance = {
   /** The policy, or why lifecycle routes are unavailable (503). */
   policy(): OpTokenPolicy | string;
   nonces: NonceStore | null;
+  /**
+   * A nonce store shared by a cluster (issue 16), asynchronous: claimed, like
+   * `nonces`, only once every other check passed. Takes precedence over `nonces`.
+   */
+  claimNonce?: (
+    nonce: string,
+    nowSecs: number,
+    expiresAtSecs: number,
+  ) => Promise<boolean>;
 };
+
+/** Lets every nonce through verifyOpToken when the shared store claims it afterwards. */
+const CLAIMED_LATER: NonceStore = { claim: () => true };
 
 export type LifecycleDeps = {
   state: () => State | null;
@@ -55,6 +68,8 @@ export type LifecycleDeps = {
   log: Logger;
   /** Who may read /v1/capabilities, and whether with per-worker detail. */
   capabilitiesAccess: (req: IncomingMessage) => CapabilitiesAccess;
+  /** Cluster mode (issue 16): a submitted event reaches the state a log hop later. */
+  submitIsAsync?: boolean;
 };
 
 export type LifecycleRoutes = {
@@ -215,15 +230,17 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
   }
 
   /** Checks governance and the token; on success submits the task and returns its id. */
-  function start(
+  async function start(
     res: ServerResponse,
     body: Record<string, unknown>,
     operation: LifecycleOperation,
     modelId: string | null,
     params: Record<string, unknown>,
-  ): LifecycleTaskView | null {
+  ): Promise<LifecycleTaskView | null> {
     const policy = d.governance.policy();
-    if (typeof policy === "string" || d.governance.nonces === null) {
+    const shared = d.governance.claimNonce;
+    const nonces = shared === undefined ? d.governance.nonces : CLAIMED_LATER;
+    if (typeof policy === "string" || nonces === null) {
       sendError(
         res,
         503,
@@ -236,9 +253,25 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
       body.verifiedOpToken,
       { operation, modelId, params: signedParams(body) },
       policy,
-      d.governance.nonces,
+      nonces,
       d.wallNowSecs(),
     );
+    if (
+      !("status" in verified) && shared !== undefined &&
+      !(await shared(
+        verified.nonce,
+        d.wallNowSecs(),
+        verified.issuedAt + OP_TOKEN_WINDOW_SECS,
+      ).catch(() => false))
+    ) {
+      sendError(
+        res,
+        409,
+        "op_token_replayed",
+        "verifiedOpToken nonce was already used (or the shared nonce store is unreachable): every operation needs a fresh token",
+      );
+      return null;
+    }
     if ("status" in verified) {
       const e = verified as OpTokenError;
       d.log("warn", "lifecycle call refused", {
@@ -276,7 +309,12 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
       params,
       workerId,
     });
-    const view = lifecycleTaskView(state, taskId);
+    let view = lifecycleTaskView(state, taskId);
+    // In cluster mode the event reaches the core after a trip through the log.
+    for (let i = 0; view === null && d.submitIsAsync === true && i < 400; i++) {
+      await new Promise((r) => setTimeout(r, 5));
+      view = lifecycleTaskView(d.state() ?? state, taskId);
+    }
     if (view === null) {
       sendError(res, 500, "task_lost", "the task was not recorded");
       return null;
@@ -356,7 +394,7 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
     res: ServerResponse,
     path: string,
   ): void {
-    readJson(req, res, d.bodyTimeoutMs, (body) => {
+    readJson(req, res, d.bodyTimeoutMs, async (body) => {
       if (typeof body === "string") {
         return sendError(res, 400, "invalid_body", body);
       }
@@ -385,7 +423,13 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
       if (path === "/v1/models/load") {
         const modelId = modelIdOf(res, body);
         if (modelId === null) return;
-        const view = start(res, body, "model-load", modelId, paramsOf(body));
+        const view = await start(
+          res,
+          body,
+          "model-load",
+          modelId,
+          paramsOf(body),
+        );
         if (view === null) return;
         const doc = taskDocument(view);
         return sendJson(res, 202, {
@@ -400,7 +444,13 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
       if (path === "/v1/models/unload") {
         const modelId = modelIdOf(res, body);
         if (modelId === null) return;
-        const view = start(res, body, "model-unload", modelId, paramsOf(body));
+        const view = await start(
+          res,
+          body,
+          "model-unload",
+          modelId,
+          paramsOf(body),
+        );
         if (view === null) return;
         return void finishLater(res, view, (t) => ({
           modelId,
@@ -435,7 +485,7 @@ export function makeLifecycleRoutes(d: LifecycleDeps): LifecycleRoutes {
         );
       }
       const modelId = typeof body.modelId === "string" ? body.modelId : null;
-      const view = start(res, body, "cache-flush", modelId, {
+      const view = await start(res, body, "cache-flush", modelId, {
         ...paramsOf(body),
         scope,
       });
