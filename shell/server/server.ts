@@ -12,7 +12,7 @@ import { capConnections } from "./connection_cap.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
-import { answerUnparsable, sendJson } from "./http_reply.ts";
+import { answerUnparsable, closeIfBodyUnread, sendJson } from "./http_reply.ts";
 import { makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
 import { makeWorkerUpgrade } from "./worker_socket.ts";
@@ -60,6 +60,7 @@ export async function startServer(
   let submit = (_e: Parameters<Runtime["submit"]>[0]) => {};
   const server = createServer((req, res) => {
     if (connections.refuseRequest(req, res)) return;
+    closeIfBodyUnread(req, res);
     try {
       handleHttp(req, res, httpDeps);
     } catch (e) {
