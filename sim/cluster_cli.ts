@@ -1,6 +1,6 @@
 // `deno task sim:cluster`: the cluster simulator (issue 16) from the command line.
 //   deno task sim:cluster --runs N [--seed S] [--mutant NAME]
-//   deno task sim:cluster --seed S --one        (one scenario, printed in full)
+//   deno task sim:cluster --seed S --one [--trace]  (one scenario, in full)
 // Run k of a sweep uses seed S + k, so a failure names the seed to replay.
 // Like sim/cli.ts, the only wall-clock read is here, for runs/s.
 import { parseArgs } from "node:util";
@@ -19,6 +19,7 @@ const { values } = parseArgs({
     seed: { type: "string", default: "20261123" },
     mutant: { type: "string" },
     one: { type: "boolean", default: false },
+    trace: { type: "boolean", default: false },
   },
   strict: true,
 });
@@ -37,7 +38,11 @@ const started = performance.now();
 let entries = 0;
 for (let k = 0n; k < BigInt(runs); k++) {
   const s = clusterScenario(seed + k);
-  const r = runCluster(s, mutant);
+  const r = runCluster(
+    s,
+    mutant,
+    values.one && values.trace ? (line) => console.log(line) : null,
+  );
   entries += r.stats.entries;
   if (values.one || r.violations.length > 0) {
     console.log(JSON.stringify(
