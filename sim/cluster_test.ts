@@ -19,7 +19,7 @@ function report(seed: bigint, run: ClusterRun): string {
     .join("\n");
 }
 
-Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, stall, duplicate appends, log stall and log reset hold every fleet invariant`, () => {
+Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, stall, duplicate appends, log stall, engine blip and log reset hold every fleet invariant`, () => {
   const seen = new Set<ClusterFault>();
   let deaths = 0;
   let digestChecks = 0;

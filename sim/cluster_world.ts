@@ -15,11 +15,18 @@ import { type Effect, type Event, makeConfig } from "../core/mod.ts";
 import { EventQueue } from "./event_queue.ts";
 import { Prng } from "./prng.ts";
 
-export type ClusterFault = "crash" | "stall" | "duplicate" | "blip" | "reset";
+export type ClusterFault =
+  | "crash"
+  | "stall"
+  | "duplicate"
+  | "logStall"
+  | "blip"
+  | "reset";
 export const CLUSTER_FAULTS: readonly ClusterFault[] = [
   "crash",
   "stall",
   "duplicate",
+  "logStall",
   "blip",
   "reset",
 ];
@@ -77,11 +84,13 @@ const DIGEST_EVERY = 16;
 const START_MS = 1_000;
 /**
  * Every request ends (answer, error, or its client gone) this soon after it
- * arrived, faults included: instance death is detected in 4 s of log time,
- * a freeze ends within 8 s. A hang (say, until the 45 s heartbeat timeout
- * notices a dead instance's workers) breaks it.
+ * arrived, faults included: a queued request times out at 30 s (504) at the
+ * latest, and a dead instance's dispatched requests are requeued within 4 s of
+ * log time. A request stuck on a dead instance's worker until the 45 s
+ * heartbeat timeout notices breaks it. (Compound faults, say a crash, a freeze
+ * and a log stall together, can legitimately leave no worker for ~10 s.)
  */
-const END_WITHIN_MS = 12_000;
+const END_WITHIN_MS = 35_000;
 
 type Inst = {
   idx: number;
@@ -97,6 +106,8 @@ type Inst = {
   flushQueued: boolean;
   /** One connection's appends land in the order they were sent (Redis, TCP). */
   lastAppendAtMs: number;
+  /** The log epoch and id this instance had when it lost the engine. */
+  lostFrom: { epoch: number; id: string } | null;
   conns: Set<string>;
   clients: Set<string>;
 };
@@ -123,6 +134,7 @@ type Action =
   | { k: "poll"; i: number }
   | { k: "flush"; i: number }
   | { k: "append"; data: string; epoch: number }
+  | { k: "drain" }
   | { k: "connect"; w: number }
   | { k: "job"; conn: string; requestId: string; step: number }
   | { k: "arrive"; n: number }
@@ -147,6 +159,8 @@ export function clusterScenario(seed: bigint): ClusterScenario {
 export function runCluster(
   s: ClusterScenario,
   mutant: ClusterMutant | null = null,
+  /** Receives one line per notable step (the CLI's --one --trace). */
+  trace: ((line: string) => void) | null = null,
 ): ClusterRun {
   const prng = Prng.fromSeed(s.seed ^ 0x5eedn);
   const config = makeConfig({
@@ -175,6 +189,9 @@ export function runCluster(
     epoch: 0,
     entries: [] as { data: string; atMs: number }[],
     stalledUntil: 0,
+    /** Appends that arrived while the log stalled, in arrival order (one FIFO, as a Redis connection is). */
+    waiting: [] as string[],
+    drainQueued: false,
   };
   const digests = new Map<string, string>();
   const executed = new Map<string, number>();
@@ -197,6 +214,7 @@ export function runCluster(
     outbox: [],
     flushQueued: false,
     lastAppendAtMs: 0,
+    lostFrom: null,
     conns: new Set(),
     clients: new Set(),
   });
@@ -290,6 +308,9 @@ export function runCluster(
       }
     }
     stats.deaths += applied.died.length;
+    if (applied.died.length > 0 && !quiet) {
+      trace?.(`${now} ${inst.id} applies ${p}: dead ${applied.died}`);
+    }
     if (applied.died.includes(inst.id)) selfDied(inst);
   }
 
@@ -307,6 +328,7 @@ export function runCluster(
         if (effect.kind !== "sendToWorker") return closeConn(conn, true);
         const m = effect.message;
         if (m.type === "request") {
+          trace?.(`${now} ${inst.id} sends ${m.request_id} to ${conn.id}`);
           const r = clients.get(m.request_id);
           if (r?.tenant === "rl") {
             const set = dispatchedRl.get(inst.epoch) ?? new Set();
@@ -381,6 +403,8 @@ export function runCluster(
   /** Engine loss seen by this instance: refuse, drop its sockets, rejoin when the log is back. */
   function lose(inst: Inst, backAtMs: number): void {
     if (inst.mode !== "up") return;
+    trace?.(`${now} ${inst.id} loses the engine until ${backAtMs}`);
+    inst.lostFrom = { epoch: inst.epoch, id: inst.id };
     inst.mode = "down";
     inst.outbox = [];
     dropLocal(inst);
@@ -389,12 +413,31 @@ export function runCluster(
 
   function rejoin(inst: Inst): void {
     if (inst.mode !== "down") return;
+    trace?.(
+      `${now} ${inst.id} rejoins (log epoch ${log.epoch}, ${log.entries.length} entries)`,
+    );
     const next = fresh(inst.idx, inst.incarnation + 1);
     insts[inst.idx] = next;
     stats.rejoins++;
     // Catch up quietly: it holds no socket yet.
     while (next.cursor < log.entries.length) {
       applyAt(next, next.cursor++, true);
+    }
+    // The log survived: retire the old id at once (the shell's `left`).
+    if (inst.lostFrom !== null && inst.lostFrom.epoch === log.epoch) {
+      const record: ClusterRecord = {
+        kind: "left",
+        instance: next.id,
+        seq: ++next.seq,
+        appliedMs: next.appliedMs,
+        who: inst.lostFrom.id,
+      };
+      next.lastAppendAtMs = now + 1;
+      queue.push(now + 1, {
+        k: "append",
+        data: JSON.stringify(record),
+        epoch: next.epoch,
+      });
     }
     schedulePoll(next);
     queue.push(now + TICK_MS, { k: "tick", i: next.idx });
@@ -423,6 +466,7 @@ export function runCluster(
       return;
     }
     const inst = prng.pick(candidates);
+    trace?.(`${now} worker ${w} connects to ${inst.id}`);
     const conn: Conn = {
       id: `w${w}c${++connSeq}`,
       worker: w,
@@ -456,7 +500,13 @@ export function runCluster(
     if (conn === undefined || !conn.open) return;
     if (jobsCancelled.has(`${a.conn}/${a.requestId}`)) return;
     const inst = insts[conn.inst]!;
-    if (inst.mode !== "up") return; // frames to a frozen or dead instance are lost
+    // A frozen instance's socket buffers the worker's frames until it thaws;
+    // a dead or disconnected one closes the connection (closeConn) instead.
+    if (inst.mode === "frozen") {
+      queue.push(now + 100, a);
+      return;
+    }
+    if (inst.mode !== "up") return;
     const c = clients.get(a.requestId);
     const stream = c?.stream ?? false;
     if (a.step < 3 && stream) {
@@ -489,6 +539,7 @@ export function runCluster(
     if (candidates.length === 0) return;
     const inst = prng.pick(candidates);
     const id = `r${n}`;
+    trace?.(`${now} ${id} arrives at ${inst.id}`);
     const c: Client = {
       id,
       inst: inst.idx,
@@ -532,6 +583,7 @@ export function runCluster(
     const c = clients.get(id);
     if (c === undefined || !c.connected) return;
     c.ends++;
+    trace?.(`${now} ${id} ends ${status}${error ? " (error)" : ""}`);
     if (c.ends > 1) violate("endsOnce", `${id} ended ${c.ends} times`);
     c.status = status;
     c.error = error;
@@ -542,6 +594,7 @@ export function runCluster(
 
   function fault(f: ClusterFault): void {
     const live = up();
+    trace?.(`${now} fault ${f}`);
     switch (f) {
       case "crash": {
         if (live.length < 2) return;
@@ -560,14 +613,22 @@ export function runCluster(
         queue.push(now + prng.int(5_000, 8_000), { k: "thaw", i: v.idx });
         return;
       }
-      case "blip":
+      case "logStall":
         // The log stalls (a slow fork, a failover pause): appends wait, nothing is lost.
         log.stalledUntil = now + prng.int(2_500, 4_000);
         return;
+      case "blip": {
+        // One instance's connection to the engine breaks for a moment; the log
+        // and the other instances carry on.
+        if (live.length < 2) return;
+        lose(prng.pick(live), now + prng.int(300, 2_000));
+        return;
+      }
       case "reset": {
         // The engine restarts empty: every connection breaks, the log is new.
         log.epoch++;
         log.entries = [];
+        log.waiting = [];
         const back = now + prng.int(500, 2_000);
         log.stalledUntil = back;
         for (const x of insts) lose(x, back);
@@ -576,6 +637,12 @@ export function runCluster(
       case "duplicate":
         return; // acts on appends (flush)
     }
+  }
+
+  function logAppend(data: string): void {
+    const last = log.entries[log.entries.length - 1]?.atMs ?? 0;
+    log.entries.push({ data, atMs: Math.max(now, last) });
+    stats.entries++;
   }
 
   // ---- the run -----------------------------------------------------------------
@@ -624,13 +691,25 @@ export function runCluster(
         break;
       case "append": {
         if (a.epoch !== log.epoch) break; // sent to the engine that was wiped
-        if (now < log.stalledUntil) {
-          queue.push(log.stalledUntil, a);
+        if (now < log.stalledUntil || log.waiting.length > 0) {
+          log.waiting.push(a.data);
+          if (!log.drainQueued) {
+            log.drainQueued = true;
+            queue.push(log.stalledUntil, { k: "drain" });
+          }
           break;
         }
-        const last = log.entries[log.entries.length - 1]?.atMs ?? 0;
-        log.entries.push({ data: a.data, atMs: Math.max(now, last) });
-        stats.entries++;
+        logAppend(a.data);
+        break;
+      }
+      case "drain": {
+        log.drainQueued = false;
+        if (now < log.stalledUntil) {
+          log.drainQueued = true;
+          queue.push(log.stalledUntil, { k: "drain" });
+          break;
+        }
+        for (const data of log.waiting.splice(0)) logAppend(data);
         break;
       }
       case "connect":

@@ -47,7 +47,16 @@ export type ClusterState = {
   requestOwner: Map<RequestId, InstanceId>;
   /** Log time of the last applied record. */
   lastMs: number;
+  /**
+   * Recent stretches of log time without any entry (the log itself stalled),
+   * oldest first: time an instance could not have read anything in is not
+   * counted as its lag.
+   */
+  quiet: { fromMs: number; toMs: number }[];
 };
+
+/** Every live instance ticks every 250 ms: a longer silence is the log's. */
+const QUIET_MS = 500;
 
 export type Applied = {
   effects: Effect[];
@@ -70,6 +79,7 @@ export function initialClusterState(
     workerOwner: new Map(),
     requestOwner: new Map(),
     lastMs: 0,
+    quiet: [],
   };
 }
 
@@ -94,6 +104,13 @@ export function applyRecord(
   if (cs.lastMs > 0 && atMs - cs.lastMs > cs.liveness.logGapMs) {
     for (const view of cs.instances.values()) view.lastSeenMs = atMs;
   }
+  if (cs.lastMs > 0 && atMs - cs.lastMs > QUIET_MS) {
+    cs.quiet.push({ fromMs: cs.lastMs, toMs: atMs });
+    while (
+      cs.quiet.length > 0 &&
+      cs.quiet[0]!.toMs < atMs - 2 * cs.liveness.lagMaxMs - QUIET_MS
+    ) cs.quiet.shift();
+  }
   if (atMs > cs.lastMs) cs.lastMs = atMs;
   const view = cs.instances.get(record.instance);
   if (view !== undefined && record.seq <= view.seq) return NOTHING; // a retried append
@@ -108,7 +125,7 @@ export function applyRecord(
   // that caught up with a quiet log is not blamed for the quiet.
   if (
     record.appliedMs !== null &&
-    previousMs - record.appliedMs > cs.liveness.lagMaxMs
+    lagOf(cs, record.appliedMs, previousMs) > cs.liveness.lagMaxMs
   ) {
     instanceDied(cs, record.instance, "fell behind the log", atMs, out, died);
     return { effects: out, died, note: null };
@@ -206,6 +223,17 @@ function forgetEnded(cs: ClusterState): void {
       cs.workerOwner.delete(id);
     }
   }
+}
+
+/** Log time between `appliedMs` and `untilMs` in which entries existed that the instance had not applied. */
+function lagOf(cs: ClusterState, appliedMs: number, untilMs: number): number {
+  let lag = untilMs - appliedMs;
+  for (const q of cs.quiet) {
+    const from = Math.max(q.fromMs, appliedMs);
+    const to = Math.min(q.toMs, untilMs);
+    if (to > from) lag -= to - from;
+  }
+  return lag;
 }
 
 /** Whether `id` is a live member (its records are applied). */

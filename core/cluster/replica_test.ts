@@ -270,3 +270,23 @@ Deno.test("cluster: an instance that leaves takes the death path at once", () =>
   assert.equal(cs.core.workers.size, 0);
   assert.equal(cs.core.requests.get("r1")?.status.kind, "queued");
 });
+
+Deno.test("cluster: records queued while the log stalled do not make their instance look behind", () => {
+  const l = fleet();
+  l.append("A", 1250, [tick]);
+  // The log stalls for 5 s; B's queued records land together when it resumes,
+  // each saying B had applied everything up to the stall.
+  const cs = initialClusterState(config);
+  replay(cs, l.entries);
+  for (let seq = 10; seq < 14; seq++) {
+    applyRecord(cs, {
+      kind: "events",
+      instance: "B",
+      seq,
+      appliedMs: 1250,
+      events: [{ kind: "tick", atMs: 0 }],
+    }, 6250);
+  }
+  assert.equal(cs.dead.size, 0);
+  assert.equal(cs.core.workers.size, 1);
+});

@@ -410,6 +410,7 @@ export async function startClusterRuntime(
     cs.workerOwner = next.workerOwner;
     cs.requestOwner = next.requestOwner;
     cs.lastMs = next.lastMs;
+    cs.quiet = next.quiet;
   }
 
   async function readLoop(gen: number): Promise<void> {
