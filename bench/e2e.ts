@@ -27,6 +27,8 @@ const HELP = `deno task bench:e2e [options]
   --c-streams <n>   concurrent streams in scenario (c) (default 256)
   --cpu-prof <dir>  run the relay server with --cpu-prof into <dir>
   --out <dir>       where the JSON goes (default bench/results)
+  --cluster <n>     n relay instances on a private redis-server (issue 16):
+                    clients call the first, workers attach to the last
 
   BACKEND_URL=http://host:port   measure against a running llama-server,
                     Ollama or vLLM instead of the mock (smaller sizes)
@@ -40,6 +42,7 @@ const { values } = parseArgs({
     rounds: { type: "string" },
     "c-streams": { type: "string" },
     "cpu-prof": { type: "string" },
+    cluster: { type: "string" },
     out: { type: "string", default: `${ROOT}bench/results` },
     help: { type: "boolean" },
   },
@@ -115,6 +118,9 @@ async function phase(
     rounds: 5,
     withStamp,
     workerMaxConcurrent: 256,
+    ...(values.cluster === undefined
+      ? {}
+      : { cluster: Number(values.cluster) }),
     ...(values["cpu-prof"] === undefined
       ? {}
       : { cpuProfDir: values["cpu-prof"] }),

@@ -113,7 +113,12 @@ Deno.test("issue 14.8: a requeue keeps the request's queue deadline instead of r
   });
 });
 
-Deno.test("issue 14.9: requests that reach a worker as it starts draining are requeued to another worker, not failed 503", async () => {
+/**
+ * One try at the race of issue 14.9: every request answered 200 (asserted);
+ * returns whether a request did reach the worker after its drain began.
+ */
+async function drainRace(): Promise<boolean> {
+  let raced = false;
   await withChildren(async (started) => {
     const mock = await startMock(started, { delayMs: 20 });
     const serverUrl = await startServer(started);
@@ -152,10 +157,17 @@ Deno.test("issue 14.9: requests that reach a worker as it starts draining are re
       leaving.kill("SIGCONT");
     }
     assert.equal((await held).status, 200);
-    // The race did happen: requests reached the worker after its drain began.
-    assert.ok(
-      leaving.lines.some((l) => /refused request while draining/.test(l)),
-      "no request reached the draining worker: the race was not reproduced",
-    );
+    raced = leaving.lines.some((l) => /refused request while draining/.test(l));
   });
+  return raced;
+}
+
+Deno.test("issue 14.9: requests that reach a worker as it starts draining are requeued to another worker, not failed 503", async () => {
+  // Which the woken worker reads first, its SIGTERM or the frames, is up to
+  // its event loop: on a busy machine the race is retried until it happened.
+  let raced = false;
+  for (let attempt = 0; attempt < 4 && !raced; attempt++) {
+    raced = await drainRace();
+  }
+  assert.ok(raced, "no request reached the draining worker in 4 tries");
 });

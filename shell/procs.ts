@@ -21,6 +21,8 @@ export type ChildSpec = {
   env?: Record<string, string>;
   /** Variables removed from the inherited environment (set them in `env` to override). */
   unsetEnv?: string[];
+  /** A program to run instead of `deno run script` (redis-server in the cluster tests). */
+  command?: string;
   /** Own process group, so a terminal's Ctrl-C reaches only the parent. */
   detached?: boolean;
   /** Called with every output line (stdout and stderr), without the newline. */

@@ -1368,7 +1368,14 @@ export class Observer {
         );
       }
     }
-    if (!isNew) this.#scheduled(r);
+    // A newcomer for a model others wait for goes through the queue (C9): when
+    // it leaves at once (the waiting ones wait for another worker, issue 14),
+    // the scheduler has served its tenant all the same.
+    const viaQueue = !isNew ||
+      [...this.#reqs.values()].some((q) =>
+        q.status === "queued" && q.model === r.model
+      );
+    if (viaQueue) this.#scheduled(r);
     this.sched.dispatched[r.priority]++;
     if (isNew) this.#reqs.set(r.id, r);
     else this.#dequeued(r);

@@ -111,7 +111,7 @@ export type Relay = {
 };
 
 export async function startRelayServer(
-  opts: { cpuProfDir?: string } = {},
+  opts: { cpuProfDir?: string; env?: Record<string, string> } = {},
 ): Promise<Relay> {
   const port = freePort();
   const prof = opts.cpuProfDir === undefined
@@ -131,6 +131,7 @@ export async function startRelayServer(
     LISTEN_ADDR: `127.0.0.1:${port}`,
     MAX_QUEUE_LEN: "20000",
     DRAIN_TIMEOUT_SECS: "2",
+    ...opts.env,
   });
   const url = `http://127.0.0.1:${port}`;
   // Read the body whatever the status (/health is 503 while shutting down).

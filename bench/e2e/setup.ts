@@ -31,13 +31,20 @@ export async function setUp(opts: {
   withStamp: boolean;
   workerMaxConcurrent: number;
   cpuProfDir?: string;
+  /**
+   * Issue 16: N instances on one private Redis; clients call the first, workers
+   * attach to the last, so with N > 1 every request crosses instances.
+   */
+  cluster?: number;
   log: (line: string) => void;
 }): Promise<Setup> {
   const procs: Proc[] = [];
+  let redis: { stop(): Promise<void>; url: string } | null = null;
   const teardown = async () => {
     // Reverse order: workers before the server, so the server can exit cleanly
     // (and write its CPU profile when asked).
     for (const p of procs.reverse()) await p.stop(3000);
+    await redis?.stop();
   };
   try {
     let backendUrl = opts.backendUrl;
@@ -66,15 +73,28 @@ export async function setUp(opts: {
         );
       }
     }
-    const relay: Relay = await startRelayServer(
-      opts.cpuProfDir === undefined ? {} : { cpuProfDir: opts.cpuProfDir },
-    );
-    procs.push(relay.proc);
+    const instances: Relay[] = [];
+    if (opts.cluster !== undefined) {
+      redis = await (await import("../../shell/server/cluster/_redis.ts"))
+        .startRedis();
+    }
+    for (let i = 0; i < (opts.cluster ?? 1); i++) {
+      const one = await startRelayServer({
+        ...(opts.cpuProfDir === undefined
+          ? {}
+          : { cpuProfDir: `${opts.cpuProfDir}/i${i}` }),
+        ...(redis === null ? {} : { env: { CLUSTER_URL: redis.url } }),
+      });
+      procs.push(one.proc);
+      instances.push(one);
+    }
+    const relay = instances[0]!;
+    const workerSide = instances[instances.length - 1]!;
     const prof = opts.cpuProfDir === undefined
       ? {}
       : { cpuProfDir: opts.cpuProfDir };
     procs.push(
-      await startWorker(relay, backendUrl, {
+      await startWorker(workerSide, backendUrl, {
         name: "bench-worker",
         models: [model],
         maxConcurrent: opts.workerMaxConcurrent,
@@ -87,7 +107,7 @@ export async function setUp(opts: {
       const sb = await startStampBackend();
       procs.push(sb.proc);
       procs.push(
-        await startWorker(relay, sb.url, {
+        await startWorker(workerSide, sb.url, {
           name: "bench-stamp-worker",
           models: ["stamp-model"],
           maxConcurrent: opts.workerMaxConcurrent,
@@ -101,7 +121,11 @@ export async function setUp(opts: {
       };
     }
     opts.log(
-      `backend ${backendUrl} (model ${model}), relay ${relay.url} (server pid ${relay.proc.pid})`,
+      `backend ${backendUrl} (model ${model}), relay ${relay.url} (server pid ${relay.proc.pid})${
+        redis === null
+          ? ""
+          : `, cluster of ${instances.length} on ${redis.url}, workers on ${workerSide.url}`
+      }`,
     );
     return {
       ctx: {

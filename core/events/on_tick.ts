@@ -44,7 +44,6 @@ function checkWorker(
   for (const [id, graceEndsAtMs] of w.cancelling) {
     if (now >= graceEndsAtMs) w.cancelling.delete(id); // C44: never acked, slot freed
   }
-  checkBackendCoolDown(state, w);
   syncRoute(state, w);
   // C43: pings go out on schedule, busy streaming or not.
   if (now >= w.nextPingAtMs) {
@@ -167,6 +166,10 @@ export function onTick(state: State, e: E, out: Effect[]): void {
   // The wire field is a Unix time (the original's meaning); without a wall clock
   // (the simulator) the event time stands in.
   const unixMs = e.unixMs ?? state.nowMs;
+  // Backend cool-downs end before any worker is dropped below, so a request
+  // requeued by a drop in this tick sees every worker whose trial is due
+  // (found by the simulator: a wildcard got it over a free exact match).
+  for (const w of state.workers.values()) checkBackendCoolDown(state, w);
   for (const w of [...state.workers.values()]) {
     checkWorker(state, w, unixMs, out);
   }

@@ -19,10 +19,11 @@ export function errorBody(
   endpointPath: string | null,
   code: string,
   message: string,
+  anthropicType = "api_error",
 ): string {
   return JSON.stringify(
     endpointPath?.startsWith("/v1/messages") === true
-      ? { type: "error", error: { type: "api_error", message } }
+      ? { type: "error", error: { type: anthropicType, message } }
       : { error: { message, type: code, code } },
   );
 }

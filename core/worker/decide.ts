@@ -26,12 +26,10 @@ import {
 import { completionFrames } from "./answers.ts";
 import {
   advertised,
-  drainingError,
   log,
   modelsUpdate,
+  notAnsweredMessage,
   send,
-  streamBrokenAnswer,
-  unavailableAnswer,
 } from "./worker_actions.ts";
 import {
   type Completion,
@@ -202,7 +200,15 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
       log("warn", "refused request while draining", {
         request_id: r.request_id,
       }),
-      send(drainingError(state, r.request_id, r.endpoint_path)),
+      send(
+        notAnsweredMessage(
+          state,
+          r.request_id,
+          r.endpoint_path,
+          "worker_draining",
+          "worker is shutting down and takes no new requests",
+        ),
+      ),
     ];
   }
   if (state.inFlight.has(r.request_id)) {
@@ -294,7 +300,15 @@ function onBackendUnavailable(
       request_id: e.requestId,
       reason: e.message,
     }),
-    send(unavailableAnswer(state, e.requestId, endpointPath, e.message)),
+    send(
+      notAnsweredMessage(
+        state,
+        e.requestId,
+        endpointPath,
+        "backend_unavailable",
+        e.message,
+      ),
+    ),
     ...finishDrainIfIdle(state),
   ];
 }
@@ -316,7 +330,15 @@ function onBackendStreamBroken(
       request_id: e.requestId,
       reason: e.message,
     }),
-    send(streamBrokenAnswer(state, e.requestId, endpointPath, e.message)),
+    send(
+      notAnsweredMessage(
+        state,
+        e.requestId,
+        endpointPath,
+        "backend_stream_broken",
+        e.message,
+      ),
+    ),
     ...finishDrainIfIdle(state),
   ];
 }

@@ -34,81 +34,56 @@ export function advertised(state: WorkerState): string[] {
 }
 
 /**
- * A request that reached a draining worker did not start: our server gets a
- * scoped `worker_draining` error and requeues it elsewhere at once (issue 14);
- * the original server, which closes the socket on any `error`, gets a 503.
+ * Why a request ends on this worker without a backend answer, and what an
+ * original server (which closes the socket on any `error`) gets instead of the
+ * scoped error our server reads as "retry elsewhere" or "end the stream" (issue 14).
  */
-export function drainingError(
-  state: WorkerState,
-  requestId: string,
-  endpointPath: string,
-): WorkerMessage {
-  const message = "worker is shutting down and takes no new requests";
-  if (serverUnderstandsScopedErrors(state)) {
-    return {
-      type: "error",
-      request_id: requestId,
-      code: "worker_draining",
-      message,
-    };
-  }
-  const body = endpointPath.startsWith("/v1/messages")
-    ? { type: "error", error: { type: "overloaded_error", message } }
-    : { error: { message, type: "worker_draining", code: "worker_draining" } };
-  return {
-    type: "response_complete",
-    request_id: requestId,
-    status_code: 503,
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  };
-}
+const NOT_ANSWERED = {
+  /** It reached a draining worker: it did not start here. */
+  worker_draining: {
+    status: 503,
+    code: "worker_draining",
+    anthropicType: "overloaded_error",
+  },
+  /** The backend refused or reset it before any byte: it did not start here. */
+  backend_unavailable: {
+    status: 502,
+    code: "backend_unreachable",
+    anthropicType: "api_error",
+  },
+  /** The backend broke after part of the answer went out. */
+  backend_stream_broken: {
+    status: 502,
+    code: "backend_error",
+    anthropicType: "api_error",
+  },
+} as const;
 
-/** The backend refused the request before any byte: a scoped error for our server, else its 502. */
-export function unavailableAnswer(
+export type NotAnswered = keyof typeof NOT_ANSWERED;
+
+/** A scoped error for our server, else the status and body the original always got. */
+export function notAnsweredMessage(
   state: WorkerState,
   requestId: string,
   endpointPath: string | null,
+  why: NotAnswered,
   message: string,
 ): WorkerMessage {
   if (serverUnderstandsScopedErrors(state)) {
-    return {
-      type: "error",
-      request_id: requestId,
-      code: "backend_unavailable",
-      message,
-    };
+    return { type: "error", request_id: requestId, code: why, message };
   }
+  const fallback = NOT_ANSWERED[why];
   return {
     type: "response_complete",
     request_id: requestId,
-    status_code: 502,
+    status_code: fallback.status,
     headers: { "content-type": "application/json" },
-    body: errorBody(endpointPath, "backend_unreachable", message),
-  };
-}
-
-/** The backend broke mid-answer: a scoped error for our server, else its 502. */
-export function streamBrokenAnswer(
-  state: WorkerState,
-  requestId: string,
-  endpointPath: string | null,
-  message: string,
-): WorkerMessage {
-  if (serverUnderstandsScopedErrors(state)) {
-    return {
-      type: "error",
-      request_id: requestId,
-      code: "backend_stream_broken",
+    body: errorBody(
+      endpointPath,
+      fallback.code,
       message,
-    };
-  }
-  return {
-    type: "response_complete",
-    request_id: requestId,
-    status_code: 502,
-    headers: { "content-type": "application/json" },
-    body: errorBody(endpointPath, "backend_error", message),
+      fallback.anthropicType,
+    ),
   };
 }
 

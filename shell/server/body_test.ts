@@ -140,3 +140,23 @@ Deno.test("issue 15 an oversized body gets 413 and the connection is closed, on 
     await relay.close();
   }
 });
+
+Deno.test("issue 15 a route that answers without reading the body closes the connection if the body never completes", async () => {
+  const server = await startTestServer();
+  try {
+    for (const path of ["/nowhere", "/health"]) {
+      const c = await rawConnect(server.port);
+      try {
+        await c.write(post(path, 100_000) + "x".repeat(10));
+        // The client never sends the rest, and never closes.
+        const ms = await c.ended;
+        assert.ok(ms < 3000, `${path}: closed after ${ms} ms`);
+        assert.match(c.received(), /^HTTP\/1\.1 (404|503)/, path);
+      } finally {
+        c.close();
+      }
+    }
+  } finally {
+    await server.close();
+  }
+});

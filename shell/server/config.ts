@@ -267,6 +267,22 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     min: 10,
     help: "timer resolution for deadlines",
   },
+  {
+    flag: "cluster-url",
+    env: "CLUSTER_URL",
+    kind: "string",
+    default: "",
+    help:
+      "Redis for many instances acting as one (redis://host:6379/0 or unix:///path/redis.sock); unset = one instance",
+  },
+  {
+    flag: "cluster-prefix",
+    env: "CLUSTER_PREFIX",
+    kind: "string",
+    default: "mr:",
+    help:
+      "key prefix of this cluster's log in Redis (a new prefix = a new cluster)",
+  },
 ];
 
 export type ServerConfig = {
@@ -296,6 +312,9 @@ export type ServerConfig = {
   metricsToken?: string;
   /** CORS for /v1/*: ["*"] or exact origins; absent = ["*"]. */
   corsAllowOrigins?: string[];
+  /** Issue 16: the shared log's engine; absent = single instance, nothing loaded. */
+  clusterUrl?: string;
+  clusterPrefix?: string;
 };
 
 /** CORS_ALLOW_ORIGINS: `*`, or origins exactly as browsers send them (scheme://host[:port]). */
@@ -475,6 +494,10 @@ export function loadServerConfig(
       opTokenMinSigners,
       metricsToken: str(values, "metrics-token"),
       corsAllowOrigins: parseCorsOrigins(str(values, "cors-allow-origins")),
+      ...(str(values, "cluster-url") === "" ? {} : {
+        clusterUrl: str(values, "cluster-url"),
+        clusterPrefix: str(values, "cluster-prefix"),
+      }),
     },
   };
 }

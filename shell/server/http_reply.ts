@@ -2,7 +2,9 @@
 // way to end a connection after an answer (issue 15): every route that refuses
 // a client for what it sends (too big, too slow, too many) answers first, then
 // closes, so the client sees why.
-import type { ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import { errorBody } from "./errors.ts";
 
 /** An error in the OpenAI shape for the operator routes (admin, lifecycle, /metrics). */
@@ -53,11 +55,30 @@ export function closeAfterAnswer(res: ServerResponse): void {
   if (!res.headersSent) res.setHeader("connection", "close");
   const socket = res.socket;
   if (socket === null) return;
+  res.once("finish", () => endSoon(socket));
+}
+
+/**
+ * A route that answers without reading the body (a 404, /health with a body)
+ * leaves the rest of it on the connection, where no body timeout watches it:
+ * once the answer is out, such a connection is ended (issue 15, found by the
+ * HTTP fuzz: a truncated body to an unknown path held its socket forever).
+ */
+export function closeIfBodyUnread(
+  req: IncomingMessage,
+  res: ServerResponse,
+): void {
+  // Taken now: a finished response has already let go of its socket.
+  const socket = req.socket;
   res.once("finish", () => {
-    socket.end();
-    const cut = setTimeout(() => socket.destroy(), LINGER_MS);
-    socket.once("close", () => clearTimeout(cut));
+    if (!req.complete) endSoon(socket);
   });
+}
+
+function endSoon(socket: Socket | Duplex): void {
+  socket.end();
+  const cut = setTimeout(() => socket.destroy(), LINGER_MS);
+  socket.once("close", () => clearTimeout(cut));
 }
 
 /**

@@ -293,7 +293,7 @@ function lifecycleCall(
     timeoutMs: deps.bodyTimeoutMs,
     emptyIsObject: false,
   };
-  readJsonBody(req, res, limits, (read) => {
+  readJsonBody(req, res, limits, async (read) => {
     if (read.kind === "notJson") {
       return sendError(
         res,
@@ -316,11 +316,11 @@ function lifecycleCall(
     if (ask.kind === "invalid") {
       return sendError(res, 400, ask.code, ask.message);
     }
-    const check = checkOpToken(
+    const check = await checkOpToken(
       deps.governance,
       fields.verifiedOpToken,
       { operation, modelId: ask.modelId, params: signedParams(fields) },
-      deps.wallNowSecs(),
+      deps.wallNowSecs,
     );
     if (check.kind === "refused") {
       const e = check.error;

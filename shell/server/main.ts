@@ -31,8 +31,11 @@ async function main(): Promise<number> {
   try {
     server = await startRelay(config, log);
   } catch (e) {
-    if (e instanceof KeyStoreError) {
-      console.error(`modelrelay server: ${e.message}`);
+    // ClusterJoinError by name: its module is loaded only in cluster mode.
+    if (
+      e instanceof KeyStoreError || (e as Error)?.name === "ClusterJoinError"
+    ) {
+      console.error(`modelrelay server: ${(e as Error).message}`);
       return 1;
     }
     console.error(

@@ -316,7 +316,19 @@ export type Governance = {
   /** The policy, or why lifecycle routes are unavailable (503). */
   policy(): OpTokenPolicy | string;
   nonces: NonceStore | null;
+  /**
+   * A nonce store shared by a cluster (issue 16), asynchronous: claimed, like
+   * `nonces`, only once every other check passed. Takes precedence over `nonces`.
+   */
+  claimNonce?: (
+    nonce: string,
+    nowSecs: number,
+    expiresAtSecs: number,
+  ) => Promise<boolean>;
 };
+
+/** Lets every nonce through verifyOpToken when the shared store claims it afterwards. */
+const CLAIMED_LATER: NonceStore = { claim: () => true };
 
 export type OpTokenCheck =
   | { kind: "verified"; token: OpToken }
@@ -324,16 +336,19 @@ export type OpTokenCheck =
 
 /**
  * The one gate of a lifecycle call: governance configured (else 503 naming
- * the missing setting), then the token verified against the whole call.
+ * the missing setting), then the token verified against the whole call, its
+ * nonce claimed last (in a cluster, from the store every instance shares).
  */
-export function checkOpToken(
+export async function checkOpToken(
   governance: Governance,
   input: unknown,
   call: OpCall,
-  nowSecs: number,
-): OpTokenCheck {
+  nowSecs: () => number,
+): Promise<OpTokenCheck> {
   const policy = governance.policy();
-  if (typeof policy === "string" || governance.nonces === null) {
+  const shared = governance.claimNonce;
+  const nonces = shared === undefined ? governance.nonces : CLAIMED_LATER;
+  if (typeof policy === "string" || nonces === null) {
     const message = typeof policy === "string"
       ? policy
       : "the nonce store is unavailable";
@@ -342,16 +357,26 @@ export function checkOpToken(
       error: err(503, "lifecycle_unconfigured", message),
     };
   }
-  const verified = verifyOpToken(
-    input,
-    call,
-    policy,
-    governance.nonces,
-    nowSecs,
-  );
-  return "status" in verified
-    ? { kind: "refused", error: verified }
-    : { kind: "verified", token: verified };
+  const verified = verifyOpToken(input, call, policy, nonces, nowSecs());
+  if ("status" in verified) return { kind: "refused", error: verified };
+  if (
+    shared !== undefined &&
+    !(await shared(
+      verified.nonce,
+      nowSecs(),
+      verified.issuedAt + OP_TOKEN_WINDOW_SECS,
+    ).catch(() => false))
+  ) {
+    return {
+      kind: "refused",
+      error: err(
+        409,
+        "op_token_replayed",
+        "verifiedOpToken nonce was already used (or the shared nonce store is unreachable): every operation needs a fresh token",
+      ),
+    };
+  }
+  return { kind: "verified", token: verified };
 }
 
 /** Reads the key file: its bytes without trailing CR/LF; an error text when unusable. */

@@ -267,7 +267,12 @@ export async function startRelay(
   const db = needsKeyStore(config) || lifecycleOn
     ? openRelayDatabase(config.dbPath)
     : null;
-  const keys = needsKeyStore(config) && db !== null ? keyStoreOn(db) : null;
+  // Issue 16: a cluster shares its keys through the engine, not this database.
+  const clusterKeys = needsKeyStore(config) && config.clusterUrl !== undefined
+    ? new (await import("./cluster/keys.ts")).ClusterKeyStore(log)
+    : null;
+  const keys = clusterKeys ??
+    (needsKeyStore(config) && db !== null ? keyStoreOn(db) : null);
   const closeDb = () => {
     keys?.close();
     if (db?.isOpen === true) db.close();
@@ -289,7 +294,15 @@ export async function startRelay(
     submit: (e) => running?.runtime.submit(e),
     now: nowMs,
     wallNowSecs: () => Date.now() / 1000,
-    governance: makeGovernance(config, db, log),
+    governance: {
+      ...makeGovernance(config, db, log),
+      // Issue 16: a nonce spent on one instance is spent on all.
+      ...(config.clusterUrl === undefined ? {} : {
+        claimNonce: (nonce: string, _now: number, expiresAtSecs: number) =>
+          running?.cluster?.engine.claimOnce(`nonce:${nonce}`, expiresAtSecs) ??
+            Promise.resolve(false),
+      }),
+    },
     waits: () => metrics.queueWaitStats(),
     callers,
     bodyTimeoutMs: config.bodyTimeoutMs,
@@ -315,6 +328,9 @@ export async function startRelay(
     throw e;
   }
   const server = running;
+  if (clusterKeys !== null && server.cluster !== undefined) {
+    await clusterKeys.attach(server.cluster, server.cluster.engine);
+  }
   return {
     ...server,
     metrics,

@@ -12,7 +12,7 @@ import { capConnections } from "./connection_cap.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
-import { answerUnparsable, sendJson } from "./http_reply.ts";
+import { answerUnparsable, closeIfBodyUnread, sendJson } from "./http_reply.ts";
 import { makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
 import { makeWorkerUpgrade } from "./worker_socket.ts";
@@ -27,6 +27,8 @@ export type RunningServer = {
   port: number;
   hostname: string;
   runtime: Runtime;
+  /** Cluster mode only (issue 16): notes and membership for keys and nonces. */
+  cluster?: import("./cluster/runtime.ts").ClusterRuntime;
   /** Starts a graceful shutdown (C30); resolves when it completed. */
   shutdown(): Promise<void>;
   /** Stops at once: closes every socket and the listener. */
@@ -62,6 +64,7 @@ export async function startServer(
   let submit = (_e: Parameters<Runtime["submit"]>[0]) => {};
   const server = createServer((req, res) => {
     if (connections.refuseRequest(req, res)) return;
+    closeIfBodyUnread(req, res);
     try {
       handleHttp(req, res, httpDeps);
     } catch (e) {
@@ -109,14 +112,26 @@ export async function startServer(
     admission: upgrade.admission,
   });
   const { onEvent, onEffect } = hooks;
-  const runtime = makeRuntime(
-    state,
-    onEffect === undefined ? runEffect : (e) => {
-      runEffect(e);
-      onEffect(e);
-    },
-    log,
-  );
+  const tapped = onEffect === undefined ? runEffect : (e: Effect) => {
+    runEffect(e);
+    onEffect(e);
+  };
+  // Issue 16: with CLUSTER_URL the runtime shares its input through Redis; the
+  // cluster code (and ioredis) is loaded only then.
+  const cluster = config.clusterUrl === undefined
+    ? null
+    : await (await import("./cluster/start.ts")).startCluster(
+      config,
+      {
+        state,
+        clients,
+        sockets,
+        workerPending: upgrade.admission.pending,
+        runEffect: tapped,
+        log,
+      },
+    );
+  const runtime: Runtime = cluster ?? makeRuntime(state, tapped, log);
   const submitEvent = onEvent === undefined ? runtime.submit : (e: Event) => {
     try {
       onEvent(e);
@@ -170,6 +185,7 @@ export async function startServer(
     if (closed) return;
     closed = true;
     clearInterval(tick);
+    await cluster?.close();
     for (const ws of sockets.values()) ws.terminate();
     for (const c of clients.values()) c.res.destroy();
     for (const res of lifecycleCallers.values()) res.destroy();
@@ -188,6 +204,7 @@ export async function startServer(
     port: address.port,
     hostname: config.hostname,
     runtime,
+    ...(cluster === null ? {} : { cluster }),
     shutdown,
     close,
   };

@@ -51,6 +51,8 @@ export type WorkerAdmission = {
   accept(workerId: string): boolean;
   /** Refuses a pending attempt (close code and reason); false if not pending here. */
   refuse(workerId: string, code: number, reason: string): boolean;
+  /** This instance holds the handshake, not yet answered (cluster effect ownership). */
+  pending(workerId: string): boolean;
 };
 
 type Attempt = { req: IncomingMessage; socket: Duplex; head: Buffer };
@@ -185,7 +187,7 @@ export function makeWorkerUpgrade(
 
   return {
     onUpgrade,
-    admission: { accept, refuse },
+    admission: { accept, refuse, pending: (id) => attempts.has(id) },
     close: () => {
       for (const a of attempts.values()) a.socket.destroy();
       attempts.clear();

@@ -1,0 +1,121 @@
+// Test-only: a relay cluster of real processes on loopback (issue 16): a private
+// redis-server, N server instances sharing it, a round-robin TCP balancer in
+// front of them, the mock backend with its stats port, and workers that connect
+// through the balancer. `withFleet` always stops every process.
+import type { MockBackendStats } from "../../../mock/backend.ts";
+import { type Child, waitUntil } from "../../procs.ts";
+import {
+  startMockProcess,
+  startServerProcess,
+  startWorkerProcess,
+} from "../../demo/cluster.ts";
+import { type Balancer, startBalancer } from "./_balancer.ts";
+import { type RedisProcess, startRedis } from "./_redis.ts";
+
+export const MODEL = "mock-model";
+const SECRET = "fleet-secret";
+
+export type Instance = { child: Child; url: string; port: number };
+
+export type Fleet = {
+  redis: RedisProcess;
+  balancer: Balancer;
+  instances: Instance[];
+  workers: Child[];
+  mockUrl: string;
+  stats(): Promise<MockBackendStats>;
+  /** The instance the balancer sent worker `i`'s latest connection to. */
+  instanceOfWorker(i: number): Instance;
+  /** Starts another instance on the same Redis (and adds it to the balancer). */
+  addInstance(): Promise<Instance>;
+};
+
+export type FleetOptions = {
+  instances?: number;
+  workers?: { name: string; maxConcurrent: number }[];
+  delayMs?: number;
+  env?: Record<string, string>;
+};
+
+export async function withFleet(
+  opts: FleetOptions,
+  body: (f: Fleet) => Promise<void>,
+): Promise<void> {
+  const started: Child[] = [];
+  let redis: RedisProcess | null = null;
+  let balancer: Balancer | null = null;
+  try {
+    redis = await startRedis();
+    const mock = await startMockProcess({
+      script: "e2e/_mock_with_stats.ts",
+      delayMs: opts.delayMs ?? 30,
+      models: [MODEL],
+    });
+    started.push(mock.child);
+    const statsUrl = (await mock.child.waitForLine(/stats on (\S+)/))[1]!;
+    const env = { CLUSTER_URL: redis.url, ...opts.env };
+    const startInstance = async (): Promise<Instance> => {
+      const s = await startServerProcess({ secret: SECRET, env });
+      started.push(s.child);
+      return { child: s.child, url: s.url, port: Number(new URL(s.url).port) };
+    };
+    // One at a time: the first creates the log, the others join it.
+    const instances: Instance[] = [];
+    for (let i = 0; i < (opts.instances ?? 3); i++) {
+      instances.push(await startInstance());
+    }
+    const lb = await startBalancer(instances.map((i) => i.port));
+    balancer = lb;
+    const workers: Child[] = [];
+    const workerConn: number[] = [];
+    for (const w of opts.workers ?? []) {
+      const before = lb.routed.length;
+      const child = await startWorkerProcess({
+        name: w.name,
+        serverUrl: lb.url,
+        secret: SECRET,
+        backendUrl: mock.url,
+        maxConcurrent: w.maxConcurrent,
+        // Behind a cluster, a drained instance's workers move on (README "Scaling out").
+        env: { LOG_LEVEL: "debug", ON_SERVER_SHUTDOWN: "reconnect" },
+      });
+      started.push(child);
+      workers.push(child);
+      workerConn.push(before);
+    }
+    await waitUntil("every instance to see every worker", async () => {
+      for (const i of instances) {
+        const h = await (await fetch(`${i.url}/health`)).json();
+        if (h.workers_connected !== workers.length) return false;
+      }
+      return true;
+    });
+    await body({
+      redis,
+      balancer: lb,
+      instances,
+      workers,
+      mockUrl: mock.url,
+      async stats() {
+        return await (await fetch(statsUrl)).json() as MockBackendStats;
+      },
+      instanceOfWorker(i) {
+        // A worker's connections are the balancer's only ones after its start
+        // (clients in these tests call instances directly); the latest is live.
+        const mine = lb.routed.slice(workerConn[i]!);
+        const port = mine[0]!;
+        return instances.find((x) => x.port === port)!;
+      },
+      async addInstance() {
+        const i = await startInstance();
+        instances.push(i);
+        lb.backends.push(i.port);
+        return i;
+      },
+    });
+  } finally {
+    for (const c of started.reverse()) await c.stop(3_000);
+    await balancer?.close();
+    await redis?.stop();
+  }
+}

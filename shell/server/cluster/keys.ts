@@ -1,0 +1,178 @@
+// Client API keys shared by a cluster (issue 16). Each instance keeps a local
+// mirror, so `verify` stays synchronous and costs a Map lookup; the engine's
+// record hash keeps keys across restarts (Redis with AOF on), and a note in the
+// log carries each creation and revocation to every instance, at one log
+// position: a key revoked on one instance is refused on all within a log hop.
+import { randomBytes } from "node:crypto";
+import {
+  type ApiKeyInfo,
+  type CreatedKey,
+  hashKey,
+  KEY_DISPLAY_PREFIX_CHARS,
+  KEY_PREFIX,
+  type KeyScope,
+  type KeyStore,
+  newApiKey,
+  UNSCOPED,
+  type VerifiedKey,
+} from "../api_keys.ts";
+import { isPriority } from "../tenancy.ts";
+import type { Logger } from "../../log.ts";
+import type { ClusterEngine } from "./engine.ts";
+import type { ClusterRuntime, Note } from "./runtime.ts";
+
+type Stored = ApiKeyInfo & { hash: string };
+
+export class ClusterKeyStore implements KeyStore {
+  readonly #byHash = new Map<string, Stored>();
+  readonly #byId = new Map<string, Stored>();
+  #cluster: ClusterRuntime | null = null;
+  #engine: ClusterEngine | null = null;
+  readonly #log: Logger;
+
+  constructor(log: Logger) {
+    this.#log = log;
+  }
+
+  /** Loads every stored key, then follows the log's key notes. */
+  async attach(cluster: ClusterRuntime, engine: ClusterEngine): Promise<void> {
+    this.#cluster = cluster;
+    this.#engine = engine;
+    cluster.onNote((note) => this.#apply(note));
+    // Redis came back empty (no AOF): the mirror follows what it now holds.
+    cluster.onRejoined((fresh) => {
+      if (fresh) {
+        this.#load(engine, true).catch((e) =>
+          this.#log("warn", "API keys not reloaded", { error: String(e) })
+        );
+      }
+    });
+    await this.#load(engine, false);
+  }
+
+  async #load(engine: ClusterEngine, replace: boolean): Promise<void> {
+    const all = await engine.recordsAll();
+    if (replace) {
+      this.#byHash.clear();
+      this.#byId.clear();
+    }
+    for (const text of Object.values(all)) {
+      try {
+        this.#put(JSON.parse(text) as Stored);
+      } catch {
+        this.#log("warn", "unreadable API key record in the cluster", {});
+      }
+    }
+  }
+
+  #put(s: Stored): void {
+    this.#byHash.set(s.hash, s);
+    this.#byId.set(s.id, s);
+  }
+
+  #drop(id: string): boolean {
+    const s = this.#byId.get(id);
+    if (s === undefined) return false;
+    this.#byId.delete(id);
+    this.#byHash.delete(s.hash);
+    return true;
+  }
+
+  #apply(note: Note): void {
+    if (note.t === "keyCreated" && typeof note.id === "string") {
+      const maxPriority = String(note.maxPriority);
+      this.#put({
+        id: note.id,
+        name: String(note.name),
+        hash: String(note.hash),
+        createdAtMs: Number(note.createdAtMs),
+        lastUsedAtMs: null,
+        tenant: typeof note.tenant === "string" ? note.tenant : null,
+        maxPriority: isPriority(maxPriority) ? maxPriority : "normal",
+        prefix: typeof note.prefix === "string" ? note.prefix : null,
+      });
+    } else if (note.t === "keyRevoked" && typeof note.id === "string") {
+      this.#drop(note.id);
+    }
+  }
+
+  #engineOrThrow(): { cluster: ClusterRuntime; engine: ClusterEngine } {
+    if (this.#cluster === null || this.#engine === null || !this.#cluster.up) {
+      throw new Error("the relay cluster is unavailable");
+    }
+    return { cluster: this.#cluster, engine: this.#engine };
+  }
+
+  create(name: string, nowMs: number, scope: KeyScope = UNSCOPED): CreatedKey {
+    const { cluster, engine } = this.#engineOrThrow();
+    const key = newApiKey();
+    const id = "key_" + randomBytes(8).toString("hex");
+    const stored: Stored = {
+      ...scope,
+      id,
+      name,
+      hash: hashKey(key),
+      createdAtMs: nowMs,
+      lastUsedAtMs: null,
+      prefix: key.slice(0, KEY_DISPLAY_PREFIX_CHARS),
+    };
+    this.#put(stored);
+    // Stored first, announced second: an instance that loads the records and
+    // then follows the log never misses a key.
+    engine.recordSet(id, JSON.stringify(stored)).then(() =>
+      cluster.appendNote({
+        t: "keyCreated",
+        id,
+        name,
+        hash: stored.hash,
+        createdAtMs: nowMs,
+        tenant: stored.tenant,
+        maxPriority: stored.maxPriority,
+        prefix: stored.prefix,
+      })
+    ).catch((e) =>
+      this.#log("error", "API key not shared with the cluster", {
+        id,
+        error: String(e),
+      })
+    );
+    const { hash: _hash, ...info } = stored;
+    return { ...info, key };
+  }
+
+  list(): ApiKeyInfo[] {
+    return [...this.#byId.values()]
+      .map(({ hash: _hash, ...info }) => ({ ...info }))
+      .sort((a, b) => a.createdAtMs - b.createdAtMs || (a.id < b.id ? -1 : 1));
+  }
+
+  revoke(id: string): boolean {
+    const { cluster, engine } = this.#engineOrThrow();
+    if (!this.#drop(id)) return false;
+    engine.recordDelete(id).then(() =>
+      cluster.appendNote({ t: "keyRevoked", id })
+    ).catch((e) =>
+      this.#log("error", "API key revocation not shared with the cluster", {
+        id,
+        error: String(e),
+      })
+    );
+    return true;
+  }
+
+  verify(key: string): VerifiedKey | null {
+    if (!key.startsWith(KEY_PREFIX)) return null;
+    const s = this.#byHash.get(hashKey(key));
+    return s === undefined
+      ? null
+      : { id: s.id, tenant: s.tenant, maxPriority: s.maxPriority };
+  }
+
+  /** Last use is kept per instance (a shared write per request would cost a round trip). */
+  touch(id: string, nowMs: number): void {
+    const s = this.#byId.get(id);
+    if (s !== undefined) s.lastUsedAtMs = nowMs;
+  }
+
+  close(): void {}
+}

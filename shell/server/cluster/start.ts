@@ -1,0 +1,49 @@
+// Cluster mode's entry point (issue 16), loaded by server.ts only when
+// CLUSTER_URL is set: connects the engine and starts the replicated runtime.
+// @ts-types="npm:@types/ws@8.18.1"
+import type { WebSocket } from "ws";
+import type { Effect, State } from "../../../core/mod.ts";
+import type { Logger } from "../../log.ts";
+import type { Clients } from "../clients.ts";
+import type { ServerConfig } from "../config.ts";
+import { connectRedis } from "./redis_engine.ts";
+import { type ClusterRuntime, startClusterRuntime } from "./runtime.ts";
+
+export async function startCluster(
+  config: ServerConfig,
+  d: {
+    state: State;
+    clients: Clients;
+    sockets: Map<string, WebSocket>;
+    workerPending: (workerId: string) => boolean;
+    runEffect: (effect: Effect) => void;
+    log: Logger;
+  },
+): Promise<ClusterRuntime> {
+  let engine;
+  try {
+    engine = await connectRedis(
+      config.clusterUrl ?? "",
+      config.clusterPrefix ?? "mr:",
+    );
+  } catch (e) {
+    // Named like ClusterJoinError so main.ts prints it as the reason to exit.
+    const err = new Error(
+      `cannot reach the cluster's Redis at CLUSTER_URL=${config.clusterUrl}: ${
+        (e as Error).message
+      }`,
+    );
+    err.name = "ClusterJoinError";
+    throw err;
+  }
+  try {
+    return await startClusterRuntime({
+      engine,
+      coreConfig: config.core,
+      ...d,
+    });
+  } catch (e) {
+    await engine.close();
+    throw e;
+  }
+}
