@@ -8,7 +8,7 @@ import {
   ADMIN_TOKEN,
   autoRespond,
   type TestRelay,
-} from "./_ops_test_helpers.ts";
+} from "./_relay_test_helpers.ts";
 import {
   chatBody,
   connectWorker,
@@ -16,7 +16,7 @@ import {
   testConfig,
   type TestWorker,
 } from "./_test_helpers.ts";
-import { startRelay } from "./ops.ts";
+import { startRelay } from "./relay.ts";
 
 export const FUZZ_MAX_BODY = 16 * 1024;
 

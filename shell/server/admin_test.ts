@@ -4,7 +4,7 @@ import {
   ADMIN_TOKEN,
   autoRespond,
   startTestRelay,
-} from "./_ops_test_helpers.ts";
+} from "./_relay_test_helpers.ts";
 import {
   chatBody,
   registeredWorker,

@@ -1,7 +1,7 @@
 // Slow and greedy clients (issue 15): every body reader answers 408 or 413 in its
 // route's error shape and closes the connection. Raw sockets on loopback.
 import assert from "node:assert/strict";
-import { ADMIN_TOKEN, startTestRelay } from "./_ops_test_helpers.ts";
+import { ADMIN_TOKEN, startTestRelay } from "./_relay_test_helpers.ts";
 import { rawConnect, until } from "./_raw_socket.ts";
 import {
   chatBody,

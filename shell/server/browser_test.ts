@@ -9,7 +9,7 @@ import {
   autoRespond,
   startTestRelay,
   type TestRelay,
-} from "./_ops_test_helpers.ts";
+} from "./_relay_test_helpers.ts";
 import { launchBrowser } from "./_chromium.ts";
 import { chatBody, registeredWorker, testConfig } from "./_test_helpers.ts";
 

@@ -5,7 +5,7 @@ import {
   ADMIN_TOKEN,
   autoRespond,
   startTestRelay,
-} from "./_ops_test_helpers.ts";
+} from "./_relay_test_helpers.ts";
 import { chatBody, registeredWorker, testConfig } from "./_test_helpers.ts";
 import { parseCorsOrigins } from "./config.ts";
 import { OptionError } from "../options.ts";

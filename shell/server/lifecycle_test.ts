@@ -9,7 +9,7 @@ import {
   ADMIN_TOKEN,
   startTestRelay,
   type TestRelay,
-} from "./_ops_test_helpers.ts";
+} from "./_relay_test_helpers.ts";
 import {
   chatBody,
   registeredWorker,

@@ -4,7 +4,7 @@ import { makeLogger } from "../log.ts";
 import { OptionError } from "../options.ts";
 import { KeyStoreError } from "./api_keys.ts";
 import { loadServerConfig, serverHelp } from "./config.ts";
-import { startRelay } from "./ops.ts";
+import { startRelay } from "./relay.ts";
 
 async function main(): Promise<number> {
   let loaded;

@@ -311,7 +311,7 @@ export function verifyOpToken(
   return token;
 }
 
-/** Where lifecycle calls get their policy: the key file, signers and nonces (ops.ts builds it). */
+/** Where lifecycle calls get their policy: the key file, signers and nonces (relay.ts builds it). */
 export type Governance = {
   /** The policy, or why lifecycle routes are unavailable (503). */
   policy(): OpTokenPolicy | string;

@@ -195,7 +195,7 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         deps.onShutdownComplete();
         return;
       case "lifecycleTaskChanged":
-        return; // Read by metrics and the capabilities cache through the effect tap (ops.ts).
+        return; // Read by metrics and the capabilities cache through the effect tap (relay.ts).
       case "replyLifecycle":
         return replyLifecycle(deps, effect);
       default:

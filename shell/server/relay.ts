@@ -1,6 +1,8 @@
-// Day-two operations wired into the server through its hooks (issue 7): the admin
-// API, client API keys, /metrics, /dashboard and /setup. `startRelay` is what
-// `deno task server` runs; tests start it the same way.
+// The whole relay assembled: the server (server.ts) with the day-two
+// operations wired in through its hooks (issue 7) — the admin API, client API
+// keys, /metrics, /dashboard and /setup — and the lifecycle routes with their
+// governance. `startRelay` is what `deno task server` runs; tests start it the
+// same way.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
@@ -168,7 +170,7 @@ export function makeAuthorize(
   };
 }
 
-export function makeOpsHooks(
+export function makeRelayHooks(
   config: ServerConfig,
   keys: KeyStore | null,
   metrics: Metrics,
@@ -310,7 +312,7 @@ export async function startRelay(
     capabilitiesAccess: (req) =>
       capabilitiesAccess(req, policy, authorizeCapabilities),
   });
-  const hooks = makeOpsHooks(
+  const hooks = makeRelayHooks(
     config,
     keys,
     metrics,

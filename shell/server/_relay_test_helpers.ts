@@ -4,7 +4,7 @@
 import { makeLogger } from "../log.ts";
 import { SECRET, type TestServer, type TestWorker } from "./_test_helpers.ts";
 import type { ServerConfig } from "./config.ts";
-import { type Relay, startRelay } from "./ops.ts";
+import { type Relay, startRelay } from "./relay.ts";
 
 export const ADMIN_TOKEN = "test-admin-token";
 
