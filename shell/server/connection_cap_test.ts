@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type RawConn, rawConnect, until } from "./_raw_socket.ts";
+import { type RawConn, rawConnect } from "./_raw_socket.ts";
 import {
   registeredWorker,
   startTestServer,
