@@ -92,7 +92,7 @@ Deno.test("issue 15 fuzz: random HTTP requests get a well-formed answer or a cle
   }
 });
 
-Deno.test("issue 15 regression found by the fuzz: a request target of // is a 404, not a crash (client and worker routes)", async () => {
+Deno.test("issue 15 regression found by the fuzz: a request target of // is a 404, not an exception (client and worker routes)", async () => {
   const h = await startFuzzRelay();
   try {
     for (const target of ["//", "//..", "//x/v1/worker/connect"]) {

@@ -118,8 +118,8 @@ export function answerUnparsable(
 
 /**
  * The request target as a URL, or null when it is not one. `new URL(raw, base)`
- * throws on targets like `//` (read as a host-less authority), which took the
- * whole server down before the HTTP fuzz found it (issue 15); prefixing the
+ * throws on targets like `//` (read as a host-less authority): an exception in
+ * the handler until the HTTP fuzz found it (issue 15). Prefixing the
  * origin reads every target as a path.
  */
 export function requestUrl(raw: string | undefined): URL | null {

@@ -96,6 +96,8 @@ export function makeWorkerUpgrade(
     });
     const workerId = newWorkerId();
     attempts.set(workerId, { req, socket, head });
+    // Gone before the core answered: nothing to complete or refuse.
+    socket.once("close", () => attempts.delete(workerId));
     deps.submit({
       kind: "workerConnectAttempted",
       atMs: deps.now(),

@@ -463,10 +463,33 @@ Deno.test("cluster: a frozen instance (SIGSTOP) is declared gone, its request re
   });
 });
 
-Deno.test("cluster: SIGTERM of one instance drains only it: its workers move to the others, it exits 0, the fleet keeps serving", async () => {
+Deno.test("cluster: SIGTERM of one instance drains only it: its stream finishes, new requests there get 503, its workers move to the others, it exits 0, the fleet keeps serving", async () => {
   await withFleet({ workers: WORKERS }, async (f) => {
     const leaving = f.instanceOfWorker(0);
+    // A stream in flight through the leaving instance finishes.
+    const res = await fetch(`${leaving.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+        max_tokens: 40,
+      }),
+    });
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = (await reader.read()).value ?? "";
     leaving.child.kill("SIGTERM");
+    await leaving.child.waitForLine(/graceful shutdown/);
+    const refused = await chat(leaving.url);
+    assert.equal(refused.status, 503);
+    assert.match(await refused.text(), /server_shutdown/);
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += value;
+    }
+    assert.match(text, /\[DONE\]/);
     assert.equal((await leaving.child.status).code, 0);
     const rest = f.instances.filter((i) => i !== leaving);
     await everyInstanceSees(rest.map((i) => i.url), 2, 10_000);

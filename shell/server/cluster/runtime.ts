@@ -522,7 +522,23 @@ export async function startClusterRuntime(
       return;
     }
     if (!up) return refuseLocally(event);
-    if (event.kind === "requestReceived") localRequests.add(event.requestId);
+    if (event.kind === "requestReceived") {
+      // A stopping instance takes no new work (C30); the balancer's retry or
+      // the client's lands on another instance.
+      if (leaving !== null) {
+        return run({
+          kind: "respondError",
+          requestId: event.requestId,
+          error: {
+            status: 503,
+            code: "server_shutdown",
+            message: "this relay instance is shutting down; retry",
+            retryAfterSecs: 1,
+          },
+        }, false);
+      }
+      localRequests.add(event.requestId);
+    }
     outbox.push(event);
     if (!flushScheduled) {
       flushScheduled = true;

@@ -71,3 +71,17 @@ Deno.test("cluster runtime: replicas agree; a replica that diverges from the clu
     await b.close();
   }
 });
+
+Deno.test("cluster runtime: an instance built from another reducer version refuses to join", async () => {
+  const engine = memoryEngine();
+  await engine.setIfAbsent(
+    "meta",
+    JSON.stringify({ reducer: "0.0-older", config: "whatever" }),
+  );
+  await assert.rejects(
+    instance(engine, []),
+    (e: Error) =>
+      e.name === "ClusterJoinError" && /reducer version/.test(e.message),
+  );
+  assert.equal(engine.entries.length, 0, "it appended nothing");
+});
