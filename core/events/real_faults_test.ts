@@ -385,3 +385,20 @@ Deno.test("issue 14.3 draining the other worker lets a refused request go back t
   });
   assert.deepEqual(dispatched(drained), [["r1", "w1"]]);
 });
+
+Deno.test("issue 14.2 an oversized response_complete acknowledging a cancel frees the slot and moves the queue", () => {
+  const state = newState({ frameCharsMax: 200 });
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 1 });
+  addRequest(state, "r1");
+  addRequest(state, "r2"); // queued
+  step(state, { kind: "clientDisconnected", atMs: 1, requestId: "r1" });
+  const frame = JSON.stringify({
+    type: "response_complete",
+    request_id: "r1",
+    status_code: 200,
+    body: "x".repeat(500),
+  });
+  const effects = step(state, eventFromFrame("w1", 2, frame, 200));
+  assert.equal(ofKind(effects, "closeWorker").length, 0);
+  assert.deepEqual(dispatched(effects), [["r2", "w1"]]);
+});

@@ -2454,6 +2454,273 @@ const oversizedAckFreesSlot: Scenario = {
   ],
 };
 
+/**
+ * Found by a sweep with seed 37 (fifo): an original worker acknowledged a
+ * cancel with an oversized response_complete; the slot was freed but the queue
+ * did not move, so a newcomer took it ahead of a queued request (issue 14).
+ */
+const oversizedAckMovesQueue: Scenario = {
+  "name": "regression_oversized_ack_moves_queue",
+  "tickMs": 100,
+  "faultsEndMs": 5014,
+  "config": {
+    "queueLenMax": 1,
+    "queueTimeoutMs": 300,
+    "requestTimeoutMs": 800,
+    "heartbeatIntervalMs": 301,
+    "heartbeatTimeoutMs": 900,
+    "cancelGraceMs": 100,
+    "drainTimeoutMs": 300,
+    "streamCharsMax": 40,
+    "tenantQueueLenMax": 100,
+    "priorityWeights": {
+      "high": 8,
+      "normal": 4,
+      "low": 1,
+    },
+    "defaultRateLimit": null,
+    "rateLimits": {},
+    "affinityLoadMargin": 2,
+    "lifecycleTaskTimeoutMs": 3000,
+  },
+  "workers": [
+    {
+      "name": "w0",
+      "models": [
+        "m1",
+        "m3",
+      ],
+      "maxConcurrent": 3,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        149,
+        272,
+      ],
+      "chunkGapMs": [
+        5,
+        48,
+      ],
+      "chunks": [
+        2,
+        3,
+      ],
+      "netDelayMs": [
+        0,
+        16,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+      "backend": {
+        "refuseNum": 1,
+        "resetNum": 2,
+        "dieMidStreamNum": 1,
+        "oversizedNum": 3,
+        "slowNum": 1,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          531,
+        ],
+      },
+    },
+    {
+      "name": "w1",
+      "models": [
+        "m3",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": 50,
+      "faults": [
+        {
+          "kind": "lieLoad",
+          "extra": 1,
+        },
+      ],
+    },
+    {
+      "name": "w2",
+      "models": [
+        "m2",
+        "m3",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        6,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        1,
+      ],
+      "netDelayMs": [
+        0,
+        1,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": 50,
+      "faults": [
+        {
+          "kind": "signalAt",
+          "atMs": 0,
+        },
+      ],
+      "backend": {
+        "refuseNum": 0,
+        "resetNum": 3,
+        "dieMidStreamNum": 0,
+        "oversizedNum": 0,
+        "slowNum": 1,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          500,
+        ],
+      },
+      "extensions": [
+        "body-chunks-v1",
+      ],
+    },
+  ],
+  "clients": [
+    {
+      "atMs": 1200,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 1200,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 15,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 930,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 535,
+      "model": "m1",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 51,
+      "model": "m2",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 303,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 886,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": 505,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 15,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 1195,
+      "model": "m3",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "low",
+    },
+    {
+      "atMs": 1400,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 0,
+      "model": "m1",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "low",
+    },
+  ],
+  "load": [],
+  "shutdownAtMs": null,
+};
+
 export const REGRESSIONS: Regression[] = [
   {
     scenario: lowBankedCredit,
@@ -2514,5 +2781,11 @@ export const REGRESSIONS: Regression[] = [
     seed: 350035383n,
     postmortem:
       "an oversized response_complete acknowledging a cancel freed the slot in the core but not in the observer; fixed in the observer",
+  },
+  {
+    scenario: oversizedAckMovesQueue,
+    seed: 71495086n,
+    postmortem:
+      "an oversized response_complete acknowledging a cancel freed the slot without moving the queue, so a newcomer overtook a queued request; fixed: that path pumps the queue like any acknowledgment",
   },
 ];
