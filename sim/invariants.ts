@@ -462,7 +462,15 @@ export class Observer {
       }
       case "workerFrameInvalid": {
         const o = e.error.oversized;
-        const r = o === undefined ? undefined : this.#reqs.get(o.requestId);
+        if (o === undefined) return;
+        const w = this.#workers.get(e.workerId);
+        if (
+          o.type === "response_complete" && w?.cancelling.delete(o.requestId)
+        ) {
+          this.#lowerLoad(w); // an oversized acknowledgment still frees the slot (C44)
+          return;
+        }
+        const r = this.#reqs.get(o.requestId);
         if (r !== undefined && r.conn === e.workerId) r.tooLarge = true;
         return;
       }
@@ -970,6 +978,7 @@ export class Observer {
         if (w !== undefined && r !== undefined && r.conn === w.conn) {
           w.assigned.delete(r.id);
           w.cancelling.set(r.id, this.#now + this.#c.cancelGraceMs);
+          this.#sync(w);
         }
         return;
       }

@@ -1,7 +1,10 @@
 // The streaming hot path (C15, C16): one lookup, a few counter updates, one
 // `writeChunk` carrying the very string the frame carried. O(1), no copies.
 import type { Effect } from "../effect.ts";
-import { recordBackendSuccess } from "../state/backend_circuit.ts";
+import {
+  recordBackendSuccess,
+  trialFreedByCancel,
+} from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import {
   assignedRequest,
@@ -44,6 +47,9 @@ function cutOversized(
   fail(state, request, error, "failed", out);
   // C28: a draining worker whose last request was cut is idle now.
   if (worker !== undefined) closeIfDrained(state, worker, out);
+  if (worker !== undefined && trialFreedByCancel(worker)) {
+    pumpQueue(state, worker.provider, out);
+  }
 }
 
 /**

@@ -2,12 +2,14 @@
 // Queued: removed at once, no cancel (no worker had it). Dispatched or streaming:
 // `cancel` to the worker, whose slot stays reserved until it acknowledges (C44).
 import type { Effect } from "../effect.ts";
+import { trialFreedByCancel } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import {
   cancelOnWorker,
   clientError,
   fail,
   finish,
+  pumpQueue,
 } from "../state/requests.ts";
 import type { State, Worker } from "../state/state.ts";
 import type { Event } from "./event.ts";
@@ -48,4 +50,7 @@ export function onClientGone(state: State, e: E, out: Effect[]): void {
   }
   // C28: a draining worker whose last request was cancelled is idle now.
   if (worker !== undefined) closeIfDrained(state, worker, out);
+  if (worker !== undefined && trialFreedByCancel(worker)) {
+    pumpQueue(state, worker.provider, out);
+  }
 }

@@ -2,7 +2,7 @@
 // (C26), shut the server down gracefully (C30).
 import type { Effect } from "../effect.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
-import { clientError, fail } from "../state/requests.ts";
+import { clientError, fail, pumpQueue } from "../state/requests.ts";
 import type { State, Worker } from "../state/state.ts";
 import { syncRoute } from "../state/workers.ts";
 import type { Event } from "./event.ts";
@@ -38,6 +38,9 @@ export function drainWorker(
     },
   });
   closeIfDrained(state, worker, out);
+  // A request waiting for another worker than the one that refused it may go
+  // back there now that the other one drains (issue 14).
+  pumpQueue(state, worker.provider, out);
 }
 
 export function onWorkerDrainRequested(

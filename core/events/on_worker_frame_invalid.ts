@@ -59,9 +59,12 @@ function failOversized(
   const worker = state.workers.get(workerId);
   if (worker === undefined) return false;
   if (worker.cancelling.has(frame.requestId)) {
-    // An answer to a request already ended here: only its slot is left.
+    // An answer to a request already ended here: only its slot is left, and
+    // freeing it moves the queue as any acknowledgment does (C44, C10).
     if (frame.type === "response_complete") {
       releaseSlot(state, worker, frame.requestId);
+      closeIfDrained(state, worker, out);
+      pumpQueue(state, worker.provider, out);
     }
     return true;
   }

@@ -375,3 +375,54 @@ Deno.test("issue 14.3 a trial answered by its first chunk puts the worker back a
   const first = chunk(state, "w1", "t", "data: 1\n\n");
   assert.deepEqual(dispatched(first), [["older", "w1"]]);
 });
+
+Deno.test("issue 14.3 a cancelled trial request lets the next trial through at once", () => {
+  const state = newState({ requeueCountMax: 100 });
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 2 });
+  addRequest(state, "t");
+  for (let i = 0; i < 3; i++) {
+    step(state, scopedError("w1", "t", "backend_unavailable"));
+  }
+  addRequest(state, "next");
+  assert.deepEqual(dispatched(tick(state, 5_000)), [["t", "w1"]]);
+  const gone = step(state, {
+    kind: "clientDisconnected",
+    atMs: 5_001,
+    requestId: "t",
+  });
+  assert.deepEqual(dispatched(gone), [["next", "w1"]]);
+});
+
+Deno.test("issue 14.3 draining the other worker lets a refused request go back to the one that refused it", () => {
+  const state = newState();
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 2 });
+  addWorker(state, "w2", { models: ["m"], maxConcurrent: 1 });
+  addRequest(state, "r1"); // w1
+  addRequest(state, "r2"); // w2, now full
+  step(state, scopedError("w1", "r1", "backend_unavailable"));
+  assert.equal(statusOf(state, "r1"), "queued"); // waits for w2
+  const drained = step(state, {
+    kind: "workerDrainRequested",
+    atMs: 1,
+    workerId: "w2",
+    reason: "operator",
+  });
+  assert.deepEqual(dispatched(drained), [["r1", "w1"]]);
+});
+
+Deno.test("issue 14.2 an oversized response_complete acknowledging a cancel frees the slot and moves the queue", () => {
+  const state = newState({ frameCharsMax: 200 });
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 1 });
+  addRequest(state, "r1");
+  addRequest(state, "r2"); // queued
+  step(state, { kind: "clientDisconnected", atMs: 1, requestId: "r1" });
+  const frame = JSON.stringify({
+    type: "response_complete",
+    request_id: "r1",
+    status_code: 200,
+    body: "x".repeat(500),
+  });
+  const effects = step(state, eventFromFrame("w1", 2, frame, 200));
+  assert.equal(ofKind(effects, "closeWorker").length, 0);
+  assert.deepEqual(dispatched(effects), [["r2", "w1"]]);
+});

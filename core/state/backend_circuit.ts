@@ -66,3 +66,13 @@ export function checkBackendCoolDown(state: State, worker: Worker): void {
   worker.backend = { kind: "trial", coolDownMs: b.coolDownMs };
   syncRoute(state, worker);
 }
+
+/**
+ * Whether a cancel just made this worker take its trial: a half-open circuit
+ * waits for nothing in flight, and a cancelled request no longer is (its slot
+ * stays reserved, C44). The caller moves the queue then.
+ */
+export function trialFreedByCancel(worker: Worker): boolean {
+  return worker.backend.kind === "trial" && worker.inFlight.size === 0 &&
+    worker.routeLevel !== null;
+}

@@ -220,6 +220,9 @@ export function cancelOnWorker(
 ): void {
   worker.inFlight.delete(request.id);
   worker.cancelling.set(request.id, state.nowMs + state.config.cancelGraceMs);
+  // Same load, but a half-open backend circuit takes its trial only while
+  // nothing is in flight (found by the simulator, issue 14).
+  syncRoute(state, worker);
   out.push({
     kind: "sendToWorker",
     workerId: worker.id,

@@ -1291,6 +1291,1436 @@ const newcomerThroughQueue: Scenario = {
   "shutdownAtMs": null,
 };
 
+/**
+ * Found by a sweep with seed 1 (fifo): a request refused by one worker waited
+ * for the only other worker serving its model; that one was drained, which did
+ * not move the queue, so a newcomer went ahead of it (issue 14).
+ */
+const drainMovesAvoidingQueue: Scenario = {
+  "name": "regression_drain_moves_avoiding_queue",
+  "tickMs": 500,
+  "faultsEndMs": 4399,
+  "config": {
+    "queueLenMax": 2,
+    "queueTimeoutMs": 300,
+    "requestTimeoutMs": 800,
+    "heartbeatIntervalMs": 994,
+    "heartbeatTimeoutMs": 994,
+    "cancelGraceMs": 100,
+    "drainTimeoutMs": 300,
+    "streamCharsMax": 40,
+    "tenantQueueLenMax": 1,
+    "priorityWeights": {
+      "high": 1,
+      "normal": 1,
+      "low": 1,
+    },
+    "defaultRateLimit": null,
+    "rateLimits": {},
+    "affinityLoadMargin": 0,
+    "lifecycleTaskTimeoutMs": 300,
+  },
+  "workers": [
+    {
+      "name": "w0",
+      "models": [
+        "m3",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+    },
+    {
+      "name": "w1",
+      "models": [
+        "m2",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+    },
+    {
+      "name": "w2",
+      "models": [
+        "m1",
+        "m3",
+      ],
+      "maxConcurrent": 2,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        86,
+        244,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        1,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": 207,
+      "faults": [
+        {
+          "kind": "drainAt",
+          "atMs": 1569,
+        },
+        {
+          "kind": "signalAt",
+          "atMs": 58,
+        },
+      ],
+    },
+    {
+      "name": "w3",
+      "models": [
+        "*",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+    },
+    {
+      "name": "w4",
+      "models": [
+        "m1",
+        "m3",
+      ],
+      "maxConcurrent": 2,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        15,
+      ],
+      "chunkGapMs": [
+        5,
+        6,
+      ],
+      "chunks": [
+        1,
+        4,
+      ],
+      "netDelayMs": [
+        6,
+        8,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": 50,
+      "faults": [],
+      "lifecycle": {
+        "extensions": [
+          "capabilities-v1",
+        ],
+        "stepMs": [
+          10,
+          10,
+        ],
+        "steps": [
+          0,
+          0,
+        ],
+        "failNum": 0,
+        "hangNum": 0,
+        "crashNum": 0,
+        "den": 10,
+        "sendsCapabilities": false,
+        "available": [],
+      },
+      "backend": {
+        "refuseNum": 1,
+        "resetNum": 1,
+        "dieMidStreamNum": 0,
+        "oversizedNum": 0,
+        "slowNum": 1,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          501,
+        ],
+      },
+    },
+  ],
+  "clients": [
+    {
+      "atMs": 1569,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t0",
+      "priority": "high",
+    },
+    {
+      "atMs": 79,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t0",
+      "priority": "high",
+    },
+    {
+      "atMs": 57,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "priority": "high",
+    },
+    {
+      "atMs": 1000,
+      "model": "m1",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "priority": "high",
+    },
+    {
+      "atMs": 59,
+      "model": "m1",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "priority": "high",
+    },
+    {
+      "atMs": 1409,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "priority": "high",
+    },
+    {
+      "atMs": 96,
+      "model": "m1",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t0",
+      "priority": "high",
+    },
+    {
+      "atMs": 57,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "priority": "high",
+    },
+    {
+      "atMs": 1500,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "priority": "low",
+    },
+  ],
+  "load": [],
+  "shutdownAtMs": null,
+  "operators": [
+    {
+      "count": 1,
+      "fromMs": 0,
+      "toMs": 4399,
+      "models": [
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+      ],
+      "loadPct": 0,
+      "unloadPct": 0,
+      "targetPct": 0,
+    },
+  ],
+};
+
+/**
+ * Found by a sweep with seed 5 (cacheAffinity): a half-open worker's in-flight
+ * request was cancelled (timeout) in the tick its trial came due; the cancel did
+ * not re-file the worker, so it stayed out of routing (issue 14).
+ */
+const cancelRefilesTrial: Scenario = {
+  "name": "regression_cancel_refiles_trial",
+  "tickMs": 250,
+  "faultsEndMs": 4742,
+  "config": {
+    "queueLenMax": 1,
+    "queueTimeoutMs": 300,
+    "requestTimeoutMs": 800,
+    "heartbeatIntervalMs": 300,
+    "heartbeatTimeoutMs": 900,
+    "cancelGraceMs": 100,
+    "drainTimeoutMs": 300,
+    "streamCharsMax": 40,
+    "tenantQueueLenMax": 1,
+    "priorityWeights": {
+      "high": 1,
+      "normal": 1,
+      "low": 1,
+    },
+    "defaultRateLimit": null,
+    "rateLimits": {},
+    "affinityLoadMargin": 0,
+    "lifecycleTaskTimeoutMs": 300,
+  },
+  "workers": [
+    {
+      "name": "w0",
+      "models": [
+        "*",
+      ],
+      "maxConcurrent": 2,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [
+        {
+          "kind": "errorReplies",
+          "num": 3,
+          "den": 4,
+        },
+      ],
+      "lifecycle": {
+        "extensions": [
+          "lifecycle-v1",
+        ],
+        "stepMs": [
+          10,
+          11,
+        ],
+        "steps": [
+          0,
+          2,
+        ],
+        "failNum": 0,
+        "hangNum": 0,
+        "crashNum": 0,
+        "den": 10,
+        "sendsCapabilities": false,
+        "available": [],
+      },
+      "backend": {
+        "refuseNum": 0,
+        "resetNum": 0,
+        "dieMidStreamNum": 0,
+        "oversizedNum": 0,
+        "slowNum": 1,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          1059,
+        ],
+      },
+    },
+    {
+      "name": "w1",
+      "models": [
+        "m1",
+        "m3",
+      ],
+      "maxConcurrent": 2,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        6,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        8,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": 493,
+      "faults": [
+        {
+          "kind": "stopPongs",
+          "fromMs": 0,
+          "untilMs": 501,
+        },
+      ],
+      "lifecycle": {
+        "extensions": null,
+        "stepMs": [
+          10,
+          10,
+        ],
+        "steps": [
+          0,
+          0,
+        ],
+        "failNum": 0,
+        "hangNum": 0,
+        "crashNum": 0,
+        "den": 10,
+        "sendsCapabilities": false,
+        "available": [],
+      },
+      "backend": {
+        "refuseNum": 0,
+        "resetNum": 0,
+        "dieMidStreamNum": 0,
+        "oversizedNum": 0,
+        "slowNum": 0,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          500,
+        ],
+      },
+    },
+    {
+      "name": "w2",
+      "models": [
+        "m3",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+      "lifecycle": {
+        "extensions": null,
+        "stepMs": [
+          10,
+          10,
+        ],
+        "steps": [
+          0,
+          0,
+        ],
+        "failNum": 0,
+        "hangNum": 0,
+        "crashNum": 0,
+        "den": 10,
+        "sendsCapabilities": false,
+        "available": [],
+      },
+    },
+    {
+      "name": "w3",
+      "models": [
+        "m2",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+    },
+  ],
+  "clients": [
+    {
+      "atMs": 0,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t0",
+    },
+    {
+      "atMs": 7,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t0",
+    },
+    {
+      "atMs": 7,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+    },
+    {
+      "atMs": 1750,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "cacheKey": "k3",
+    },
+    {
+      "atMs": 312,
+      "model": "nope",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+    },
+    {
+      "atMs": 1742,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+    },
+    {
+      "atMs": 1000,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "cacheKey": "k3",
+    },
+    {
+      "atMs": 702,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+    },
+    {
+      "atMs": 328,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t0",
+    },
+    {
+      "atMs": 316,
+      "model": "m1",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t0",
+    },
+  ],
+  "load": [],
+  "shutdownAtMs": null,
+  "operators": [
+    {
+      "count": 3,
+      "fromMs": 0,
+      "toMs": 4742,
+      "models": [
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+      ],
+      "loadPct": 18,
+      "unloadPct": 0,
+      "targetPct": 1,
+    },
+  ],
+};
+
+/**
+ * Found by a sweep with seed 8 (fifo): a client left while its request was the
+ * only one on a half-open worker; the cancel made the worker routable but did
+ * not move the queue, so a newcomer overtook a queued request (issue 14).
+ */
+const cancelMovesQueueToTrial: Scenario = {
+  "name": "regression_cancel_moves_queue_to_trial",
+  "tickMs": 100,
+  "faultsEndMs": 2614,
+  "config": {
+    "queueLenMax": 1,
+    "queueTimeoutMs": 300,
+    "requestTimeoutMs": 1701,
+    "heartbeatIntervalMs": 300,
+    "heartbeatTimeoutMs": 900,
+    "cancelGraceMs": 100,
+    "drainTimeoutMs": 300,
+    "streamCharsMax": 40,
+    "tenantQueueLenMax": 100,
+    "priorityWeights": {
+      "high": 1,
+      "normal": 1,
+      "low": 1,
+    },
+    "defaultRateLimit": {
+      "limit": 1,
+      "windowMs": 100,
+    },
+    "rateLimits": {},
+    "affinityLoadMargin": 0,
+    "lifecycleTaskTimeoutMs": 300,
+  },
+  "workers": [
+    {
+      "name": "w0",
+      "models": [
+        "m1",
+        "m3",
+      ],
+      "maxConcurrent": 2,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        1,
+      ],
+      "netDelayMs": [
+        0,
+        1,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [
+        {
+          "kind": "errorReplies",
+          "num": 3,
+          "den": 4,
+        },
+      ],
+      "lifecycle": {
+        "extensions": [
+          "capabilities-v1",
+        ],
+        "stepMs": [
+          10,
+          10,
+        ],
+        "steps": [
+          0,
+          0,
+        ],
+        "failNum": 0,
+        "hangNum": 0,
+        "crashNum": 0,
+        "den": 10,
+        "sendsCapabilities": false,
+        "available": [],
+      },
+      "backend": {
+        "refuseNum": 0,
+        "resetNum": 0,
+        "dieMidStreamNum": 0,
+        "oversizedNum": 0,
+        "slowNum": 1,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          1937,
+        ],
+      },
+    },
+    {
+      "name": "w1",
+      "models": [
+        "m2",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+      "backend": {
+        "refuseNum": 0,
+        "resetNum": 0,
+        "dieMidStreamNum": 0,
+        "oversizedNum": 0,
+        "slowNum": 0,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          500,
+        ],
+      },
+    },
+  ],
+  "clients": [
+    {
+      "atMs": 1721,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 0,
+      "model": "m1",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": 1721,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 1401,
+      "model": "m3",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 100,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+  ],
+  "load": [],
+  "shutdownAtMs": null,
+  "operators": [
+    {
+      "count": 1,
+      "fromMs": 0,
+      "toMs": 2614,
+      "models": [
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+      ],
+      "loadPct": 0,
+      "unloadPct": 0,
+      "targetPct": 0,
+    },
+  ],
+};
+
+/**
+ * Found by a sweep with seed 11 (maxConcurrent): an original worker answered a
+ * cancelled request with an oversized response_complete; the core freed the
+ * slot, the observer did not. An observer fix (issue 14).
+ */
+const oversizedAckFreesSlot: Scenario = {
+  "name": "regression_oversized_ack_frees_slot",
+  "tickMs": 100,
+  "faultsEndMs": 5325,
+  "config": {
+    "queueLenMax": 1,
+    "queueTimeoutMs": 300,
+    "requestTimeoutMs": 800,
+    "heartbeatIntervalMs": 300,
+    "heartbeatTimeoutMs": 900,
+    "cancelGraceMs": 100,
+    "drainTimeoutMs": 300,
+    "streamCharsMax": 40,
+    "tenantQueueLenMax": 1,
+    "priorityWeights": {
+      "high": 1,
+      "normal": 1,
+      "low": 1,
+    },
+    "defaultRateLimit": {
+      "limit": 1,
+      "windowMs": 100,
+    },
+    "rateLimits": {},
+    "affinityLoadMargin": 0,
+    "lifecycleTaskTimeoutMs": 300,
+  },
+  "workers": [
+    {
+      "name": "w0",
+      "models": [
+        "*",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+    },
+    {
+      "name": "w1",
+      "models": [
+        "m3",
+        "*",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        1,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+      "lifecycle": {
+        "extensions": null,
+        "stepMs": [
+          10,
+          10,
+        ],
+        "steps": [
+          0,
+          0,
+        ],
+        "failNum": 0,
+        "hangNum": 0,
+        "crashNum": 0,
+        "den": 10,
+        "sendsCapabilities": false,
+        "available": [],
+      },
+      "backend": {
+        "refuseNum": 0,
+        "resetNum": 0,
+        "dieMidStreamNum": 0,
+        "oversizedNum": 1,
+        "slowNum": 0,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          500,
+        ],
+      },
+    },
+    {
+      "name": "w2",
+      "models": [
+        "m3",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+      "lifecycle": {
+        "extensions": null,
+        "stepMs": [
+          10,
+          10,
+        ],
+        "steps": [
+          0,
+          0,
+        ],
+        "failNum": 0,
+        "hangNum": 0,
+        "crashNum": 0,
+        "den": 10,
+        "sendsCapabilities": false,
+        "available": [],
+      },
+    },
+    {
+      "name": "w3",
+      "models": [
+        "m3",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+    },
+    {
+      "name": "w4",
+      "models": [
+        "*",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+    },
+  ],
+  "clients": [
+    {
+      "atMs": 1600,
+      "model": "m3",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": 6,
+      "stall": false,
+      "tenant": "t1",
+      "priority": "high",
+    },
+    {
+      "atMs": 1,
+      "model": "m3",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "priority": "high",
+    },
+    {
+      "atMs": 1601,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t0",
+      "priority": "high",
+    },
+    {
+      "atMs": 1601,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t2",
+      "priority": "high",
+    },
+    {
+      "atMs": 1701,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t0",
+      "priority": "high",
+    },
+    {
+      "atMs": 101,
+      "model": "m3",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "tenant": "t1",
+      "priority": "high",
+    },
+  ],
+  "load": [],
+  "shutdownAtMs": null,
+  "operators": [
+    {
+      "count": 1,
+      "fromMs": 0,
+      "toMs": 5325,
+      "models": [
+        "m1",
+        "m2",
+        "m3",
+        "m4",
+      ],
+      "loadPct": 0,
+      "unloadPct": 0,
+      "targetPct": 0,
+    },
+  ],
+};
+
+/**
+ * Found by a sweep with seed 37 (fifo): an original worker acknowledged a
+ * cancel with an oversized response_complete; the slot was freed but the queue
+ * did not move, so a newcomer took it ahead of a queued request (issue 14).
+ */
+const oversizedAckMovesQueue: Scenario = {
+  "name": "regression_oversized_ack_moves_queue",
+  "tickMs": 100,
+  "faultsEndMs": 5014,
+  "config": {
+    "queueLenMax": 1,
+    "queueTimeoutMs": 300,
+    "requestTimeoutMs": 800,
+    "heartbeatIntervalMs": 301,
+    "heartbeatTimeoutMs": 900,
+    "cancelGraceMs": 100,
+    "drainTimeoutMs": 300,
+    "streamCharsMax": 40,
+    "tenantQueueLenMax": 100,
+    "priorityWeights": {
+      "high": 8,
+      "normal": 4,
+      "low": 1,
+    },
+    "defaultRateLimit": null,
+    "rateLimits": {},
+    "affinityLoadMargin": 2,
+    "lifecycleTaskTimeoutMs": 3000,
+  },
+  "workers": [
+    {
+      "name": "w0",
+      "models": [
+        "m1",
+        "m3",
+      ],
+      "maxConcurrent": 3,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        149,
+        272,
+      ],
+      "chunkGapMs": [
+        5,
+        48,
+      ],
+      "chunks": [
+        2,
+        3,
+      ],
+      "netDelayMs": [
+        0,
+        16,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": null,
+      "faults": [],
+      "backend": {
+        "refuseNum": 1,
+        "resetNum": 2,
+        "dieMidStreamNum": 1,
+        "oversizedNum": 3,
+        "slowNum": 1,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          531,
+        ],
+      },
+    },
+    {
+      "name": "w1",
+      "models": [
+        "m3",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        5,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        0,
+      ],
+      "netDelayMs": [
+        0,
+        0,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": 50,
+      "faults": [
+        {
+          "kind": "lieLoad",
+          "extra": 1,
+        },
+      ],
+    },
+    {
+      "name": "w2",
+      "models": [
+        "m2",
+        "m3",
+      ],
+      "maxConcurrent": 1,
+      "connectAtMs": 0,
+      "firstChunkMs": [
+        5,
+        6,
+      ],
+      "chunkGapMs": [
+        5,
+        5,
+      ],
+      "chunks": [
+        0,
+        1,
+      ],
+      "netDelayMs": [
+        0,
+        1,
+      ],
+      "onCancel": "ack",
+      "reconnectAfterMs": 50,
+      "faults": [
+        {
+          "kind": "signalAt",
+          "atMs": 0,
+        },
+      ],
+      "backend": {
+        "refuseNum": 0,
+        "resetNum": 3,
+        "dieMidStreamNum": 0,
+        "oversizedNum": 0,
+        "slowNum": 1,
+        "errorStatusNum": 0,
+        "den": 16,
+        "slowMs": [
+          500,
+          500,
+        ],
+      },
+      "extensions": [
+        "body-chunks-v1",
+      ],
+    },
+  ],
+  "clients": [
+    {
+      "atMs": 1200,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 1200,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 15,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 930,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 535,
+      "model": "m1",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 51,
+      "model": "m2",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 303,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 886,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": 505,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 15,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 1195,
+      "model": "m3",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "low",
+    },
+    {
+      "atMs": 1400,
+      "model": "m1",
+      "streaming": false,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "high",
+    },
+    {
+      "atMs": 0,
+      "model": "m1",
+      "streaming": true,
+      "abortAfterChunks": null,
+      "abortAfterMs": null,
+      "stall": false,
+      "priority": "low",
+    },
+  ],
+  "load": [],
+  "shutdownAtMs": null,
+};
+
 export const REGRESSIONS: Regression[] = [
   {
     scenario: lowBankedCredit,
@@ -1327,5 +2757,35 @@ export const REGRESSIONS: Regression[] = [
     seed: 2125822206n,
     postmortem:
       "a newcomer that went through the queue and left at once (older requests waited for another worker) was not counted as a scheduler turn by the observer; fixed in the observer",
+  },
+  {
+    scenario: drainMovesAvoidingQueue,
+    seed: 1994440863n,
+    postmortem:
+      "draining the only other worker serving a refused request's model did not move the queue, so a newcomer overtook it; fixed: drainWorker pumps the queue",
+  },
+  {
+    scenario: cancelRefilesTrial,
+    seed: 1992847323n,
+    postmortem:
+      "a cancel on a half-open worker did not re-file it, so it stayed out of routing with nothing in flight; fixed: cancelOnWorker syncs the route",
+  },
+  {
+    scenario: cancelMovesQueueToTrial,
+    seed: 544219811n,
+    postmortem:
+      "a client leaving freed a half-open worker's trial without moving the queue, so a newcomer overtook a queued request; fixed: a cancel that frees a trial pumps the queue",
+  },
+  {
+    scenario: oversizedAckFreesSlot,
+    seed: 350035383n,
+    postmortem:
+      "an oversized response_complete acknowledging a cancel freed the slot in the core but not in the observer; fixed in the observer",
+  },
+  {
+    scenario: oversizedAckMovesQueue,
+    seed: 71495086n,
+    postmortem:
+      "an oversized response_complete acknowledging a cancel freed the slot without moving the queue, so a newcomer overtook a queued request; fixed: that path pumps the queue like any acknowledgment",
   },
 ];
