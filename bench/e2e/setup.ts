@@ -43,7 +43,10 @@ export async function setUp(opts: {
   const teardown = async () => {
     // Reverse order: workers before the server, so the server can exit cleanly
     // (and write its CPU profile when asked).
-    for (const p of procs.reverse()) await p.stop(3000);
+    for (const p of procs.reverse()) {
+      // A cluster instance drains before it exits: give it time to write its profile.
+      await p.stop(opts.cpuProfDir === undefined ? 3000 : 20_000);
+    }
     await redis?.stop();
   };
   try {
