@@ -14,6 +14,7 @@ import {
   type Priority,
   queueDepth,
   type RateLimit,
+  SERVER_MESSAGE_TYPES,
   type State,
   SUPPORTED_EXTENSIONS,
 } from "../core/mod.ts";
@@ -104,14 +105,10 @@ type MCircuit =
 const EXTENSION_FRAMES: Record<string, string> = {
   lifecycle_request: EXTENSION_LIFECYCLE,
 };
-const BASE_FRAMES = new Set([
-  "register_ack",
-  "request",
-  "cancel",
-  "ping",
-  "graceful_shutdown",
-  "models_refresh",
-]);
+/** Every other server frame is base protocol: any worker may get it. */
+const BASE_FRAMES: ReadonlySet<string> = new Set(
+  SERVER_MESSAGE_TYPES.filter((t) => EXTENSION_FRAMES[t] === undefined),
+);
 
 /** A lifecycle task as the observer sees it (issue 9). */
 type MTask = {
