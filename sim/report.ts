@@ -1,8 +1,10 @@
 // Failure reports: the seed first, the violated invariant by name and checklist
-// number, the step and event, the (shrunk) scenario, its event list and the one
-// command that replays it (conventions §7).
+// number, the step and event, the (shrunk) scenario as builder calls ready to
+// pin as a regression, its event list and the one command that replays it
+// (conventions §7).
 import type { RunResult } from "./run_scenario.ts";
 import type { Scenario } from "./scenario.ts";
+import { scenarioSource } from "./scenario_source.ts";
 
 export type FailureContext = {
   seed: string;
@@ -27,7 +29,8 @@ export function formatFailure(r: RunResult, c: FailureContext): string {
     }`,
     `trace hash: ${r.hash}`,
     ...(c.extra ?? []),
-    `scenario: ${JSON.stringify(c.scenario)}`,
+    "scenario, as builder calls (paste into sim/scenarios/regressions.ts):",
+    scenarioSource(c.scenario, "regression"),
   ];
   const t = r.trace;
   if (t.length > 0) {

@@ -294,6 +294,23 @@ export function operators(overrides: Partial<OperatorSpec> = {}): OperatorSpec {
   };
 }
 
+/** One client at `atMs`: non-streaming, never aborting, unless overridden. */
+export function client(
+  atMs: number,
+  model: string,
+  overrides: Partial<ClientSpec> = {},
+): ClientSpec {
+  return {
+    atMs,
+    model,
+    streaming: false,
+    abortAfterChunks: null,
+    abortAfterMs: null,
+    stall: false,
+    ...overrides,
+  };
+}
+
 export function load(overrides: Partial<LoadSpec> = {}): LoadSpec {
   return {
     count: 40,

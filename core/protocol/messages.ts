@@ -167,6 +167,9 @@ export const workerMessageSchema = z.discriminatedUnion("type", [
   lifecycleProgressSchema,
 ]);
 export type WorkerMessage = z.infer<typeof workerMessageSchema>;
+/** Every frame type a worker may send, read off the schemas so no list drifts. */
+export const WORKER_MESSAGE_TYPES: readonly WorkerMessage["type"][] =
+  workerMessageSchema.options.map((s) => s.shape.type.value);
 export type RegisterMessage = z.infer<typeof registerSchema>;
 export type ResponseCompleteMessage = z.infer<typeof responseCompleteSchema>;
 
@@ -227,6 +230,9 @@ export const serverMessageSchema = z.discriminatedUnion("type", [
   lifecycleRequestSchema,
 ]);
 export type ServerMessage = z.infer<typeof serverMessageSchema>;
+/** Every frame type the server may send, read off the schemas so no list drifts. */
+export const SERVER_MESSAGE_TYPES: readonly ServerMessage["type"][] =
+  serverMessageSchema.options.map((s) => s.shape.type.value);
 export type RequestMessage = z.infer<typeof requestSchema>;
 export type LifecycleRequestMessage = z.infer<typeof lifecycleRequestSchema>;
 export type LifecycleProgressMessage = z.infer<typeof lifecycleProgressSchema>;

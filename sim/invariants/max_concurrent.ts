@@ -1,0 +1,24 @@
+// maxConcurrent (C8): no worker has more in flight than its max_concurrent,
+// counting requests it still finishes after a cancel (within the grace).
+import type { Model, MWorker } from "../observer/model.ts";
+import type { Check } from "./catalog.ts";
+
+/** A dispatch finds a free slot (a grace ending at this tick may have freed one). */
+export function slotFree(
+  m: Model,
+  check: Check,
+  id: string,
+  conn: string,
+  w: MWorker,
+): void {
+  let reservedLo = w.assigned.size;
+  for (const g of w.cancelling.values()) {
+    if (m.now < g || m.event?.kind !== "tick") reservedLo++;
+  }
+  check(
+    reservedLo < w.max,
+    "maxConcurrent",
+    () =>
+      `${id} dispatched to ${conn} holding ${reservedLo} of max_concurrent ${w.max}`,
+  );
+}

@@ -1,0 +1,127 @@
+// A scenario as TypeScript built from the builders of scenario.ts (worker,
+// client, load, lifecycle, backendPlan, operators) with only what differs from
+// their defaults, so a shrunk failure pastes into sim/scenarios/regressions.ts
+// as a few readable lines instead of expanded JSON. Evaluated, the text gives
+// back an object deep-equal to the scenario.
+import {
+  backendPlan,
+  client,
+  type ClientSpec,
+  lifecycle,
+  load,
+  type LoadSpec,
+  operators,
+  type OperatorSpec,
+  type Scenario,
+  worker,
+  type WorkerSpec,
+} from "./scenario.ts";
+
+const IDENTIFIER = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+
+function same(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (
+    typeof a !== "object" || typeof b !== "object" || a === null || b === null
+  ) {
+    return false;
+  }
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  return ka.length === kb.length &&
+    ka.every((k) =>
+      Object.hasOwn(b, k) &&
+      same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k])
+    );
+}
+
+/** A value as a TypeScript literal on one line; `fields` prints some keys its own way. */
+function literal(
+  v: unknown,
+  fields: Record<string, (x: unknown) => string> = {},
+): string {
+  if (v === undefined) return "undefined";
+  if (v === null || typeof v !== "object") return JSON.stringify(v);
+  if (Array.isArray(v)) return `[${v.map((x) => literal(x)).join(", ")}]`;
+  const entries = Object.entries(v).map(([k, x]) =>
+    `${IDENTIFIER.test(k) ? k : JSON.stringify(k)}: ${
+      fields[k]?.(x) ?? literal(x)
+    }`
+  );
+  return entries.length === 0 ? "{}" : `{ ${entries.join(", ")} }`;
+}
+
+/** The keys of `v` whose value is not the builder's default. */
+function overrides<T extends object>(v: T, defaults: T): Partial<T> {
+  const out: Partial<T> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (!same(x, (defaults as Record<string, unknown>)[k])) {
+      (out as Record<string, unknown>)[k] = x;
+    }
+  }
+  return out;
+}
+
+/** `name(args..., { overrides })`, or the plain literal if the builder would add a key `v` lacks. */
+function call<T extends object>(
+  name: string,
+  v: T,
+  defaults: T,
+  args: string[] = [],
+  fields: Record<string, (x: unknown) => string> = {},
+): string {
+  if (!Object.keys(defaults).every((k) => Object.hasOwn(v, k))) {
+    return literal(v, fields);
+  }
+  const o = overrides(v, defaults);
+  const parts = Object.keys(o).length === 0
+    ? args
+    : [...args, literal(o, fields)];
+  return `${name}(${parts.join(", ")})`;
+}
+
+function workerCall(w: WorkerSpec): string {
+  const base = worker(w.name, w.models);
+  return call("worker", w, base, [literal(w.name), literal(w.models)], {
+    lifecycle: (x) =>
+      call("lifecycle", x as WorkerSpec["lifecycle"] & object, lifecycle()),
+    backend: (x) =>
+      call("backendPlan", x as WorkerSpec["backend"] & object, backendPlan()),
+  });
+}
+
+function clientCall(c: ClientSpec): string {
+  return call("client", c, client(c.atMs, c.model), [
+    literal(c.atMs),
+    literal(c.model),
+  ]);
+}
+
+function loadCall(l: LoadSpec): string {
+  return call("load", l, load());
+}
+
+function operatorsCall(o: OperatorSpec): string {
+  return call("operators", o, operators());
+}
+
+function list<T>(items: readonly T[], each: (x: T) => string): string {
+  return items.length === 0
+    ? "[]"
+    : `[\n${items.map((x) => `    ${each(x)},`).join("\n")}\n  ]`;
+}
+
+/** `const <binding>: Scenario = { ... };`, one builder call a line. */
+export function scenarioSource(s: Scenario, binding: string): string {
+  const fields: Record<string, (x: unknown) => string> = {
+    workers: (x) => list(x as WorkerSpec[], workerCall),
+    clients: (x) => list(x as ClientSpec[], clientCall),
+    load: (x) => list(x as LoadSpec[], loadCall),
+    operators: (x) => list(x as OperatorSpec[], operatorsCall),
+  };
+  const lines = Object.entries(s).map(([k, x]) =>
+    `  ${k}: ${fields[k]?.(x) ?? literal(x)},`
+  );
+  return [`const ${binding}: Scenario = {`, ...lines, "};"].join("\n");
+}
