@@ -1,10 +1,12 @@
 // The worker's I/O: the WebSocket to the proxy (proxy_link.ts), backend calls
 // (backend_calls.ts), timers (timers.ts) and the event loop around `step`.
 // Callbacks only translate I/O into events; every decision is in
-// core/worker/decide.ts. Events raised while actions run are queued and handled
-// after the current batch, never re-entrantly.
+// core/worker/decide.ts. The loop is the one driver (../driver.ts): events raised
+// while actions run are queued, never handled re-entrantly. A failure there is a
+// bug and propagates; the loop ends when the worker exits.
 import { assertNever } from "../../core/assert_never.ts";
 import { EXTENSION_BODY_CHUNKS } from "../../core/protocol/mod.ts";
+import { makeDriver } from "../driver.ts";
 import type { Logger } from "../log.ts";
 import { makeBackendCalls } from "./backend_calls.ts";
 import type { WorkerConfig } from "./config.ts";
@@ -47,9 +49,7 @@ export function startWorker(
     drainTimeoutSecs: config.drainTimeoutSecs,
     onServerShutdown: config.onServerShutdown,
   });
-  const queue: WorkerEvent[] = [];
-  let running = false;
-  let stopped = false;
+  const driver = makeDriver({ state, step, run });
   const pending = new Set<Promise<unknown>>();
   const stopAll = new AbortController();
   let refreshInterval: ReturnType<typeof setInterval> | null = null;
@@ -90,21 +90,7 @@ export function startWorker(
   const done = new Promise<number>((resolve) => resolveDone = resolve);
 
   function dispatch(event: WorkerEvent): void {
-    if (stopped) return;
-    queue.push(event);
-    if (running) return;
-    running = true;
-    try {
-      for (
-        let e = queue.shift();
-        e !== undefined && !stopped;
-        e = queue.shift()
-      ) {
-        for (const action of step(state, e)) run(action);
-      }
-    } finally {
-      running = false;
-    }
+    driver.submit(event);
   }
 
   function track(p: Promise<unknown>): void {
@@ -169,8 +155,8 @@ export function startWorker(
   }
 
   function stop(code: number, graceful: boolean): void {
-    if (stopped) return;
-    stopped = true;
+    if (driver.stopped) return;
+    driver.stop();
     timers.clearAll();
     if (refreshInterval !== null) clearInterval(refreshInterval);
     clearInterval(capabilitiesInterval);
