@@ -23,6 +23,7 @@ import {
   int,
   OptionError,
   type OptionSpec,
+  type OptionValues,
   readOptions,
   str,
 } from "../options.ts";
@@ -381,12 +382,69 @@ export function loadServerConfig(
 ): { config: ServerConfig; help: false } | { help: true } {
   const { values, help } = readOptions(args, env, SERVER_OPTIONS);
   if (help) return { help: true };
+  // Checked in this order: the first invalid setting is the one reported.
+  const workerSecret = requiredSecret(values);
+  const { logLevel, logFormat } = logSettings(values);
+  const provider = providerName(values);
+  const { hostname, port } = parseListenAddr(str(values, "listen-addr"));
+  const limits = tenantRateLimits(values, allEnv);
+  const queueLenMax = int(values, "max-queue-len");
+  const tenantQueueLenMax = tenantQueueLen(values, queueLenMax);
+  const { opTokenSigners, opTokenMinSigners } = opTokenSigning(values);
+  const trustedProxies = trustedProxiesOf(values);
+  const maxConnections = maxConnectionsSetting(values);
+  const core = coreConfigOf(values, {
+    provider,
+    queueLenMax,
+    tenantQueueLenMax,
+    ...limits,
+  });
+  return {
+    help: false,
+    config: {
+      hostname,
+      port,
+      workerSecret,
+      logLevel,
+      logFormat,
+      adminToken: str(values, "admin-token"),
+      requireApiKeys: bool(values, "require-api-keys"),
+      dbPath: str(values, "db-path"),
+      maxBodyBytes: int(values, "max-body-bytes"),
+      clientBufferBytes: int(values, "client-buffer-bytes"),
+      tickMs: int(values, "tick-ms"),
+      trustedProxies,
+      bodyTimeoutMs: int(values, "body-timeout-secs") * 1000,
+      maxConnections: maxConnections === "auto"
+        ? defaultMaxConnections()
+        : maxConnections,
+      core,
+      opTokenKeyPath: str(values, "verified-op-token-key-path"),
+      opTokenSigners,
+      opTokenMinSigners,
+      metricsToken: str(values, "metrics-token"),
+      corsAllowOrigins: parseCorsOrigins(str(values, "cors-allow-origins")),
+      ...(str(values, "cluster-url") === "" ? {} : {
+        clusterUrl: str(values, "cluster-url"),
+        clusterPrefix: str(values, "cluster-prefix"),
+      }),
+    },
+  };
+}
+
+function requiredSecret(values: OptionValues): string {
   const secret = values["worker-secret"];
   if (secret === null || secret === undefined || secret === "") {
     throw new OptionError(
       "WORKER_SECRET is required: set it (or --worker-secret) to the secret your workers will use",
     );
   }
+  return secret;
+}
+
+function logSettings(
+  values: OptionValues,
+): { logLevel: LogLevel; logFormat: LogFormat } {
   const logLevel = str(values, "log-level").toLowerCase();
   if (!isLogLevel(logLevel)) {
     throw new OptionError(
@@ -399,13 +457,27 @@ export function loadServerConfig(
       `LOG_FORMAT must be text or json, got "${logFormat}"`,
     );
   }
+  return { logLevel, logFormat };
+}
+
+function providerName(values: OptionValues): string {
   const provider = str(values, "provider-name");
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(provider)) {
     throw new OptionError(
       `PROVIDER_NAME must be 1-64 of A-Z a-z 0-9 . _ -, got "${provider}"`,
     );
   }
-  const { hostname, port } = parseListenAddr(str(values, "listen-addr"));
+  return provider;
+}
+
+/** `TENANT_RATE_LIMIT_<tenant>` variables, then DEFAULT_RATE_LIMIT, which wins over `..._default`. */
+function tenantRateLimits(
+  values: OptionValues,
+  allEnv: Record<string, string>,
+): {
+  rateLimits: Record<string, RateLimit>;
+  defaultRateLimit: RateLimit | null;
+} {
   const rateLimits: Record<string, RateLimit> = {};
   let defaultRateLimit: RateLimit | null = null;
   for (const [name, raw] of Object.entries(allEnv)) {
@@ -419,13 +491,23 @@ export function loadServerConfig(
   if (defaultRaw !== "") {
     defaultRateLimit = parseRateLimit("DEFAULT_RATE_LIMIT", defaultRaw);
   }
-  const queueLenMax = int(values, "max-queue-len");
-  const tenantQueueRaw = str(values, "tenant-max-queue-len");
-  if (tenantQueueRaw !== "" && !/^[1-9]\d*$/.test(tenantQueueRaw)) {
+  return { rateLimits, defaultRateLimit };
+}
+
+/** TENANT_MAX_QUEUE_LEN, defaulting to the whole queue's bound. */
+function tenantQueueLen(values: OptionValues, queueLenMax: number): number {
+  const raw = str(values, "tenant-max-queue-len");
+  if (raw !== "" && !/^[1-9]\d*$/.test(raw)) {
     throw new OptionError(
-      `TENANT_MAX_QUEUE_LEN (--tenant-max-queue-len) must be a whole number >= 1, got "${tenantQueueRaw}"`,
+      `TENANT_MAX_QUEUE_LEN (--tenant-max-queue-len) must be a whole number >= 1, got "${raw}"`,
     );
   }
+  return raw === "" ? queueLenMax : Number(raw);
+}
+
+function opTokenSigning(
+  values: OptionValues,
+): { opTokenSigners: string[]; opTokenMinSigners: number } {
   const opTokenSigners = str(values, "op-token-signers").split(",").map((x) =>
     x.trim()
   ).filter((x) => x !== "");
@@ -435,29 +517,48 @@ export function loadServerConfig(
       `OP_TOKEN_MIN_SIGNERS (${opTokenMinSigners}) exceeds the ${opTokenSigners.length} signer(s) in OP_TOKEN_SIGNERS: no token could ever pass`,
     );
   }
-  let trustedProxies: TrustedProxies;
+  return { opTokenSigners, opTokenMinSigners };
+}
+
+function trustedProxiesOf(values: OptionValues): TrustedProxies {
   try {
-    trustedProxies = parseTrustedProxies(str(values, "trusted-proxies"));
+    return parseTrustedProxies(str(values, "trusted-proxies"));
   } catch (e) {
     throw new OptionError(
       `TRUSTED_PROXIES (--trusted-proxies): ${(e as Error).message}`,
     );
   }
-  const maxConnectionsRaw = str(values, "max-connections").trim();
-  if (maxConnectionsRaw !== "auto" && !/^[1-9]\d*$/.test(maxConnectionsRaw)) {
+}
+
+/** MAX_CONNECTIONS: `auto` is resolved from the open-file limit by the caller. */
+function maxConnectionsSetting(values: OptionValues): "auto" | number {
+  const raw = str(values, "max-connections").trim();
+  if (raw !== "auto" && !/^[1-9]\d*$/.test(raw)) {
     throw new OptionError(
-      `MAX_CONNECTIONS (--max-connections) must be auto or a whole number >= 1, got "${maxConnectionsRaw}"`,
+      `MAX_CONNECTIONS (--max-connections) must be auto or a whole number >= 1, got "${raw}"`,
     );
   }
-  const core = makeConfig({
-    providers: [{ name: provider, enabled: true }],
-    defaultProvider: provider,
-    queueLenMax,
-    tenantQueueLenMax: tenantQueueRaw === ""
-      ? queueLenMax
-      : Number(tenantQueueRaw),
-    rateLimits,
-    defaultRateLimit,
+  return raw === "auto" ? "auto" : Number(raw);
+}
+
+/** The core's settings: what the reducer decides with (and the cluster's version gate digests). */
+function coreConfigOf(
+  values: OptionValues,
+  o: {
+    provider: string;
+    queueLenMax: number;
+    tenantQueueLenMax: number;
+    rateLimits: Record<string, RateLimit>;
+    defaultRateLimit: RateLimit | null;
+  },
+): CoreConfig {
+  return makeConfig({
+    providers: [{ name: o.provider, enabled: true }],
+    defaultProvider: o.provider,
+    queueLenMax: o.queueLenMax,
+    tenantQueueLenMax: o.tenantQueueLenMax,
+    rateLimits: o.rateLimits,
+    defaultRateLimit: o.defaultRateLimit,
     affinityLoadMargin: int(values, "affinity-load-margin"),
     queueTimeoutMs: int(values, "queue-timeout-secs") * 1000,
     requestTimeoutMs: int(values, "request-timeout-secs") * 1000,
@@ -469,35 +570,4 @@ export function loadServerConfig(
     requireProtocolVersion: bool(values, "require-protocol-version"),
     registerTimeoutMs: int(values, "register-timeout-secs") * 1000,
   });
-  return {
-    help: false,
-    config: {
-      hostname,
-      port,
-      workerSecret: secret,
-      logLevel,
-      logFormat,
-      adminToken: str(values, "admin-token"),
-      requireApiKeys: bool(values, "require-api-keys"),
-      dbPath: str(values, "db-path"),
-      maxBodyBytes: int(values, "max-body-bytes"),
-      clientBufferBytes: int(values, "client-buffer-bytes"),
-      tickMs: int(values, "tick-ms"),
-      trustedProxies,
-      bodyTimeoutMs: int(values, "body-timeout-secs") * 1000,
-      maxConnections: maxConnectionsRaw === "auto"
-        ? defaultMaxConnections()
-        : Number(maxConnectionsRaw),
-      core,
-      opTokenKeyPath: str(values, "verified-op-token-key-path"),
-      opTokenSigners,
-      opTokenMinSigners,
-      metricsToken: str(values, "metrics-token"),
-      corsAllowOrigins: parseCorsOrigins(str(values, "cors-allow-origins")),
-      ...(str(values, "cluster-url") === "" ? {} : {
-        clusterUrl: str(values, "cluster-url"),
-        clusterPrefix: str(values, "cluster-prefix"),
-      }),
-    },
-  };
 }

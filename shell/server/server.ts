@@ -1,21 +1,32 @@
 // Wires the shell together: one node:http server for clients and the worker
 // WebSocket endpoint, one runtime driving the core, one tick timer.
-import { createServer } from "node:http";
+import {
+  createServer,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from "node:http";
 import type { AddressInfo } from "node:net";
 // @ts-types="npm:@types/ws@8.18.1"
 import type { WebSocket } from "ws";
-import { type Effect, type Event, initialState } from "../../core/mod.ts";
+import {
+  type Effect,
+  type Event,
+  initialState,
+  type State,
+} from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { handleHttp, type HttpDeps } from "./client_http.ts";
 import type { Clients, LifecycleCallers } from "./clients.ts";
-import { capConnections } from "./connection_cap.ts";
+import { capConnections, type ConnectionCap } from "./connection_cap.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import { answerUnparsable, closeIfBodyUnread, sendJson } from "./http_reply.ts";
-import { makeEffectRunner } from "./run_effects.ts";
+import { type EffectDeps, makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
-import { makeWorkerUpgrade } from "./worker_socket.ts";
+import type { ClusterRuntime } from "./cluster/runtime.ts";
+import { makeWorkerUpgrade, type WorkerUpgrade } from "./worker_socket.ts";
 
 /**
  * Below this a worker secret can be guessed: the auth throttle never refuses a
@@ -28,7 +39,7 @@ export type RunningServer = {
   hostname: string;
   runtime: Runtime;
   /** Cluster mode only (issue 16): notes and membership for keys and nonces. */
-  cluster?: import("./cluster/runtime.ts").ClusterRuntime;
+  cluster?: ClusterRuntime;
   /** Starts a graceful shutdown (C30); resolves when it completed. */
   shutdown(): Promise<void>;
   /** Stops at once: closes every socket and the listener. */
@@ -57,30 +68,13 @@ export async function startServer(
     new Map();
   const sockets = new Map<string, WebSocket>();
   const rawSockets = new WeakMap<WebSocket, Corkable>();
-  const batcher = makeFrameBatcher();
   let resolveShutdown = () => {};
   const shutdownDone = new Promise<void>((r) => resolveShutdown = r);
   // Late-bound so the effect runner can submit follow-up events.
-  let submit = (_e: Parameters<Runtime["submit"]>[0]) => {};
-  const server = createServer((req, res) => {
-    if (connections.refuseRequest(req, res)) return;
-    closeIfBodyUnread(req, res);
-    try {
-      handleHttp(req, res, httpDeps);
-    } catch (e) {
-      // Our bug: one request fails, loudly, and the server keeps serving.
-      log("error", "request handler failed", { error: String(e) });
-      if (!res.headersSent) {
-        sendJson(res, 500, {
-          error: {
-            message: "internal error",
-            type: "server_error",
-            code: "internal_error",
-          },
-        });
-      } else res.destroy();
-    }
-  });
+  let submit = (_e: Event) => {};
+  const server = createServer((req, res) =>
+    serveClient(req, res, connections, httpDeps, log)
+  );
   server.on("clientError", answerUnparsable);
   const connections = capConnections(server, config.maxConnections);
   const upgrade = makeWorkerUpgrade({
@@ -95,57 +89,198 @@ export async function startServer(
     isRegistered: (id) => state.workers.has(id),
     cap: connections,
   });
-  const runEffect = makeEffectRunner({
+  const runEffect = effectRunnerFor(config, hooks, {
     clients,
     lifecycleCallers,
     sockets,
+    rawSockets,
+    log,
+    submit: (e) => submit(e),
+    onShutdownComplete: () => resolveShutdown(),
+    admission: upgrade.admission,
+  });
+  const { runtime, cluster } = await startRuntime(config, {
+    state,
+    clients,
+    sockets,
+    workerPending: upgrade.admission.pending,
+    runEffect,
+    log,
+  });
+  submit = withEventTap(runtime.submit, hooks.onEvent, log);
+  const httpDeps = httpDepsFor(config, state, clients, submit, hooks);
+  server.on("upgrade", upgrade.onUpgrade);
+  server.keepAliveTimeout = 65_000;
+
+  const port = await listen(server, config);
+  const tick = setInterval(
+    () => runtime.submit({ kind: "tick", atMs: nowMs(), unixMs: Date.now() }),
+    config.tickMs,
+  );
+  announce(config, port, log);
+
+  let closed = false;
+  async function close(): Promise<void> {
+    if (closed) return;
+    closed = true;
+    clearInterval(tick);
+    await cluster?.close();
+    await closeAll({ server, sockets, clients, lifecycleCallers, upgrade });
+  }
+  async function shutdown(): Promise<void> {
+    runtime.submit({ kind: "shutdownRequested", atMs: nowMs() });
+    await shutdownDone;
+    await close();
+  }
+  return {
+    port,
+    hostname: config.hostname,
+    runtime,
+    ...(cluster === null ? {} : { cluster }),
+    shutdown,
+    close,
+  };
+}
+
+/** Cuts every worker socket, client and lifecycle caller, then the listener. */
+async function closeAll(
+  { server, sockets, clients, lifecycleCallers, upgrade }: {
+    server: Server;
+    sockets: Map<string, WebSocket>;
+    clients: Clients;
+    lifecycleCallers: LifecycleCallers;
+    upgrade: WorkerUpgrade;
+  },
+): Promise<void> {
+  for (const ws of sockets.values()) ws.terminate();
+  for (const c of clients.values()) c.res.destroy();
+  for (const res of lifecycleCallers.values()) res.destroy();
+  upgrade.close();
+  await new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeAllConnections();
+  });
+}
+
+/** One client request; a throw is our bug: that request fails, loudly, and the server keeps serving. */
+function serveClient(
+  req: IncomingMessage,
+  res: ServerResponse,
+  connections: ConnectionCap,
+  httpDeps: HttpDeps,
+  log: Logger,
+): void {
+  if (connections.refuseRequest(req, res)) return;
+  closeIfBodyUnread(req, res);
+  try {
+    handleHttp(req, res, httpDeps);
+  } catch (e) {
+    log("error", "request handler failed", { error: String(e) });
+    if (!res.headersSent) {
+      sendJson(res, 500, {
+        error: {
+          message: "internal error",
+          type: "server_error",
+          code: "internal_error",
+        },
+      });
+    } else res.destroy();
+  }
+}
+
+/**
+ * The local runtime, or with CLUSTER_URL (issue 16) the cluster runtime that
+ * shares its input through Redis; the cluster code (and ioredis) is loaded only
+ * then.
+ */
+async function startRuntime(
+  config: ServerConfig,
+  deps: {
+    state: State;
+    clients: Clients;
+    sockets: Map<string, WebSocket>;
+    workerPending: (workerId: string) => boolean;
+    runEffect: (effect: Effect) => void;
+    log: Logger;
+  },
+): Promise<{ runtime: Runtime; cluster: ClusterRuntime | null }> {
+  if (config.clusterUrl === undefined) {
+    return {
+      runtime: makeRuntime(deps.state, deps.runEffect, deps.log),
+      cluster: null,
+    };
+  }
+  const { startCluster } = await import("./cluster/start.ts");
+  const cluster = await startCluster(config, deps);
+  return { runtime: cluster, cluster };
+}
+
+/** Runs each effect, then the metrics tap (`hooks.onEffect`) on it. */
+function effectRunnerFor(
+  config: ServerConfig,
+  hooks: ServerHooks,
+  deps:
+    & Pick<
+      EffectDeps,
+      | "clients"
+      | "lifecycleCallers"
+      | "sockets"
+      | "log"
+      | "submit"
+      | "onShutdownComplete"
+      | "admission"
+    >
+    & { rawSockets: WeakMap<WebSocket, Corkable> },
+): (effect: Effect) => void {
+  const { rawSockets, ...rest } = deps;
+  const batcher = makeFrameBatcher();
+  const runEffect = makeEffectRunner({
+    ...rest,
+    // Frames of one turn to one worker leave in one write (frame_batch.ts).
     batch: (ws) => {
       const raw = rawSockets.get(ws);
       if (raw !== undefined) batcher.hold(raw);
     },
-    log,
     clientBufferBytes: config.clientBufferBytes,
-    submit: (e) => submit(e),
     now: nowMs,
     onRequestFinished: hooks.onRequestFinished ?? (() => {}),
-    onShutdownComplete: () => resolveShutdown(),
-    admission: upgrade.admission,
   });
-  const { onEvent, onEffect } = hooks;
-  const tapped = onEffect === undefined ? runEffect : (e: Effect) => {
+  const { onEffect } = hooks;
+  if (onEffect === undefined) return runEffect;
+  return (e) => {
     runEffect(e);
     onEffect(e);
   };
-  // Issue 16: with CLUSTER_URL the runtime shares its input through Redis; the
-  // cluster code (and ioredis) is loaded only then.
-  const cluster = config.clusterUrl === undefined
-    ? null
-    : await (await import("./cluster/start.ts")).startCluster(
-      config,
-      {
-        state,
-        clients,
-        sockets,
-        workerPending: upgrade.admission.pending,
-        runEffect: tapped,
-        log,
-      },
-    );
-  const runtime: Runtime = cluster ?? makeRuntime(state, tapped, log);
-  const submitEvent = onEvent === undefined ? runtime.submit : (e: Event) => {
+}
+
+/** The metrics tap on events: called before each event is submitted; its failure is logged, never fatal. */
+function withEventTap(
+  submit: (event: Event) => void,
+  onEvent: ((event: Event) => void) | undefined,
+  log: Logger,
+): (event: Event) => void {
+  if (onEvent === undefined) return submit;
+  return (e) => {
     try {
       onEvent(e);
     } catch (err) {
       log("error", "event tap failed", { event: e.kind, error: String(err) });
     }
-    runtime.submit(e);
+    submit(e);
   };
-  submit = submitEvent;
+}
 
-  const httpDeps: HttpDeps = {
+function httpDepsFor(
+  config: ServerConfig,
+  state: State,
+  clients: Clients,
+  submit: (event: Event) => void,
+  hooks: ServerHooks,
+): HttpDeps {
+  return {
     state,
     clients,
-    submit: submitEvent,
+    submit,
     now: nowMs,
     maxBodyBytes: config.maxBodyBytes,
     bodyTimeoutMs: config.bodyTimeoutMs,
@@ -156,20 +291,20 @@ export async function startServer(
       : { extraRoutes: hooks.extraRoutes }),
     ...(hooks.authorize === undefined ? {} : { authorize: hooks.authorize }),
   };
-  server.on("upgrade", upgrade.onUpgrade);
-  server.keepAliveTimeout = 65_000;
+}
 
+/** Resolves with the port listened on (config.port 0 picks one). */
+async function listen(server: Server, config: ServerConfig): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.port, config.hostname, () => resolve());
   });
-  const address = server.address() as AddressInfo;
-  const tick = setInterval(
-    () => runtime.submit({ kind: "tick", atMs: nowMs(), unixMs: Date.now() }),
-    config.tickMs,
-  );
+  return (server.address() as AddressInfo).port;
+}
+
+function announce(config: ServerConfig, port: number, log: Logger): void {
   log("info", "server listening", {
-    address: `${config.hostname}:${address.port}`,
+    address: `${config.hostname}:${port}`,
     provider: config.core.defaultProvider,
   });
   if (config.workerSecret.length < SHORT_SECRET_CHARS) {
@@ -179,33 +314,4 @@ export async function startServer(
       { length: config.workerSecret.length },
     );
   }
-
-  let closed = false;
-  async function close(): Promise<void> {
-    if (closed) return;
-    closed = true;
-    clearInterval(tick);
-    await cluster?.close();
-    for (const ws of sockets.values()) ws.terminate();
-    for (const c of clients.values()) c.res.destroy();
-    for (const res of lifecycleCallers.values()) res.destroy();
-    upgrade.close();
-    await new Promise<void>((resolve) => {
-      server.close(() => resolve());
-      server.closeAllConnections();
-    });
-  }
-  async function shutdown(): Promise<void> {
-    runtime.submit({ kind: "shutdownRequested", atMs: nowMs() });
-    await shutdownDone;
-    await close();
-  }
-  return {
-    port: address.port,
-    hostname: config.hostname,
-    runtime,
-    ...(cluster === null ? {} : { cluster }),
-    shutdown,
-    close,
-  };
 }

@@ -57,13 +57,13 @@ export type WorkerAdmission = {
 
 type Attempt = { req: IncomingMessage; socket: Duplex; head: Buffer };
 
-export function makeWorkerUpgrade(
-  deps: WorkerSocketDeps,
-): {
+export type WorkerUpgrade = {
   onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   admission: WorkerAdmission;
   close: () => void;
-} {
+};
+
+export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
   // maxPayload in bytes: a UTF-8 character is at most 4 bytes.
   const wss = new WebSocketServer({
     noServer: true,
@@ -74,23 +74,9 @@ export function makeWorkerUpgrade(
   const attempts = new Map<string, Attempt>();
 
   function onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const url = requestUrl(req.url);
-    if (url === null || url.pathname !== "/v1/worker/connect") {
-      socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
-      return;
-    }
-    const header = req.headers["x-worker-secret"];
-    const secret = (Array.isArray(header) ? header[0] : header) ??
-      url.searchParams.get("secret") ??
-      "";
-    const secretValid = secretsEqual(secret, deps.workerSecret);
-    if (secretValid) deps.cap?.exempt(socket);
-    else if (deps.cap?.overCap(socket) === true) {
-      socket.end(
-        "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
-      );
-      return;
-    }
+    const screened = screenUpgrade(deps, req, socket);
+    if (screened === null) return;
+    const { url, secretValid } = screened;
     socket.on("error", () => {
       // A reset before the handshake: the socket closes, nothing to tell.
     });
@@ -112,62 +98,13 @@ export function makeWorkerUpgrade(
     const a = attempts.get(workerId);
     if (a === undefined) return false;
     attempts.delete(workerId);
-    wss.handleUpgrade(a.req, a.socket, a.head, (ws) => {
-      deps.sockets.set(workerId, ws);
-      deps.rawSockets?.set(ws, a.socket);
-      capUntilRegistered(workerId, ws, a.socket);
-      ws.on("message", (data, isBinary) => {
-        deps.submit(
-          isBinary ? binaryFrameEvent(workerId, deps.now()) : eventFromFrame(
-            workerId,
-            deps.now(),
-            data.toString(),
-            deps.frameCharsMax,
-          ),
-        );
-      });
-      ws.on("close", (code, reason) => {
-        deps.sockets.delete(workerId);
-        const text = reason.toString();
-        deps.submit({
-          kind: "workerDisconnected",
-          atMs: deps.now(),
-          workerId,
-          reason: text === "" ? `close code ${code}` : `${code} ${text}`,
-        });
-      });
-      ws.on("error", () => {
-        // Followed by "close", which carries the disconnect into the core.
-      });
-    });
+    wss.handleUpgrade(
+      a.req,
+      a.socket,
+      a.head,
+      (ws) => admitted(deps, workerId, ws, a.socket),
+    );
     return true;
-  }
-
-  /**
-   * Counts raw bytes until the core accepted `register`, so a socket that was
-   * admitted but never registers cannot make us buffer a 64 MiB frame.
-   */
-  function capUntilRegistered(
-    workerId: string,
-    ws: WebSocket,
-    socket: Duplex,
-  ): void {
-    let received = 0;
-    const onData = (chunk: Buffer) => {
-      if (deps.isRegistered(workerId)) return socket.off("data", onData);
-      received += chunk.length;
-      if (received <= PRE_REGISTER_BYTES_MAX) return;
-      socket.off("data", onData);
-      ws.close(
-        1009,
-        `more than ${PRE_REGISTER_BYTES_MAX} bytes before register`,
-      );
-      socket.end();
-      // Read nothing more of theirs; the close event ends the core's record.
-      socket.pause();
-      setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
-    };
-    socket.on("data", onData);
   }
 
   function refuse(workerId: string, code: number, reason: string): boolean {
@@ -175,15 +112,13 @@ export function makeWorkerUpgrade(
     if (a === undefined) return false;
     attempts.delete(workerId);
     // The handshake completes so the worker reads the close code and reason, as
-    // the original's workers expect (C41); the socket is half-closed right after
-    // our close frame and cut if the peer lingers.
-    refusals.handleUpgrade(a.req, a.socket, a.head, (ws) => {
-      ws.on("error", () => {});
-      ws.close(code, closeReason(reason));
-      a.socket.end();
-      const cut = setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
-      ws.once("close", () => clearTimeout(cut));
-    });
+    // the original's workers expect (C41).
+    refusals.handleUpgrade(
+      a.req,
+      a.socket,
+      a.head,
+      (ws) => refused(ws, a.socket, code, reason),
+    );
     return true;
   }
 
@@ -197,4 +132,121 @@ export function makeWorkerUpgrade(
       refusals.close();
     },
   };
+}
+
+/**
+ * What node:http answers itself, before any WebSocket: 404 off the worker path,
+ * 503 over the connection cap (a worker with the right secret is exempt).
+ * Null when answered here.
+ */
+function screenUpgrade(
+  deps: WorkerSocketDeps,
+  req: IncomingMessage,
+  socket: Duplex,
+): { url: URL; secretValid: boolean } | null {
+  const url = requestUrl(req.url);
+  if (url === null || url.pathname !== "/v1/worker/connect") {
+    socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+    return null;
+  }
+  const secretValid = secretsEqual(
+    presentedSecret(req, url),
+    deps.workerSecret,
+  );
+  if (secretValid) deps.cap?.exempt(socket);
+  else if (deps.cap?.overCap(socket) === true) {
+    socket.end(
+      "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
+    );
+    return null;
+  }
+  return { url, secretValid };
+}
+
+/** The secret a worker presented: the header, else the `secret` query parameter. */
+function presentedSecret(req: IncomingMessage, url: URL): string {
+  const header = req.headers["x-worker-secret"];
+  return (Array.isArray(header) ? header[0] : header) ??
+    url.searchParams.get("secret") ??
+    "";
+}
+
+/** An admitted worker's socket, open: its frames and its close become core events. */
+function admitted(
+  deps: WorkerSocketDeps,
+  workerId: string,
+  ws: WebSocket,
+  socket: Duplex,
+): void {
+  deps.sockets.set(workerId, ws);
+  deps.rawSockets?.set(ws, socket);
+  capUntilRegistered(deps, workerId, ws, socket);
+  ws.on("message", (data, isBinary) => {
+    deps.submit(
+      isBinary ? binaryFrameEvent(workerId, deps.now()) : eventFromFrame(
+        workerId,
+        deps.now(),
+        data.toString(),
+        deps.frameCharsMax,
+      ),
+    );
+  });
+  ws.on("close", (code, reason) => {
+    deps.sockets.delete(workerId);
+    const text = reason.toString();
+    deps.submit({
+      kind: "workerDisconnected",
+      atMs: deps.now(),
+      workerId,
+      reason: text === "" ? `close code ${code}` : `${code} ${text}`,
+    });
+  });
+  ws.on("error", () => {
+    // Followed by "close", which carries the disconnect into the core.
+  });
+}
+
+/**
+ * Counts raw bytes until the core accepted `register`, so a socket that was
+ * admitted but never registers cannot make us buffer a 64 MiB frame.
+ */
+function capUntilRegistered(
+  deps: WorkerSocketDeps,
+  workerId: string,
+  ws: WebSocket,
+  socket: Duplex,
+): void {
+  let received = 0;
+  const onData = (chunk: Buffer) => {
+    if (deps.isRegistered(workerId)) return socket.off("data", onData);
+    received += chunk.length;
+    if (received <= PRE_REGISTER_BYTES_MAX) return;
+    socket.off("data", onData);
+    ws.close(
+      1009,
+      `more than ${PRE_REGISTER_BYTES_MAX} bytes before register`,
+    );
+    socket.end();
+    // Read nothing more of theirs; the close event ends the core's record.
+    socket.pause();
+    setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
+  };
+  socket.on("data", onData);
+}
+
+/**
+ * A refused worker's socket, open only to read why: it is half-closed right
+ * after our close frame and cut if the peer lingers.
+ */
+function refused(
+  ws: WebSocket,
+  socket: Duplex,
+  code: number,
+  reason: string,
+): void {
+  ws.on("error", () => {});
+  ws.close(code, closeReason(reason));
+  socket.end();
+  const cut = setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
+  ws.once("close", () => clearTimeout(cut));
 }

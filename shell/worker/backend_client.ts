@@ -194,18 +194,7 @@ export function forwardToBackend(
   signal: AbortSignal,
   sink: AnswerSink,
 ): Promise<BackendOutcome> {
-  // Only the allow-listed headers reach the backend, whatever the server sent.
-  const headers: Record<string, string> = {};
-  const from = request.headers ?? {};
-  for (const name in from) {
-    const lower = name.toLowerCase();
-    if (FORWARDED_HEADERS.has(lower) && !SKIPPED_HEADERS.has(lower)) {
-      headers[lower] = from[name]!;
-    }
-  }
-  authorize(headers, backend);
-  headers["content-type"] ??= "application/json";
-  headers["content-length"] = String(Buffer.byteLength(request.body, "utf8"));
+  const headers = backendHeaders(request, backend);
   const backendUrl = backend.url;
   return new Promise((resolve) => {
     if (signal.aborted) return resolve({ kind: "cancelled" });
@@ -243,124 +232,208 @@ export function forwardToBackend(
       method: "POST",
       headers,
       agent: tls ? AGENTS.https : AGENTS.http,
-    }, (res) => {
-      const status = res.statusCode ?? 502;
-      const responseHeaders = copyHeaders(headerEntries(res.headers));
-      const ok = status >= 200 && status < 300;
-      // A string decoder: a character split across reads survives (C45).
-      res.setEncoding("utf8");
-      const broken = () =>
-        failed(
-          "backend response failed: the backend closed the connection mid-answer",
-        );
-      res.on("error", broken);
-      res.on("close", () => {
-        if (!res.complete) broken();
-      });
-      /** Pauses reading until the proxy link has room again. */
-      const throttle = () => {
-        if (sink.hasRoom() || res.isPaused()) return;
-        res.pause();
-        const poll = () => {
-          if (settled) return;
-          if (sink.hasRoom()) res.resume();
-          else setTimeout(poll, ROOM_POLL_MS);
-        };
-        setTimeout(poll, ROOM_POLL_MS);
-      };
-      const send = (text: string) => {
-        started = true;
-        sink.chunk(text);
-        throttle();
-      };
-      if (!request.is_streaming && ok && sink.bodyChunks) {
-        // body-chunks-v1: pieces as they come, the rest in response_complete.
-        let body = "";
-        const tail = newUsageTail();
-        res.on("data", (s: string) => {
-          body += s;
-          while (body.length >= BODY_PIECE_CHARS) {
-            const piece = body.slice(0, BODY_PIECE_CHARS);
-            body = body.slice(BODY_PIECE_CHARS);
-            keepTail(tail, piece);
-            send(piece);
-          }
-        });
-        res.on("end", () => {
-          keepTail(tail, body);
-          done({
-            kind: "completed",
-            completion: {
-              status_code: status,
-              headers: responseHeaders,
-              body,
-              token_counts: started
-                ? tokenCountsFromTail(tail.text)
-                : tokenCountsFromBody(body),
-            },
-          });
-        });
-        return;
-      }
-      if (!request.is_streaming || !ok) {
-        // Errors of a streaming request arrive as one JSON body: pass it whole.
-        let body = "";
-        let bytes = 0;
-        res.on("data", (s: string) => {
-          bytes += Buffer.byteLength(s);
-          if (bytes > RESPONSE_FRAME_BYTES_MAX) {
-            // Already too large for one frame: stop reading, answer 502.
-            req.destroy();
-            return done({ kind: "completed", completion: tooLarge(request) });
-          }
-          body += s;
-        });
-        res.on("end", () =>
-          done({
-            kind: "completed",
-            completion: fitsOneFrame(body, responseHeaders)
-              ? {
-                status_code: status,
-                headers: responseHeaders,
-                body,
-                token_counts: ok ? tokenCountsFromBody(body) : null,
-              }
-              : tooLarge(request),
-          }));
-        return;
-      }
-      const usage = newUsageScan();
-      let pending = "";
-      const flush = () => {
-        if (pending === "" || settled) return;
-        const text = pending;
-        pending = "";
-        send(text);
-        scanChunk(usage, text);
-      };
-      res.on("data", (s: string) => {
-        if (s === "") return;
-        if (pending === "") queueMicrotask(flush);
-        pending += s;
-      });
-      res.on("end", () => {
-        flush();
-        done({
-          kind: "completed",
-          completion: {
-            status_code: status,
-            headers: responseHeaders,
-            body: "",
-            token_counts: scanResult(usage),
-          },
-        });
-      });
-    });
+    }, (res) =>
+      readAnswer(res, request, sink, {
+        done,
+        failed,
+        settled: () => settled,
+        started: () => started,
+        markStarted: () => {
+          started = true;
+        },
+        destroy: () => req.destroy(),
+      }));
     req.on("error", (e) => {
       failed(`backend unreachable at ${backendUrl}: ${e.message}`);
     });
     signal.addEventListener("abort", onAbort, { once: true });
     req.end(request.body);
+  });
+}
+
+/** Only the allow-listed headers reach the backend, whatever the server sent. */
+function backendHeaders(
+  request: RequestMessage,
+  backend: Backend,
+): Record<string, string> {
+  const headers: Record<string, string> = {};
+  const from = request.headers ?? {};
+  for (const name in from) {
+    const lower = name.toLowerCase();
+    if (FORWARDED_HEADERS.has(lower) && !SKIPPED_HEADERS.has(lower)) {
+      headers[lower] = from[name]!;
+    }
+  }
+  authorize(headers, backend);
+  headers["content-type"] ??= "application/json";
+  headers["content-length"] = String(Buffer.byteLength(request.body, "utf8"));
+  return headers;
+}
+
+/** One backend call, as the answer's readers see it. */
+type Call = {
+  /** Settles the call (once; later outcomes are ignored). */
+  done(outcome: BackendOutcome): void;
+  /** No complete answer: unavailable, or broken once started. */
+  failed(why: string): void;
+  settled(): boolean;
+  /** Whether any byte of the answer went to the proxy. */
+  started(): boolean;
+  markStarted(): void;
+  /** Stops the backend call. */
+  destroy(): void;
+};
+
+/** One backend answer being read: what the three readers below share. */
+type Answer = Call & {
+  request: RequestMessage;
+  res: http.IncomingMessage;
+  status: number;
+  /** The backend's response headers, hop-by-hop ones dropped. */
+  headers: Record<string, string>;
+  /** Passes text on to the proxy; reading pauses while the link is full. */
+  send(text: string): void;
+};
+
+/** Reads the backend's answer the way its kind needs (see the readers below). */
+function readAnswer(
+  res: http.IncomingMessage,
+  request: RequestMessage,
+  sink: AnswerSink,
+  call: Call,
+): void {
+  const status = res.statusCode ?? 502;
+  const ok = status >= 200 && status < 300;
+  const answer: Answer = {
+    ...call,
+    request,
+    res,
+    status,
+    headers: copyHeaders(headerEntries(res.headers)),
+    send: (text) => {
+      call.markStarted();
+      sink.chunk(text);
+      pauseWhileFull(res, sink, call.settled);
+    },
+  };
+  // A string decoder: a character split across reads survives (C45).
+  res.setEncoding("utf8");
+  const broken = () =>
+    call.failed(
+      "backend response failed: the backend closed the connection mid-answer",
+    );
+  res.on("error", broken);
+  res.on("close", () => {
+    if (!res.complete) broken();
+  });
+  if (!request.is_streaming && ok && sink.bodyChunks) readInPieces(answer);
+  // Errors of a streaming request arrive as one JSON body: pass it whole.
+  else if (!request.is_streaming || !ok) readWhole(answer, ok);
+  else readStream(answer);
+}
+
+/** Pauses reading until the proxy link has room again. */
+function pauseWhileFull(
+  res: http.IncomingMessage,
+  sink: AnswerSink,
+  settled: () => boolean,
+): void {
+  if (sink.hasRoom() || res.isPaused()) return;
+  res.pause();
+  const poll = () => {
+    if (settled()) return;
+    if (sink.hasRoom()) res.resume();
+    else setTimeout(poll, ROOM_POLL_MS);
+  };
+  setTimeout(poll, ROOM_POLL_MS);
+}
+
+/** body-chunks-v1: a non-streaming body leaves in pieces as it comes, the rest in response_complete. */
+function readInPieces(a: Answer): void {
+  let body = "";
+  const tail = newUsageTail();
+  a.res.on("data", (s: string) => {
+    body += s;
+    while (body.length >= BODY_PIECE_CHARS) {
+      const piece = body.slice(0, BODY_PIECE_CHARS);
+      body = body.slice(BODY_PIECE_CHARS);
+      keepTail(tail, piece);
+      a.send(piece);
+    }
+  });
+  a.res.on("end", () => {
+    keepTail(tail, body);
+    a.done({
+      kind: "completed",
+      completion: {
+        status_code: a.status,
+        headers: a.headers,
+        body,
+        token_counts: a.started()
+          ? tokenCountsFromTail(tail.text)
+          : tokenCountsFromBody(body),
+      },
+    });
+  });
+}
+
+/** The whole body buffered for one response_complete, up to one frame. */
+function readWhole(a: Answer, ok: boolean): void {
+  let body = "";
+  let bytes = 0;
+  a.res.on("data", (s: string) => {
+    bytes += Buffer.byteLength(s);
+    if (bytes > RESPONSE_FRAME_BYTES_MAX) {
+      // Already too large for one frame: stop reading, answer 502.
+      a.destroy();
+      return a.done({ kind: "completed", completion: tooLarge(a.request) });
+    }
+    body += s;
+  });
+  a.res.on("end", () =>
+    a.done({
+      kind: "completed",
+      completion: fitsOneFrame(body, a.headers)
+        ? {
+          status_code: a.status,
+          headers: a.headers,
+          body,
+          token_counts: ok ? tokenCountsFromBody(body) : null,
+        }
+        : tooLarge(a.request),
+    }));
+}
+
+/**
+ * A stream: each socket read's text is passed on, reads of one turn joined (a
+ * microtask flush), and scanned for the usage numbers on the way.
+ */
+function readStream(a: Answer): void {
+  const usage = newUsageScan();
+  let pending = "";
+  const flush = () => {
+    if (pending === "" || a.settled()) return;
+    const text = pending;
+    pending = "";
+    a.send(text);
+    scanChunk(usage, text);
+  };
+  a.res.on("data", (s: string) => {
+    if (s === "") return;
+    if (pending === "") queueMicrotask(flush);
+    pending += s;
+  });
+  a.res.on("end", () => {
+    flush();
+    a.done({
+      kind: "completed",
+      completion: {
+        status_code: a.status,
+        headers: a.headers,
+        body: "",
+        token_counts: scanResult(usage),
+      },
+    });
   });
 }
 

@@ -1,19 +1,26 @@
 // The worker's I/O: the WebSocket to the proxy (proxy_link.ts), backend calls
 // (backend_calls.ts), timers (timers.ts) and the event loop around `step`.
 // Callbacks only translate I/O into events; every decision is in
-// core/worker/decide.ts. Events raised while actions run are queued and handled
-// after the current batch, never re-entrantly.
+// core/worker/decide.ts. The loop is the one driver (../driver.ts): events raised
+// while actions run are queued, never handled re-entrantly. A failure there is a
+// bug and propagates; the loop ends when the worker exits.
 import { assertNever } from "../../core/assert_never.ts";
 import { EXTENSION_BODY_CHUNKS } from "../../core/protocol/mod.ts";
+import { makeDriver } from "../driver.ts";
 import type { Logger } from "../log.ts";
-import { makeBackendCalls } from "./backend_calls.ts";
+import { type BackendCalls, makeBackendCalls } from "./backend_calls.ts";
 import type { WorkerConfig } from "./config.ts";
-import { CAPABILITIES_INTERVAL_MS, makeLifecycle } from "./lifecycle/mod.ts";
-import { makeProxyLink } from "./proxy_link.ts";
-import { makeWorkerTimers } from "./timers.ts";
+import {
+  CAPABILITIES_INTERVAL_MS,
+  type Lifecycle,
+  makeLifecycle,
+} from "./lifecycle/mod.ts";
+import { makeProxyLink, type ProxyLink } from "./proxy_link.ts";
+import { makeWorkerTimers, type WorkerTimers } from "./timers.ts";
 import {
   initialWorkerState,
   step,
+  type TimerName,
   type WorkerAction,
   type WorkerEvent,
 } from "../../core/worker/decide.ts";
@@ -47,9 +54,11 @@ export function startWorker(
     drainTimeoutSecs: config.drainTimeoutSecs,
     onServerShutdown: config.onServerShutdown,
   });
-  const queue: WorkerEvent[] = [];
-  let running = false;
-  let stopped = false;
+  const driver = makeDriver({
+    state,
+    step,
+    run: (action: WorkerAction) => runAction(io, action),
+  });
   const pending = new Set<Promise<unknown>>();
   const stopAll = new AbortController();
   let refreshInterval: ReturnType<typeof setInterval> | null = null;
@@ -68,20 +77,21 @@ export function startWorker(
     hasRoom: () => link.hasRoom(),
     stopped: stopAll.signal,
   });
-  const timers = makeWorkerTimers((timer) =>
-    dispatch(
-      timer === "drain"
-        ? { kind: "drainTimerFired" }
-        : timer === "idle"
-        ? { kind: "idleTimerFired" }
-        : { kind: "reconnectTimerFired" },
-    )
-  );
-  const lifecycle = makeLifecycle(
-    config.backendUrl,
-    config.backendApiKey,
-    stopAll.signal,
-  );
+  const timers = makeWorkerTimers((timer) => dispatch(timerFired(timer)));
+  const io: WorkerIo = {
+    link,
+    backend,
+    timers,
+    lifecycle: makeLifecycle(
+      config.backendUrl,
+      config.backendApiKey,
+      stopAll.signal,
+    ),
+    dispatch,
+    track,
+    stop,
+    log: deps.log,
+  };
   const capabilitiesInterval = setInterval(
     () => dispatch({ kind: "capabilitiesDue" }),
     CAPABILITIES_INTERVAL_MS,
@@ -90,21 +100,7 @@ export function startWorker(
   const done = new Promise<number>((resolve) => resolveDone = resolve);
 
   function dispatch(event: WorkerEvent): void {
-    if (stopped) return;
-    queue.push(event);
-    if (running) return;
-    running = true;
-    try {
-      for (
-        let e = queue.shift();
-        e !== undefined && !stopped;
-        e = queue.shift()
-      ) {
-        for (const action of step(state, e)) run(action);
-      }
-    } finally {
-      running = false;
-    }
+    driver.submit(event);
   }
 
   function track(p: Promise<unknown>): void {
@@ -112,83 +108,15 @@ export function startWorker(
     p.finally(() => pending.delete(p));
   }
 
-  function run(action: WorkerAction): void {
-    switch (action.kind) {
-      case "connect":
-        link.connect();
-        return;
-      case "send":
-        link.send(action.message);
-        return;
-      case "forward":
-        backend.forward(action.request);
-        return;
-      case "abortBackend":
-        backend.abort(action.requestId);
-        return;
-      case "listModels":
-        backend.listModels(action.reply);
-        return;
-      case "probeCapabilities":
-        track(
-          lifecycle.capabilities().then((capabilities) => {
-            if (capabilities !== null) {
-              dispatch({ kind: "capabilitiesRead", capabilities });
-            }
-          }),
-        );
-        return;
-      case "runLifecycle": {
-        const taskId = action.request.task_id;
-        track(
-          lifecycle.run(
-            action.request,
-            (u) => dispatch({ kind: "lifecycleUpdate", taskId, ...u }),
-          ),
-        );
-        return;
-      }
-      case "armTimer":
-        timers.arm(action.timer, action.ms);
-        return;
-      case "closeSocket":
-        link.close(action.code, action.reason);
-        return;
-      case "dropSocket":
-        link.terminate();
-        return;
-      case "exit":
-        stop(action.code, action.graceful);
-        return;
-      case "log":
-        deps.log(action.level, action.message, action.fields);
-        return;
-      default:
-        return assertNever(action);
-    }
-  }
-
   function stop(code: number, graceful: boolean): void {
-    if (stopped) return;
-    stopped = true;
+    if (driver.stopped) return;
+    driver.stop();
     timers.clearAll();
     if (refreshInterval !== null) clearInterval(refreshInterval);
     clearInterval(capabilitiesInterval);
     backend.abortAll();
     stopAll.abort();
-    const closed = link.closeForExit();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const bounded = graceful
-      ? Promise.race([
-        closed,
-        new Promise<void>((r) => timer = setTimeout(r, CLOSE_WAIT_MS)),
-      ])
-      : Promise.resolve();
-    // Let aborted fetches settle so nothing outlives `done`.
-    bounded.then(() => Promise.allSettled([...pending])).then(() => {
-      clearTimeout(timer);
-      resolveDone(code);
-    });
+    settleAfterExit(link, graceful, pending).then(() => resolveDone(code));
   }
 
   if (state.modelsDiscovered && config.modelsRefreshSecs > 0) {
@@ -199,4 +127,110 @@ export function startWorker(
   }
   link.connect();
   return { done, signal: () => dispatch({ kind: "shutdownSignalled" }) };
+}
+
+/** What the worker's actions are carried out with. */
+type WorkerIo = {
+  link: ProxyLink;
+  backend: BackendCalls;
+  timers: WorkerTimers;
+  lifecycle: Lifecycle;
+  dispatch: (event: WorkerEvent) => void;
+  /** Keeps a call the worker's exit waits for. */
+  track: (p: Promise<unknown>) => void;
+  stop: (code: number, graceful: boolean) => void;
+  log: Logger;
+};
+
+function runAction(io: WorkerIo, action: WorkerAction): void {
+  switch (action.kind) {
+    case "connect":
+      io.link.connect();
+      return;
+    case "send":
+      io.link.send(action.message);
+      return;
+    case "forward":
+      io.backend.forward(action.request);
+      return;
+    case "abortBackend":
+      io.backend.abort(action.requestId);
+      return;
+    case "listModels":
+      io.backend.listModels(action.reply);
+      return;
+    case "probeCapabilities":
+      io.track(
+        io.lifecycle.capabilities().then((capabilities) => {
+          if (capabilities !== null) {
+            io.dispatch({ kind: "capabilitiesRead", capabilities });
+          }
+        }),
+      );
+      return;
+    case "runLifecycle": {
+      const taskId = action.request.task_id;
+      io.track(
+        io.lifecycle.run(
+          action.request,
+          (u) => io.dispatch({ kind: "lifecycleUpdate", taskId, ...u }),
+        ),
+      );
+      return;
+    }
+    case "armTimer":
+      io.timers.arm(action.timer, action.ms);
+      return;
+    case "closeSocket":
+      io.link.close(action.code, action.reason);
+      return;
+    case "dropSocket":
+      io.link.terminate();
+      return;
+    case "exit":
+      io.stop(action.code, action.graceful);
+      return;
+    case "log":
+      io.log(action.level, action.message, action.fields);
+      return;
+    default:
+      return assertNever(action);
+  }
+}
+
+function timerFired(timer: TimerName): WorkerEvent {
+  switch (timer) {
+    case "drain":
+      return { kind: "drainTimerFired" };
+    case "idle":
+      return { kind: "idleTimerFired" };
+    case "reconnect":
+      return { kind: "reconnectTimerFired" };
+    default:
+      return assertNever(timer);
+  }
+}
+
+/**
+ * Resolves once the proxy socket is closed (a graceful exit waits up to
+ * CLOSE_WAIT_MS for the proxy's answer) and the aborted calls settled, so
+ * nothing outlives `done`.
+ */
+async function settleAfterExit(
+  link: ProxyLink,
+  graceful: boolean,
+  pending: Set<Promise<unknown>>,
+): Promise<void> {
+  const closed = link.closeForExit();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  // Even at once, `pending` is read a microtask later: the exiting event's
+  // remaining actions run first and may add to it.
+  await (graceful
+    ? Promise.race([
+      closed,
+      new Promise<void>((r) => timer = setTimeout(r, CLOSE_WAIT_MS)),
+    ])
+    : Promise.resolve());
+  await Promise.allSettled([...pending]);
+  clearTimeout(timer);
 }

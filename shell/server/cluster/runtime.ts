@@ -1,6 +1,7 @@
 // The cluster runtime (issue 16): the same `Runtime` as runtime.ts, but `submit`
 // appends to the shared log instead of reducing, and every log entry (from any
-// instance) is applied to this instance's replica, whose effects then run here.
+// instance) is applied to this instance's replica, whose effects then run here
+// (through the one driver, ../../driver.ts, as in runtime.ts).
 // Effects for sockets another instance holds find no socket and do nothing
 // (run_effects.ts ignores unknown ids): that is the whole of effect ownership.
 //
@@ -30,6 +31,8 @@ import {
   type Liveness,
   REDUCER_VERSION,
 } from "../../../core/cluster/mod.ts";
+import { assertNever } from "../../../core/assert_never.ts";
+import { makeDriver } from "../../driver.ts";
 import type { Logger } from "../../log.ts";
 import type { Clients } from "../clients.ts";
 import type { Runtime } from "../runtime.ts";
@@ -76,6 +79,17 @@ const UNAVAILABLE: ClientError = {
   message: "the relay cluster's shared log is unreachable; retry shortly",
   retryAfterSecs: 2,
 };
+
+/** One log entry to apply; `quiet` while catching up on a join (no log lines). */
+type Applying = { entry: LogEntry; quiet: boolean };
+
+/** What applying one entry asks of this instance, in this order. */
+type EntryAction =
+  | { kind: "effects"; effects: readonly Effect[]; quiet: boolean }
+  | { kind: "checkDigest"; note: Note }
+  | { kind: "note"; note: Note; from: string }
+  | { kind: "deaths"; died: readonly string[] }
+  | { kind: "checkpoint"; entry: LogEntry };
 
 function newInstanceId(): string {
   return `i-${crypto.randomUUID().slice(0, 8)}`;
@@ -182,7 +196,34 @@ export async function startClusterRuntime(
     }
   }
 
+  /**
+   * Applying log entries goes through the same driver as the single server's
+   * runtime: `stepEntry` applies one entry to the replica and lists what this
+   * instance then does, in order; `carryOut` does it. Entries arrive from one
+   * read loop at a time, so the driver's queue only guards re-entrancy.
+   */
+  const applier = makeDriver<ClusterState, Applying, EntryAction>({
+    state: cs,
+    step: stepEntry,
+    run: carryOut,
+    // A broken invariant is our bug: report it loudly, keep serving others.
+    onStepError: (e, { entry }) =>
+      log("error", "core rejected a log entry", {
+        id: entry.id,
+        error: String(e),
+      }),
+    // No `onActionError`: effects are guarded one by one in `run` (also used
+    // outside the log), and a throwing note listener propagates, as before.
+  });
+
   function applyEntry(entry: LogEntry, quiet: boolean): void {
+    applier.submit({ entry, quiet });
+  }
+
+  function stepEntry(
+    replica: ClusterState,
+    { entry, quiet }: Applying,
+  ): EntryAction[] {
     // Checkpoints fall on the first entry of each snapshot period: a position
     // every replica (and a joiner from a snapshot) picks the same way.
     const previousSlot = appliedMs === null
@@ -195,28 +236,44 @@ export async function startClusterRuntime(
       record = JSON.parse(entry.data) as ClusterRecord;
     } catch {
       log("error", "unreadable cluster log entry", { id: entry.id });
-      return;
+      return [];
     }
-    let applied;
-    try {
-      applied = applyRecord(cs, record, entry.ms);
-    } catch (e) {
-      // A broken invariant is our bug: report it loudly, keep serving others.
-      log("error", "core rejected a log entry", {
-        id: entry.id,
-        error: String(e),
-      });
-      return;
-    }
-    for (const effect of applied.effects) run(effect, quiet);
+    const applied = applyRecord(replica, record, entry.ms);
+    const actions: EntryAction[] = [
+      { kind: "effects", effects: applied.effects, quiet },
+    ];
     const note = applied.note;
-    if (note !== null && note.t === "digest") checkDigest(note);
-    else if (note !== null) {
-      for (const l of noteListeners) l(note, record.instance === instanceId);
+    if (note !== null && note.t === "digest") {
+      actions.push({ kind: "checkDigest", note });
+    } else if (note !== null) {
+      actions.push({ kind: "note", note, from: record.instance });
     }
-    if (applied.died.includes(instanceId)) selfDied();
+    actions.push({ kind: "deaths", died: applied.died });
     if (previousSlot !== Math.floor(entry.ms / snapshotEveryMs)) {
-      checkpoint(entry);
+      actions.push({ kind: "checkpoint", entry });
+    }
+    return actions;
+  }
+
+  function carryOut(action: EntryAction): void {
+    switch (action.kind) {
+      case "effects":
+        for (const effect of action.effects) run(effect, action.quiet);
+        return;
+      case "checkDigest":
+        return checkDigest(action.note);
+      case "note":
+        for (const l of noteListeners) {
+          l(action.note, action.from === instanceId);
+        }
+        return;
+      case "deaths":
+        if (action.died.includes(instanceId)) selfDied();
+        return;
+      case "checkpoint":
+        return checkpoint(action.entry);
+      default:
+        return assertNever(action);
     }
   }
 

@@ -188,124 +188,33 @@ export async function runOperation(
   signal: AbortSignal,
   call: BackendFetch = fetch,
 ): Promise<void> {
-  const modelId = typeof params.modelId === "string" ? params.modelId : "";
-  const started = Date.now();
   const fail = (error: string, status = 502) =>
     report({ status: "failed", progress: null, error, result: { status } });
   const ok = (result: Json) =>
     report({ status: "completed", progress: 1, error: null, result });
+  const op: Operation = {
+    call,
+    base,
+    operation,
+    params,
+    modelId: typeof params.modelId === "string" ? params.modelId : "",
+    started: Date.now(),
+    signal,
+    report,
+    ok,
+    fail,
+  };
   try {
+    // `return await`: a throw of any of them is caught below.
     switch (backend) {
-      case "spec004": {
-        const path = operation === "model-load"
-          ? "/v1/models/load"
-          : operation === "model-unload"
-          ? "/v1/models/unload"
-          : "/v1/cache/flush";
-        const r = await postJson(call, base + path, params);
-        if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
-        if (operation !== "model-load" || r.status !== 202) return ok(r.json);
-        const taskId = String(r.json.taskId ?? "");
-        while (!signal.aborted && Date.now() - started < LOAD_MAX_MS) {
-          await sleep(POLL_MS, signal);
-          const t = await getJson(
-            call,
-            `${base}/v1/models/load/${encodeURIComponent(taskId)}`,
-            CALL_MS,
-          ) as Json;
-          if (t.status === "completed") return ok(t);
-          if (t.status === "failed") {
-            return fail(String(t.error ?? "the runner reported a failure"));
-          }
-          report({
-            status: "running",
-            progress: typeof t.progress === "number" ? t.progress : null,
-            error: null,
-            result: typeof t.eta === "number" ? { eta: t.eta } : null,
-          });
-        }
-        return fail("the load did not finish in time");
-      }
-      case "ollama": {
-        if (operation === "cache-flush") {
-          return unsupported(report, backend, operation);
-        }
-        const keepAlive = operation === "model-unload"
-          ? 0
-          : (params.keepAlive ?? "5m");
-        const r = await postJson(call, `${base}/api/generate`, {
-          model: modelId,
-          prompt: "",
-          keep_alive: keepAlive,
-          stream: false,
-        }, LOAD_MAX_MS);
-        if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
-        return ok(
-          operation === "model-load"
-            ? { modelId, loadTimeMs: Date.now() - started }
-            : { modelId, kvCacheFlushed: true },
-        );
-      }
-      case "llama-router": {
-        if (operation === "cache-flush") {
-          return unsupported(report, backend, operation);
-        }
-        const path = operation === "model-load"
-          ? "/models/load"
-          : "/models/unload";
-        const r = await postJson(call, base + path, { model: modelId });
-        if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
-        if (operation === "model-unload") return ok({ modelId });
-        while (!signal.aborted && Date.now() - started < LOAD_MAX_MS) {
-          const list = await getJson(call, `${base}/models`, CALL_MS) as Json;
-          const m = (list.data as Json[]).find((x) => x.id === modelId);
-          const st = isObj(m?.status) ? m.status.value : m?.status;
-          if (st === "loaded") {
-            return ok({ modelId, loadTimeMs: Date.now() - started });
-          }
-          if (
-            st === "failed" || st === "unloaded" && Date.now() - started > 5000
-          ) {
-            return fail(`llama-server reports model "${modelId}" as ${st}`);
-          }
-          report({
-            status: "running",
-            progress: null,
-            error: null,
-            result: null,
-          });
-          await sleep(POLL_MS, signal);
-        }
-        return fail("the load did not finish in time");
-      }
-      case "llama-swap": {
-        if (operation === "cache-flush") {
-          return unsupported(report, backend, operation);
-        }
-        if (operation === "model-load") {
-          const res = await call(
-            `${base}/upstream/${encodeURIComponent(modelId)}/health`,
-            { signal: AbortSignal.timeout(LOAD_MAX_MS) },
-          );
-          await res.body?.cancel();
-          if (!res.ok) {
-            return fail(`llama-swap answered ${res.status}`, res.status);
-          }
-          return ok({ modelId, loadTimeMs: Date.now() - started });
-        }
-        const running = (await getJson(call, `${base}/running`) as Json)
-          .running as Json[];
-        const others = running.filter((x) => x.model !== modelId);
-        if (others.length > 0) {
-          return fail(
-            `501 not implemented: llama-swap can only unload every model at once and ${others.length} other model(s) are running`,
-            501,
-          );
-        }
-        const r = await postJson(call, `${base}/unload`, {});
-        if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
-        return ok({ modelId });
-      }
+      case "spec004":
+        return await spec004(op);
+      case "ollama":
+        return await ollama(op);
+      case "llama-router":
+        return await llamaRouter(op);
+      case "llama-swap":
+        return await llamaSwap(op);
       case "llama-server":
         return await singleLlama(call, base, operation, params, ok, fail);
       case "none":
@@ -314,6 +223,142 @@ export async function runOperation(
   } catch (e) {
     fail(`backend error: ${(e as Error).message}`);
   }
+}
+
+/** One operation under way: where, what, and how its end is reported. */
+type Operation = {
+  call: BackendFetch;
+  base: string;
+  operation: LifecycleOperation;
+  params: Json;
+  /** params.modelId, or "" without one. */
+  modelId: string;
+  /** Date.now() when it began. */
+  started: number;
+  signal: AbortSignal;
+  report: Report;
+  ok: (result: Json) => void;
+  fail: (error: string, status?: number) => void;
+};
+
+/** A spec 004 backend: see the header. */
+async function spec004(o: Operation): Promise<void> {
+  const { call, base, operation, ok, fail } = o;
+  const path = operation === "model-load"
+    ? "/v1/models/load"
+    : operation === "model-unload"
+    ? "/v1/models/unload"
+    : "/v1/cache/flush";
+  const r = await postJson(call, base + path, o.params);
+  if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
+  if (operation !== "model-load" || r.status !== 202) return ok(r.json);
+  const taskId = String(r.json.taskId ?? "");
+  while (!o.signal.aborted && Date.now() - o.started < LOAD_MAX_MS) {
+    await sleep(POLL_MS, o.signal);
+    const t = await getJson(
+      call,
+      `${base}/v1/models/load/${encodeURIComponent(taskId)}`,
+      CALL_MS,
+    ) as Json;
+    if (t.status === "completed") return ok(t);
+    if (t.status === "failed") {
+      return fail(String(t.error ?? "the runner reported a failure"));
+    }
+    o.report({
+      status: "running",
+      progress: typeof t.progress === "number" ? t.progress : null,
+      error: null,
+      result: typeof t.eta === "number" ? { eta: t.eta } : null,
+    });
+  }
+  return fail("the load did not finish in time");
+}
+
+/** Ollama: see the header. */
+async function ollama(o: Operation): Promise<void> {
+  const { operation, modelId } = o;
+  if (operation === "cache-flush") {
+    return unsupported(o.report, "ollama", operation);
+  }
+  const keepAlive = operation === "model-unload"
+    ? 0
+    : (o.params.keepAlive ?? "5m");
+  const r = await postJson(o.call, `${o.base}/api/generate`, {
+    model: modelId,
+    prompt: "",
+    keep_alive: keepAlive,
+    stream: false,
+  }, LOAD_MAX_MS);
+  if (r.status >= 400) return o.fail(errorText(r.status, r.json), r.status);
+  return o.ok(
+    operation === "model-load"
+      ? { modelId, loadTimeMs: Date.now() - o.started }
+      : { modelId, kvCacheFlushed: true },
+  );
+}
+
+/** llama-server in router mode: see the header. */
+async function llamaRouter(o: Operation): Promise<void> {
+  const { call, base, operation, modelId, started, ok, fail } = o;
+  if (operation === "cache-flush") {
+    return unsupported(o.report, "llama-router", operation);
+  }
+  const path = operation === "model-load" ? "/models/load" : "/models/unload";
+  const r = await postJson(call, base + path, { model: modelId });
+  if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
+  if (operation === "model-unload") return ok({ modelId });
+  while (!o.signal.aborted && Date.now() - started < LOAD_MAX_MS) {
+    const list = await getJson(call, `${base}/models`, CALL_MS) as Json;
+    const m = (list.data as Json[]).find((x) => x.id === modelId);
+    const st = isObj(m?.status) ? m.status.value : m?.status;
+    if (st === "loaded") {
+      return ok({ modelId, loadTimeMs: Date.now() - started });
+    }
+    if (
+      st === "failed" || st === "unloaded" && Date.now() - started > 5000
+    ) {
+      return fail(`llama-server reports model "${modelId}" as ${st}`);
+    }
+    o.report({
+      status: "running",
+      progress: null,
+      error: null,
+      result: null,
+    });
+    await sleep(POLL_MS, o.signal);
+  }
+  return fail("the load did not finish in time");
+}
+
+/** llama-swap: see the header. */
+async function llamaSwap(o: Operation): Promise<void> {
+  const { call, base, operation, modelId, ok, fail } = o;
+  if (operation === "cache-flush") {
+    return unsupported(o.report, "llama-swap", operation);
+  }
+  if (operation === "model-load") {
+    const res = await call(
+      `${base}/upstream/${encodeURIComponent(modelId)}/health`,
+      { signal: AbortSignal.timeout(LOAD_MAX_MS) },
+    );
+    await res.body?.cancel();
+    if (!res.ok) {
+      return fail(`llama-swap answered ${res.status}`, res.status);
+    }
+    return ok({ modelId, loadTimeMs: Date.now() - o.started });
+  }
+  const running = (await getJson(call, `${base}/running`) as Json)
+    .running as Json[];
+  const others = running.filter((x) => x.model !== modelId);
+  if (others.length > 0) {
+    return fail(
+      `501 not implemented: llama-swap can only unload every model at once and ${others.length} other model(s) are running`,
+      501,
+    );
+  }
+  const r = await postJson(call, `${base}/unload`, {});
+  if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
+  return ok({ modelId });
 }
 
 /** The ids (and aliases) a single-model llama-server answers to. */
