@@ -3,9 +3,11 @@
 import {
   type RequestMessage,
   type ResponseCompleteMessage,
+  SERVER_MESSAGE_TYPES,
   type ServerMessage,
   serverMessageSchema,
   type TokenCounts,
+  WORKER_MESSAGE_TYPES,
   type WorkerMessage,
   workerMessageSchema,
 } from "./messages.ts";
@@ -60,25 +62,8 @@ export type Decoded<T> = { ok: true; message: T } | {
   error: DecodeError;
 };
 
-const WORKER_TYPES = new Set([
-  "register",
-  "models_update",
-  "response_chunk",
-  "response_complete",
-  "pong",
-  "error",
-  "capabilities",
-  "lifecycle_progress",
-]);
-const SERVER_TYPES = new Set([
-  "register_ack",
-  "request",
-  "cancel",
-  "ping",
-  "graceful_shutdown",
-  "models_refresh",
-  "lifecycle_request",
-]);
+const WORKER_TYPES = new Set<string>(WORKER_MESSAGE_TYPES);
+const SERVER_TYPES = new Set<string>(SERVER_MESSAGE_TYPES);
 
 function fail<T>(kind: DecodeError["kind"], message: string): Decoded<T> {
   return { ok: false, error: { kind, message } };

@@ -3,6 +3,10 @@
 // skewed towards what breaks parsers (wrong types, huge numbers, deep nesting,
 // invalid UTF-8, truncation, oversize, frames in the wrong state, floods).
 import fc from "fast-check";
+import {
+  SERVER_MESSAGE_TYPES,
+  WORKER_MESSAGE_TYPES,
+} from "../../core/protocol/mod.ts";
 
 /**
  * Runs per door: FUZZ_RUNS if set, else FUZZ_DEFAULT_RUNS (`deno task fuzz`
@@ -316,19 +320,10 @@ function join(...parts: Uint8Array[]): Uint8Array {
 
 // ---- the worker door -------------------------------------------------------
 
+/** Every frame type of the protocol, either direction (wrong-way ones too), and one that is none. */
 const WORKER_TYPES = [
-  "register",
-  "models_update",
-  "response_chunk",
-  "response_complete",
-  "pong",
-  "error",
-  "capabilities",
-  "lifecycle_progress",
-  "request",
-  "ping",
-  "cancel",
-  "register_ack",
+  ...WORKER_MESSAGE_TYPES,
+  ...SERVER_MESSAGE_TYPES,
   "nonsense",
 ];
 
