@@ -8,6 +8,7 @@ import {
   startServerProcess,
   startWorkerProcess,
 } from "../shell/demo/cluster.ts";
+import { encodeOpToken } from "../shell/server/op_token.ts";
 
 /** ../shared/llama relative to the repository root, as in CI. */
 export const LLAMA_DIR = new URL("../shared/llama/", `file://${ROOT}`)
@@ -169,4 +170,25 @@ export function longPrompt(tokens: number): string {
   // "hello world " is 2 tokens here (measured: 700 repeats = 1,428 prompt tokens
   // with the chat template).
   return "hello world ".repeat(Math.ceil(tokens / 2));
+}
+
+// ---- governed operations through the relay -----------------------------------
+
+/** A test-only op-token key (committed on purpose: it guards nothing). */
+export const KEY_PATH =
+  new URL("./_op_token_test.key", import.meta.url).pathname;
+/** Per-worker detail in /v1/capabilities is for the admin token only (issue 15). */
+export const ADMIN_TOKEN = "e2e-llama-admin-token";
+let nonce = 0;
+
+/** A verifiedOpToken for `operation` on `modelId`, signed with KEY_PATH. */
+export function opToken(operation: string, modelId: string): string {
+  const key = Deno.readFileSync(KEY_PATH).slice(0, -1); // without the newline
+  return encodeOpToken({
+    operation,
+    modelId,
+    issuedAt: Math.floor(Date.now() / 1000),
+    signers: ["admin1"],
+    nonce: `e2e-llama-${Date.now()}-${nonce++}`,
+  }, key);
 }

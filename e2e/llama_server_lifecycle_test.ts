@@ -6,7 +6,6 @@
 // message) where ../shared/llama is absent.
 import assert from "node:assert/strict";
 import { waitUntil } from "../shell/procs.ts";
-import { encodeOpToken } from "../shell/server/op_token.ts";
 import {
   detectBackend,
   type Report,
@@ -14,9 +13,12 @@ import {
 } from "../shell/worker/lifecycle/backends.ts";
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
 import {
+  ADMIN_TOKEN,
+  KEY_PATH,
   LLAMA_ABSENT,
   LLAMA_MODEL,
   LLAMA_SLOT_CTX,
+  opToken,
   startLlamaServer,
   withLlamaCluster,
 } from "./_llama.ts";
@@ -188,23 +190,6 @@ Deno.test({
   }
 });
 
-/** A test-only key (committed on purpose: it guards nothing). */
-const KEY_PATH = new URL("./_op_token_test.key", import.meta.url).pathname;
-let nonce = 0;
-
-function opToken(operation: string, modelId: string): string {
-  const key = Deno.readFileSync(KEY_PATH).slice(0, -1); // without the newline
-  return encodeOpToken({
-    operation,
-    modelId,
-    issuedAt: Math.floor(Date.now() / 1000),
-    signers: ["admin1"],
-    nonce: `e2e-llama-${Date.now()}-${nonce++}`,
-  }, key);
-}
-
-const ADMIN_TOKEN = "e2e-llama-admin-token";
-
 Deno.test({
   name:
     "through the relay: GET /v1/capabilities shows what the worker read from llama-server; a governed load of tiny completes, an unload is 501",
@@ -280,7 +265,6 @@ Deno.test({
       VERIFIED_OP_TOKEN_KEY_PATH: KEY_PATH,
       OP_TOKEN_SIGNERS: "admin1",
       OP_TOKEN_MIN_SIGNERS: "1",
-      // Per-worker detail in /v1/capabilities is for the admin token only (issue 15).
       MODELRELAY_ADMIN_TOKEN: ADMIN_TOKEN,
     },
   });

@@ -7,7 +7,6 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { waitUntil } from "../shell/procs.ts";
-import { encodeOpToken } from "../shell/server/op_token.ts";
 import {
   detectBackend,
   type Report,
@@ -15,8 +14,11 @@ import {
 } from "../shell/worker/lifecycle/backends.ts";
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
 import {
+  ADMIN_TOKEN,
+  KEY_PATH,
   LLAMA_ABSENT,
   LLAMA_MODEL,
+  opToken,
   startLlamaRouter,
   withLlamaCluster,
 } from "./_llama.ts";
@@ -153,22 +155,6 @@ Deno.test({
     await router.child.stop(5_000);
   }
 });
-
-const KEY_PATH = new URL("./_op_token_test.key", import.meta.url).pathname;
-let nonce = 0;
-
-function opToken(operation: string, modelId: string): string {
-  const key = Deno.readFileSync(KEY_PATH).slice(0, -1); // without the newline
-  return encodeOpToken({
-    operation,
-    modelId,
-    issuedAt: Math.floor(Date.now() / 1000),
-    signers: ["admin1"],
-    nonce: `e2e-router-${Date.now()}-${nonce++}`,
-  }, key);
-}
-
-const ADMIN_TOKEN = "e2e-llama-router-admin-token";
 
 Deno.test({
   name:

@@ -63,9 +63,19 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
     case "backendFinished":
       return onBackendFinished(state, event.requestId, event.completion);
     case "backendUnavailable":
-      return onBackendUnavailable(state, event);
+      return onBackendFailure(
+        state,
+        event.requestId,
+        event.message,
+        "backend_unavailable",
+      );
     case "backendStreamBroken":
-      return onBackendStreamBroken(state, event);
+      return onBackendFailure(
+        state,
+        event.requestId,
+        event.message,
+        "backend_stream_broken",
+      );
     case "modelsListed":
       return onModelsListed(state, event.models, event.reply);
     case "modelsListFailed":
@@ -287,58 +297,30 @@ function onBackendFinished(
   return out;
 }
 
-/** The backend refused the request before any byte (issue 14): it did not start here. */
-function onBackendUnavailable(
-  state: WorkerState,
-  e: Extract<WorkerEvent, { kind: "backendUnavailable" }>,
-): WorkerAction[] {
-  const endpointPath = state.inFlight.get(e.requestId);
-  if (endpointPath === undefined) return [];
-  state.inFlight.delete(e.requestId);
-  return [
-    log("warn", "backend unavailable", {
-      request_id: e.requestId,
-      reason: e.message,
-    }),
-    send(
-      notAnsweredMessage(
-        state,
-        e.requestId,
-        endpointPath,
-        "backend_unavailable",
-        e.message,
-      ),
-    ),
-    ...finishDrainIfIdle(state),
-  ];
-}
-
 /**
- * The backend died after part of the answer went out (issue 14): our server ends
- * the client's stream with an SSE error (`backend_stream_broken`); the original
- * server gets the 502 completion it always got.
+ * The backend gave no complete answer (issue 14): refused or reset before any
+ * byte (`backend_unavailable`: it did not start here), or died after part of
+ * the answer went out (`backend_stream_broken`: our server ends the client's
+ * stream with an SSE error). The original server gets the 502 it always got.
  */
-function onBackendStreamBroken(
+function onBackendFailure(
   state: WorkerState,
-  e: Extract<WorkerEvent, { kind: "backendStreamBroken" }>,
+  requestId: string,
+  message: string,
+  why: "backend_unavailable" | "backend_stream_broken",
 ): WorkerAction[] {
-  const endpointPath = state.inFlight.get(e.requestId);
+  const endpointPath = state.inFlight.get(requestId);
   if (endpointPath === undefined) return [];
-  state.inFlight.delete(e.requestId);
+  state.inFlight.delete(requestId);
   return [
-    log("warn", "backend stream broken", {
-      request_id: e.requestId,
-      reason: e.message,
-    }),
-    send(
-      notAnsweredMessage(
-        state,
-        e.requestId,
-        endpointPath,
-        "backend_stream_broken",
-        e.message,
-      ),
+    log(
+      "warn",
+      why === "backend_unavailable"
+        ? "backend unavailable"
+        : "backend stream broken",
+      { request_id: requestId, reason: message },
     ),
+    send(notAnsweredMessage(state, requestId, endpointPath, why, message)),
     ...finishDrainIfIdle(state),
   ];
 }
