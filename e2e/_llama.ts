@@ -192,3 +192,40 @@ export function opToken(operation: string, modelId: string): string {
     nonce: `e2e-llama-${Date.now()}-${nonce++}`,
   }, key);
 }
+
+/** POST a JSON body to the relay; the status and the parsed answer. */
+export async function postJson(
+  serverUrl: string,
+  path: string,
+  body: unknown,
+  // deno-lint-ignore no-explicit-any
+): Promise<{ status: number; body: any }> {
+  const res = await fetch(serverUrl + path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+/** A governed load of `modelId` through the relay: 202, then its task until it ends. */
+export async function governedLoad(
+  serverUrl: string,
+  modelId: string,
+  timeoutMs: number,
+): Promise<{ status?: string }> {
+  const r = await postJson(serverUrl, "/v1/models/load", {
+    modelId,
+    verifiedOpToken: opToken("model-load", modelId),
+  });
+  if (r.status !== 202) {
+    throw new Error(`load answered ${r.status}: ${JSON.stringify(r.body)}`);
+  }
+  let task: { status?: string } = {};
+  await waitUntil("the load task to finish", async () => {
+    const res = await fetch(`${serverUrl}/v1/models/load/${r.body.taskId}`);
+    task = await res.json();
+    return task.status !== "loading";
+  }, timeoutMs);
+  return task;
+}

@@ -14,11 +14,13 @@ import {
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
 import {
   ADMIN_TOKEN,
+  governedLoad,
   KEY_PATH,
   LLAMA_ABSENT,
   LLAMA_MODEL,
   LLAMA_SLOT_CTX,
   opToken,
+  postJson,
   startLlamaServer,
   withLlamaCluster,
 } from "./_llama.ts";
@@ -196,14 +198,8 @@ Deno.test({
   ignore: LLAMA_ABSENT,
 }, async (t) => {
   await withLlamaCluster(async (c) => {
-    const post = async (path: string, body: unknown) => {
-      const res = await fetch(c.serverUrl + path, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(body),
-      });
-      return { status: res.status, body: await res.json() };
-    };
+    const post = (path: string, body: unknown) =>
+      postJson(c.serverUrl, path, body);
 
     await t.step(
       "GET /v1/capabilities lists the worker's llama-server report",
@@ -229,19 +225,7 @@ Deno.test({
     await t.step(
       "POST /v1/models/load of tiny is accepted and its task completes",
       async () => {
-        const r = await post("/v1/models/load", {
-          modelId: LLAMA_MODEL,
-          verifiedOpToken: opToken("model-load", LLAMA_MODEL),
-        });
-        assert.equal(r.status, 202, JSON.stringify(r.body));
-        let task: { status?: string } = {};
-        await waitUntil("the load task to finish", async () => {
-          const res = await fetch(
-            `${c.serverUrl}/v1/models/load/${r.body.taskId}`,
-          );
-          task = await res.json();
-          return task.status !== "loading";
-        }, 10_000);
+        const task = await governedLoad(c.serverUrl, LLAMA_MODEL, 10_000);
         assert.equal(task.status, "completed", JSON.stringify(task));
       },
     );

@@ -15,10 +15,12 @@ import {
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
 import {
   ADMIN_TOKEN,
+  governedLoad,
   KEY_PATH,
   LLAMA_ABSENT,
   LLAMA_MODEL,
   opToken,
+  postJson,
   startLlamaRouter,
   withLlamaCluster,
 } from "./_llama.ts";
@@ -174,14 +176,8 @@ Deno.test({
         messages: [{ role: "user", content: "Hello!" }],
         max_tokens: 4,
       });
-    const post = async (path: string, body: unknown) => {
-      const res = await fetch(c.serverUrl + path, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify(body),
-      });
-      return { status: res.status, body: await res.json() };
-    };
+    const post = (path: string, body: unknown) =>
+      postJson(c.serverUrl, path, body);
 
     await t.step(
       "before any load, a chat reaches the router and gets its 400 'model is not loaded'",
@@ -195,19 +191,7 @@ Deno.test({
     await t.step(
       "POST /v1/models/load: the task completes, then the chat answers",
       async () => {
-        const r = await post("/v1/models/load", {
-          modelId: LLAMA_MODEL,
-          verifiedOpToken: opToken("model-load", LLAMA_MODEL),
-        });
-        assert.equal(r.status, 202, JSON.stringify(r.body));
-        let task: { status?: string } = {};
-        await waitUntil("the load task to finish", async () => {
-          const res = await fetch(
-            `${c.serverUrl}/v1/models/load/${r.body.taskId}`,
-          );
-          task = await res.json();
-          return task.status !== "loading";
-        }, 20_000);
+        const task = await governedLoad(c.serverUrl, LLAMA_MODEL, 20_000);
         assert.equal(task.status, "completed", JSON.stringify(task));
         assert.equal(await routerStatus(c.llama.url, LLAMA_MODEL), "loaded");
         const answer = await chat();
