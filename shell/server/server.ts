@@ -26,6 +26,7 @@ import { answerUnparsable, closeIfBodyUnread, sendJson } from "./http_reply.ts";
 import { type EffectDeps, makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
 import type { ClusterRuntime } from "./cluster/runtime.ts";
+import type { RuntimeDeps } from "./cluster/start.ts";
 import { makeWorkerUpgrade, type WorkerUpgrade } from "./worker_socket.ts";
 
 /**
@@ -195,14 +196,7 @@ function serveClient(
  */
 async function startRuntime(
   config: ServerConfig,
-  deps: {
-    state: State;
-    clients: Clients;
-    sockets: Map<string, WebSocket>;
-    workerPending: (workerId: string) => boolean;
-    runEffect: (effect: Effect) => void;
-    log: Logger;
-  },
+  deps: RuntimeDeps,
 ): Promise<{ runtime: Runtime; cluster: ClusterRuntime | null }> {
   if (config.clusterUrl === undefined) {
     return {

@@ -9,16 +9,19 @@ import type { ServerConfig } from "../config.ts";
 import { connectRedis } from "./redis_engine.ts";
 import { type ClusterRuntime, startClusterRuntime } from "./runtime.ts";
 
+/** What the server hands a runtime, local or clustered. */
+export type RuntimeDeps = {
+  state: State;
+  clients: Clients;
+  sockets: Map<string, WebSocket>;
+  workerPending: (workerId: string) => boolean;
+  runEffect: (effect: Effect) => void;
+  log: Logger;
+};
+
 export async function startCluster(
   config: ServerConfig,
-  d: {
-    state: State;
-    clients: Clients;
-    sockets: Map<string, WebSocket>;
-    workerPending: (workerId: string) => boolean;
-    runEffect: (effect: Effect) => void;
-    log: Logger;
-  },
+  d: RuntimeDeps,
 ): Promise<ClusterRuntime> {
   let engine;
   try {
