@@ -29,6 +29,14 @@ export function fleetHealth(state: State, workers: Worker[]): FleetHealth {
 
 export type HealthAnswer = { status: 200 | 503; body: Record<string, unknown> };
 
+/** Cluster mode (issue 16): whether this instance's shared log is reachable, as its shell knows it. */
+export type ClusterHealth = {
+  up: boolean;
+  instance: string;
+  /** Live instances in this replica's view of the fleet. */
+  instances: number;
+};
+
 /**
  * GET /health: the original's fields plus spec 004's (`uptime`, `modelsLoaded`,
  * `queueDepth`). 200 while the relay can take work, including with no worker
@@ -42,10 +50,15 @@ export function healthAnswer(
   state: State,
   version: string,
   uptimeMs: number,
+  /** In cluster mode: an instance that cannot reach the log takes no work (503). */
+  cluster: ClusterHealth | null = null,
 ): HealthAnswer {
   const depth = queueDepth(state);
   const problems: string[] = [];
   if (state.shuttingDown) problems.push("shutting down");
+  if (cluster !== null && !cluster.up) {
+    problems.push("relay cluster unavailable");
+  }
   if (queueSaturated(state)) {
     problems.push(`queue saturated (${depth} waiting)`);
   }
@@ -71,6 +84,7 @@ export function healthAnswer(
       uptime,
       modelsLoaded: listModels(state).length,
       queueDepth: depth,
+      ...(cluster === null ? {} : { cluster }),
       ...(problems.length === 0 ? {} : { problems }),
       ...(warnings.length === 0 ? {} : { warnings }),
     },

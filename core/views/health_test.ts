@@ -117,3 +117,28 @@ Deno.test("fleet health is unhealthy while every worker drains", () => {
   });
   assert.equal(fleetHealth(state, [...state.workers.values()]), "unhealthy");
 });
+
+Deno.test("cluster mode: /health is 503 while this instance cannot reach the shared log, and says so", () => {
+  const state = newState();
+  const down = healthAnswer(state, "v", 0, {
+    up: false,
+    instance: "i1",
+    instances: 3,
+  });
+  assert.equal(down.status, 503);
+  assert.deepEqual(down.body.problems, ["relay cluster unavailable"]);
+  assert.deepEqual(down.body.cluster, {
+    up: false,
+    instance: "i1",
+    instances: 3,
+  });
+  const up = healthAnswer(state, "v", 0, {
+    up: true,
+    instance: "i1",
+    instances: 3,
+  });
+  assert.equal(up.status, 200);
+  assert.deepEqual(up.body.cluster, { up: true, instance: "i1", instances: 3 });
+  // A single instance has no cluster field at all.
+  assert.equal("cluster" in healthAnswer(state, "v", 0).body, false);
+});

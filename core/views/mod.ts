@@ -2,6 +2,7 @@
 // function of state (and of what the shell alone knows: version, uptime, waits).
 export { capabilitiesView, type WaitStats } from "./capabilities.ts";
 export {
+  type ClusterHealth,
   type FleetHealth,
   fleetHealth,
   type HealthAnswer,

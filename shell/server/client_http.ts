@@ -3,7 +3,13 @@
 // disconnects before any response byte when it sent headers and body in separate
 // writes, while node:http notices within ~300 ms (checklist C46, measured).
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ClientApi, ClientError, Event, State } from "../../core/mod.ts";
+import type {
+  ClientApi,
+  ClientError,
+  ClusterHealth,
+  Event,
+  State,
+} from "../../core/mod.ts";
 import { healthAnswer, modelList, VERSION } from "../../core/mod.ts";
 import { readBody } from "./body.ts";
 import type { Clients } from "./clients.ts";
@@ -39,6 +45,8 @@ export type HttpDeps = {
   corsAllowOrigins?: readonly string[];
   /** Client auth for inference routes; absent = everyone, as claimed. */
   authorize?: (req: IncomingMessage, api: ClientApi) => Access;
+  /** Cluster mode: this instance's view of the shared log, for /health. */
+  clusterHealth?: () => ClusterHealth;
 };
 
 /** A client's access: refused with an error, or let in with what its key allows (null: no key needed). */
@@ -163,6 +171,7 @@ function health(res: ServerResponse, deps: HttpDeps): void {
     deps.state,
     VERSION,
     deps.now() - deps.startedAtMs,
+    deps.clusterHealth?.() ?? null,
   );
   sendJson(res, answer.status, answer.body);
 }

@@ -109,7 +109,7 @@ export async function startServer(
     log,
   });
   submit = withEventTap(runtime.submit, hooks.onEvent, log);
-  const httpDeps = httpDepsFor(config, state, clients, submit, hooks);
+  const httpDeps = httpDepsFor(config, state, clients, submit, hooks, cluster);
   server.on("upgrade", upgrade.onUpgrade);
   server.keepAliveTimeout = 65_000;
 
@@ -270,6 +270,7 @@ function httpDepsFor(
   clients: Clients,
   submit: (event: Event) => void,
   hooks: ServerHooks,
+  cluster: ClusterRuntime | null,
 ): HttpDeps {
   return {
     state,
@@ -284,6 +285,13 @@ function httpDepsFor(
       ? {}
       : { extraRoutes: hooks.extraRoutes }),
     ...(hooks.authorize === undefined ? {} : { authorize: hooks.authorize }),
+    ...(cluster === null ? {} : {
+      clusterHealth: () => ({
+        up: cluster.up,
+        instance: cluster.instanceId,
+        instances: cluster.cluster.instances.size,
+      }),
+    }),
   };
 }
 

@@ -378,10 +378,19 @@ Deno.test("cluster: Redis frozen, then killed: new requests get 503 cluster_unav
     const during = await chat(f.instances[0]!.url);
     assert.equal(during.status, 503, await during.text());
     assert.ok(Date.now() - frozenAt < 6_000);
+    // Readiness follows: a balancer's probe takes the instance out meanwhile.
+    const probe = await fetch(`${f.instances[0]!.url}/health`);
+    const health = await probe.json();
+    assert.equal(probe.status, 503, JSON.stringify(health));
+    assert.equal(health.cluster.up, false);
     f.redis.child.kill("SIGCONT");
     await everyInstanceSees(f.instances.map((i) => i.url), 2, 20_000);
     assert.equal((await chat(f.instances[0]!.url)).status, 200);
-    // Then killed, and restarted empty.
+    const back = await fetch(`${f.instances[0]!.url}/health`);
+    const healthBack = await back.json();
+    assert.equal(back.status, 200, JSON.stringify(healthBack));
+    assert.equal(healthBack.cluster.up, true);
+    assert.equal(healthBack.cluster.instances, 3);
     f.redis.child.kill("SIGKILL");
     await f.redis.child.status;
     await waitUntil("instances to refuse new requests", async () => {
