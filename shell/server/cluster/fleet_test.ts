@@ -160,16 +160,7 @@ Deno.test("cluster: kill -9 of the worker's instance before the first byte: the 
 Deno.test("cluster: kill -9 of the worker's instance after the first byte: the stream ends with an SSE error, never [DONE]", async () => {
   await withFleet({ workers: WORKERS }, async (f) => {
     const client = f.instances[2]!;
-    const res = await fetch(`${client.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        model: MODEL,
-        messages: [{ role: "user", content: "hi" }],
-        stream: true,
-        max_tokens: 400,
-      }),
-    });
+    const res = await streamChat(client.url, 400);
     assert.equal(res.status, 200);
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
     let text = (await reader.read()).value ?? "";
@@ -190,16 +181,7 @@ Deno.test("cluster: kill -9 of the worker's instance after the first byte: the s
 Deno.test("cluster: kill -9 of the client's instance: the backend behind another instance sees the abort within 6 s", async () => {
   await withFleet({ workers: WORKERS }, async (f) => {
     const client = f.instances[2]!;
-    const res = await fetch(`${client.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        model: MODEL,
-        messages: [{ role: "user", content: "hi" }],
-        stream: true,
-        max_tokens: 1000,
-      }),
-    });
+    const res = await streamChat(client.url, 1000);
     const reader = res.body!.getReader();
     await reader.read();
     const before = await f.stats();
@@ -222,6 +204,7 @@ function chat(
   url: string,
   headers: Record<string, string> = {},
   maxTokens = 1,
+  stream = false,
 ): Promise<Response> {
   return fetch(`${url}/v1/chat/completions`, {
     method: "POST",
@@ -229,9 +212,15 @@ function chat(
     body: JSON.stringify({
       model: MODEL,
       messages: [{ role: "user", content: "hi" }],
+      ...(stream ? { stream: true } : {}),
       max_tokens: maxTokens,
     }),
   });
+}
+
+/** A streamed chat of `maxTokens` words through `url`. */
+function streamChat(url: string, maxTokens: number): Promise<Response> {
+  return chat(url, {}, maxTokens, true);
 }
 
 const OP_KEY = new TextEncoder().encode("fleet-op-token-key-0123456789");
@@ -476,16 +465,7 @@ Deno.test("cluster: SIGTERM of one instance drains only it: its stream finishes,
   await withFleet({ workers: WORKERS }, async (f) => {
     const leaving = f.instanceOfWorker(0);
     // A stream in flight through the leaving instance finishes.
-    const res = await fetch(`${leaving.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        model: MODEL,
-        messages: [{ role: "user", content: "hi" }],
-        stream: true,
-        max_tokens: 40,
-      }),
-    });
+    const res = await streamChat(leaving.url, 40);
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
     let text = (await reader.read()).value ?? "";
     leaving.child.kill("SIGTERM");
