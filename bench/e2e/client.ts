@@ -4,8 +4,13 @@
 // checked: chunk order and a proper end ([DONE] after a finish_reason).
 import http from "node:http";
 
+/** The three ways to the backend that every timed scenario compares (issue 18). */
+export type PathName = "relay" | "direct" | "nginx";
+/** Base order; each round rotates it by one, so every path takes every slot. */
+export const PATH_NAMES: readonly PathName[] = ["direct", "relay", "nginx"];
+
 export type Target = {
-  name: "relay" | "direct";
+  name: PathName;
   host: string;
   port: number;
 };

@@ -16,14 +16,16 @@ export type Proc = Child;
 
 const TAIL_LINES = 40;
 
+/** `deno <args>` by default; `program` for anything else (nginx). */
 export function spawn(
   name: string,
   args: string[],
   env: Record<string, string> = {},
+  program: string = Deno.execPath(),
 ): Proc {
   return spawnProgram({
     name,
-    program: Deno.execPath(),
+    program,
     args,
     env,
     linesKept: TAIL_LINES,
@@ -38,6 +40,17 @@ export function readProc(path: string): string {
   const out = new Deno.Command("cat", { args: [path], stderr: "null" })
     .outputSync();
   if (!out.success) throw new Error(`cannot read ${path}`);
+  return new TextDecoder().decode(out.stdout);
+}
+
+/**
+ * Reads several /proc files with one `cat` (one spawn per CPU snapshot, not
+ * one per process) and returns whatever could be read: a file of a process
+ * that has exited is missing from the output, and the caller notices.
+ */
+export function readProcs(paths: readonly string[]): string {
+  const out = new Deno.Command("cat", { args: [...paths], stderr: "null" })
+    .outputSync();
   return new TextDecoder().decode(out.stdout);
 }
 
