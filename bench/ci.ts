@@ -2,9 +2,9 @@
 // measures scenarios (a) and (b) through the relay and direct, interleaved, and
 // fails when the relay/direct throughput ratio of either drops below its floor.
 // The floors and why they are where they are: bench/README.md.
-import { machineFacts } from "./e2e/machine.ts";
+import { loadAvg, machineFacts } from "./e2e/machine.ts";
 import { ROOT } from "../shell/procs.ts";
-import { type Report, table, writeJson } from "./e2e/report.ts";
+import { cpuTable, type Report, table, writeJson } from "./e2e/report.ts";
 import { scenarioA, scenarioB, type ScenarioResult } from "./e2e/scenarios.ts";
 import { setUp } from "./e2e/setup.ts";
 
@@ -14,12 +14,15 @@ export const FLOOR_B = 0.3;
 
 const started = performance.now();
 const machine = machineFacts();
+const loadBefore = loadAvg();
 const log = (line: string) => console.error(line);
 const setup = await setUp({
   backendUrl: null,
   model: null,
   rounds: 3,
   withStamp: false,
+  // CI stays fast and needs no nginx.
+  nginx: false,
   workerMaxConcurrent: 256,
   log,
 });
@@ -39,10 +42,15 @@ const report: Report = {
   mode: "mock backend (ci)",
   backend: "mock/main.ts --delay-ms 0",
   machine,
+  loadavg: { before: loadBefore, after: loadAvg() },
+  nginx: setup.nginx,
   durationSecs: Math.round((performance.now() - started) / 1000),
   scenarios: results,
 };
 console.log(table(results));
+console.log(
+  `\nCPU µs per chunk, all rounds of each path:\n${cpuTable(results)}`,
+);
 console.log(
   `JSON: ${await writeJson(
     report,

@@ -1,11 +1,19 @@
 // `deno task bench:e2e`: what the relay costs, measured on real processes on
-// loopback against a direct connection to the same backend in the same run
-// (issue 10, scenarios a-g). See bench/README.md for the figures and how to
-// point it at a real backend (BACKEND_URL=http://… deno task bench:e2e).
+// loopback against a direct connection to the same backend and against nginx in
+// front of it, in the same interleaved run (issue 10, scenarios a-g; issue 18:
+// h, the nginx path, CPU per unit of every process). See bench/README.md for the
+// figures and how to point it at a real backend (BACKEND_URL=http://… deno task
+// bench:e2e).
 import { parseArgs } from "node:util";
-import { machineFacts } from "./e2e/machine.ts";
+import { loadAvg, machineFacts } from "./e2e/machine.ts";
 import { ROOT } from "../shell/procs.ts";
-import { type Report, table, writeJson } from "./e2e/report.ts";
+import {
+  cpuTable,
+  nginxLine,
+  type Report,
+  table,
+  writeJson,
+} from "./e2e/report.ts";
 import {
   type Ctx,
   scenarioA,
@@ -15,15 +23,19 @@ import {
   scenarioE,
   scenarioF,
   scenarioG,
+  scenarioH,
   type ScenarioResult,
 } from "./e2e/scenarios.ts";
-import { setUp } from "./e2e/setup.ts";
+import { type NginxStatus, setUp } from "./e2e/setup.ts";
 
 const HELP = `deno task bench:e2e [options]
 
-  --only <list>     scenarios to run, e.g. a,b,g (default: all; f is skipped
+  --only <list>     scenarios to run, e.g. a,b,g,h (default: all; f is skipped
                     against a real backend)
-  --rounds <n>      measured rounds per scenario (default 5, 3 for c/d/g)
+  --rounds <n>      measured rounds per scenario and path (default 5, 3 for
+                    c/d/g/h)
+  --no-nginx        no nginx path (by default nginx-light fronts the same
+                    backend; installed with apt-get when missing and root)
   --c-streams <n>   concurrent streams in scenario (c) (default 256)
   --cpu-prof <dir>  run the relay server with --cpu-prof into <dir>
   --out <dir>       where the JSON goes (default bench/results)
@@ -43,6 +55,7 @@ const { values } = parseArgs({
     "c-streams": { type: "string" },
     "cpu-prof": { type: "string" },
     cluster: { type: "string" },
+    "no-nginx": { type: "boolean" },
     out: { type: "string", default: `${ROOT}bench/results` },
     help: { type: "boolean" },
   },
@@ -67,7 +80,7 @@ if (
 
 const backendUrl = Deno.env.get("BACKEND_URL") ?? null;
 const real = backendUrl !== null;
-const all = real ? "a,b,c,d,e,g" : "a,b,c,d,e,f,g";
+const all = real ? "a,b,c,d,e,g,h" : "a,b,c,d,e,f,g,h";
 const only = new Set((values.only ?? all).split(",").map((s) => s.trim()));
 const roundsOverride = values.rounds === undefined
   ? null
@@ -87,6 +100,8 @@ const size = real
     eWorkers: 1000,
     gRequests: 20,
     gTokens: 8,
+    hRequests: 20,
+    hChunks: 16,
   }
   : {
     aChunks: 20_000,
@@ -97,19 +112,28 @@ const size = real
     dRequests: 2000,
     dConcurrency: 32,
     eWorkers: 1000,
-    gRequests: 200,
+    // Sequential rounds long enough for CPU ticks (10 ms) to resolve per request.
+    gRequests: 500,
     gTokens: 5,
+    hRequests: 500,
+    hChunks: 16,
   };
 
 const log = (line: string) => console.error(line);
 const started = performance.now();
 const machine = machineFacts();
+const loadBefore = loadAvg();
 const results: ScenarioResult[] = [];
 let failed = false;
+let nginx: NginxStatus = {
+  kind: "skipped",
+  reason: values["no-nginx"] === true ? "--no-nginx" : "no timed scenario",
+};
 
 /** One fresh relay stack per phase; a failure is reported with the server's output. */
 async function phase(
   withStamp: boolean,
+  withNginx: boolean,
   run: (c: Ctx) => Promise<void>,
 ): Promise<void> {
   const setup = await setUp({
@@ -117,6 +141,7 @@ async function phase(
     model: Deno.env.get("BENCH_MODEL") ?? null,
     rounds: 5,
     withStamp,
+    nginx: withNginx,
     workerMaxConcurrent: 256,
     ...(values.cluster === undefined
       ? {}
@@ -126,6 +151,7 @@ async function phase(
       : { cpuProfDir: values["cpu-prof"] }),
     log,
   });
+  if (withNginx) nginx = setup.nginx;
   try {
     await run(setup.ctx);
   } catch (e) {
@@ -141,9 +167,9 @@ async function phase(
 
 // Throughput and latency first; memory (e, f) on a fresh server so that the
 // garbage of earlier scenarios does not move its RSS baseline.
-const timed = ["a", "b", "c", "d", "g"].some((s) => only.has(s));
+const timed = ["a", "b", "c", "d", "g", "h"].some((s) => only.has(s));
 if (timed) {
-  await phase(only.has("c"), async (c) => {
+  await phase(only.has("c"), values["no-nginx"] !== true, async (c) => {
     if (only.has("a")) {
       results.push(await scenarioA({ ...c, rounds: rounds(5) }, size.aChunks));
     }
@@ -187,10 +213,19 @@ if (timed) {
         ),
       );
     }
+    if (only.has("h")) {
+      results.push(
+        await scenarioH(
+          { ...c, rounds: rounds(3) },
+          size.hRequests,
+          size.hChunks,
+        ),
+      );
+    }
   });
 }
 if (only.has("e") || (only.has("f") && !real)) {
-  await phase(false, async (c) => {
+  await phase(false, false, async (c) => {
     if (only.has("e")) results.push(await scenarioE(c, size.eWorkers));
     if (only.has("f") && !real) results.push(await scenarioF(c, 5000, 1000));
   });
@@ -204,13 +239,26 @@ const report: Report = {
   mode: real ? "real backend" : "mock backend",
   backend: backendUrl ?? "mock/main.ts --delay-ms 0",
   machine,
+  loadavg: { before: loadBefore, after: loadAvg() },
+  nginx,
   durationSecs: Math.round((performance.now() - started) / 1000),
   scenarios: results,
 };
 console.log(
   `\n${machine.date}  ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGiB} GiB, Deno ${machine.deno}, ${report.mode}`,
 );
-console.log(table(results));
+console.log(
+  `load average before ${report.loadavg.before}, after ${report.loadavg.after}`,
+);
+console.log(nginxLine(nginx));
+console.log(`\n${table(results)}`);
+const cpu = cpuTable(results);
+if (cpu !== "") {
+  console.log(
+    "\nCPU µs per chunk (a, b, c) or request (d, g, h) of each process, summed over\nall measured rounds of each path; loadgen is this process (shared by all paths).\n",
+  );
+  console.log(cpu);
+}
 const path = await writeJson(report, values.out);
 console.log(`\nJSON: ${path} (${report.durationSecs} s)`);
 Deno.exit(failed ? 1 : 0);

@@ -42,3 +42,12 @@ export function machineFacts(): MachineFacts {
     v8: Deno.version.v8,
   };
 }
+
+/** /proc/loadavg ("1.02 0.87 0.65 2/311 12345"), or "unknown" off Linux. */
+export function loadAvg(): string {
+  try {
+    return readProc("/proc/loadavg").trim();
+  } catch {
+    return "unknown";
+  }
+}

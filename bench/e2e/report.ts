@@ -1,17 +1,24 @@
-// The terminal table and the JSON file of an e2e run.
+// The terminal tables and the JSON file of an e2e run: one table of figures
+// (relay and nginx each beside direct) and one of CPU per unit per process.
+import { assertNever } from "../../core/assert_never.ts";
+import { ROLES, rolesOn } from "./cpu.ts";
 import type { MachineFacts } from "./machine.ts";
-import type { ScenarioResult } from "./scenarios.ts";
+import type { Figure, ScenarioResult } from "./scenarios.ts";
+import type { NginxStatus } from "./setup.ts";
 
 export type Report = {
   command: string;
   mode: string;
   backend: string;
   machine: MachineFacts;
+  /** /proc/loadavg before and after: other work on the machine moves every figure. */
+  loadavg: { before: string; after: string };
+  nginx: NginxStatus;
   durationSecs: number;
   scenarios: ScenarioResult[];
 };
 
-function fmt(n: number | null | undefined): string {
+export function fmt(n: number | null | undefined): string {
   if (n === null || n === undefined) return "";
   if (!Number.isFinite(n)) return String(n);
   const abs = Math.abs(n);
@@ -20,52 +27,123 @@ function fmt(n: number | null | undefined): string {
   return n.toFixed(abs >= 10 ? 2 : 3);
 }
 
-export function table(scenarios: ScenarioResult[]): string {
-  const rows: string[][] = [[
-    "scenario",
-    "metric",
-    "unit",
-    "relay",
-    "direct",
-    "relay/direct",
-    "added",
-    "target",
-    "met",
-  ]];
-  for (const s of scenarios) {
-    for (const f of s.figures) {
-      rows.push([
-        `(${s.id}) ${s.title}`,
-        f.metric,
-        f.unit,
-        fmt(f.relay),
-        fmt(f.direct),
-        f.ratio === undefined ? "" : f.ratio.toFixed(3),
-        f.added === undefined ? "" : fmt(f.added),
-        f.target ?? "",
-        f.met === undefined ? "" : f.met ? "yes" : "NO",
-      ]);
-    }
-  }
+/** CPU µs: ticks are 10 ms, so more than 3 significant digits would be noise. */
+function fmtUs(n: number): string {
+  if (n >= 100) return Math.round(n).toLocaleString("en-US");
+  return n.toFixed(n >= 10 ? 1 : 2);
+}
+
+/** "0.592" for a ratio, "+1.23" for an added latency, "" when there is neither. */
+function versus(ratio: number | undefined, added: number | undefined): string {
+  if (ratio !== undefined) return ratio.toFixed(3);
+  if (added !== undefined) return (added >= 0 ? "+" : "") + fmt(added);
+  return "";
+}
+
+/** A markdown table; columns listed in `right` are right-aligned. */
+export function markdown(rows: string[][], right: ReadonlySet<number>): string {
   const widths = rows[0]!.map((_, i) =>
     Math.max(...rows.map((r) => r[i]!.length))
   );
   const line = (r: string[]) =>
     "| " +
-    r.map((
-      c,
-      i,
-    ) => (i >= 3 && i <= 6 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
-      .join(" | ") +
+    r.map((c, i) =>
+      right.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)
+    ).join(" | ") +
     " |";
   const sep = "|" +
-    widths.map((
-      w,
-      i,
-    ) => (i >= 3 && i <= 6 ? "-".repeat(w + 1) + ":" : "-".repeat(w + 2))).join(
-      "|",
-    ) + "|";
+    widths.map((w, i) =>
+      right.has(i) ? "-".repeat(w + 1) + ":" : "-".repeat(w + 2)
+    ).join("|") + "|";
   return [line(rows[0]!), sep, ...rows.slice(1).map(line)].join("\n");
+}
+
+function figureRow(id: string, f: Figure): string[] {
+  return [
+    `(${id})`,
+    f.metric,
+    f.unit,
+    fmt(f.relay),
+    fmt(f.direct),
+    fmt(f.nginx),
+    versus(f.ratio, f.added),
+    versus(f.nginxRatio, f.nginxAdded),
+    f.target ?? "",
+    f.met === undefined ? "" : f.met ? "yes" : "NO",
+  ];
+}
+
+/**
+ * The figures: scenario titles as a legend, then one row per figure. "vs
+ * direct" is the ratio for throughput and the added ms for latency; target
+ * and met are the issue's, for the relay.
+ */
+export function table(scenarios: ScenarioResult[]): string {
+  const legend = scenarios.map((s) => `(${s.id}) ${s.title}`).join("\n");
+  const rows: string[][] = [[
+    "",
+    "metric",
+    "unit",
+    "relay",
+    "direct",
+    "nginx",
+    "relay vs direct",
+    "nginx vs direct",
+    "target",
+    "met",
+  ]];
+  for (const s of scenarios) {
+    for (const f of s.figures) rows.push(figureRow(s.id, f));
+  }
+  return `${legend}\n\n${markdown(rows, new Set([3, 4, 5, 6, 7]))}`;
+}
+
+/**
+ * CPU µs per chunk or request of each process on each path, over all measured
+ * rounds. Blank: the process is not on that path; n/a: on it but not ours to
+ * measure (a real backend).
+ */
+export function cpuTable(scenarios: ScenarioResult[]): string {
+  const rows: string[][] = [[
+    "",
+    "path",
+    "µs per",
+    ...ROLES,
+    "total",
+    "ticks",
+  ]];
+  for (const s of scenarios) {
+    for (const f of s.cpu ?? []) {
+      const on = new Set(rolesOn(f.path));
+      const totalTicks = [...on].reduce((n, r) => n + f.ticks[r], 0);
+      rows.push([
+        `(${s.id})`,
+        f.path,
+        f.per,
+        ...ROLES.map((r) => {
+          if (!on.has(r)) return "";
+          const us = f.usPerUnit[r];
+          return us === null ? "n/a" : fmtUs(us);
+        }),
+        fmtUs(f.totalUsPerUnit),
+        String(totalTicks),
+      ]);
+    }
+  }
+  if (rows.length === 1) return "";
+  const right = new Set(rows[0]!.map((_, i) => i).filter((i) => i >= 3));
+  return markdown(rows, right);
+}
+
+export function nginxLine(status: NginxStatus): string {
+  switch (status.kind) {
+    case "running":
+      return `nginx: ${status.binary} (generated config in the JSON)`;
+    case "skipped":
+      return `nginx: skipped (${status.reason})`;
+    default:
+      return assertNever(status);
+  }
 }
 
 export async function writeJson(report: Report, dir: string): Promise<string> {

@@ -1,8 +1,12 @@
 // Brings up what the scenarios run against: the backend (the mock, or the real
 // one at BACKEND_URL), the relay server and a worker, plus scenario (c)'s
-// timestamping backend and its worker when the mock is used.
-import type { Checker, Target } from "./client.ts";
+// timestamping backend and its worker when the mock is used, and nginx in front
+// of both backends when asked (issue 18).
+import type { Checker, PathName, Target } from "./client.ts";
+import type { CpuProcs } from "./cpu.ts";
+import { ensureNginx, type Nginx, startNginx } from "./nginx.ts";
 import {
+  freePort,
   getJson,
   type Proc,
   type Relay,
@@ -12,10 +16,20 @@ import {
   startWorker,
 } from "./procs.ts";
 import type { Ctx } from "./scenarios.ts";
+import { ROOT } from "../../shell/procs.ts";
 
-export type Setup = { ctx: Ctx; teardown(): Promise<void> };
+/** Whether the nginx path runs, and if not why (printed in the table). */
+export type NginxStatus =
+  | { kind: "running"; binary: string; config: string }
+  | { kind: "skipped"; reason: string };
 
-function target(name: "relay" | "direct", url: string): Target {
+export type Setup = {
+  ctx: Ctx;
+  nginx: NginxStatus;
+  teardown(): Promise<void>;
+};
+
+function target(name: PathName, url: string): Target {
   const u = new URL(url);
   return {
     name,
@@ -36,11 +50,15 @@ export async function setUp(opts: {
    * attach to the last, so with N > 1 every request crosses instances.
    */
   cluster?: number;
+  /** Put nginx in front of the backend(s) as a third path (bench:e2e, not bench:ci). */
+  nginx: boolean;
   log: (line: string) => void;
 }): Promise<Setup> {
   const procs: Proc[] = [];
-  let redis: { stop(): Promise<void>; url: string } | null = null;
+  let redis: { stop(): Promise<void>; url: string; child: Proc } | null = null;
+  let nginx: Nginx | null = null;
   const teardown = async () => {
+    await nginx?.stop();
     // Reverse order: workers before the server, so the server can exit cleanly
     // (and write its CPU profile when asked).
     for (const p of procs.reverse()) {
@@ -52,10 +70,13 @@ export async function setUp(opts: {
   try {
     let backendUrl = opts.backendUrl;
     let checker: Checker = "generic";
+    /** A real backend is not ours: its CPU is not counted. */
+    let backendPids: number[] = [];
     if (backendUrl === null) {
       const mock = await startMock();
       procs.push(mock.proc);
       backendUrl = mock.url;
+      backendPids = [mock.proc.pid];
       checker = "mock";
     }
     backendUrl = backendUrl.replace(/\/+$/, "");
@@ -96,52 +117,130 @@ export async function setUp(opts: {
     const prof = opts.cpuProfDir === undefined
       ? {}
       : { cpuProfDir: opts.cpuProfDir };
-    procs.push(
-      await startWorker(workerSide, backendUrl, {
-        name: "bench-worker",
-        models: [model],
-        maxConcurrent: opts.workerMaxConcurrent,
-        expectWorkers: 1,
-        ...prof,
-      }),
-    );
-    let stamp: Ctx["stamp"] = null;
+    const worker = await startWorker(workerSide, backendUrl, {
+      name: "bench-worker",
+      models: [model],
+      maxConcurrent: opts.workerMaxConcurrent,
+      expectWorkers: 1,
+      ...prof,
+    });
+    procs.push(worker);
+    let stampBackend: { pid: number; url: string; workerPid: number } | null =
+      null;
     if (opts.withStamp && checker === "mock") {
       const sb = await startStampBackend();
       procs.push(sb.proc);
-      procs.push(
-        await startWorker(workerSide, sb.url, {
-          name: "bench-stamp-worker",
-          models: ["stamp-model"],
-          maxConcurrent: opts.workerMaxConcurrent,
-          expectWorkers: 2,
-          ...prof,
-        }),
-      );
-      stamp = {
-        relay: target("relay", relay.url),
-        direct: target("direct", sb.url),
-      };
+      const sw = await startWorker(workerSide, sb.url, {
+        name: "bench-stamp-worker",
+        models: ["stamp-model"],
+        maxConcurrent: opts.workerMaxConcurrent,
+        expectWorkers: 2,
+        ...prof,
+      });
+      procs.push(sw);
+      stampBackend = { pid: sb.proc.pid, url: sb.url, workerPid: sw.pid };
     }
+    let nginxStatus: NginxStatus = {
+      kind: "skipped",
+      reason: "not asked for (--no-nginx)",
+    };
+    if (opts.nginx) {
+      const bin = await ensureNginx(opts.log);
+      if (bin.kind === "unavailable") {
+        nginxStatus = { kind: "skipped", reason: bin.reason };
+      } else {
+        const routes = [{ name: "backend", backend: new URL(backendUrl).host }];
+        if (stampBackend !== null) {
+          routes.push({
+            name: "stamp",
+            backend: new URL(stampBackend.url).host,
+          });
+        }
+        try {
+          nginx = await startNginx(
+            bin.path,
+            `${ROOT}bench/results/nginx-${Deno.pid}`,
+            routes,
+            freePort,
+          );
+          nginxStatus = {
+            kind: "running",
+            binary: bin.path,
+            config: nginx.config,
+          };
+        } catch (e) {
+          nginxStatus = {
+            kind: "skipped",
+            reason: e instanceof Error ? e.message : String(e),
+          };
+        }
+      }
+      if (nginxStatus.kind === "skipped") {
+        opts.log(`nginx path skipped: ${nginxStatus.reason}`);
+      }
+    }
+    const nginxPids = nginx === null
+      ? []
+      : [nginx.proc.pid, ...nginx.workerPids];
+    // In cluster mode the shared log is part of the relay: redis-server's CPU
+    // counts as server CPU.
+    const serverPids = [
+      ...instances.map((i) => i.proc.pid),
+      ...(redis === null ? [] : [redis.child.pid]),
+    ];
+    const procsMain: CpuProcs = {
+      backend: backendPids,
+      server: serverPids,
+      worker: [worker.pid],
+      nginx: nginxPids,
+      loadgen: [Deno.pid],
+    };
+    const stamp: Ctx["stamp"] = stampBackend === null ? null : {
+      paths: {
+        relay: target("relay", relay.url),
+        direct: target("direct", stampBackend.url),
+        nginx: nginx === null ? null : target("nginx", nginx.urls["stamp"]!),
+      },
+      procs: {
+        backend: [stampBackend.pid],
+        server: serverPids,
+        worker: [stampBackend.workerPid],
+        nginx: nginxPids,
+        loadgen: [Deno.pid],
+      },
+    };
     opts.log(
       `backend ${backendUrl} (model ${model}), relay ${relay.url} (server pid ${relay.proc.pid})${
         redis === null
           ? ""
           : `, cluster of ${instances.length} on ${redis.url}, workers on ${workerSide.url}`
+      }${
+        nginx === null
+          ? ""
+          : `, nginx ${
+            nginx.urls["backend"]
+          } (master pid ${nginx.proc.pid}, ${nginx.workerPids.length} workers)`
       }`,
     );
     return {
       ctx: {
-        relay: target("relay", relay.url),
-        direct: target("direct", backendUrl),
+        paths: {
+          relay: target("relay", relay.url),
+          direct: target("direct", backendUrl),
+          nginx: nginx === null
+            ? null
+            : target("nginx", nginx.urls["backend"]!),
+        },
         relayServer: relay,
         model,
         checker,
         backendUrl,
+        procs: procsMain,
         stamp,
         rounds: opts.rounds,
         log: opts.log,
       },
+      nginx: nginxStatus,
       teardown,
     };
   } catch (e) {
