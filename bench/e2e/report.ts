@@ -40,8 +40,21 @@ function versus(ratio: number | undefined, added: number | undefined): string {
   return "";
 }
 
-/** A markdown table; columns listed in `right` are right-aligned. */
-export function markdown(rows: string[][], right: ReadonlySet<number>): string {
+/**
+ * A markdown table; columns listed in `right` are right-aligned, and columns
+ * empty in every row but the header are left out (bench:ci has no nginx).
+ */
+export function markdown(
+  all: string[][],
+  rightAll: ReadonlySet<number>,
+): string {
+  const keep = all[0]!.map((_, i) => i).filter((i) =>
+    all.slice(1).some((r) => r[i] !== "")
+  );
+  const rows = all.map((r) => keep.map((i) => r[i]!));
+  const right = new Set(
+    keep.flatMap((col, i) => rightAll.has(col) ? [i] : []),
+  );
   const widths = rows[0]!.map((_, i) =>
     Math.max(...rows.map((r) => r[i]!.length))
   );

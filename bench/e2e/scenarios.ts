@@ -171,7 +171,7 @@ function throughput(
     nginx: nginx === null ? null : round(nginx, 1),
     ratio: round(ratio),
     ...(nginx === null ? {} : { nginxRatio: round(nginx / direct) }),
-    target: `>= ${floor}`,
+    target: `≥ ${floor}`,
     met: ratio >= floor,
     raw: rawRounded(raw, 1),
   };
@@ -196,7 +196,7 @@ function latency(
     ...(nginx === null ? {} : { nginxAdded: round(nginx - direct) }),
     ...(maxAdded === undefined
       ? {}
-      : { target: `+<= ${maxAdded} ms`, met: added <= maxAdded }),
+      : { target: `≤ +${maxAdded} ms`, met: added <= maxAdded }),
     raw: rawRounded(raw, 3),
   };
 }
@@ -454,7 +454,7 @@ export async function scenarioE(
       relay: round(perWorker, 1),
       direct: null,
       nginx: null,
-      target: "<= 16 KiB",
+      target: "≤ 16 KiB",
       met: perWorker <= 16,
       raw: { relay: [rssBefore, rssAfter], direct: [], nginx: [] },
     }],
@@ -536,7 +536,7 @@ export async function scenarioF(
         relay: round(perStream, 1),
         direct: null,
         nginx: null,
-        target: "<= 12 KiB",
+        target: "≤ 12 KiB",
         met: perStream <= 12,
         raw: { relay: [rssBefore, rssAfter], direct: [], nginx: [] },
       }],
