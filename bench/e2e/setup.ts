@@ -142,7 +142,7 @@ export async function setUp(opts: {
     }
     let nginxStatus: NginxStatus = {
       kind: "skipped",
-      reason: "not asked for (--no-nginx)",
+      reason: "not asked for",
     };
     if (opts.nginx) {
       const bin = await ensureNginx(opts.log);
