@@ -29,6 +29,8 @@ export type WorkerOpts = {
   currentLoad?: number;
   provider?: string;
   clientIp?: string;
+  /** Listed in register (absent: no field, as the original worker registers). */
+  extensions?: string[];
 };
 
 /** Connects (auth ok) and registers a worker; returns the effects of both events. */
@@ -65,6 +67,7 @@ export function register(
       ? "2026-04-bridge-v1"
       : opts.protocolVersion,
     currentLoad: opts.currentLoad ?? 0,
+    ...(opts.extensions === undefined ? {} : { extensions: opts.extensions }),
   };
 }
 

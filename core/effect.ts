@@ -3,6 +3,7 @@
 // anything whose completion matters comes back as a new event.
 import type { ServerMessage } from "./protocol/messages.ts";
 import type {
+  ChunkData,
   ClientError,
   Headers,
   LifecycleTaskView,
@@ -58,8 +59,11 @@ export type Effect =
   }
   /** Open an SSE response (status 200); chunks follow. */
   | { kind: "startStream"; requestId: RequestId; queueWaitMs?: number }
-  /** Write the chunk byte for byte (C15). */
-  | { kind: "writeChunk"; requestId: RequestId; chunk: string }
+  /**
+   * Write the chunk byte for byte (C15): a string UTF-8 encoded, bytes
+   * (chunk-bytes-v1) as they are.
+   */
+  | { kind: "writeChunk"; requestId: RequestId; chunk: ChunkData }
   /** End a started stream; with `error`, an SSE error event goes first (C16, C24, C48). */
   | { kind: "endStream"; requestId: RequestId; error: ClientError | null }
   // -- observability ------------------------------------------------------------------

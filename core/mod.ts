@@ -8,6 +8,7 @@ export {
   type RateLimit,
 } from "./config.ts";
 export type {
+  ChunkData,
   ClientApi,
   Event,
   EventKind,
@@ -31,7 +32,7 @@ export {
   type State,
   type Worker,
 } from "./state/state.ts";
-export { binaryFrameEvent, eventFromFrame } from "./events/from_frame.ts";
+export { eventFromBinaryFrame, eventFromFrame } from "./events/from_frame.ts";
 export { FORWARDED_HEADERS } from "./state/requests.ts";
 export { effectiveLoad, WILDCARD_MODEL } from "./state/workers.ts";
 export * from "./queries.ts";

@@ -8,6 +8,13 @@ export type RequestId = string;
 /** Which client API a request came in on: decides the error body shape in the shell. */
 export type ClientApi = "openai" | "anthropic";
 export type Headers = Record<string, string>;
+/**
+ * A piece of a streamed answer: text from a `response_chunk` text frame, or the
+ * backend's bytes from a chunk-bytes-v1 binary frame (issue 18). Written to the
+ * client as is either way; its `length` (UTF-16 units or bytes) is what the
+ * stream limit counts.
+ */
+export type ChunkData = string | Uint8Array;
 /** Spec 004 priority classes (X-Priority). */
 export type Priority = "high" | "normal" | "low";
 

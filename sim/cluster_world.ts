@@ -8,10 +8,18 @@ import {
   applyRecord,
   type ClusterRecord,
   type ClusterState,
+  decodeRecord,
+  encodeRecord,
   initialClusterState,
   stateDigest,
 } from "../core/cluster/mod.ts";
-import { type Effect, type Event, makeConfig } from "../core/mod.ts";
+import {
+  chunkAsText,
+  type Effect,
+  type Event,
+  EXTENSION_CHUNK_BYTES,
+  makeConfig,
+} from "../core/mod.ts";
 import { EventQueue } from "./event_queue.ts";
 import { Prng } from "./prng.ts";
 
@@ -128,6 +136,8 @@ type Client = {
 };
 
 type Conn = { id: string; worker: number; inst: number; open: boolean };
+
+const UTF8 = new TextEncoder();
 
 type Action =
   | { k: "tick"; i: number }
@@ -248,7 +258,7 @@ export function runCluster(
       events: inst.outbox,
     };
     inst.outbox = [];
-    const data = JSON.stringify(record);
+    const data = encodeRecord(record);
     const at = Math.max(inst.lastAppendAtMs, now + prng.int(0, 3));
     inst.lastAppendAtMs = at;
     queue.push(at, { k: "append", data, epoch: inst.epoch });
@@ -272,7 +282,7 @@ export function runCluster(
 
   function applyAt(inst: Inst, p: number, quiet: boolean): void {
     const entry = log.entries[p]!;
-    const record = JSON.parse(entry.data) as ClusterRecord;
+    const record = decodeRecord(entry.data);
     inst.appliedMs = entry.atMs;
     if (mutant === "noDedup") {
       const view = inst.cs.instances.get(record.instance);
@@ -363,8 +373,9 @@ export function runCluster(
         if (c === undefined || !c.connected) return;
         count(key);
         if (effect.kind === "startStream") c.started = true;
-        else if (effect.kind === "writeChunk") c.received += effect.chunk;
-        else if (effect.kind === "endStream") {
+        else if (effect.kind === "writeChunk") {
+          c.received += chunkAsText(effect.chunk);
+        } else if (effect.kind === "endStream") {
           endClient(c.id, 200, effect.error !== null);
         } else if (effect.kind === "respond") {
           c.received = effect.body;
@@ -435,7 +446,7 @@ export function runCluster(
       next.lastAppendAtMs = now + 1;
       queue.push(now + 1, {
         k: "append",
-        data: JSON.stringify(record),
+        data: encodeRecord(record),
         epoch: next.epoch,
       });
     }
@@ -492,6 +503,9 @@ export function runCluster(
       maxConcurrent: 2,
       protocolVersion: "2026-04-bridge-v1",
       currentLoad: 0,
+      // Odd workers stream bytes (chunk-bytes-v1, issue 18): the log's record
+      // codec carries them to every replica.
+      ...(w % 2 === 1 ? { extensions: [EXTENSION_CHUNK_BYTES] } : {}),
     });
   }
 
@@ -510,12 +524,13 @@ export function runCluster(
     const c = clients.get(a.requestId);
     const stream = c?.stream ?? false;
     if (a.step < 3 && stream) {
+      const text = `data: ${a.requestId}:${a.step}\n\n`;
       submit(inst, {
         kind: "chunkReceived",
         atMs: now,
         workerId: conn.id,
         requestId: a.requestId,
-        chunk: `data: ${a.requestId}:${a.step}\n\n`,
+        chunk: conn.worker % 2 === 1 ? UTF8.encode(text) : text,
       });
     }
     if (a.step < 3) {

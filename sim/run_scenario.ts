@@ -8,6 +8,7 @@ import {
   type Config,
   type Effect,
   type Event,
+  eventFromBinaryFrame,
   eventFromFrame,
   initialState,
   makeConfig,
@@ -356,6 +357,12 @@ export function runScenario(
       case "frame":
         if (closed.has(a.conn)) break; // the server stopped reading that socket
         step(eventFromFrame(a.conn, now, a.text, config.frameCharsMax));
+        break;
+      case "binaryFrame":
+        if (closed.has(a.conn)) break;
+        step(
+          eventFromBinaryFrame(a.conn, now, a.bytes, config.frameCharsMax),
+        );
         break;
       case "job":
         workers[a.host]!.onJob(now, a.conn, a.requestId);

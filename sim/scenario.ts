@@ -246,6 +246,7 @@ export const OUR_EXTENSIONS: string[] = [
   "lifecycle-v1",
   "drain-v1",
   "body-chunks-v1",
+  "chunk-bytes-v1",
 ];
 
 /** A backend fault plan with every share zero unless overridden. */

@@ -2,7 +2,12 @@
 // every effect becomes one canonical text line (kind, ids, time, counts; no
 // object dumps), folded into a 64-bit FNV-1a as the run goes. Two runs with the
 // same seed print the same hash.
-import type { Effect, Event } from "../core/mod.ts";
+import {
+  chunkAsText,
+  type ChunkData,
+  type Effect,
+  type Event,
+} from "../core/mod.ts";
 
 /** FNV-1a 64-bit over the UTF-16 code units (two bytes each), as two 32-bit halves. */
 export class TraceHash {
@@ -50,6 +55,11 @@ function short(s: string, n = 40): string {
   return s.length <= n ? s : s.slice(0, n) + `…(${s.length})`;
 }
 
+/** A chunk: its text, marked `b:` when it came as bytes (chunk-bytes-v1). */
+function shortChunk(c: ChunkData): string {
+  return typeof c === "string" ? short(c) : `b:${short(chunkAsText(c))}`;
+}
+
 export function eventLine(e: Event): string {
   switch (e.kind) {
     case "workerConnectAttempted":
@@ -65,7 +75,9 @@ export function eventLine(e: Event): string {
     case "pongReceived":
       return `${e.atMs} E pong ${e.workerId} load=${e.currentLoad}`;
     case "chunkReceived":
-      return `${e.atMs} E chunk ${e.workerId} ${e.requestId} ${short(e.chunk)}`;
+      return `${e.atMs} E chunk ${e.workerId} ${e.requestId} ${
+        shortChunk(e.chunk)
+      }`;
     case "completeReceived":
       return `${e.atMs} E complete ${e.workerId} ${e.requestId} ${e.statusCode} ${
         short(e.body)
@@ -133,7 +145,7 @@ export function effectLine(f: Effect): string {
     case "startStream":
       return `  F startStream ${f.requestId}`;
     case "writeChunk":
-      return `  F writeChunk ${f.requestId} ${short(f.chunk)}`;
+      return `  F writeChunk ${f.requestId} ${shortChunk(f.chunk)}`;
     case "endStream":
       return `  F endStream ${f.requestId} ${f.error?.code ?? "ok"}`;
     case "log":

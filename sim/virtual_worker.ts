@@ -9,8 +9,10 @@
 // with core's `eventFromFrame`, so the decoder is exercised too (§6, C33).
 import {
   type Effect,
+  encodeBinaryChunkFrame,
   encodeFrame,
   EXTENSION_CAPABILITIES,
+  EXTENSION_CHUNK_BYTES,
   type WorkerId,
   type WorkerMessage,
 } from "../core/mod.ts";
@@ -27,6 +29,8 @@ import { chunkText, VirtualBackend } from "./virtual_backend.ts";
 import type { World } from "./world.ts";
 
 export { chunkText };
+
+const UTF8 = new TextEncoder();
 
 /** Malformed frames of every decode error kind (C33), indexed by variant. */
 export function garbageFrame(variant: number, maxChars: number): string {
@@ -123,14 +127,19 @@ export class VirtualWorker {
   }
 
   /** Sends a frame; frames of one connection arrive in order (WebSocket). */
-  #send(now: number, text: string): void {
+  #send(now: number, text: string | Uint8Array): void {
     if (this.conn === null) return;
     const at = Math.max(
       now + this.#prng.int(this.spec.netDelayMs[0], this.spec.netDelayMs[1]),
       this.#lastDeliveryAtMs,
     );
     this.#lastDeliveryAtMs = at;
-    this.#world.schedule(at, { kind: "frame", conn: this.conn, text });
+    this.#world.schedule(
+      at,
+      typeof text === "string"
+        ? { kind: "frame", conn: this.conn, text }
+        : { kind: "binaryFrame", conn: this.conn, bytes: text },
+    );
   }
 
   // ---- the worker core and its actions --------------------------------------------
@@ -139,6 +148,11 @@ export class VirtualWorker {
   #step(now: number, e: WorkerEvent): void {
     const core = this.#core;
     if (core === null) return;
+    // The worker shell reads a stream as bytes once chunk-bytes-v1 is acked.
+    if (
+      e.kind === "chunkRead" && typeof e.chunk === "string" &&
+      core.extensions.includes(EXTENSION_CHUNK_BYTES)
+    ) e = { ...e, chunk: UTF8.encode(e.chunk) };
     this.#deferred.push(e);
     if (this.#running) return;
     this.#running = true;
@@ -158,6 +172,9 @@ export class VirtualWorker {
     switch (a.kind) {
       case "send":
         return this.#deliver(now, a.message);
+      case "sendChunkBytes":
+        this.#send(now, encodeBinaryChunkFrame(a.requestId, a.chunk));
+        return this.#chunkSent(now);
       case "forward":
         if (this.conn !== null) {
           this.#backend.forward(now, this.conn, a.request);
@@ -236,18 +253,21 @@ export class VirtualWorker {
     }
     const text = encodeFrame(m);
     this.#send(now, text);
-    if (m.type === "response_chunk") {
-      this.#chunksOnConn++;
-      const crash = this.#fault("crashAtChunk", now);
-      if (crash !== null && this.#chunksOnConn === crash.chunk) {
-        return this.crash(now, "worker process died");
-      }
-    }
+    if (m.type === "response_chunk") return this.#chunkSent(now);
     if (m.type === "response_complete") {
       const dup = this.#fault("duplicateComplete", now);
       if (dup !== null && this.#prng.chance(dup.num, dup.den)) {
         this.#send(now, text);
       }
+    }
+  }
+
+  /** A chunk frame left (text or binary): the crash-at-chunk-k fault counts it. */
+  #chunkSent(now: number): void {
+    this.#chunksOnConn++;
+    const crash = this.#fault("crashAtChunk", now);
+    if (crash !== null && this.#chunksOnConn === crash.chunk) {
+      this.crash(now, "worker process died");
     }
   }
 

@@ -7,6 +7,8 @@ export type Action =
   | { kind: "core"; event: Event }
   /** A text frame from a worker connection, decoded by core's eventFromFrame on arrival. */
   | { kind: "frame"; conn: string; text: string }
+  /** A binary frame (chunk-bytes-v1), decoded by core's eventFromBinaryFrame on arrival. */
+  | { kind: "binaryFrame"; conn: string; bytes: Uint8Array }
   /** A worker's job makes progress (next chunk or completion). */
   | { kind: "job"; host: number; conn: string; requestId: string }
   /** A worker process's timer fires (the worker core's armTimer); `gen` tells a re-armed one apart. */

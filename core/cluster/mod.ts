@@ -11,6 +11,8 @@ export {
 } from "./replica.ts";
 export {
   type ClusterRecord,
+  decodeRecord,
+  encodeRecord,
   type InstanceId,
   REDUCER_VERSION,
 } from "./record.ts";

@@ -10,7 +10,7 @@ export type InstanceId = string;
  * Bumped whenever a change to core/ could make two replicas reduce the same log
  * differently: instances of different versions refuse to share a log.
  */
-export const REDUCER_VERSION = "16.1";
+export const REDUCER_VERSION = "18.1";
 
 export type ClusterRecord =
   | {
@@ -38,3 +38,41 @@ export type ClusterRecord =
     appliedMs: number | null;
     note: Record<string, string | number | null>;
   };
+
+/** A bytes chunk (chunk-bytes-v1) as the log's JSON carries it: base64. */
+type LoggedBytes = { b64: string };
+
+function isBytesChunk(
+  e: Event,
+): e is Extract<Event, { kind: "chunkReceived" }> & { chunk: Uint8Array } {
+  return e.kind === "chunkReceived" && typeof e.chunk !== "string";
+}
+
+/**
+ * A record as the log stores it: JSON, a bytes chunk's bytes in base64 (issue
+ * 18), so every replica applies the very bytes the receiving instance got and
+ * counts them the same way against the stream limit.
+ */
+export function encodeRecord(record: ClusterRecord): string {
+  if (record.kind !== "events" || !record.events.some(isBytesChunk)) {
+    return JSON.stringify(record);
+  }
+  return JSON.stringify({
+    ...record,
+    events: record.events.map((e) =>
+      isBytesChunk(e) ? { ...e, chunk: { b64: e.chunk.toBase64() } } : e
+    ),
+  });
+}
+
+/** Reads a record written by encodeRecord; throws like JSON.parse on bad text. */
+export function decodeRecord(text: string): ClusterRecord {
+  const record = JSON.parse(text) as ClusterRecord;
+  if (record.kind !== "events") return record;
+  for (const e of record.events) {
+    if (e.kind === "chunkReceived" && typeof e.chunk !== "string") {
+      e.chunk = Uint8Array.fromBase64((e.chunk as unknown as LoggedBytes).b64);
+    }
+  }
+  return record;
+}

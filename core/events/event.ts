@@ -9,6 +9,7 @@ import type {
 } from "../protocol/messages.ts";
 
 import type {
+  ChunkData,
   ClientApi,
   Headers,
   Priority,
@@ -16,7 +17,7 @@ import type {
   WorkerId,
 } from "../vocabulary.ts";
 
-export type { ClientApi, Headers, Priority, RequestId, WorkerId };
+export type { ChunkData, ClientApi, Headers, Priority, RequestId, WorkerId };
 
 export type Event =
   // -- worker connection --------------------------------------------------------
@@ -60,7 +61,8 @@ export type Event =
     atMs: number;
     workerId: WorkerId;
     requestId: RequestId;
-    chunk: string;
+    /** Bytes only from a chunk-bytes-v1 binary frame (issue 18). */
+    chunk: ChunkData;
   }
   | {
     kind: "completeReceived";

@@ -1,5 +1,6 @@
 // Turns a worker's text frame into a core event. Decoding is pure, so the
 // simulator feeds this very function garbage (C33).
+import { decodeBinaryWorkerFrame } from "../protocol/binary.ts";
 import { decodeWorkerFrame } from "../protocol/decode.ts";
 import type { Event, WorkerId } from "./event.ts";
 
@@ -92,15 +93,28 @@ export function eventFromFrame(
   }
 }
 
-/** A binary frame is a protocol error (C41). */
-export function binaryFrameEvent(workerId: WorkerId, atMs: number): Event {
+/**
+ * Turns a worker's binary frame into a core event: a chunk-bytes-v1 chunk
+ * (issue 18), its bytes a subarray of `frame`. Whether the worker may send one
+ * is the core's question (onChunkReceived): from a worker that did not
+ * negotiate the extension it is a protocol error, as any binary frame was (C41).
+ * A frame over `maxBytes`, or whose header cannot be read, is a protocol error.
+ */
+export function eventFromBinaryFrame(
+  workerId: WorkerId,
+  atMs: number,
+  frame: Uint8Array,
+  maxBytes: number,
+): Event {
+  const decoded = decodeBinaryWorkerFrame(frame, maxBytes);
+  if (!decoded.ok) {
+    return { kind: "workerFrameInvalid", atMs, workerId, error: decoded.error };
+  }
   return {
-    kind: "workerFrameInvalid",
+    kind: "chunkReceived",
     atMs,
     workerId,
-    error: {
-      kind: "notJson",
-      message: "binary frames are not part of the protocol",
-    },
+    requestId: decoded.message.requestId,
+    chunk: decoded.message.chunk,
   };
 }

@@ -10,7 +10,8 @@ import {
   step,
   worker,
 } from "../_testing.ts";
-import { binaryFrameEvent, eventFromFrame } from "./from_frame.ts";
+import { encodeBinaryChunkFrame } from "../protocol/binary.ts";
+import { eventFromBinaryFrame, eventFromFrame } from "./from_frame.ts";
 
 const MAX = 1024;
 
@@ -48,7 +49,11 @@ Deno.test("C33 garbage, unknown, oversized and binary frames close only the offe
           MAX,
         ),
     ],
-    ["binary", () => binaryFrameEvent("w1", 10)],
+    [
+      "binary of an unknown kind",
+      () =>
+        eventFromBinaryFrame("w1", 10, new Uint8Array([0xff, 1, 0x72]), MAX),
+    ],
   ];
   for (const [label, make] of frames) {
     const state = twoBusyWorkers();
@@ -75,10 +80,11 @@ Deno.test("C33 garbage, unknown, oversized and binary frames close only the offe
   }
 });
 
-Deno.test("C41 a binary frame is a protocol error naming the cause", () => {
+Deno.test("C41 a binary frame from a worker that did not negotiate chunk-bytes-v1 is a protocol error naming the cause", () => {
   const state = newState();
   addWorker(state, "w1");
-  const effects = step(state, binaryFrameEvent("w1", 1));
+  const frame = encodeBinaryChunkFrame("r1", new TextEncoder().encode("hi"));
+  const effects = step(state, eventFromBinaryFrame("w1", 1, frame, MAX));
   const close = only(effects, "closeWorker");
   assert.equal(close.code, 1002);
   assert.match(close.reason, /binary/);

@@ -1,6 +1,11 @@
 // The streaming hot path (C15, C16): one lookup, a few counter updates, one
-// `writeChunk` carrying the very string the frame carried. O(1), no copies.
+// `writeChunk` carrying the very string the frame carried, or with
+// chunk-bytes-v1 (issue 18) the very bytes (a subarray of the binary frame).
+// O(1), no copies. The stream limit counts `chunk.length`: UTF-16 units of a
+// string, bytes of a binary chunk (never fewer than its characters).
 import type { Effect } from "../effect.ts";
+import { chunkAsText } from "../protocol/binary.ts";
+import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import {
   recordBackendSuccess,
   trialFreedByCancel,
@@ -16,6 +21,7 @@ import {
 import type { Request, State } from "../state/state.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
+import { protocolViolation } from "./on_worker_frame_invalid.ts";
 
 type E = Extract<Event, { kind: "chunkReceived" }>;
 
@@ -65,7 +71,24 @@ function backendAnswered(state: State, workerId: string, out: Effect[]): void {
   }
 }
 
+/** Whether `workerId` negotiated chunk-bytes-v1 (binary chunk frames). */
+function sendsBytes(state: State, workerId: string): boolean {
+  return state.workers.get(workerId)?.extensions.includes(
+    EXTENSION_CHUNK_BYTES,
+  ) === true;
+}
+
 export function onChunkReceived(state: State, e: E, out: Effect[]): void {
+  // A binary frame from a worker that did not negotiate chunk-bytes-v1 (or has
+  // not registered) stays the protocol error it always was (C41).
+  if (typeof e.chunk !== "string" && !sendsBytes(state, e.workerId)) {
+    return protocolViolation(
+      state,
+      e.workerId,
+      "binary frames are not part of the protocol without chunk-bytes-v1",
+      out,
+    );
+  }
   const request = assignedRequest(state, e.workerId, e.requestId);
   if (request === undefined) {
     return dropFrame(state, e.workerId, e.requestId, "response_chunk", out);
@@ -73,8 +96,10 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
   const s = request.status;
   if (!request.isStreaming) {
     // body-chunks-v1 (and tolerated from any worker): kept for the final body.
+    // Our worker sends these as text; bytes (only from a worker that is not
+    // ours) are decoded, an invalid or split sequence becoming U+FFFD.
     backendAnswered(state, e.workerId, out);
-    request.bufferedBody += e.chunk;
+    request.bufferedBody += chunkAsText(e.chunk);
     if (request.bufferedBody.length > state.config.responseBodyCharsMax) {
       cutOversized(state, request, e.workerId, out);
     }

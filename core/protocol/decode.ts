@@ -18,7 +18,9 @@ export type DecodeError = {
     | "notJson"
     | "notAnObject"
     | "unknownType"
-    | "invalidFields";
+    | "invalidFields"
+    /** A chunk-bytes-v1 binary frame whose header cannot be read (binary.ts). */
+    | "badBinaryFrame";
   message: string;
   /**
    * frameTooLarge only: the per-request frame it started as, when its first

@@ -34,11 +34,18 @@ export const EXTENSION_DRAIN = "drain-v1";
  * no frame outgrows the frame limit.
  */
 export const EXTENSION_BODY_CHUNKS = "body-chunks-v1";
+/**
+ * chunk-bytes-v1 (issue 18): a streamed chunk may arrive as a binary WebSocket
+ * frame (binary.ts) carrying the backend's bytes as they are, instead of a
+ * JSON-escaped `response_chunk` text frame.
+ */
+export const EXTENSION_CHUNK_BYTES = "chunk-bytes-v1";
 export const SUPPORTED_EXTENSIONS: readonly string[] = [
   EXTENSION_CAPABILITIES,
   EXTENSION_LIFECYCLE,
   EXTENSION_DRAIN,
   EXTENSION_BODY_CHUNKS,
+  EXTENSION_CHUNK_BYTES,
 ];
 export const LIFECYCLE_OPERATIONS = [
   "model-load",

@@ -1,3 +1,4 @@
 export * from "./messages.ts";
 export * from "./decode.ts";
 export * from "./encode.ts";
+export * from "./binary.ts";

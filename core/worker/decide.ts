@@ -4,9 +4,12 @@
 // the returned actions in order. `step` updates the state it is given in place.
 import { assertNever } from "../assert_never.ts";
 import {
+  binaryChunkIdFits,
   type CancelReason,
+  chunkAsText,
   decodeServerFrame,
   EXTENSION_CAPABILITIES,
+  EXTENSION_CHUNK_BYTES,
   PROTOCOL_VERSION_BRIDGE,
   type RequestMessage,
   type ServerMessage,
@@ -53,13 +56,7 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
     case "chunkRead":
       // Hot path: one lookup; nothing after a cancel or a disconnect.
       if (!state.inFlight.has(event.requestId)) return [];
-      return [
-        send({
-          type: "response_chunk",
-          request_id: event.requestId,
-          chunk: event.chunk,
-        }),
-      ];
+      return [chunkAction(state, event.requestId, event.chunk)];
     case "backendFinished":
       return onBackendFinished(state, event.requestId, event.completion);
     case "backendUnavailable":
@@ -115,6 +112,27 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
   }
 }
 
+/**
+ * A streamed chunk's frame: binary (chunk-bytes-v1) when the server acked the
+ * extension and the read came as bytes, else a `response_chunk` text frame,
+ * what an original server always gets. Bytes without the extension (a stream
+ * outliving a reconnect; never in practice) are decoded into text.
+ */
+function chunkAction(
+  state: WorkerState,
+  requestId: string,
+  chunk: string | Uint8Array,
+): WorkerAction {
+  if (typeof chunk !== "string") {
+    if (
+      state.extensions.includes(EXTENSION_CHUNK_BYTES) &&
+      binaryChunkIdFits(requestId)
+    ) return { kind: "sendChunkBytes", requestId, chunk };
+    chunk = chunkAsText(chunk);
+  }
+  return send({ type: "response_chunk", request_id: requestId, chunk });
+}
+
 function onSocketOpened(state: WorkerState): WorkerAction[] {
   state.connected = true;
   return [
@@ -157,18 +175,19 @@ function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {
     case "register_ack": {
       state.registered = true;
       state.failedAttempts = 0;
-      const out: WorkerAction[] = [log("info", "registered", {
-        worker_id: m.worker_id,
-        models: m.models.join(","),
-        protocol_version: m.protocol_version ?? "(none)",
-      })];
-      for (const w of m.warnings ?? []) {
-        out.push(log("warn", "proxy warning", { warning: w }));
-      }
       // Extension frames only to a server that listed the extension (issue 9).
       state.extensions = (state.speaks ?? []).filter((x) =>
         m.extensions?.includes(x) === true
       );
+      const out: WorkerAction[] = [log("info", "registered", {
+        worker_id: m.worker_id,
+        models: m.models.join(","),
+        protocol_version: m.protocol_version ?? "(none)",
+        extensions: state.extensions.join(",") || "(none)",
+      })];
+      for (const w of m.warnings ?? []) {
+        out.push(log("warn", "proxy warning", { warning: w }));
+      }
       state.capabilitiesSent = null;
       if (state.extensions.includes(EXTENSION_CAPABILITIES)) {
         out.push({ kind: "probeCapabilities" });

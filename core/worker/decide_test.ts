@@ -83,6 +83,7 @@ Deno.test("opening the socket registers with the bridge protocol version and cur
       "lifecycle-v1",
       "drain-v1",
       "body-chunks-v1",
+      "chunk-bytes-v1",
     ],
   });
 });

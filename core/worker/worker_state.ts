@@ -3,6 +3,7 @@
 import {
   EXTENSION_BODY_CHUNKS,
   EXTENSION_CAPABILITIES,
+  EXTENSION_CHUNK_BYTES,
   EXTENSION_DRAIN,
   EXTENSION_LIFECYCLE,
   type LifecycleOperation,
@@ -56,6 +57,7 @@ export const WORKER_EXTENSIONS = [
   EXTENSION_LIFECYCLE,
   EXTENSION_DRAIN,
   EXTENSION_BODY_CHUNKS,
+  EXTENSION_CHUNK_BYTES,
 ];
 
 /** Our server's default frame limit (core DEFAULT_CONFIG.frameCharsMax). */
@@ -71,7 +73,11 @@ export type WorkerEvent =
     wasOpen: boolean;
     random01: number;
   }
-  | { kind: "chunkRead"; requestId: string; chunk: string }
+  /**
+   * A streamed read from the backend: text, or with chunk-bytes-v1 negotiated
+   * its bytes, whole UTF-8 characters (the shell holds a split one back, C45).
+   */
+  | { kind: "chunkRead"; requestId: string; chunk: string | Uint8Array }
   | { kind: "backendFinished"; requestId: string; completion: Completion }
   /**
    * The backend refused or reset the connection before any response byte
@@ -116,6 +122,8 @@ export type TimerName = "reconnect" | "drain" | "idle";
 export type WorkerAction =
   | { kind: "connect" }
   | { kind: "send"; message: WorkerMessage }
+  /** A chunk-bytes-v1 binary frame (core/protocol/binary.ts) carrying `chunk`. */
+  | { kind: "sendChunkBytes"; requestId: string; chunk: Uint8Array }
   | { kind: "forward"; request: RequestMessage }
   | { kind: "abortBackend"; requestId: string }
   | { kind: "listModels"; reply: boolean }

@@ -9,8 +9,8 @@ import type { Duplex } from "node:stream";
 // @ts-types="npm:@types/ws@8.18.1"
 import { type WebSocket, WebSocketServer } from "ws";
 import {
-  binaryFrameEvent,
   type Event,
+  eventFromBinaryFrame,
   eventFromFrame,
 } from "../../core/mod.ts";
 import type { Corkable } from "../frame_batch.ts";
@@ -183,12 +183,21 @@ function admitted(
   capUntilRegistered(deps, workerId, ws, socket);
   ws.on("message", (data, isBinary) => {
     deps.submit(
-      isBinary ? binaryFrameEvent(workerId, deps.now()) : eventFromFrame(
-        workerId,
-        deps.now(),
-        data.toString(),
-        deps.frameCharsMax,
-      ),
+      isBinary
+        // chunk-bytes-v1 (issue 18): the header is read, the bytes are not;
+        // the frame limit counts bytes here.
+        ? eventFromBinaryFrame(
+          workerId,
+          deps.now(),
+          frameBytes(data),
+          deps.frameCharsMax,
+        )
+        : eventFromFrame(
+          workerId,
+          deps.now(),
+          data.toString(),
+          deps.frameCharsMax,
+        ),
     );
   });
   ws.on("close", (code, reason) => {
@@ -204,6 +213,12 @@ function admitted(
   ws.on("error", () => {
     // Followed by "close", which carries the disconnect into the core.
   });
+}
+
+/** A binary message's bytes (`ws` hands a Buffer; the other shapes just in case). */
+function frameBytes(data: Buffer | ArrayBuffer | Buffer[]): Uint8Array {
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return data instanceof ArrayBuffer ? new Uint8Array(data) : data;
 }
 
 /**

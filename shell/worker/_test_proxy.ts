@@ -1,6 +1,7 @@
 // Test-only stand-in for the proxy's worker endpoint: Deno.serve + upgradeWebSocket
 // on loopback. It records every frame, acks registration, and can play an
 // original-style server that accepts only protocol_version "2026-04-bridge-v1" or none.
+import { decodeBinaryWorkerFrame } from "../../core/protocol/mod.ts";
 import { waitFor } from "../procs.ts";
 
 // deno-lint-ignore no-explicit-any
@@ -86,7 +87,22 @@ export function startTestProxy(
         if (given !== secret) ws.close(1008, "invalid worker secret");
         else socket = ws;
       };
+      ws.binaryType = "arraybuffer";
       ws.onmessage = (m) => {
+        if (m.data instanceof ArrayBuffer) {
+          // chunk-bytes-v1: recorded as {type: "binary_chunk", request_id, bytes}.
+          const d = decodeBinaryWorkerFrame(new Uint8Array(m.data), Infinity);
+          proxy.frames.push(
+            d.ok
+              ? {
+                type: "binary_chunk",
+                request_id: d.message.requestId,
+                bytes: d.message.chunk,
+              }
+              : { type: "bad_binary", error: d.error.message },
+          );
+          return;
+        }
         const frame = JSON.parse(String(m.data)) as Frame;
         proxy.frames.push(frame);
         if (frame.type !== "register") return;

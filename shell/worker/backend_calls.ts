@@ -17,6 +17,8 @@ export type BackendCallsDeps = {
   track: (p: Promise<unknown>) => void;
   /** Whether the server negotiated body-chunks-v1 (read per request: a reconnect may reach another server). */
   bodyChunks: () => boolean;
+  /** Whether the server negotiated chunk-bytes-v1 (read per request, like bodyChunks). */
+  chunkBytes: () => boolean;
   /** Whether the proxy socket can take more answer bytes now. */
   hasRoom: () => boolean;
   /** Aborted when the worker stops. */
@@ -42,6 +44,7 @@ export function makeBackendCalls(deps: BackendCallsDeps): BackendCalls {
           chunk: (chunk) =>
             deps.dispatch({ kind: "chunkRead", requestId: id, chunk }),
           bodyChunks: deps.bodyChunks(),
+          chunkBytes: deps.chunkBytes(),
           hasRoom: deps.hasRoom,
         }).then((outcome) => {
           if (calls.get(id) === controller) calls.delete(id);

@@ -1,6 +1,7 @@
 // Forwards one request to the local backend. Streaming answers are passed on read
 // by read (one response_chunk per read, decoded with a streaming UTF-8 decoder so
-// a character split across reads survives, C45); everything else ends in one
+// a character split across reads survives, C45; with chunk-bytes-v1 the reads'
+// bytes as they are, a split character held back, utf8_passage.ts); everything else ends in one
 // response_complete carrying the backend's real status and body, its body sent
 // ahead in pieces when the server negotiated body-chunks-v1 (issue 14). A
 // backend that fails without a complete answer is reported as such, not as an
@@ -13,13 +14,17 @@ import type { RequestMessage } from "../../core/protocol/mod.ts";
 import type { Completion } from "../../core/worker/decide.ts";
 import {
   keepTail,
+  newUsageByteScan,
   newUsageScan,
   newUsageTail,
+  scanBytes,
+  scanBytesResult,
   scanChunk,
   scanResult,
   tokenCountsFromBody,
   tokenCountsFromTail,
 } from "./usage.ts";
+import { newUtf8Passage } from "./utf8_passage.ts";
 
 // Hop-by-hop or recomputed by fetch: never copied between the two hops.
 const SKIPPED_HEADERS = new Set([
@@ -132,8 +137,13 @@ export type BackendOutcome =
 
 /** Where the pieces of an answer go, and whether the link can take more. */
 export type AnswerSink = {
-  /** One response_chunk. */
-  chunk(text: string): void;
+  /** One response_chunk: text, or a stream's bytes when `chunkBytes`. */
+  chunk(data: string | Uint8Array): void;
+  /**
+   * A stream's reads leave as bytes (the server negotiated chunk-bytes-v1):
+   * no decoding, whole UTF-8 characters per chunk.
+   */
+  chunkBytes: boolean;
   /**
    * Non-streaming bodies may leave as chunks too (the server negotiated
    * body-chunks-v1); otherwise they are buffered up to RESPONSE_FRAME_BYTES_MAX.
@@ -291,8 +301,8 @@ type Answer = Call & {
   status: number;
   /** The backend's response headers, hop-by-hop ones dropped. */
   headers: Record<string, string>;
-  /** Passes text on to the proxy; reading pauses while the link is full. */
-  send(text: string): void;
+  /** Passes a piece on to the proxy; reading pauses while the link is full. */
+  send(data: string | Uint8Array): void;
 };
 
 /** Reads the backend's answer the way its kind needs (see the readers below). */
@@ -310,14 +320,28 @@ function readAnswer(
     res,
     status,
     headers: copyHeaders(headerEntries(res.headers)),
-    send: (text) => {
+    send: (data) => {
       call.markStarted();
-      sink.chunk(text);
+      sink.chunk(data);
       pauseWhileFull(res, sink, call.settled);
     },
   };
+  // chunk-bytes-v1: a successful stream is read as bytes (readStreamBytes).
+  if (request.is_streaming && ok && sink.chunkBytes) {
+    onBroken(res, call);
+    return readStreamBytes(answer);
+  }
   // A string decoder: a character split across reads survives (C45).
   res.setEncoding("utf8");
+  onBroken(res, call);
+  if (!request.is_streaming && ok && sink.bodyChunks) readInPieces(answer);
+  // Errors of a streaming request arrive as one JSON body: pass it whole.
+  else if (!request.is_streaming || !ok) readWhole(answer, ok);
+  else readStream(answer);
+}
+
+/** A backend that breaks off mid-answer fails the call. */
+function onBroken(res: http.IncomingMessage, call: Call): void {
   const broken = () =>
     call.failed(
       "backend response failed: the backend closed the connection mid-answer",
@@ -326,10 +350,6 @@ function readAnswer(
   res.on("close", () => {
     if (!res.complete) broken();
   });
-  if (!request.is_streaming && ok && sink.bodyChunks) readInPieces(answer);
-  // Errors of a streaming request arrive as one JSON body: pass it whole.
-  else if (!request.is_streaming || !ok) readWhole(answer, ok);
-  else readStream(answer);
 }
 
 /** Pauses reading until the proxy link has room again. */
@@ -432,6 +452,53 @@ function readStream(a: Answer): void {
         headers: a.headers,
         body: "",
         token_counts: scanResult(usage),
+      },
+    });
+  });
+}
+
+/**
+ * readStream for chunk-bytes-v1 (issue 18): each turn's reads leave as one
+ * chunk of bytes, never decoded (utf8_passage.ts holds back a split character
+ * and keeps invalid input exactly as the text path delivers it, C45).
+ */
+function readStreamBytes(a: Answer): void {
+  const usage = newUsageByteScan();
+  const utf8 = newUtf8Passage();
+  let pending: Buffer[] = [];
+  const pass = (bytes: Buffer) => {
+    const out = utf8.pass(bytes);
+    if (out.length === 0) return;
+    a.send(out);
+    scanBytes(usage, out);
+  };
+  const flush = () => {
+    if (pending.length === 0 || a.settled()) return;
+    const reads = pending;
+    pending = [];
+    pass(reads.length === 1 ? reads[0]! : Buffer.concat(reads));
+  };
+  a.res.on("data", (b: Buffer) => {
+    if (b.length === 0) return;
+    if (pending.length === 0) queueMicrotask(flush);
+    pending.push(b);
+  });
+  a.res.on("end", () => {
+    flush();
+    if (!a.settled()) {
+      const rest = utf8.end();
+      if (rest.length > 0) {
+        a.send(rest);
+        scanBytes(usage, rest);
+      }
+    }
+    a.done({
+      kind: "completed",
+      completion: {
+        status_code: a.status,
+        headers: a.headers,
+        body: "",
+        token_counts: scanBytesResult(usage),
       },
     });
   });

@@ -27,8 +27,10 @@ function sink(
   over: Partial<AnswerSink> = {},
 ): AnswerSink {
   return {
-    chunk: (c) => chunks.push(c),
+    chunk: (c) =>
+      chunks.push(typeof c === "string" ? c : new TextDecoder().decode(c)),
     bodyChunks: false,
+    chunkBytes: false,
     hasRoom: () => true,
     ...over,
   };
@@ -74,23 +76,27 @@ Deno.test("a stream's first chunk is passed on before the backend finishes", asy
   }
 });
 
-Deno.test("streamed usage becomes token_counts of the completion", async () => {
+Deno.test("streamed usage becomes token_counts of the completion (text reads and chunk-bytes-v1 reads)", async () => {
   const backend = await startMockBackend({ chunkDelayMs: 0 });
   try {
-    const c = completed(
-      await forwardToBackend(
-        at(backend.url),
-        request({
-          stream: true,
-          max_tokens: 3,
-          stream_options: { include_usage: true },
-        }),
-        new AbortController().signal,
-        sink(),
-      ),
-    );
-    assert.equal(c.status_code, 200);
-    assert.equal(c.token_counts?.completion_tokens, 3);
+    for (const chunkBytes of [false, true]) {
+      const chunks: string[] = [];
+      const c = completed(
+        await forwardToBackend(
+          at(backend.url),
+          request({
+            stream: true,
+            max_tokens: 3,
+            stream_options: { include_usage: true },
+          }),
+          new AbortController().signal,
+          sink(chunks, { chunkBytes }),
+        ),
+      );
+      assert.equal(c.status_code, 200);
+      assert.equal(c.token_counts?.completion_tokens, 3, `${chunkBytes}`);
+      assert.match(chunks.join(""), /data: \[DONE\]\n\n$/);
+    }
   } finally {
     await backend.close();
   }

@@ -5,7 +5,10 @@
 // while actions run are queued, never handled re-entrantly. A failure there is a
 // bug and propagates; the loop ends when the worker exits.
 import { assertNever } from "../../core/assert_never.ts";
-import { EXTENSION_BODY_CHUNKS } from "../../core/protocol/mod.ts";
+import {
+  EXTENSION_BODY_CHUNKS,
+  EXTENSION_CHUNK_BYTES,
+} from "../../core/protocol/mod.ts";
 import { makeDriver } from "../driver.ts";
 import type { Logger } from "../log.ts";
 import { type BackendCalls, makeBackendCalls } from "./backend_calls.ts";
@@ -74,6 +77,7 @@ export function startWorker(
     dispatch,
     track,
     bodyChunks: () => state.extensions.includes(EXTENSION_BODY_CHUNKS),
+    chunkBytes: () => state.extensions.includes(EXTENSION_CHUNK_BYTES),
     hasRoom: () => link.hasRoom(),
     stopped: stopAll.signal,
   });
@@ -149,6 +153,9 @@ function runAction(io: WorkerIo, action: WorkerAction): void {
       return;
     case "send":
       io.link.send(action.message);
+      return;
+    case "sendChunkBytes":
+      io.link.sendChunkBytes(action.requestId, action.chunk);
       return;
     case "forward":
       io.backend.forward(action.request);

@@ -5,7 +5,12 @@
 // waited for the proxy's delayed ACK, ~40 ms. `ws` sets it.
 // @ts-types="npm:@types/ws@8.18.1"
 import { WebSocket } from "ws";
-import { encodeFrame, type WorkerMessage } from "../../core/protocol/mod.ts";
+import {
+  binaryChunkFrameLength,
+  encodeFrame,
+  type WorkerMessage,
+  writeBinaryChunkFrame,
+} from "../../core/protocol/mod.ts";
 import { FRAME_CHARS_MAX, type WorkerEvent } from "../../core/worker/decide.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import type { Logger } from "../log.ts";
@@ -29,6 +34,8 @@ export type ProxyLink = {
   connect(): void;
   /** Sends when the socket is open; dropped otherwise (the core knows it is not). */
   send(message: WorkerMessage): void;
+  /** A chunk-bytes-v1 binary frame (same rules as `send`). */
+  sendChunkBytes(requestId: string, chunk: Uint8Array): void;
   /** Whether the socket can take more answer bytes now. */
   hasRoom(): boolean;
   close(code: number, reason: string): void;
@@ -85,6 +92,16 @@ export function makeProxyLink(deps: ProxyLinkDeps): ProxyLink {
       if (socket?.readyState !== WebSocket.OPEN) return;
       if (rawSocket !== null) batcher.hold(rawSocket);
       socket.send(encodeFrame(message));
+    },
+    sendChunkBytes(requestId, chunk) {
+      if (socket?.readyState !== WebSocket.OPEN) return;
+      if (rawSocket !== null) batcher.hold(rawSocket);
+      // One allocation for header and payload (ws sends one buffer per frame).
+      const frame = Buffer.allocUnsafe(
+        binaryChunkFrameLength(requestId, chunk.length),
+      );
+      writeBinaryChunkFrame(frame, requestId, chunk);
+      socket.send(frame, { binary: true });
     },
     hasRoom() {
       return (socket?.bufferedAmount ?? 0) < SEND_BUFFER_BYTES_MAX;

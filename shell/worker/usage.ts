@@ -75,17 +75,56 @@ export function scanChunk(scan: UsageScan, text: string): void {
   scan.carry = joined.slice(end + 1);
   if (scan.carry.length > CARRY_MAX) scan.carry = "";
   if (end === -1 || !joined.includes('"usage"')) return;
-  for (const line of joined.slice(0, end).split("\n")) {
+  scanLines(scan.counts, joined.slice(0, end));
+}
+
+/**
+ * scanChunk over bytes (chunk-bytes-v1, issue 18): the same lines, found with
+ * native byte searches; only a piece mentioning "usage" is decoded.
+ */
+export type UsageByteScan = { carry: Buffer; counts: Partial3 };
+
+const USAGE_BYTES = Buffer.from('"usage"');
+const NO_BYTES = Buffer.alloc(0);
+
+export function newUsageByteScan(): UsageByteScan {
+  return {
+    carry: NO_BYTES,
+    counts: { prompt: null, completion: null, total: null },
+  };
+}
+
+export function scanBytes(scan: UsageByteScan, bytes: Buffer): void {
+  const joined = scan.carry.length === 0
+    ? bytes
+    : Buffer.concat([scan.carry, bytes]);
+  const end = joined.lastIndexOf(0x0a);
+  // A copy: the carry must not pin the read it came from.
+  scan.carry = end === joined.length - 1 ||
+      joined.length - end - 1 > CARRY_MAX
+    ? NO_BYTES
+    : Buffer.from(joined.subarray(end + 1));
+  if (end === -1 || joined.indexOf(USAGE_BYTES) === -1) return;
+  scanLines(scan.counts, joined.toString("utf8", 0, end));
+}
+
+export function scanBytesResult(scan: UsageByteScan): TokenCounts | null {
+  return toCounts(scan.counts);
+}
+
+/** Merges the usage of every `data:` line of `text` that mentions it. */
+function scanLines(counts: Partial3, text: string): void {
+  for (const line of text.split("\n")) {
     if (!line.startsWith("data:") || !line.includes('"usage"')) continue;
     try {
       const event = JSON.parse(line.slice(5)) as Record<string, unknown>;
-      mergeUsage(scan.counts, event.usage);
+      mergeUsage(counts, event.usage);
       mergeUsage(
-        scan.counts,
+        counts,
         (event.message as Record<string, unknown> | undefined)?.usage,
       );
       mergeUsage(
-        scan.counts,
+        counts,
         (event.response as Record<string, unknown> | undefined)?.usage,
       );
     } catch {

@@ -1,6 +1,6 @@
 // chunkFromAssigned (C32): chunks come only from the worker the request is
 // assigned to, and a client answer is written only on that worker's frame.
-import type { Event } from "../../core/mod.ts";
+import type { ChunkData, Event } from "../../core/mod.ts";
 import type { MReq } from "../observer/model.ts";
 import type { Piece } from "../observer/pieces.ts";
 import type { Check } from "./catalog.ts";
@@ -44,8 +44,9 @@ export function chunkWrittenFromItsWorker(
   check: Check,
   r: MReq,
   e: Event | null,
-  chunk: string,
+  chunk: ChunkData,
 ): void {
+  // A bytes chunk (chunk-bytes-v1) is the event's own subarray: same object.
   const fromEvent = (e?.kind === "chunkReceived" && e.chunk === chunk) ||
     (e?.kind === "completeReceived" && e.body === chunk);
   check(

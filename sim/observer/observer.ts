@@ -4,6 +4,8 @@
 // (conventions §6). The first violation is kept, with its name and checklist
 // numbers.
 import {
+  chunkAsText,
+  type ChunkData,
   type Effect,
   type Event,
   EXTENSION_CAPABILITIES,
@@ -382,14 +384,14 @@ export class Observer {
     }
   }
 
-  #writeChunk(id: string, chunk: string): void {
+  #writeChunk(id: string, chunk: ChunkData): void {
     const m = this.#m;
     const check = this.#check;
     const r = nothingAfterEnd.openRequest(m, check, id, "writeChunk");
     if (r === null) return;
     streamCarriesOnlyBackendBytes.failureNotWritten(check, id, m.event);
     chunkFromAssigned.chunkWrittenFromItsWorker(check, r, m.event, chunk);
-    for (const p of pieces(chunk)) {
+    for (const p of pieces(chunkAsText(chunk))) {
       noSplice.streamFromOneWorker(check, r, p);
       r.chunkConn ??= p.conn;
       chunkFromAssigned.pieceFromAssigned(check, r, p);

@@ -23,9 +23,11 @@ import {
   type ClusterRecord,
   type ClusterState,
   configDigest,
+  decodeRecord,
   decodeSnapshot,
   DEFAULT_LIVENESS,
   digestOf,
+  encodeRecord,
   encodeSnapshot,
   initialClusterState,
   type Liveness,
@@ -233,7 +235,7 @@ export async function startClusterRuntime(
     appliedMs = entry.ms;
     let record: ClusterRecord;
     try {
-      record = JSON.parse(entry.data) as ClusterRecord;
+      record = decodeRecord(entry.data);
     } catch {
       log("error", "unreadable cluster log entry", { id: entry.id });
       return [];
@@ -485,7 +487,7 @@ export async function startClusterRuntime(
   }
 
   function appendRecord(record: ClusterRecord): void {
-    engine.append(JSON.stringify(record)).catch((e) =>
+    engine.append(encodeRecord(record)).catch((e) =>
       lost(`append failed: ${e}`)
     );
   }
@@ -629,7 +631,7 @@ export async function startClusterRuntime(
       if (closed) return;
       if (up && leaving === null) {
         flush();
-        await engine.append(JSON.stringify(
+        await engine.append(encodeRecord(
           {
             kind: "left",
             instance: instanceId,
