@@ -87,6 +87,38 @@ export type UsageByteScan = { carry: Buffer; counts: Partial3 };
 const USAGE_BYTES = Buffer.from('"usage"');
 const NO_BYTES = Buffer.alloc(0);
 
+/**
+ * Horspool's skip table for USAGE_BYTES: how far the search may jump when the
+ * byte under the needle's last position is b.
+ */
+const USAGE_SKIP = (() => {
+  const skip = new Uint8Array(256).fill(USAGE_BYTES.length);
+  for (let i = 0; i < USAGE_BYTES.length - 1; i++) {
+    skip[USAGE_BYTES[i]!] = USAGE_BYTES.length - 1 - i;
+  }
+  return skip;
+})();
+
+/**
+ * Where `"usage"` starts in bytes, or -1. Buffer.indexOf would do, but Deno's
+ * node:buffer searches in JavaScript at ~5 ns a byte (0.8 µs for one SSE
+ * event, measured): this skips ahead up to 7 bytes at a time (issue 18).
+ */
+export function indexOfUsage(bytes: Uint8Array): number {
+  const n = USAGE_BYTES.length;
+  const last = n - 1;
+  for (let at = 0; at + n <= bytes.length;) {
+    const tail = bytes[at + last]!;
+    if (tail === 0x22) {
+      let i = last - 1;
+      while (i >= 0 && bytes[at + i] === USAGE_BYTES[i]) i--;
+      if (i < 0) return at;
+    }
+    at += USAGE_SKIP[tail]!;
+  }
+  return -1;
+}
+
 export function newUsageByteScan(): UsageByteScan {
   return {
     carry: NO_BYTES,
@@ -98,13 +130,15 @@ export function scanBytes(scan: UsageByteScan, bytes: Buffer): void {
   const joined = scan.carry.length === 0
     ? bytes
     : Buffer.concat([scan.carry, bytes]);
-  const end = joined.lastIndexOf(0x0a);
+  // Uint8Array's own lastIndexOf: a V8 builtin (Buffer's goes through Deno's
+  // JavaScript search).
+  const end = Uint8Array.prototype.lastIndexOf.call(joined, 0x0a);
   // A copy: the carry must not pin the read it came from.
   scan.carry = end === joined.length - 1 ||
       joined.length - end - 1 > CARRY_MAX
     ? NO_BYTES
     : Buffer.from(joined.subarray(end + 1));
-  if (end === -1 || joined.indexOf(USAGE_BYTES) === -1) return;
+  if (end === -1 || indexOfUsage(joined.subarray(0, end)) === -1) return;
   scanLines(scan.counts, joined.toString("utf8", 0, end));
 }
 

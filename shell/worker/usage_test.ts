@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
 import {
+  indexOfUsage,
   newUsageScan,
   scanChunk,
   scanResult,
@@ -56,4 +58,27 @@ Deno.test("usage scan reads the Responses API response.completed event", () => {
     total_tokens: 5,
   });
   assert.equal(scanResult(newUsageScan()), null);
+});
+
+Deno.test("the usage byte search finds what Buffer.indexOf finds, at every offset and in random bytes", () => {
+  const needle = Buffer.from('"usage"');
+  // Every placement in a short haystack, including the very start and end.
+  for (let len = 0; len <= 20; len++) {
+    for (let at = 0; at + needle.length <= len; at++) {
+      const hay = Buffer.alloc(len, 0x20);
+      needle.copy(hay, at);
+      assert.equal(indexOfUsage(hay), hay.indexOf(needle));
+    }
+  }
+  // Random haystacks over the needle's own bytes (many near misses).
+  const alphabet = Buffer.from('"usage" \n');
+  let seed = 18;
+  const next = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff);
+  for (let round = 0; round < 5000; round++) {
+    const hay = Buffer.alloc(next() % 64);
+    for (let i = 0; i < hay.length; i++) {
+      hay[i] = alphabet[next() % alphabet.length]!;
+    }
+    assert.equal(indexOfUsage(hay), hay.indexOf(needle));
+  }
 });
