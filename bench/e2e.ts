@@ -112,7 +112,7 @@ const size = real
     dRequests: 2000,
     dConcurrency: 32,
     eWorkers: 1000,
-    // Sequential rounds long enough for CPU ticks (10 ms) to resolve per request.
+    // Sequential rounds long enough for a steady CPU figure per request.
     gRequests: 500,
     gTokens: 5,
     hRequests: 500,

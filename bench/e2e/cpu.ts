@@ -1,12 +1,14 @@
-// CPU accounting per process for the e2e harness (issue 18): utime + stime of
-// every process involved, from /proc/<pid>/stat, before and after each measured
-// run, summed per path over all rounds and divided by the work done (chunks or
-// requests). The kernel counts in clock ticks (10 ms at CLK_TCK 100), so a
-// single run is too short to resolve; the sums over rounds are what is reported,
-// with the raw tick counts kept in the JSON so a reader can judge the resolution.
+// CPU accounting per process for the e2e harness (issue 18): the CPU time of
+// every process involved, before and after each measured run, summed per path
+// over all rounds and divided by the work done (chunks or requests). Read from
+// /proc/<pid>/task/*/schedstat (nanoseconds on CPU per thread, summed over the
+// process's threads) rather than utime + stime of /proc/<pid>/stat, whose 10 ms
+// clock ticks could not tell 0.5 from 1.5 µs a chunk over a bench:ci run. A
+// thread that exits mid-run takes its time with it; Deno's threads live as long
+// as the process, so nothing measurable is lost.
 import { assertNever } from "../../core/assert_never.ts";
 import type { PathName } from "./client.ts";
-import { readProc, readProcs } from "./procs.ts";
+import { readProc } from "./procs.ts";
 
 /** The processes a request can cross; `loadgen` is the harness itself. */
 export type Role = "backend" | "server" | "worker" | "nginx" | "loadgen";
@@ -38,50 +40,49 @@ export function rolesOn(path: PathName): readonly Role[] {
 /** Pids per role; an empty list when the role has no process we can see (a real backend). */
 export type CpuProcs = Record<Role, number[]>;
 
-export type ProcStat = { pid: number; ppid: number; ticks: number };
-
 /**
- * Parses one /proc/<pid>/stat line. The command name (field 2) sits in
- * parentheses and may itself hold spaces or parentheses, so fields are counted
- * after the last ')': state is field 3, ppid 4, utime 14, stime 15 (proc(5)).
+ * CPU nanoseconds per pid: one `sh` sums the first field (time on CPU, ns) of
+ * every thread's schedstat (proc(5)). One process for all pids, since Deno wants
+ * --allow-all to read /proc/<pid> itself. A pid without threads prints nothing.
  */
-export function parseStat(line: string): ProcStat {
-  const close = line.lastIndexOf(")");
-  if (close === -1) throw new Error(`not a /proc/<pid>/stat line: "${line}"`);
-  const pid = Number(line.slice(0, line.indexOf(" ")));
-  const rest = line.slice(close + 2).split(" ");
-  const ppid = Number(rest[1]);
-  const utime = Number(rest[11]);
-  const stime = Number(rest[12]);
-  if (![pid, ppid, utime, stime].every(Number.isInteger)) {
-    throw new Error(`not a /proc/<pid>/stat line: "${line}"`);
-  }
-  return { pid, ppid, ticks: utime + stime };
-}
-
-/** utime + stime per pid; one `cat` for all (Deno wants --allow-all to read /proc/<pid> itself). */
-export function readTicks(pids: readonly number[]): Map<number, number> {
+export function readCpuNs(pids: readonly number[]): Map<number, number> {
   const out = new Map<number, number>();
   if (pids.length === 0) return out;
-  const text = readProcs(pids.map((p) => `/proc/${p}/stat`));
+  const script = 'for p in "$@"; do s=0; found=0; ' +
+    "for f in /proc/$p/task/*/schedstat; do " +
+    '[ -r "$f" ] || continue; read a b c < "$f" && s=$((s + a)) && found=1; ' +
+    'done; [ $found = 1 ] && echo "$p $s"; done; true';
+  const res = new Deno.Command("sh", {
+    args: ["-c", script, "sh", ...pids.map(String)],
+    stderr: "null",
+  }).outputSync();
+  return parseCpuNs(new TextDecoder().decode(res.stdout));
+}
+
+/** Parses readCpuNs's "pid ns" lines. */
+export function parseCpuNs(text: string): Map<number, number> {
+  const out = new Map<number, number>();
   for (const line of text.split("\n")) {
-    if (line === "") continue;
-    const s = parseStat(line);
-    out.set(s.pid, s.ticks);
+    if (line.trim() === "") continue;
+    const [pid, ns] = line.trim().split(" ").map(Number);
+    if (!Number.isInteger(pid) || !Number.isInteger(ns)) {
+      throw new Error(`not a "pid ns" line: "${line}"`);
+    }
+    out.set(pid!, ns!);
   }
   return out;
 }
 
-/** Ticks per role now; throws if a process has gone (its ticks would be lost). */
+/** CPU ns per role now; throws if a process has gone (its time would be lost). */
 export function snapshot(procs: CpuProcs): Record<Role, number> {
-  const ticks = readTicks(ROLES.flatMap((r) => procs[r]));
-  const out = zeroTicks();
+  const ns = readCpuNs(ROLES.flatMap((r) => procs[r]));
+  const out = zeroCpu();
   for (const role of ROLES) {
     for (const pid of procs[role]) {
-      const t = ticks.get(pid);
+      const t = ns.get(pid);
       if (t === undefined) {
         throw new Error(
-          `${role} process ${pid} is gone (no /proc/${pid}/stat)`,
+          `${role} process ${pid} is gone (no /proc/${pid}/task)`,
         );
       }
       out[role] += t;
@@ -90,7 +91,7 @@ export function snapshot(procs: CpuProcs): Record<Role, number> {
   return out;
 }
 
-export function zeroTicks(): Record<Role, number> {
+export function zeroCpu(): Record<Role, number> {
   return { backend: 0, server: 0, worker: 0, nginx: 0, loadgen: 0 };
 }
 
@@ -100,28 +101,13 @@ export function childPids(pid: number): number[] {
   return text.trim().split(/\s+/).filter((s) => s !== "").map(Number);
 }
 
-let clkTck: number | null = null;
-
-/** `getconf CLK_TCK` (100 on Linux x86_64), read once. */
-export function clockTicksPerSec(): number {
-  if (clkTck !== null) return clkTck;
-  try {
-    const out = new Deno.Command("getconf", { args: ["CLK_TCK"] })
-      .outputSync();
-    const n = Number(new TextDecoder().decode(out.stdout).trim());
-    clkTck = Number.isInteger(n) && n > 0 ? n : 100;
-  } catch {
-    clkTck = 100;
-  }
-  return clkTck;
-}
-
 /** What one path used over all measured rounds of a scenario. */
 export type CpuTally = {
   /** Chunks or requests delivered over the rounds. */
   units: number;
   rounds: number;
-  ticks: Record<Role, number>;
+  /** CPU nanoseconds per role over the rounds. */
+  cpuNs: Record<Role, number>;
 };
 
 export type CpuFigure = {
@@ -130,21 +116,20 @@ export type CpuFigure = {
   per: string;
   units: number;
   rounds: number;
-  /** Raw tick sums per role (all roles, on the path or not). */
-  ticks: Record<Role, number>;
+  /** Raw CPU ns sums per role (all roles, on the path or not). */
+  cpuNs: Record<Role, number>;
   /** µs of CPU per unit for the roles on the path; null for the others and for roles without a process. */
   usPerUnit: Record<Role, number | null>;
   /** Sum over the path's roles that have a process. */
   totalUsPerUnit: number;
 };
 
-/** Pure: tick sums → µs per unit for the roles on `path`. */
+/** Pure: CPU ns sums → µs per unit for the roles on `path`. */
 export function cpuFigure(
   path: PathName,
   per: string,
   tally: CpuTally,
   procs: CpuProcs,
-  ticksPerSec: number,
 ): CpuFigure {
   const usPerUnit: Record<Role, number | null> = {
     backend: null,
@@ -156,7 +141,7 @@ export function cpuFigure(
   let total = 0;
   for (const role of rolesOn(path)) {
     if (procs[role].length === 0) continue;
-    const us = tally.ticks[role] * 1e6 / ticksPerSec / tally.units;
+    const us = tally.cpuNs[role] / 1000 / tally.units;
     usPerUnit[role] = Math.round(us * 100) / 100;
     total += us;
   }
@@ -165,7 +150,7 @@ export function cpuFigure(
     per,
     units: tally.units,
     rounds: tally.rounds,
-    ticks: { ...tally.ticks },
+    cpuNs: { ...tally.cpuNs },
     usPerUnit,
     totalUsPerUnit: Math.round(total * 100) / 100,
   };

@@ -1,17 +1,32 @@
 import assert from "node:assert/strict";
-import { cpuFigure, type CpuProcs, parseStat, rolesOn } from "./cpu.ts";
+import {
+  cpuFigure,
+  type CpuProcs,
+  parseCpuNs,
+  readCpuNs,
+  rolesOn,
+} from "./cpu.ts";
 
-// A real line from this machine, with a command name holding a space and ')'.
-const LINE =
-  "4242 (deno run) x) S 4100 4242 4100 0 -1 4194560 9626 0 0 0 731 129 0 0 20 0 9 0 1234 1000000 5000 18446744073709551615 1 1 0 0 0 0 0 4096 1088 0 0 0 17 1 0 0 0 0 0";
-
-Deno.test("parseStat counts fields after the last ')' (utime 14 + stime 15)", () => {
-  assert.deepEqual(parseStat(LINE), { pid: 4242, ppid: 4100, ticks: 860 });
+Deno.test("parseCpuNs reads one 'pid ns' line per process", () => {
+  assert.deepEqual(
+    parseCpuNs("4242 731000123\n17 0\n"),
+    new Map([[4242, 731000123], [17, 0]]),
+  );
+  assert.throws(() => parseCpuNs("4242 lots"));
 });
 
-Deno.test("parseStat rejects a line that is not /proc/<pid>/stat", () => {
-  assert.throws(() => parseStat("no parenthesis here"));
-  assert.throws(() => parseStat("12 (x) S a b c"));
+Deno.test("readCpuNs sums this process's threads and grows with work done", () => {
+  const me = Deno.pid;
+  const before = readCpuNs([me]).get(me);
+  assert.ok(before !== undefined && before > 0);
+  let x = 0;
+  const until = performance.now() + 30;
+  while (performance.now() < until) x += Math.sqrt(x + 1);
+  const after = readCpuNs([me]).get(me)!;
+  // 30 ms of spinning: at least 10 ms more CPU, whatever else the box does.
+  assert.ok(after - before >= 10_000_000, `${after - before} ns`);
+  // A pid that does not exist prints nothing (snapshot() then says it is gone).
+  assert.equal(readCpuNs([0x3fffffff]).size, 0);
 });
 
 const PROCS: CpuProcs = {
@@ -22,19 +37,24 @@ const PROCS: CpuProcs = {
   loadgen: [8],
 };
 
-Deno.test("cpuFigure divides the path's ticks by its units and leaves other roles out", () => {
+Deno.test("cpuFigure divides the path's CPU by its units and leaves other roles out", () => {
   const f = cpuFigure(
     "nginx",
     "request",
     {
       units: 1000,
       rounds: 2,
-      ticks: { backend: 10, server: 3, worker: 4, nginx: 5, loadgen: 20 },
+      cpuNs: {
+        backend: 100e6,
+        server: 30e6,
+        worker: 40e6,
+        nginx: 50e6,
+        loadgen: 200e6,
+      },
     },
     PROCS,
-    100,
   );
-  // 10 ticks at 100 Hz = 100 ms over 1000 requests = 100 µs each.
+  // 100 ms over 1000 requests = 100 µs each.
   assert.deepEqual(f.usPerUnit, {
     backend: 100,
     server: null,
@@ -43,8 +63,8 @@ Deno.test("cpuFigure divides the path's ticks by its units and leaves other role
     loadgen: 200,
   });
   assert.equal(f.totalUsPerUnit, 350);
-  // Raw ticks stay for every role: idle cost of the processes off the path.
-  assert.equal(f.ticks.server, 3);
+  // Raw sums stay for every role: idle cost of the processes off the path.
+  assert.equal(f.cpuNs.server, 30e6);
 });
 
 Deno.test("cpuFigure gives null for a role without a process (a real backend)", () => {
@@ -54,10 +74,9 @@ Deno.test("cpuFigure gives null for a role without a process (a real backend)", 
     {
       units: 100,
       rounds: 1,
-      ticks: { backend: 0, server: 0, worker: 0, nginx: 0, loadgen: 1 },
+      cpuNs: { backend: 0, server: 0, worker: 0, nginx: 0, loadgen: 10e6 },
     },
     { ...PROCS, backend: [] },
-    100,
   );
   assert.equal(f.usPerUnit.backend, null);
   assert.equal(f.totalUsPerUnit, 100);

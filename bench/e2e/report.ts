@@ -27,7 +27,7 @@ export function fmt(n: number | null | undefined): string {
   return n.toFixed(abs >= 10 ? 2 : 3);
 }
 
-/** CPU µs: ticks are 10 ms, so more than 3 significant digits would be noise. */
+/** CPU µs: 3 significant digits; the run-to-run spread is wider than that. */
 function fmtUs(n: number): string {
   if (n >= 100) return Math.round(n).toLocaleString("en-US");
   return n.toFixed(n >= 10 ? 1 : 2);
@@ -123,12 +123,12 @@ export function cpuTable(scenarios: ScenarioResult[]): string {
     "µs per",
     ...ROLES,
     "total",
-    "ticks",
+    "cpu ms",
   ]];
   for (const s of scenarios) {
     for (const f of s.cpu ?? []) {
       const on = new Set(rolesOn(f.path));
-      const totalTicks = [...on].reduce((n, r) => n + f.ticks[r], 0);
+      const totalNs = [...on].reduce((n, r) => n + f.cpuNs[r], 0);
       rows.push([
         `(${s.id})`,
         f.path,
@@ -139,7 +139,7 @@ export function cpuTable(scenarios: ScenarioResult[]): string {
           return us === null ? "n/a" : fmtUs(us);
         }),
         fmtUs(f.totalUsPerUnit),
-        String(totalTicks),
+        fmtUs(totalNs / 1e6),
       ]);
     }
   }

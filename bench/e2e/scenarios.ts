@@ -17,14 +17,13 @@ import {
   type Target,
 } from "./client.ts";
 import {
-  clockTicksPerSec,
   type CpuFigure,
   cpuFigure,
   type CpuProcs,
   type CpuTally,
   ROLES,
   snapshot,
-  zeroTicks,
+  zeroCpu,
 } from "./cpu.ts";
 import { startFleet } from "./fleet.ts";
 import { waitUntil } from "../../shell/procs.ts";
@@ -88,7 +87,7 @@ type Measured<T> = { value: T; units: number };
 /**
  * Interleaved rounds over the paths that run: round r takes PATH_NAMES rotated
  * by r (direct, relay, nginx; then relay, nginx, direct; …), so no path always
- * runs first or last. Every process's CPU ticks are read right before and after
+ * runs first or last. Every process's CPU time is read right before and after
  * each measured run and summed per path.
  */
 async function interleave<T>(
@@ -105,9 +104,9 @@ async function interleave<T>(
   for (const t of active) await run(t);
   const values: PerPath<T[]> = { relay: [], direct: [], nginx: [] };
   const tallies: PerPath<CpuTally> = {
-    relay: { units: 0, rounds: 0, ticks: zeroTicks() },
-    direct: { units: 0, rounds: 0, ticks: zeroTicks() },
-    nginx: { units: 0, rounds: 0, ticks: zeroTicks() },
+    relay: { units: 0, rounds: 0, cpuNs: zeroCpu() },
+    direct: { units: 0, rounds: 0, cpuNs: zeroCpu() },
+    nginx: { units: 0, rounds: 0, cpuNs: zeroCpu() },
   };
   for (let r = 0; r < c.rounds; r++) {
     for (let i = 0; i < active.length; i++) {
@@ -119,14 +118,13 @@ async function interleave<T>(
       const tally = tallies[t.name];
       tally.units += m.units;
       tally.rounds++;
-      for (const role of ROLES) tally.ticks[role] += after[role] - before[role];
+      for (const role of ROLES) tally.cpuNs[role] += after[role] - before[role];
     }
   }
   c.log(`  ${c.rounds} rounds done`);
-  const hz = clockTicksPerSec();
   return {
     values,
-    cpu: active.map((t) => cpuFigure(t.name, per, tallies[t.name], procs, hz)),
+    cpu: active.map((t) => cpuFigure(t.name, per, tallies[t.name], procs)),
   };
 }
 
