@@ -47,28 +47,39 @@ export function readBody(
   if (declared > limits.maxBytes) return refuse(tooLarge());
   const parts: Buffer[] = [];
   let size = 0;
-  req.on("data", (chunk: Buffer) => {
+  const onData = (chunk: Buffer) => {
     if (settled) return;
     size += chunk.length;
     if (size > limits.maxBytes) return refuse(tooLarge());
     parts.push(chunk);
-  });
-  req.on("end", () => {
-    if (settled) return;
+  };
+  // Once the body is in (or the client left), nothing of the reader is kept:
+  // the listeners would otherwise hold the body, the timer and these closures
+  // for as long as the response streams (issue 18).
+  const done = () => {
     settled = true;
     clearTimeout(timer);
+    req.off("data", onData);
+    req.off("end", onEnd);
+    req.off("close", onClose);
+  };
+  const onEnd = () => {
+    if (settled) return;
+    done();
     // Most bodies arrive in one read: no Buffer.concat copy then.
     onBody(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
-  });
-  req.on("close", () => {
-    if (settled) return;
-    settled = true;
-    clearTimeout(timer);
-  });
-  req.on("error", () => {
-    // Followed by "close".
-  });
+  };
+  const onClose = () => {
+    if (!settled) done();
+  };
+  req.on("data", onData);
+  req.on("end", onEnd);
+  req.on("close", onClose);
+  req.on("error", ignoreError);
 }
+
+/** A request's "error" is followed by "close"; one listener for every request. */
+function ignoreError(): void {}
 
 /** A body read as JSON: its value, or not JSON at all (each route words that 400). */
 export type JsonBody = { kind: "json"; value: unknown } | { kind: "notJson" };

@@ -49,12 +49,15 @@ export function capConnections(server: Server, max: number): ConnectionCap {
   const counted = new WeakSet<Duplex>();
   const over = new WeakSet<Duplex>();
   const idleTimers = new WeakMap<Duplex, ReturnType<typeof setTimeout>>();
+  // One listener function for every socket, not a closure each (issue 18); a
+  // socket closes once, so `on` does what `once` would without its wrapper.
+  function uncount(this: Duplex): void {
+    if (counted.delete(this)) open--;
+  }
   server.on("connection", (socket: Socket) => {
     open++;
     counted.add(socket);
-    socket.once("close", () => {
-      if (counted.delete(socket)) open--;
-    });
+    socket.on("close", uncount);
     if (open <= max) return;
     over.add(socket);
     const idle = setTimeout(() => socket.destroy(), OVER_CAP_IDLE_MS);

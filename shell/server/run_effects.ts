@@ -18,7 +18,7 @@ import {
 import type { Logger } from "../log.ts";
 import type { ClientContext, Clients, LifecycleCallers } from "./clients.ts";
 import { errorBody, errorHeaders, sseErrorEvent } from "./errors.ts";
-import { sendAdminError, sendJson } from "./http_reply.ts";
+import { compactHead, sendAdminError, sendJson } from "./http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./tenancy.ts";
 
 /** Hop-by-hop and length headers are the relay's to set, not the backend's. */
@@ -233,6 +233,7 @@ function startStream(
     ...CACHE_HEADER_DEFAULTS,
     "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
   });
+  compactHead(c.res);
   // The core follows startStream with the first chunk's writeChunk: the
   // head leaves in that chunk's write, one write less per stream (issue
   // 10). Flushed on its own only if nothing was written by then.

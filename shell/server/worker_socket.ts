@@ -55,7 +55,13 @@ export type WorkerAdmission = {
   pending(workerId: string): boolean;
 };
 
-type Attempt = { req: IncomingMessage; socket: Duplex; head: Buffer };
+type Attempt = {
+  req: IncomingMessage;
+  socket: Duplex;
+  head: Buffer;
+  /** Forgets the attempt if the socket closes first; removed once answered. */
+  onClose: () => void;
+};
 
 export type WorkerUpgrade = {
   onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -77,13 +83,13 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
     const screened = screenUpgrade(deps, req, socket);
     if (screened === null) return;
     const { url, secretValid } = screened;
-    socket.on("error", () => {
-      // A reset before the handshake: the socket closes, nothing to tell.
-    });
+    // A reset before the handshake: the socket closes, nothing to tell.
+    socket.on("error", ignoreError);
     const workerId = newWorkerId();
-    attempts.set(workerId, { req, socket, head });
     // Gone before the core answered: nothing to complete or refuse.
-    socket.once("close", () => attempts.delete(workerId));
+    const onClose = () => attempts.delete(workerId);
+    attempts.set(workerId, { req, socket, head, onClose });
+    socket.on("close", onClose);
     deps.submit({
       kind: "workerConnectAttempted",
       atMs: deps.now(),
@@ -94,10 +100,16 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
     });
   }
 
+  // An answered attempt keeps no listener or closure of ours (issue 18).
+  function forget(workerId: string, a: Attempt): void {
+    attempts.delete(workerId);
+    a.socket.off("close", a.onClose);
+  }
+
   function accept(workerId: string): boolean {
     const a = attempts.get(workerId);
     if (a === undefined) return false;
-    attempts.delete(workerId);
+    forget(workerId, a);
     wss.handleUpgrade(
       a.req,
       a.socket,
@@ -110,7 +122,7 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
   function refuse(workerId: string, code: number, reason: string): boolean {
     const a = attempts.get(workerId);
     if (a === undefined) return false;
-    attempts.delete(workerId);
+    forget(workerId, a);
     // The handshake completes so the worker reads the close code and reason, as
     // the original's workers expect (C41).
     refusals.handleUpgrade(
@@ -210,9 +222,8 @@ function admitted(
       reason: text === "" ? `close code ${code}` : `${code} ${text}`,
     });
   });
-  ws.on("error", () => {
-    // Followed by "close", which carries the disconnect into the core.
-  });
+  // Followed by "close", which carries the disconnect into the core.
+  ws.on("error", ignoreError);
 }
 
 /** A binary message's bytes (`ws` hands a Buffer; the other shapes just in case). */
@@ -220,6 +231,9 @@ function frameBytes(data: Buffer | ArrayBuffer | Buffer[]): Uint8Array {
   if (Array.isArray(data)) return Buffer.concat(data);
   return data instanceof ArrayBuffer ? new Uint8Array(data) : data;
 }
+
+/** One no-op "error" listener for every socket, not a closure each. */
+function ignoreError(): void {}
 
 /**
  * Counts raw bytes until the core accepted `register`, so a socket that was
