@@ -429,7 +429,21 @@ export async function scenarioE(
     );
   }
   const rssAfter = await settledRss(pid);
+  // As many again: what one more worker costs, without what the first burst
+  // costs once whatever its size (V8's young generation growing to its cap,
+  // code paged in and compiled), which the figure above divides among them.
+  const fleet2 = await startFleet(c.relayServer.url, workers);
+  const connected2 = await c.relayServer.workersConnected();
+  const rssAfter2 = await settledRss(pid);
+  await fleet2.close();
   await fleet.close();
+  if (connected2 - before !== 2 * workers) {
+    throw new Error(
+      `(e) server counts ${connected2 - before} fleet workers, want ${
+        2 * workers
+      }`,
+    );
+  }
   // Later scenarios count workers: wait until the server saw every close.
   await waitUntil(
     "the fleet to disconnect",
@@ -437,6 +451,7 @@ export async function scenarioE(
     30_000,
   );
   const perWorker = (rssAfter - rssBefore) / workers;
+  const perExtraWorker = (rssAfter2 - rssAfter) / workers;
   return {
     id: "e",
     title: `${workers} connected idle workers`,
@@ -444,6 +459,7 @@ export async function scenarioE(
       workers,
       rssBeforeKiB: rssBefore,
       rssAfterKiB: rssAfter,
+      rssAfter2xKiB: rssAfter2,
       connectSecs: round(connectSecs, 2),
     },
     figures: [{
@@ -455,6 +471,13 @@ export async function scenarioE(
       target: "≤ 16 KiB",
       met: perWorker <= 16,
       raw: { relay: [rssBefore, rssAfter], direct: [], nginx: [] },
+    }, {
+      metric: `memory per worker, ${workers} → ${2 * workers}`,
+      unit: "KiB",
+      relay: round(perExtraWorker, 1),
+      direct: null,
+      nginx: null,
+      raw: { relay: [rssAfter, rssAfter2], direct: [], nginx: [] },
     }],
   };
 }
