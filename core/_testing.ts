@@ -33,6 +33,22 @@ export type WorkerOpts = {
   extensions?: string[];
 };
 
+/** A worker's socket admitted (auth ok), not registered yet. */
+export function connect(
+  state: State,
+  workerId: string,
+  opts: WorkerOpts = {},
+): Effect[] {
+  return step(state, {
+    kind: "workerConnectAttempted",
+    atMs: opts.atMs ?? state.nowMs,
+    workerId,
+    provider: opts.provider ?? "local",
+    clientIp: opts.clientIp ?? "10.0.0.1",
+    secretValid: true,
+  });
+}
+
 /** Connects (auth ok) and registers a worker; returns the effects of both events. */
 export function addWorker(
   state: State,
@@ -40,14 +56,7 @@ export function addWorker(
   opts: WorkerOpts = {},
 ): Effect[] {
   const atMs = opts.atMs ?? state.nowMs;
-  const first = step(state, {
-    kind: "workerConnectAttempted",
-    atMs,
-    workerId,
-    provider: opts.provider ?? "local",
-    clientIp: opts.clientIp ?? "10.0.0.1",
-    secretValid: true,
-  });
+  const first = connect(state, workerId, { ...opts, atMs });
   const second = step(state, register(workerId, { ...opts, atMs }));
   return [...first, ...second];
 }

@@ -8,6 +8,7 @@ import {
   addRequest,
   addWorker,
   complete,
+  connect,
   logs,
   newState,
   ofKind,
@@ -95,14 +96,7 @@ Deno.test("issue 18 a bytes chunk for a request the worker does not hold is drop
 
 Deno.test("C41 a bytes chunk from a socket that has not registered closes it with 1002", () => {
   const state = newState();
-  step(state, {
-    kind: "workerConnectAttempted",
-    atMs: 0,
-    workerId: "w1",
-    provider: "local",
-    clientIp: "1.2.3.4",
-    secretValid: true,
-  });
+  connect(state, "w1", { atMs: 0, clientIp: "1.2.3.4" });
   const effects = step(state, bytesChunk("w1", "r1", bytes("x")));
   assert.equal(only(effects, "closeWorker").code, 1002);
   assert.equal(state.pending.size, 0);

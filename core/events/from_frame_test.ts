@@ -4,6 +4,7 @@ import {
   addRequest,
   addWorker,
   chunk,
+  connect,
   dispatched,
   newState,
   only,
@@ -93,14 +94,7 @@ Deno.test("C41 a binary frame from a worker that did not negotiate chunk-bytes-v
 
 Deno.test("C33 a garbage frame from a socket that has not registered closes it with 1002", () => {
   const state = newState();
-  step(state, {
-    kind: "workerConnectAttempted",
-    atMs: 0,
-    workerId: "w1",
-    provider: "local",
-    clientIp: "1.2.3.4",
-    secretValid: true,
-  });
+  connect(state, "w1", { atMs: 0, clientIp: "1.2.3.4" });
   const effects = step(state, eventFromFrame("w1", 1, "{oops", MAX));
   assert.equal(only(effects, "closeWorker").code, 1002);
   assert.equal(state.pending.size, 0);

@@ -8,6 +8,7 @@ import {
   addWorker,
   chunk,
   complete,
+  connect,
   disconnect,
   dispatched,
   newState,
@@ -55,14 +56,7 @@ function drainingUpdate(workerId: string, models: string[]): Event {
 
 Deno.test("issue 14.1 register_ack offers drain-v1 and body-chunks-v1 to a worker that lists them", () => {
   const state = newState();
-  step(state, {
-    kind: "workerConnectAttempted",
-    atMs: 0,
-    workerId: "w1",
-    provider: "local",
-    clientIp: "10.0.0.1",
-    secretValid: true,
-  });
+  connect(state, "w1", { atMs: 0, clientIp: "10.0.0.1" });
   const effects = step(state, {
     ...register("w1", { models: ["m"] }),
     extensions: ["drain-v1", "body-chunks-v1"],
