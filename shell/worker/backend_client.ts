@@ -87,11 +87,10 @@ const HTTPS_AGENT = new https.Agent({ keepAlive: true });
  */
 const HTTP_AGENT = new http.Agent({ keepAlive: true });
 const ENV_PROXY = (() => {
-  try {
-    return (Deno.env.get("NODE_USE_ENV_PROXY") ?? "") !== "";
-  } catch {
-    return false; // no --allow-env: node:http reads it regardless; assume unset
-  }
+  // Asked first: a worker run without --allow-env must not be prompted.
+  const env = { name: "env", variable: "NODE_USE_ENV_PROXY" } as const;
+  if (Deno.permissions.querySync(env).state !== "granted") return false;
+  return (Deno.env.get("NODE_USE_ENV_PROXY") ?? "") !== "";
 })();
 
 type TargetOptions = ReturnType<typeof urlToHttpOptions>;

@@ -100,12 +100,14 @@ export function releaseConnection(
 ): void {
   conn.user = null;
   const socket = conn.socket;
-  if (socket.destroyed || !socket.writable) return socket.destroy() as never;
-  if (keepAliveHeader !== undefined) {
-    const m = HINT.exec(keepAliveHeader);
-    if (m !== null && Number(m[1]) * 1000 - HINT_MARGIN_MS <= 0) {
-      return socket.destroy() as never;
-    }
+  const hint = keepAliveHeader === undefined
+    ? null
+    : HINT.exec(keepAliveHeader);
+  const hintTooShort = hint !== null &&
+    Number(hint[1]) * 1000 - HINT_MARGIN_MS <= 0;
+  if (socket.destroyed || !socket.writable || hintTooShort) {
+    socket.destroy();
+    return;
   }
   if (!conn.reused) socket.setKeepAlive(true, TCP_KEEPALIVE_MS);
   socket.unref();

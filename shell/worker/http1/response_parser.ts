@@ -116,20 +116,10 @@ export function newResponseParser(noBody = false): ResponseParser {
   };
 }
 
-/** Whether the response's head has been read (a failure after it breaks the answer). */
-export function hasHead(p: ResponseParser): boolean {
-  return p.head !== null;
-}
-
-/** Whether the message is complete. */
-export function isComplete(p: ResponseParser): boolean {
-  return p.stage.kind === "done";
-}
-
 /**
- * Parses one read. Throws ParseError on malformed input (the parser is then
- * `failed`); bytes after a complete message are left unread (`complete` says
- * how many).
+ * Parses one read. Throws an error with code PARSE_ERROR on malformed input
+ * (the parser is then `failed`); bytes after a complete message are left
+ * unread (`complete` says how many).
  */
 export function feed(
   p: ResponseParser,
@@ -193,7 +183,6 @@ export function feed(
         stage.left -= take;
         if (stage.left === 0) p.stage = { kind: "done" };
         events.body(slice);
-        if (stage.left === 0) events.complete(end - at);
         break;
       }
       case "chunkData": {
@@ -227,10 +216,7 @@ export function feed(
       default:
         return unreachable(stage);
     }
-    if (p.stage.kind === "done") {
-      if (stage.kind !== "length") events.complete(end - at);
-      return;
-    }
+    if (p.stage.kind === "done") return events.complete(end - at);
   }
 }
 
