@@ -8,7 +8,10 @@
 // answer, so the worker core can have the request retried elsewhere.
 import http from "node:http";
 import https from "node:https";
+import { StringDecoder } from "node:string_decoder";
 import { urlToHttpOptions } from "node:url";
+import { exchange, type RequestTarget } from "./http1/exchange.ts";
+import type { ResponseHeaders } from "./http1/header_lines.ts";
 import { FORWARDED_HEADERS } from "../../core/mod.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
 import type { Completion } from "../../core/worker/decide.ts";
@@ -71,16 +74,32 @@ function failure(
   };
 }
 
-/** Keep-alive pools to the backend, one per scheme. */
-const AGENTS = {
-  http: new http.Agent({ keepAlive: true }),
-  https: new https.Agent({ keepAlive: true }),
-};
+/**
+ * node:https's keep-alive pool, for https: backends; http: backends go through
+ * the worker's own HTTP/1.1 client (http1/, issue 18).
+ */
+const HTTPS_AGENT = new https.Agent({ keepAlive: true });
+
+/**
+ * node:http with an env proxy (NODE_USE_ENV_PROXY=1 with HTTP_PROXY, Deno 2.9)
+ * sends plain requests through the proxy; the worker's own client has no proxy
+ * support, so node:http (and its Agent) keeps those.
+ */
+const HTTP_AGENT = new http.Agent({ keepAlive: true });
+const ENV_PROXY = (() => {
+  // Asked first: a worker run without --allow-env must not be prompted.
+  const env = { name: "env", variable: "NODE_USE_ENV_PROXY" } as const;
+  if (Deno.permissions.querySync(env).state !== "granted") return false;
+  return (Deno.env.get("NODE_USE_ENV_PROXY") ?? "") !== "";
+})();
 
 type TargetOptions = ReturnType<typeof urlToHttpOptions>;
 
+/** A backend URL parsed: node's request options, and our client's target for http:. */
+type Target = { options: TargetOptions; plain: RequestTarget | null };
+
 /** Parsed backend URLs by full URL; a few routes, bounded all the same. */
-const TARGETS = new Map<string, TargetOptions>();
+const TARGETS = new Map<string, Target>();
 const TARGETS_MAX = 64;
 
 /**
@@ -88,17 +107,28 @@ const TARGETS_MAX = 64;
  * (urlToHttpOptions), parsed once per URL: parsing it per request was ~4 µs of
  * the worker's (d) profile (issue 10). Throws like `new URL` on a bad URL.
  */
-function targetOptions(href: string): TargetOptions {
+function targetOf(href: string): Target {
   let t = TARGETS.get(href);
   if (t === undefined) {
-    t = urlToHttpOptions(new URL(href));
+    const options = urlToHttpOptions(new URL(href));
+    t = {
+      options,
+      plain: options.protocol === "http:" && !ENV_PROXY
+        ? {
+          host: options.hostname || "localhost",
+          port: Number(options.port) || 80,
+          path: options.path ?? "/",
+          auth: options.auth ?? null,
+        }
+        : null,
+    };
     if (TARGETS.size < TARGETS_MAX) TARGETS.set(href, t);
   }
   return t;
 }
 
 function headerEntries(
-  headers: http.IncomingHttpHeaders,
+  headers: http.IncomingHttpHeaders | ResponseHeaders,
 ): [string, string][] {
   const out: [string, string][] = [];
   for (const [name, value] of Object.entries(headers)) {
@@ -204,6 +234,21 @@ export function forwardToBackend(
   signal: AbortSignal,
   sink: AnswerSink,
 ): Promise<BackendOutcome> {
+  return forwardToBackendVia("own", backend, request, signal, sink);
+}
+
+/**
+ * forwardToBackend, with http: backends read by the worker's own client
+ * ("own", what the worker uses) or by node:http ("node": the differential
+ * test's reference, http1/client_diff_test.ts).
+ */
+export function forwardToBackendVia(
+  via: "own" | "node",
+  backend: Backend,
+  request: RequestMessage,
+  signal: AbortSignal,
+  sink: AnswerSink,
+): Promise<BackendOutcome> {
   const headers = backendHeaders(request, backend);
   const backendUrl = backend.url;
   return new Promise((resolve) => {
@@ -223,42 +268,113 @@ export function forwardToBackend(
         code: started ? "backend_stream_broken" : "backend_unavailable",
         message: why,
       });
+    let stop = () => {};
     const onAbort = () => {
-      req.destroy();
+      stop();
       done({ kind: "cancelled" });
     };
-    let target: TargetOptions;
+    let target: Target;
     try {
-      target = targetOptions(backendUrl + request.endpoint_path);
+      target = targetOf(backendUrl + request.endpoint_path);
     } catch (e) {
       return failed(
         `backend unreachable at ${backendUrl}: ${(e as Error).message}`,
       );
     }
-    const tls = target.protocol === "https:";
-    // What request(url, options) builds itself: the URL's options, then ours.
-    const req = (tls ? https : http).request({
-      ...target,
-      method: "POST",
-      headers,
-      agent: tls ? AGENTS.https : AGENTS.http,
-    }, (res) =>
-      readAnswer(res, request, sink, {
-        done,
-        failed,
-        settled: () => settled,
-        started: () => started,
-        markStarted: () => {
-          started = true;
-        },
-        destroy: () => req.destroy(),
-      }));
-    req.on("error", (e) => {
-      failed(`backend unreachable at ${backendUrl}: ${e.message}`);
-    });
+    const call: Call = {
+      done,
+      failed,
+      settled: () => settled,
+      started: () => started,
+      markStarted: () => {
+        started = true;
+      },
+      destroy: () => stop(),
+    };
+    stop = target.plain !== null && via === "own"
+      ? viaOwnClient(target.plain, headers, request, sink, call, backendUrl)
+      : viaNode(target.options, headers, request, sink, call, backendUrl);
     signal.addEventListener("abort", onAbort, { once: true });
-    req.end(request.body);
   });
+}
+
+/** An http: backend through the worker's own HTTP/1.1 client (http1/, issue 18). Returns its stop. */
+function viaOwnClient(
+  target: RequestTarget,
+  headers: Record<string, string>,
+  request: RequestMessage,
+  sink: AnswerSink,
+  call: Call,
+  backendUrl: string,
+): () => void {
+  let onData = (_: Buffer) => {};
+  let onEnd = () => {};
+  const ex = exchange("POST", target, headers, request.body, {
+    response: (head) =>
+      readAnswer(
+        head.status,
+        head.headers,
+        {
+          onData: (f) => onData = f,
+          onEnd: (f) => onEnd = f,
+          pause: () => ex.pause(),
+          resume: () => ex.resume(),
+          isPaused: () => ex.isPaused(),
+        },
+        request,
+        sink,
+        call,
+      ),
+    data: (bytes) => onData(bytes),
+    end: () => onEnd(),
+    failed: (kind, message) =>
+      call.failed(
+        kind === "unreachable"
+          ? `backend unreachable at ${backendUrl}: ${message}`
+          : message,
+      ),
+  });
+  return () => ex.destroy();
+}
+
+/** An https: backend (or one behind an env proxy) through node:https / node:http. Returns its stop. */
+function viaNode(
+  options: TargetOptions,
+  headers: Record<string, string>,
+  request: RequestMessage,
+  sink: AnswerSink,
+  call: Call,
+  backendUrl: string,
+): () => void {
+  const tls = options.protocol === "https:";
+  // What request(url, options) builds itself: the URL's options, then ours.
+  const req = (tls ? https : http).request({
+    ...options,
+    method: "POST",
+    headers,
+    agent: tls ? HTTPS_AGENT : HTTP_AGENT,
+  }, (res) => {
+    onBroken(res, call);
+    readAnswer(
+      res.statusCode ?? 502,
+      res.headers,
+      {
+        onData: (f) => res.on("data", f),
+        onEnd: (f) => res.on("end", f),
+        pause: () => res.pause(),
+        resume: () => res.resume(),
+        isPaused: () => res.isPaused(),
+      },
+      request,
+      sink,
+      call,
+    );
+  });
+  req.on("error", (e) => {
+    call.failed(`backend unreachable at ${backendUrl}: ${e.message}`);
+  });
+  req.end(request.body);
+  return () => req.destroy();
 }
 
 /** Only the allow-listed headers reach the backend, whatever the server sent. */
@@ -294,10 +410,22 @@ type Call = {
   destroy(): void;
 };
 
+/**
+ * The backend's answer body as the readers see it, whichever client read it:
+ * bytes as they arrive, the end, and a pause for when the proxy link is full.
+ */
+type AnswerBody = {
+  onData(f: (bytes: Buffer) => void): void;
+  onEnd(f: () => void): void;
+  pause(): void;
+  resume(): void;
+  isPaused(): boolean;
+};
+
 /** One backend answer being read: what the three readers below share. */
 type Answer = Call & {
   request: RequestMessage;
-  res: http.IncomingMessage;
+  body: AnswerBody;
   status: number;
   /** The backend's response headers, hop-by-hop ones dropped. */
   headers: Record<string, string>;
@@ -307,40 +435,56 @@ type Answer = Call & {
 
 /** Reads the backend's answer the way its kind needs (see the readers below). */
 function readAnswer(
-  res: http.IncomingMessage,
+  status: number,
+  headers: http.IncomingHttpHeaders | ResponseHeaders,
+  body: AnswerBody,
   request: RequestMessage,
   sink: AnswerSink,
   call: Call,
 ): void {
-  const status = res.statusCode ?? 502;
   const ok = status >= 200 && status < 300;
   const answer: Answer = {
     ...call,
     request,
-    res,
+    body,
     status,
-    headers: copyHeaders(headerEntries(res.headers)),
+    headers: copyHeaders(headerEntries(headers)),
     send: (data) => {
       call.markStarted();
       sink.chunk(data);
-      pauseWhileFull(res, sink, call.settled);
+      pauseWhileFull(body, sink, call.settled);
     },
   };
   // chunk-bytes-v1: a successful stream is read as bytes (readStreamBytes).
   if (request.is_streaming && ok && sink.chunkBytes) {
-    onBroken(res, call);
     return readStreamBytes(answer);
   }
-  // A string decoder: a character split across reads survives (C45).
-  res.setEncoding("utf8");
-  onBroken(res, call);
   if (!request.is_streaming && ok && sink.bodyChunks) readInPieces(answer);
   // Errors of a streaming request arrive as one JSON body: pass it whole.
   else if (!request.is_streaming || !ok) readWhole(answer, ok);
   else readStream(answer);
 }
 
-/** A backend that breaks off mid-answer fails the call. */
+/**
+ * The body as text: a streaming UTF-8 decoder, so a character split across
+ * reads survives (C45), as node's `setEncoding("utf8")` decodes (its end too:
+ * an unfinished character becomes U+FFFD before the end).
+ */
+function onText(
+  body: AnswerBody,
+  onText: (s: string) => void,
+  onEnd: () => void,
+): void {
+  const decoder = new StringDecoder("utf8");
+  body.onData((bytes) => onText(decoder.write(bytes)));
+  body.onEnd(() => {
+    const rest = decoder.end();
+    if (rest !== "") onText(rest);
+    onEnd();
+  });
+}
+
+/** node:https: a backend that breaks off mid-answer fails the call. */
 function onBroken(res: http.IncomingMessage, call: Call): void {
   const broken = () =>
     call.failed(
@@ -354,15 +498,15 @@ function onBroken(res: http.IncomingMessage, call: Call): void {
 
 /** Pauses reading until the proxy link has room again. */
 function pauseWhileFull(
-  res: http.IncomingMessage,
+  body: AnswerBody,
   sink: AnswerSink,
   settled: () => boolean,
 ): void {
-  if (sink.hasRoom() || res.isPaused()) return;
-  res.pause();
+  if (sink.hasRoom() || body.isPaused()) return;
+  body.pause();
   const poll = () => {
     if (settled()) return;
-    if (sink.hasRoom()) res.resume();
+    if (sink.hasRoom()) body.resume();
     else setTimeout(poll, ROOM_POLL_MS);
   };
   setTimeout(poll, ROOM_POLL_MS);
@@ -372,7 +516,7 @@ function pauseWhileFull(
 function readInPieces(a: Answer): void {
   let body = "";
   const tail = newUsageTail();
-  a.res.on("data", (s: string) => {
+  onText(a.body, (s) => {
     body += s;
     while (body.length >= BODY_PIECE_CHARS) {
       const piece = body.slice(0, BODY_PIECE_CHARS);
@@ -380,8 +524,7 @@ function readInPieces(a: Answer): void {
       keepTail(tail, piece);
       a.send(piece);
     }
-  });
-  a.res.on("end", () => {
+  }, () => {
     keepTail(tail, body);
     a.done({
       kind: "completed",
@@ -401,7 +544,7 @@ function readInPieces(a: Answer): void {
 function readWhole(a: Answer, ok: boolean): void {
   let body = "";
   let bytes = 0;
-  a.res.on("data", (s: string) => {
+  onText(a.body, (s) => {
     bytes += Buffer.byteLength(s);
     if (bytes > RESPONSE_FRAME_BYTES_MAX) {
       // Already too large for one frame: stop reading, answer 502.
@@ -409,8 +552,7 @@ function readWhole(a: Answer, ok: boolean): void {
       return a.done({ kind: "completed", completion: tooLarge(a.request) });
     }
     body += s;
-  });
-  a.res.on("end", () =>
+  }, () =>
     a.done({
       kind: "completed",
       completion: fitsOneFrame(body, a.headers)
@@ -438,12 +580,11 @@ function readStream(a: Answer): void {
     a.send(text);
     scanChunk(usage, text);
   };
-  a.res.on("data", (s: string) => {
+  onText(a.body, (s) => {
     if (s === "") return;
     if (pending === "") queueMicrotask(flush);
     pending += s;
-  });
-  a.res.on("end", () => {
+  }, () => {
     flush();
     a.done({
       kind: "completed",
@@ -478,12 +619,12 @@ function readStreamBytes(a: Answer): void {
     pending = [];
     pass(reads.length === 1 ? reads[0]! : Buffer.concat(reads));
   };
-  a.res.on("data", (b: Buffer) => {
+  a.body.onData((b) => {
     if (b.length === 0) return;
     if (pending.length === 0) queueMicrotask(flush);
     pending.push(b);
   });
-  a.res.on("end", () => {
+  a.body.onEnd(() => {
     flush();
     if (!a.settled()) {
       const rest = utf8.end();

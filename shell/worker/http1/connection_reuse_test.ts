@@ -1,0 +1,229 @@
+// Connection reuse of the worker's HTTP/1.1 client (issue 18), each case run
+// through node:http's keep-alive Agent too (forwardToBackendVia "node"): the
+// same outcomes and the same connections opened.
+import assert from "node:assert/strict";
+import net from "node:net";
+import {
+  type AnswerSink,
+  type BackendOutcome,
+  forwardToBackendVia,
+} from "../backend_client.ts";
+import { requestFrame } from "../_test_worker.ts";
+import type { RequestMessage } from "../../../core/protocol/mod.ts";
+import { closeIdleConnections, idleConnections } from "./connection_pool.ts";
+
+type Reply = (socket: net.Socket, nth: number, onSocket: number) => void;
+
+/**
+ * A backend answering each request with `reply(socket, nth request overall,
+ * nth request on this connection)`; counts its connections.
+ */
+async function backend(reply: Reply) {
+  let connections = 0;
+  let requests = 0;
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    connections++;
+    sockets.add(socket);
+    socket.on("close", () => sockets.delete(socket));
+    socket.on("error", () => {});
+    let onSocket = 0;
+    let got = "";
+    socket.on("data", (d: Buffer) => {
+      got += d.toString("latin1");
+      for (;;) {
+        const headEnd = got.indexOf("\r\n\r\n");
+        if (headEnd < 0) return;
+        const len = Number(/content-length: (\d+)/i.exec(got)?.[1] ?? 0);
+        if (got.length < headEnd + 4 + len) return;
+        got = got.slice(headEnd + 4 + len);
+        reply(socket, ++requests, ++onSocket);
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    connections: () => connections,
+    closeAll: () => {
+      for (const s of sockets) s.destroy();
+    },
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+const sink: AnswerSink = {
+  chunk: () => {},
+  bodyChunks: false,
+  chunkBytes: false,
+  hasRoom: () => true,
+};
+
+function call(
+  via: "own" | "node",
+  url: string,
+  body = "",
+): Promise<BackendOutcome> {
+  const request = requestFrame("r", { pad: body }) as RequestMessage;
+  return forwardToBackendVia(
+    via,
+    { url, apiKey: null },
+    request,
+    new AbortController().signal,
+    sink,
+  );
+}
+
+function kinds(outcomes: BackendOutcome[]): string[] {
+  return outcomes.map((o) =>
+    o.kind === "completed"
+      ? `completed ${o.completion.status_code} ${o.completion.body}`
+      : o.kind === "failed"
+      ? `failed ${o.code}`
+      : o.kind
+  );
+}
+
+const ok = (socket: net.Socket, body: string, extra = "") =>
+  socket.write(
+    `HTTP/1.1 200 OK\r\ncontent-length: ${body.length}\r\n${extra}\r\n${body}`,
+  );
+
+/** Runs `steps` through both clients against fresh backends; compares. */
+async function bothClients(
+  reply: Reply,
+  steps: (
+    url: string,
+    via: "own" | "node",
+    b: Awaited<ReturnType<typeof backend>>,
+  ) => Promise<BackendOutcome[]>,
+) {
+  const seen: Record<string, { outcomes: string[]; connections: number }> = {};
+  for (const via of ["node", "own"] as const) {
+    const b = await backend(reply);
+    try {
+      const outcomes = await steps(b.url, via, b);
+      seen[via] = { outcomes: kinds(outcomes), connections: b.connections() };
+    } finally {
+      await b.close();
+      closeIdleConnections();
+    }
+  }
+  assert.deepEqual(seen.own, seen.node);
+  return seen.own!;
+}
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+Deno.test("issue 18: sequential requests reuse one keep-alive connection", async () => {
+  const seen = await bothClients((s, n) => ok(s, `a${n}`), async (url, via) => [
+    await call(via, url),
+    await call(via, url),
+    await call(via, url),
+  ]);
+  assert.equal(seen.connections, 1);
+});
+
+Deno.test("issue 18: the backend's Connection: close, or a Keep-Alive timeout of 1 s, is not reused", async () => {
+  for (const extra of ["connection: close\r\n", "keep-alive: timeout=1\r\n"]) {
+    const seen = await bothClients(
+      (s, n) => ok(s, `a${n}`, extra),
+      async (url, via) => [await call(via, url), await call(via, url)],
+    );
+    assert.equal(seen.connections, 2, extra);
+  }
+});
+
+Deno.test("issue 18: an idle connection the backend closed is dropped, never used", async () => {
+  const seen = await bothClients(
+    (s, n) => ok(s, `a${n}`),
+    async (url, via, b) => {
+      const first = await call(via, url);
+      b.closeAll();
+      await pause(50);
+      if (via === "own") assert.equal(idleConnections("127.0.0.1", b.port), 0);
+      return [first, await call(via, url)];
+    },
+  );
+  assert.deepEqual(seen.outcomes, ["completed 200 a1", "completed 200 a2"]);
+  assert.equal(seen.connections, 2);
+});
+
+Deno.test("issue 18: a reused connection reset before any answer byte is retried once on a new one (Deno's ClientRequest does)", async () => {
+  // The second request on any connection finds it reset: a stale keep-alive.
+  const seen = await bothClients(
+    (s, n, onSocket) => onSocket === 1 ? ok(s, `a${n}`) : s.resetAndDestroy(),
+    async (url, via) => [await call(via, url), await call(via, url)],
+  );
+  assert.deepEqual(seen.outcomes, ["completed 200 a1", "completed 200 a3"]);
+  assert.equal(seen.connections, 2);
+});
+
+Deno.test("issue 18: the retry is once: a second reset is backend_unavailable", async () => {
+  const seen = await bothClients(
+    (s, n, onSocket) =>
+      onSocket === 1 && n === 1 ? ok(s, `a${n}`) : s.destroy(),
+    async (url, via) => [await call(via, url), await call(via, url)],
+  );
+  assert.deepEqual(seen.outcomes, [
+    "completed 200 a1",
+    "failed backend_unavailable",
+  ]);
+});
+
+Deno.test("issue 18: a request over 1 MiB is not resent after a stale connection", async () => {
+  const seen = await bothClients(
+    (s, n, onSocket) => onSocket === 1 ? ok(s, `a${n}`) : s.destroy(),
+    async (url, via) => [
+      await call(via, url),
+      await call(via, url, "x".repeat(1024 * 1024 + 1)),
+    ],
+  );
+  assert.deepEqual(seen.outcomes, [
+    "completed 200 a1",
+    "failed backend_unavailable",
+  ]);
+});
+
+Deno.test("issue 18: an answer cut after its head on a reused connection is not resent", async () => {
+  const seen = await bothClients(
+    (s, n, onSocket) =>
+      onSocket === 1
+        ? ok(s, `a${n}`)
+        : s.end("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc"),
+    async (url, via) => [await call(via, url), await call(via, url)],
+  );
+  assert.deepEqual(seen.outcomes, [
+    "completed 200 a1",
+    "failed backend_unavailable",
+  ]);
+});
+
+Deno.test("issue 18: concurrent requests open a connection each, then reuse them", async () => {
+  const seen = await bothClients(
+    (s, n) => setTimeout(() => ok(s, `a${n}`), 20),
+    async (url, via) => {
+      const first = await Promise.all([
+        call(via, url),
+        call(via, url),
+        call(via, url),
+      ]);
+      const second = await Promise.all([
+        call(via, url),
+        call(via, url),
+        call(via, url),
+      ]);
+      return [...first, ...second].map((o) =>
+        o.kind === "completed"
+          ? { ...o, completion: { ...o.completion, body: "" } }
+          : o
+      );
+    },
+  );
+  assert.equal(seen.connections, 3);
+});

@@ -1,0 +1,262 @@
+// One request and its response over a pooled keep-alive connection: the
+// worker's HTTP/1.1 client (issue 18), in place of node:http's ClientRequest,
+// Agent and IncomingMessage for http: backends. It costs a fraction of their
+// CPU per request and per read (bench/README.md, "Worker's HTTP/1.1 client").
+//
+// What the caller sees is what it saw of node:http in Deno 2.9:
+//
+// - `failed("unreachable", message)` before the response head: refused,
+//   reset, closed ("socket hang up") or malformed ("Parse Error: …");
+// - `response` with the status and the headers node would have built, then
+//   `data` (body bytes, split as they arrive) and `end`;
+// - after the head, `failed("broken", …)` when the body is cut short (the
+//   backend closed mid-answer) and `failed("unreachable", …)` when the socket
+//   fails (node emits the socket's error on the request then).
+//
+// A request on a reused connection that fails before any response head is
+// sent once more on another connection when its head and body are at most
+// 1 MiB: Deno's ClientRequest does that (maybeRetryRequest: a keep-alive
+// socket the backend closed while idle), node's does not. The request may
+// have reached the backend; Deno resends it all the same, so do we.
+import {
+  type Connection,
+  type ConnectionUser,
+  releaseConnection,
+  takeConnection,
+} from "./connection_pool.ts";
+import { requestHead, type RequestTarget } from "./request_head.ts";
+import {
+  feed,
+  finish,
+  isParseError,
+  newResponseParser,
+  type ParserEvents,
+  type ResponseHead,
+  type ResponseParser,
+} from "./response_parser.ts";
+
+export type { RequestTarget } from "./request_head.ts";
+export type { ResponseHead } from "./response_parser.ts";
+
+/** What the caller hears of an exchange (never anything after `end` or `failed`). */
+export type ExchangeEvents = {
+  response(head: ResponseHead): void;
+  data(bytes: Buffer): void;
+  end(): void;
+  failed(kind: "unreachable" | "broken", message: string): void;
+};
+
+/** What the caller can do to an exchange. */
+export type Exchange = {
+  /** Stops it: the connection is closed, no event follows. */
+  destroy(): void;
+  /** Holds `data` and `end` (and stops reading the socket) until `resume`. */
+  pause(): void;
+  resume(): void;
+  isPaused(): boolean;
+};
+
+/** Deno's MAX_RETRY_DATA_SIZE: larger requests are not resent. */
+const RETRY_BYTES_MAX = 1024 * 1024;
+
+const EMPTY = Buffer.alloc(0);
+const IGNORED: ParserEvents = { head() {}, body() {}, complete() {} };
+
+/** Held while paused: body bytes, or the end of the message. */
+type Held = Buffer | "end";
+
+/**
+ * Sends `method target` with `headers` (content-length among them) and
+ * `body`, and reports the response to `events`. Throws TypeError, as
+ * http.request does, for a method, path or header node would refuse.
+ */
+export function exchange(
+  method: string,
+  target: RequestTarget,
+  headers: Record<string, string>,
+  body: string,
+  events: ExchangeEvents,
+): Exchange {
+  // One write, head and body as one string: node's first write (and how it
+  // encodes a header value beyond ASCII: as UTF-8, with the body).
+  const wire = requestHead(method, target, headers) + body;
+  let retryable = Buffer.byteLength(wire) <= RETRY_BYTES_MAX;
+  let conn: Connection;
+  let parser: ResponseParser;
+  /** Over: completed, failed or destroyed; nothing more is reported. */
+  let over = false;
+  let paused = false;
+  let held: Held[] = [];
+  /** The socket took the whole request (node frees a socket only then). */
+  let written = false;
+  /** The message is complete; the connection waits for `written` to be freed. */
+  let complete: ResponseHead | null = null;
+  /** Bytes of the read that completed the message that follow it. */
+  let after = 0;
+
+  const parserEvents: ParserEvents = {
+    head: (head) => {
+      if (!over) events.response(head);
+    },
+    body: (bytes) => {
+      if (over || bytes.length === 0) return;
+      if (paused) held.push(bytes);
+      else events.data(bytes);
+    },
+    complete: (rest) => {
+      complete = parser.head;
+      after = rest;
+    },
+  };
+
+  /**
+   * The message is complete (in the read `bytes`): frees the connection and
+   * ends the body. Bytes after the message in the same read are parsed as a
+   * next response, as node parses them: invalid, they fail the request (node
+   * reports the parser's error before the response's deferred 'end'); valid,
+   * they close the connection all the same.
+   */
+  const completed = (bytes: Buffer) => {
+    if (after > 0) {
+      try {
+        feed(
+          newResponseParser(),
+          bytes.subarray(bytes.length - after),
+          IGNORED,
+        );
+      } catch (e) {
+        if (!isParseError(e)) throw e;
+        return fail("unreachable", e.message);
+      }
+      complete = { ...complete!, keepAlive: false };
+    }
+    freeWhenDone();
+    if (paused) held.push("end");
+    else finishBody();
+  };
+
+  const finishBody = () => {
+    if (over) return;
+    over = true;
+    events.end();
+  };
+
+  /** Closes the connection, unless it is already back in the pool (someone else's). */
+  const drop = () => {
+    if (conn.user !== user) return;
+    conn.user = null;
+    conn.socket.destroy();
+  };
+
+  const fail = (kind: "unreachable" | "broken", message: string) => {
+    if (over) return;
+    over = true;
+    drop();
+    events.failed(kind, message);
+  };
+
+  /** A failure before the response head: resent once if the socket was stale. */
+  const beforeHead = (message: string) => {
+    if (over) return;
+    if (conn.reused && retryable && parser.head === null) {
+      retryable = false;
+      drop();
+      return start();
+    }
+    fail("unreachable", message);
+  };
+
+  /** Hands the connection back once the response is read and the request written. */
+  const freeWhenDone = () => {
+    if (complete === null || !written || conn.user !== user) return;
+    if (complete.keepAlive) {
+      const hint = complete.headers["keep-alive"];
+      releaseConnection(conn, typeof hint === "string" ? hint : undefined);
+    } else {
+      conn.user = null;
+      conn.socket.destroySoon();
+    }
+  };
+
+  const user: ConnectionUser = {
+    data: (bytes) => {
+      const wasComplete = complete !== null;
+      try {
+        feed(parser, bytes, parserEvents);
+      } catch (e) {
+        if (!isParseError(e)) throw e;
+        // node emits the parser's error on the request, head or no head.
+        return fail("unreachable", e.message);
+      }
+      if (!wasComplete && complete !== null) completed(bytes);
+    },
+    end: () => {
+      if (parser.head === null) return beforeHead("socket hang up");
+      if (complete !== null) return;
+      if (finish(parser, parserEvents)) completed(EMPTY);
+      else cutShort();
+    },
+    error: (e) => {
+      if (parser.head === null) return beforeHead(e.message);
+      if (complete === null) fail("unreachable", e.message);
+    },
+    close: () => {
+      if (parser.head === null) return beforeHead("socket hang up");
+      if (complete !== null) return;
+      if (finish(parser, parserEvents)) completed(EMPTY);
+      else cutShort();
+    },
+  };
+
+  const cutShort = () =>
+    fail(
+      "broken",
+      "backend response failed: the backend closed the connection mid-answer",
+    );
+
+  const start = () => {
+    conn = takeConnection(target.host, target.port);
+    conn.user = user;
+    parser = newResponseParser(method === "HEAD");
+    written = false;
+    complete = null;
+    after = 0;
+    const mine = conn;
+    mine.socket.write(wire, () => {
+      if (conn !== mine) return;
+      written = true;
+      freeWhenDone();
+    });
+  };
+  start();
+
+  return {
+    destroy: () => {
+      if (over) return;
+      over = true;
+      drop();
+    },
+    pause: () => {
+      if (paused) return;
+      paused = true;
+      if (!over && conn.user === user) conn.socket.pause();
+    },
+    resume: () => {
+      if (!paused) return;
+      paused = false;
+      const queue = held;
+      held = [];
+      for (let i = 0; i < queue.length; i++) {
+        if (paused) {
+          held = queue.slice(i).concat(held);
+          return;
+        }
+        const h = queue[i]!;
+        if (h === "end") finishBody();
+        else if (!over) events.data(h);
+      }
+      if (!over && conn.user === user) conn.socket.resume();
+    },
+    isPaused: () => paused,
+  };
+}
