@@ -110,7 +110,12 @@ export type NginxRoute = { name: string; listenPort: number; backend: string };
 /**
  * The whole config, pure (unit-tested). Everything nginx writes goes under
  * `prefix`; one server block per route, each with its own upstream holding 64
- * idle keep-alive connections to the backend.
+ * idle keep-alive connections to the backend. Against a real llama-server
+ * (cpp-httplib closes a connection idle for 5 s) nginx answered 502 when it
+ * reused a connection the backend had just closed: idle connections are
+ * dropped after 4 s, and a request that fails on a reused connection before
+ * any answer is sent again on a fresh one (`non_idempotent`, since these are
+ * POSTs), as the relay's worker and Deno's own HTTP client do.
  */
 export function nginxConfig(prefix: string, routes: NginxRoute[]): string {
   const upstreams = routes.map((r) =>
@@ -118,6 +123,7 @@ export function nginxConfig(prefix: string, routes: NginxRoute[]): string {
     server ${r.backend};
     keepalive 64;
     keepalive_requests 1000000;
+    keepalive_timeout 4s;
   }
 `
   ).join("");
@@ -130,6 +136,7 @@ export function nginxConfig(prefix: string, routes: NginxRoute[]): string {
       proxy_set_header Connection "";
       proxy_buffering off;
       proxy_request_buffering off;
+      proxy_next_upstream error timeout non_idempotent;
       proxy_read_timeout 3600s;
       proxy_send_timeout 3600s;
     }

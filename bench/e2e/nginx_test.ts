@@ -47,6 +47,17 @@ Deno.test("nginx config: streams pass through unbuffered on reused HTTP/1.1 conn
   }
 });
 
+Deno.test("nginx config: a backend's idle close never becomes a 502 (llama-server closes idle connections after 5 s)", () => {
+  for (
+    const d of [
+      "keepalive_timeout 4s;",
+      "proxy_next_upstream error timeout non_idempotent;",
+    ]
+  ) {
+    assert.equal(CONF.split(d).length - 1, 2, d);
+  }
+});
+
 Deno.test("nginx config: braces balance", () => {
   assert.equal(CONF.split("{").length, CONF.split("}").length);
 });
