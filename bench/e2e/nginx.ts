@@ -47,6 +47,27 @@ async function run(cmd: string, args: string[]): Promise<string | null> {
     `exit code ${out.code}`;
 }
 
+/** What ensureNginx asks of the system; tests pass their own. */
+export type NginxSystem = {
+  which(cmd: string): Promise<string | null>;
+  /** The effective uid, or null when it cannot be read (no --allow-sys). */
+  uid(): number | null;
+  /** Runs a command to completion: null on success, else why it failed. */
+  run(cmd: string, args: string[]): Promise<string | null>;
+};
+
+const SYSTEM: NginxSystem = {
+  which,
+  uid: () => {
+    try {
+      return Deno.uid();
+    } catch {
+      return null;
+    }
+  },
+  run,
+};
+
 /**
  * nginx on PATH or in /usr/sbin; otherwise, as root with apt-get, installs
  * Debian's nginx-light (running `apt-get update` first only if the install
@@ -56,52 +77,63 @@ async function run(cmd: string, args: string[]): Promise<string | null> {
 export async function ensureNginx(
   log: (line: string) => void,
 ): Promise<NginxBinary> {
-  const have = await which("nginx");
-  if (have !== null) return { kind: "found", path: have };
-  let uid: number | null = null;
-  try {
-    uid = Deno.uid();
-  } catch {
-    // --allow-sys missing: treat as not root.
+  const { binary, installed } = await findOrInstallNginx(SYSTEM, log);
+  if (binary.kind === "found" && installed) {
+    await stopSystemNginx(binary.path, log);
   }
-  if (uid !== 0) {
-    return {
-      kind: "unavailable",
-      reason:
-        "nginx not installed and not root (apt-get install -y nginx-light)",
-    };
+  return binary;
+}
+
+/** The decisions of ensureNginx, over an injected system (unit-tested). */
+export async function findOrInstallNginx(
+  sys: NginxSystem,
+  log: (line: string) => void,
+): Promise<{ binary: NginxBinary; installed: boolean }> {
+  const have = await sys.which("nginx");
+  if (have !== null) {
+    return { binary: { kind: "found", path: have }, installed: false };
   }
-  if (await which("apt-get") === null) {
-    return { kind: "unavailable", reason: "nginx not installed, no apt-get" };
+  const unavailable = (reason: string) => ({
+    binary: { kind: "unavailable", reason } as const,
+    installed: false,
+  });
+  if (sys.uid() !== 0) {
+    return unavailable(
+      "nginx not installed and not root (apt-get install -y nginx-light)",
+    );
+  }
+  if (await sys.which("apt-get") === null) {
+    return unavailable("nginx not installed, no apt-get");
   }
   log("installing nginx-light with apt-get (the nginx path of bench:e2e)");
-  let err = await run("apt-get", ["install", "-y", "nginx-light"]);
+  let err = await sys.run("apt-get", ["install", "-y", "nginx-light"]);
   if (err !== null) {
-    const update = await run("apt-get", ["update"]);
-    err = update ?? await run("apt-get", ["install", "-y", "nginx-light"]);
+    const update = await sys.run("apt-get", ["update"]);
+    err = update ?? await sys.run("apt-get", ["install", "-y", "nginx-light"]);
   }
   if (err !== null) {
-    return {
-      kind: "unavailable",
-      reason: `apt-get install nginx-light failed: ${
-        err.split("\n").pop() ?? err
-      }`,
-    };
+    return unavailable(
+      `apt-get install nginx-light failed: ${err.split("\n").pop() ?? err}`,
+    );
   }
-  const now = await which("nginx");
+  const now = await sys.which("nginx");
   if (now === null) {
-    return {
-      kind: "unavailable",
-      reason: "nginx-light installed but no nginx binary found",
-    };
+    return unavailable("nginx-light installed but no nginx binary found");
   }
+  return { binary: { kind: "found", path: now }, installed: true };
+}
+
+/** A just-installed package may have started the system nginx: stop it. */
+async function stopSystemNginx(
+  now: string,
+  log: (line: string) => void,
+): Promise<void> {
   // Without a policy-rc.d that forbids it, the package's postinst starts the
   // system nginx on port 80: stop it, the bench leaves no process behind.
   if (await isFile("/run/nginx.pid")) {
     log("stopping the system nginx the package started");
     await run(now, ["-s", "quit"]);
   }
-  return { kind: "found", path: now };
 }
 
 /** One proxied port: nginx listens on `listenPort` and forwards to `backend` (host:port). */
