@@ -1,78 +1,29 @@
-// Forwards one request to the local backend. Streaming answers are passed on read
-// by read (one response_chunk per read, decoded with a streaming UTF-8 decoder so
-// a character split across reads survives, C45; with chunk-bytes-v1 the reads'
-// bytes as they are, a split character held back, utf8_passage.ts); everything else ends in one
-// response_complete carrying the backend's real status and body, its body sent
-// ahead in pieces when the server negotiated body-chunks-v1 (issue 14). A
-// backend that fails without a complete answer is reported as such, not as an
-// answer, so the worker core can have the request retried elsewhere.
+// Forwards one request to the local backend: the headers it may see, the HTTP
+// client that carries it (the worker's own HTTP/1.1 client for http:, node:https
+// for https:), cancellation. How the answer is read and passed on is
+// answer_readers.ts. A backend that fails without a complete answer is reported
+// as such, not as an answer, so the worker core can have the request retried
+// elsewhere.
 import http from "node:http";
 import https from "node:https";
-import { StringDecoder } from "node:string_decoder";
 import { urlToHttpOptions } from "node:url";
 import { exchange, type RequestTarget } from "./http1/exchange.ts";
-import type { ResponseHeaders } from "./http1/header_lines.ts";
 import { FORWARDED_HEADERS } from "../../core/mod.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
-import type { Completion } from "../../core/worker/decide.ts";
 import {
-  keepTail,
-  newUsageByteScan,
-  newUsageScan,
-  newUsageTail,
-  scanBytes,
-  scanBytesResult,
-  scanChunk,
-  scanResult,
-  tokenCountsFromBody,
-  tokenCountsFromTail,
-} from "./usage.ts";
-import { newUtf8Passage } from "./utf8_passage.ts";
-
-// Hop-by-hop or recomputed by fetch: never copied between the two hops.
-const SKIPPED_HEADERS = new Set([
-  "host",
-  "connection",
-  "content-length",
-  "transfer-encoding",
-  "keep-alive",
-  "upgrade",
-]);
-
-function copyHeaders(from: Iterable<[string, string]>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of from) {
-    const lower = name.toLowerCase();
-    if (!SKIPPED_HEADERS.has(lower)) out[lower] = value;
-  }
-  return out;
-}
-
-/** The route's own error shape (Anthropic for /v1/messages, else OpenAI). */
-export function errorBody(
-  endpointPath: string,
-  code: string,
-  message: string,
-): string {
-  if (endpointPath.startsWith("/v1/messages")) {
-    return JSON.stringify({ type: "error", error: { type: code, message } });
-  }
-  return JSON.stringify({ error: { message, type: code, code } });
-}
-
-function failure(
-  request: RequestMessage,
-  status: number,
-  code: string,
-  message: string,
-): Completion {
-  return {
-    status_code: status,
-    headers: { "content-type": "application/json" },
-    body: errorBody(request.endpoint_path, code, message),
-    token_counts: null,
-  };
-}
+  type AnswerSink,
+  type BackendOutcome,
+  type Call,
+  readAnswer,
+  SKIPPED_HEADERS,
+} from "./answer_readers.ts";
+export {
+  type AnswerSink,
+  type BackendOutcome,
+  BODY_PIECE_CHARS,
+  errorBody,
+  RESPONSE_FRAME_BYTES_MAX,
+} from "./answer_readers.ts";
 
 /**
  * node:https's keep-alive pool, for https: backends; http: backends go through
@@ -127,18 +78,6 @@ function targetOf(href: string): Target {
   return t;
 }
 
-function headerEntries(
-  headers: http.IncomingHttpHeaders | ResponseHeaders,
-): [string, string][] {
-  const out: [string, string][] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined) {
-      out.push([name, Array.isArray(value) ? value.join(", ") : value]);
-    }
-  }
-  return out;
-}
-
 /** Where the backend is and the key it wants (BACKEND_API_KEY), if any. */
 export type Backend = { url: string; apiKey: string | null };
 
@@ -147,72 +86,6 @@ function authorize(headers: Record<string, string>, backend: Backend): void {
   if (backend.apiKey !== null) {
     headers["authorization"] = `Bearer ${backend.apiKey}`;
   }
-}
-
-/** How one backend call ended. */
-export type BackendOutcome =
-  | { kind: "completed"; completion: Completion }
-  /**
-   * No complete answer: refused, reset or cut before any byte went to the
-   * proxy (`backend_unavailable`: another worker may run it), or cut after some
-   * did (`backend_stream_broken`). The worker core picks the frame.
-   */
-  | {
-    kind: "failed";
-    code: "backend_unavailable" | "backend_stream_broken";
-    message: string;
-  }
-  /** `signal` aborted it (a cancel: the caller has already answered it). */
-  | { kind: "cancelled" };
-
-/** Where the pieces of an answer go, and whether the link can take more. */
-export type AnswerSink = {
-  /** One response_chunk: text, or a stream's bytes when `chunkBytes`. */
-  chunk(data: string | Uint8Array): void;
-  /**
-   * A stream's reads leave as bytes (the server negotiated chunk-bytes-v1):
-   * no decoding, whole UTF-8 characters per chunk.
-   */
-  chunkBytes: boolean;
-  /**
-   * Non-streaming bodies may leave as chunks too (the server negotiated
-   * body-chunks-v1); otherwise they are buffered up to RESPONSE_FRAME_BYTES_MAX.
-   */
-  bodyChunks: boolean;
-  /** False while the link to the proxy holds too much unsent: reading pauses. */
-  hasRoom(): boolean;
-};
-
-/**
- * The largest response_complete frame sent, encoded, in UTF-8 bytes: 16 MiB,
- * the original server's frame limit (its WebSocket library's default) and our
- * server's default frame limit (16 Mi characters). A buffered body whose frame
- * would be larger is answered 502 `response_too_large` instead: an oversized
- * frame costs the whole connection, and a scoped error would rerun the
- * inference elsewhere only to fail the same way.
- */
-export const RESPONSE_FRAME_BYTES_MAX = 16 * 1024 * 1024;
-/** Room for the frame's other fields (type, request id, status, token counts). */
-const FRAME_ENVELOPE_BYTES = 1024;
-/** With body-chunks-v1, a non-streaming body leaves in pieces of this many characters. */
-export const BODY_PIECE_CHARS = 1024 * 1024;
-/** How often a paused read looks again whether the link has room. */
-const ROOM_POLL_MS = 5;
-
-function tooLarge(request: RequestMessage): Completion {
-  return failure(
-    request,
-    502,
-    "response_too_large",
-    `the backend's answer is larger than one relay frame (${RESPONSE_FRAME_BYTES_MAX} bytes) and the proxy did not negotiate body-chunks-v1`,
-  );
-}
-
-/** Whether response_complete with this body and headers fits in one frame. */
-function fitsOneFrame(body: string, headers: Record<string, string>): boolean {
-  return Buffer.byteLength(JSON.stringify(body)) +
-      Buffer.byteLength(JSON.stringify(headers)) + FRAME_ENVELOPE_BYTES <=
-    RESPONSE_FRAME_BYTES_MAX;
 }
 
 /**
@@ -396,94 +269,6 @@ function backendHeaders(
   return headers;
 }
 
-/** One backend call, as the answer's readers see it. */
-type Call = {
-  /** Settles the call (once; later outcomes are ignored). */
-  done(outcome: BackendOutcome): void;
-  /** No complete answer: unavailable, or broken once started. */
-  failed(why: string): void;
-  settled(): boolean;
-  /** Whether any byte of the answer went to the proxy. */
-  started(): boolean;
-  markStarted(): void;
-  /** Stops the backend call. */
-  destroy(): void;
-};
-
-/**
- * The backend's answer body as the readers see it, whichever client read it:
- * bytes as they arrive, the end, and a pause for when the proxy link is full.
- */
-type AnswerBody = {
-  onData(f: (bytes: Buffer) => void): void;
-  onEnd(f: () => void): void;
-  pause(): void;
-  resume(): void;
-  isPaused(): boolean;
-};
-
-/** One backend answer being read: what the three readers below share. */
-type Answer = Call & {
-  request: RequestMessage;
-  body: AnswerBody;
-  status: number;
-  /** The backend's response headers, hop-by-hop ones dropped. */
-  headers: Record<string, string>;
-  /** Passes a piece on to the proxy; reading pauses while the link is full. */
-  send(data: string | Uint8Array): void;
-};
-
-/** Reads the backend's answer the way its kind needs (see the readers below). */
-function readAnswer(
-  status: number,
-  headers: http.IncomingHttpHeaders | ResponseHeaders,
-  body: AnswerBody,
-  request: RequestMessage,
-  sink: AnswerSink,
-  call: Call,
-): void {
-  const ok = status >= 200 && status < 300;
-  const answer: Answer = {
-    ...call,
-    request,
-    body,
-    status,
-    headers: copyHeaders(headerEntries(headers)),
-    send: (data) => {
-      call.markStarted();
-      sink.chunk(data);
-      pauseWhileFull(body, sink, call.settled);
-    },
-  };
-  // chunk-bytes-v1: a successful stream is read as bytes (readStreamBytes).
-  if (request.is_streaming && ok && sink.chunkBytes) {
-    return readStreamBytes(answer);
-  }
-  if (!request.is_streaming && ok && sink.bodyChunks) readInPieces(answer);
-  // Errors of a streaming request arrive as one JSON body: pass it whole.
-  else if (!request.is_streaming || !ok) readWhole(answer, ok);
-  else readStream(answer);
-}
-
-/**
- * The body as text: a streaming UTF-8 decoder, so a character split across
- * reads survives (C45), as node's `setEncoding("utf8")` decodes (its end too:
- * an unfinished character becomes U+FFFD before the end).
- */
-function onText(
-  body: AnswerBody,
-  onText: (s: string) => void,
-  onEnd: () => void,
-): void {
-  const decoder = new StringDecoder("utf8");
-  body.onData((bytes) => onText(decoder.write(bytes)));
-  body.onEnd(() => {
-    const rest = decoder.end();
-    if (rest !== "") onText(rest);
-    onEnd();
-  });
-}
-
 /** node:https: a backend that breaks off mid-answer fails the call. */
 function onBroken(res: http.IncomingMessage, call: Call): void {
   const broken = () =>
@@ -493,155 +278,6 @@ function onBroken(res: http.IncomingMessage, call: Call): void {
   res.on("error", broken);
   res.on("close", () => {
     if (!res.complete) broken();
-  });
-}
-
-/** Pauses reading until the proxy link has room again. */
-function pauseWhileFull(
-  body: AnswerBody,
-  sink: AnswerSink,
-  settled: () => boolean,
-): void {
-  if (sink.hasRoom() || body.isPaused()) return;
-  body.pause();
-  const poll = () => {
-    if (settled()) return;
-    if (sink.hasRoom()) body.resume();
-    else setTimeout(poll, ROOM_POLL_MS);
-  };
-  setTimeout(poll, ROOM_POLL_MS);
-}
-
-/** body-chunks-v1: a non-streaming body leaves in pieces as it comes, the rest in response_complete. */
-function readInPieces(a: Answer): void {
-  let body = "";
-  const tail = newUsageTail();
-  onText(a.body, (s) => {
-    body += s;
-    while (body.length >= BODY_PIECE_CHARS) {
-      const piece = body.slice(0, BODY_PIECE_CHARS);
-      body = body.slice(BODY_PIECE_CHARS);
-      keepTail(tail, piece);
-      a.send(piece);
-    }
-  }, () => {
-    keepTail(tail, body);
-    a.done({
-      kind: "completed",
-      completion: {
-        status_code: a.status,
-        headers: a.headers,
-        body,
-        token_counts: a.started()
-          ? tokenCountsFromTail(tail.text)
-          : tokenCountsFromBody(body),
-      },
-    });
-  });
-}
-
-/** The whole body buffered for one response_complete, up to one frame. */
-function readWhole(a: Answer, ok: boolean): void {
-  let body = "";
-  let bytes = 0;
-  onText(a.body, (s) => {
-    bytes += Buffer.byteLength(s);
-    if (bytes > RESPONSE_FRAME_BYTES_MAX) {
-      // Already too large for one frame: stop reading, answer 502.
-      a.destroy();
-      return a.done({ kind: "completed", completion: tooLarge(a.request) });
-    }
-    body += s;
-  }, () =>
-    a.done({
-      kind: "completed",
-      completion: fitsOneFrame(body, a.headers)
-        ? {
-          status_code: a.status,
-          headers: a.headers,
-          body,
-          token_counts: ok ? tokenCountsFromBody(body) : null,
-        }
-        : tooLarge(a.request),
-    }));
-}
-
-/**
- * A stream: each socket read's text is passed on, reads of one turn joined (a
- * microtask flush), and scanned for the usage numbers on the way.
- */
-function readStream(a: Answer): void {
-  const usage = newUsageScan();
-  let pending = "";
-  const flush = () => {
-    if (pending === "" || a.settled()) return;
-    const text = pending;
-    pending = "";
-    a.send(text);
-    scanChunk(usage, text);
-  };
-  onText(a.body, (s) => {
-    if (s === "") return;
-    if (pending === "") queueMicrotask(flush);
-    pending += s;
-  }, () => {
-    flush();
-    a.done({
-      kind: "completed",
-      completion: {
-        status_code: a.status,
-        headers: a.headers,
-        body: "",
-        token_counts: scanResult(usage),
-      },
-    });
-  });
-}
-
-/**
- * readStream for chunk-bytes-v1 (issue 18): each turn's reads leave as one
- * chunk of bytes, never decoded (utf8_passage.ts holds back a split character
- * and keeps invalid input exactly as the text path delivers it, C45).
- */
-function readStreamBytes(a: Answer): void {
-  const usage = newUsageByteScan();
-  const utf8 = newUtf8Passage();
-  let pending: Buffer[] = [];
-  const pass = (bytes: Buffer) => {
-    const out = utf8.pass(bytes);
-    if (out.length === 0) return;
-    a.send(out);
-    scanBytes(usage, out);
-  };
-  const flush = () => {
-    if (pending.length === 0 || a.settled()) return;
-    const reads = pending;
-    pending = [];
-    pass(reads.length === 1 ? reads[0]! : Buffer.concat(reads));
-  };
-  a.body.onData((b) => {
-    if (b.length === 0) return;
-    if (pending.length === 0) queueMicrotask(flush);
-    pending.push(b);
-  });
-  a.body.onEnd(() => {
-    flush();
-    if (!a.settled()) {
-      const rest = utf8.end();
-      if (rest.length > 0) {
-        a.send(rest);
-        scanBytes(usage, rest);
-      }
-    }
-    a.done({
-      kind: "completed",
-      completion: {
-        status_code: a.status,
-        headers: a.headers,
-        body: "",
-        token_counts: scanBytesResult(usage),
-      },
-    });
   });
 }
 
