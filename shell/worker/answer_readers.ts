@@ -329,15 +329,20 @@ function readStream(a: Answer): void {
     pending += s;
   }, () => {
     flush();
-    a.done({
-      kind: "completed",
-      completion: {
-        status_code: a.status,
-        headers: a.headers,
-        body: "",
-        token_counts: scanResult(usage),
-      },
-    });
+    streamEnded(a, scanResult(usage));
+  });
+}
+
+/** A stream read to its end: its response_complete carries only status, headers and usage. */
+function streamEnded(a: Answer, tokenCounts: Completion["token_counts"]): void {
+  a.done({
+    kind: "completed",
+    completion: {
+      status_code: a.status,
+      headers: a.headers,
+      body: "",
+      token_counts: tokenCounts,
+    },
   });
 }
 
@@ -376,14 +381,6 @@ function readStreamBytes(a: Answer): void {
         scanBytes(usage, rest);
       }
     }
-    a.done({
-      kind: "completed",
-      completion: {
-        status_code: a.status,
-        headers: a.headers,
-        body: "",
-        token_counts: scanBytesResult(usage),
-      },
-    });
+    streamEnded(a, scanBytesResult(usage));
   });
 }
