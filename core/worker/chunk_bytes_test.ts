@@ -1,30 +1,15 @@
 // chunk-bytes-v1 (issue 18) in the worker core: binary chunk frames only to a
 // server that acked the extension.
 import assert from "node:assert/strict";
-import { initialWorkerState, step, type WorkerState } from "./decide.ts";
+import { step, type WorkerState } from "./decide.ts";
+import { frame, registeredWith } from "./_testing.ts";
 
-function registered(ack: string[] | null): WorkerState {
-  const s = initialWorkerState({
-    workerName: "w",
-    maxConcurrent: 2,
-    models: ["m"],
-    modelsDiscovered: false,
-    drainTimeoutSecs: 30,
-    onServerShutdown: "exit",
-  });
-  step(s, { kind: "socketOpened" });
-  step(s, {
-    kind: "frameReceived",
-    text: JSON.stringify({
-      type: "register_ack",
-      worker_id: "w1",
-      models: ["m"],
-      ...(ack === null ? {} : { extensions: ack }),
-    }),
-  });
-  step(s, {
-    kind: "frameReceived",
-    text: JSON.stringify({
+/** Registered with a server that acked `ack`, with one streaming request on the way. */
+function streaming(ack: string[] | null): WorkerState {
+  const s = registeredWith(ack);
+  step(
+    s,
+    frame({
       type: "request",
       request_id: "r1",
       model: "m",
@@ -32,14 +17,14 @@ function registered(ack: string[] | null): WorkerState {
       is_streaming: true,
       body: "{}",
     }),
-  });
+  );
   return s;
 }
 
 const payload = new TextEncoder().encode("data: h\u00e9\n\n");
 
 Deno.test("issue 18 a stream's bytes leave as a binary chunk frame when the server acked chunk-bytes-v1", () => {
-  const s = registered(["drain-v1", "chunk-bytes-v1"]);
+  const s = streaming(["drain-v1", "chunk-bytes-v1"]);
   const actions = step(s, {
     kind: "chunkRead",
     requestId: "r1",
@@ -52,7 +37,7 @@ Deno.test("issue 18 a stream's bytes leave as a binary chunk frame when the serv
 
 Deno.test("issue 18 an original server (no extensions in its ack) gets a response_chunk text frame, never a binary one", () => {
   for (const ack of [null, [], ["drain-v1"]]) {
-    const s = registered(ack);
+    const s = streaming(ack);
     const actions = step(s, {
       kind: "chunkRead",
       requestId: "r1",
@@ -70,7 +55,7 @@ Deno.test("issue 18 an original server (no extensions in its ack) gets a respons
 });
 
 Deno.test("issue 18 text reads stay text frames, and nothing leaves for a request no longer in flight", () => {
-  const s = registered(["chunk-bytes-v1"]);
+  const s = streaming(["chunk-bytes-v1"]);
   assert.equal(
     step(s, { kind: "chunkRead", requestId: "r1", chunk: "data: x\n\n" })[0]
       ?.kind,

@@ -8,34 +8,7 @@ import {
   type WorkerAction,
   type WorkerState,
 } from "./decide.ts";
-
-function fresh(
-  over: Partial<Parameters<typeof initialWorkerState>[0]> = {},
-): WorkerState {
-  return initialWorkerState({
-    workerName: "w",
-    maxConcurrent: 2,
-    models: ["m"],
-    modelsDiscovered: false,
-    drainTimeoutSecs: 30,
-    onServerShutdown: "exit",
-    ...over,
-  });
-}
-
-function registered(over: Parameters<typeof fresh>[0] = {}): WorkerState {
-  const s = fresh(over);
-  step(s, { kind: "socketOpened" });
-  step(s, {
-    kind: "frameReceived",
-    text: '{"type":"register_ack","worker_id":"w1","models":["m"]}',
-  });
-  return s;
-}
-
-function frame(value: unknown) {
-  return { kind: "frameReceived" as const, text: JSON.stringify(value) };
-}
+import { frame, fresh, registered, registeredWith } from "./_testing.ts";
 
 function sent(actions: WorkerAction[]) {
   return actions.flatMap((a) => a.kind === "send" ? [a.message] : []);
@@ -323,20 +296,6 @@ Deno.test("a proxy silent for 90 s is presumed dead: the socket is cut and the w
 });
 
 // ---- issue 14: real backends and real faults -----------------------------------
-
-/** Registered with a server that acked `extensions` (ours), or none (the original). */
-function registeredWith(
-  extensions: string[],
-  over: Parameters<typeof fresh>[0] = {},
-): WorkerState {
-  const s = fresh(over);
-  step(s, { kind: "socketOpened" });
-  step(
-    s,
-    frame({ type: "register_ack", worker_id: "w1", models: ["m"], extensions }),
-  );
-  return s;
-}
 
 const ok = (body: string) => ({
   status_code: 200,

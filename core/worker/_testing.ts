@@ -1,0 +1,51 @@
+// Builders the worker core's tests share: a fresh worker state, one registered
+// with a server that acked some extensions (or none, as the original server
+// acks), and frames from the server.
+import { initialWorkerState, step, type WorkerState } from "./decide.ts";
+
+export function fresh(
+  over: Partial<Parameters<typeof initialWorkerState>[0]> = {},
+): WorkerState {
+  return initialWorkerState({
+    workerName: "w",
+    maxConcurrent: 2,
+    models: ["m"],
+    modelsDiscovered: false,
+    drainTimeoutSecs: 30,
+    onServerShutdown: "exit",
+    ...over,
+  });
+}
+
+export function frame(value: unknown) {
+  return { kind: "frameReceived" as const, text: JSON.stringify(value) };
+}
+
+/**
+ * Registered with a server that acked `extensions` (ours), or with no
+ * `extensions` field at all (null: the original server's ack).
+ */
+export function registeredWith(
+  extensions: string[] | null,
+  over: Parameters<typeof fresh>[0] = {},
+): WorkerState {
+  const s = fresh(over);
+  step(s, { kind: "socketOpened" });
+  step(
+    s,
+    frame({
+      type: "register_ack",
+      worker_id: "w1",
+      models: ["m"],
+      ...(extensions === null ? {} : { extensions }),
+    }),
+  );
+  return s;
+}
+
+/** Registered with the original server (its ack lists no extensions). */
+export function registered(
+  over: Parameters<typeof fresh>[0] = {},
+): WorkerState {
+  return registeredWith(null, over);
+}
