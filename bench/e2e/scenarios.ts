@@ -570,6 +570,19 @@ export async function scenarioF(
   }
 }
 
+/** One request after another: `requests` of them, or as many as 60 s allow. */
+async function oneAfterAnother<T>(
+  requests: number,
+  one: () => Promise<T>,
+): Promise<T[]> {
+  const out: T[] = [];
+  const stopAt = performance.now() + 60_000;
+  for (let i = 0; i < requests && performance.now() < stopAt; i++) {
+    out.push(await one());
+  }
+  return out;
+}
+
 /** (g) One client, one plain (non-streaming) request after another: added latency. */
 export async function scenarioG(
   c: Ctx,
@@ -584,18 +597,14 @@ export async function scenarioG(
     c.procs,
     "request",
     async (t) => {
-      const ms: number[] = [];
-      const stopAt = performance.now() + 60_000;
-      for (let i = 0; i < requests && performance.now() < stopAt; i++) {
-        const p = await postOnce(t, {
+      const ms = (await oneAfterAnother(requests, () =>
+        postOnce(t, {
           model: c.model,
           maxTokens,
           checker: c.checker,
           agent,
           timeoutMs: 30_000,
-        });
-        ms.push(p.totalMs);
-      }
+        }))).map((p) => p.totalMs);
       return {
         value: { p50: percentile(ms, 50), p99: percentile(ms, 99) },
         units: ms.length,
@@ -629,20 +638,16 @@ export async function scenarioH(
     c.procs,
     "request",
     async (t) => {
-      const total: number[] = [];
-      const ttfc: number[] = [];
-      const stopAt = performance.now() + 60_000;
-      for (let i = 0; i < requests && performance.now() < stopAt; i++) {
-        const s = await streamOnce(t, {
+      const streams = await oneAfterAnother(requests, () =>
+        streamOnce(t, {
           model: c.model,
           maxTokens: chunks,
           checker: c.checker,
           agent,
           timeoutMs: 30_000,
-        });
-        total.push(s.totalMs);
-        ttfc.push(s.ttfcMs);
-      }
+        }));
+      const total = streams.map((s) => s.totalMs);
+      const ttfc = streams.map((s) => s.ttfcMs);
       return {
         value: {
           totalP50: percentile(total, 50),
