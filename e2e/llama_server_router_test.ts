@@ -19,6 +19,7 @@ import {
   KEY_PATH,
   LLAMA_ABSENT,
   LLAMA_MODEL,
+  openaiAt,
   opToken,
   postJson,
   startLlamaRouter,
@@ -164,12 +165,7 @@ Deno.test({
   ignore: LLAMA_ABSENT,
 }, async (t) => {
   await withLlamaCluster(async (c) => {
-    const openai = new OpenAI({
-      baseURL: `${c.serverUrl}/v1`,
-      apiKey: "unused",
-      maxRetries: 0,
-      timeout: 20_000,
-    });
+    const openai = openaiAt(c.serverUrl);
     const chat = () =>
       openai.chat.completions.create({
         model: LLAMA_MODEL,

@@ -14,6 +14,7 @@ import {
   LLAMA_MODEL,
   LLAMA_SLOT_CTX,
   longPrompt,
+  openaiAt,
   withLlamaCluster,
 } from "./_llama.ts";
 
@@ -42,18 +43,8 @@ Deno.test({
   ignore: LLAMA_ABSENT,
 }, async (t) => {
   await withLlamaCluster(async (c) => {
-    const openai = new OpenAI({
-      baseURL: `${c.serverUrl}/v1`,
-      apiKey: "unused",
-      maxRetries: 0,
-      timeout: 20_000,
-    });
-    const direct = new OpenAI({
-      baseURL: `${c.llama.url}/v1`,
-      apiKey: "unused",
-      maxRetries: 0,
-      timeout: 20_000,
-    });
+    const openai = openaiAt(c.serverUrl);
+    const direct = openaiAt(c.llama.url);
     const anthropic = new Anthropic({
       baseURL: c.serverUrl,
       apiKey: "unused",
