@@ -7,6 +7,7 @@ import {
   step,
 } from "../_testing.ts";
 import { EXTENSION_CAPABILITIES } from "../protocol/messages.ts";
+import type { State } from "../state/state.ts";
 import { fleetHealth, healthAnswer, queueSaturated } from "./health.ts";
 
 Deno.test("the queue is saturated from 90% of its bound, and never at zero", () => {
@@ -47,16 +48,22 @@ Deno.test("health says shutting_down with 503 once shutdown was requested", () =
   assert.equal(answer.body.status, "shutting_down");
 });
 
-Deno.test("health warns when every worker is draining, and counts routable workers", () => {
+/** One worker, busy (so the drain keeps it connected) and draining. */
+function everyWorkerDraining(): State {
   const state = newState();
   addWorker(state, "w1");
-  addRequest(state, "r1"); // busy, so the drain keeps it connected
+  addRequest(state, "r1");
   step(state, {
     kind: "workerDrainRequested",
     atMs: 0,
     workerId: "w1",
     reason: "test",
   });
+  return state;
+}
+
+Deno.test("health warns when every worker is draining, and counts routable workers", () => {
+  const state = everyWorkerDraining();
   const answer = healthAnswer(state, "v", 0);
   assert.equal(answer.body.workers_connected, 1);
   assert.equal(answer.body.workers_routable, 0);
@@ -106,15 +113,7 @@ Deno.test("fleet health follows the workers' own reports", () => {
 });
 
 Deno.test("fleet health is unhealthy while every worker drains", () => {
-  const state = newState();
-  addWorker(state, "w1");
-  addRequest(state, "r1"); // busy, so the drain keeps it connected
-  step(state, {
-    kind: "workerDrainRequested",
-    atMs: 0,
-    workerId: "w1",
-    reason: "test",
-  });
+  const state = everyWorkerDraining();
   assert.equal(fleetHealth(state, [...state.workers.values()]), "unhealthy");
 });
 
