@@ -190,22 +190,23 @@ export function exchange(
       }
       if (!wasComplete && complete !== null) completed(bytes);
     },
-    end: () => {
-      if (parser.head === null) return beforeHead("socket hang up");
-      if (complete !== null) return;
-      if (finish(parser, parserEvents)) completed(EMPTY);
-      else cutShort();
-    },
+    end: () => closed(),
     error: (e) => {
       if (parser.head === null) return beforeHead(e.message);
       if (complete === null) fail("unreachable", e.message);
     },
-    close: () => {
-      if (parser.head === null) return beforeHead("socket hang up");
-      if (complete !== null) return;
-      if (finish(parser, parserEvents)) completed(EMPTY);
-      else cutShort();
-    },
+    close: () => closed(),
+  };
+
+  /**
+   * The backend ended or closed the connection: a hang-up before the head, the
+   * end of a close-delimited body, or an answer cut short.
+   */
+  const closed = () => {
+    if (parser.head === null) return beforeHead("socket hang up");
+    if (complete !== null) return;
+    if (finish(parser, parserEvents)) completed(EMPTY);
+    else cutShort();
   };
 
   const cutShort = () =>
