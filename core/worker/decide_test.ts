@@ -3,10 +3,8 @@ import {
   AUTH_RETRY_MS,
   backoffMs,
   IDLE_TIMEOUT_MS,
-  initialWorkerState,
   step,
   type WorkerAction,
-  type WorkerState,
 } from "./decide.ts";
 import { frame, fresh, registered, registeredWith } from "./_testing.ts";
 
