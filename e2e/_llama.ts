@@ -9,7 +9,7 @@ import {
   startServerProcess,
   startWorkerProcess,
 } from "../shell/demo/cluster.ts";
-import { encodeOpToken } from "../shell/server/op_token.ts";
+import { encodeOpToken } from "../shell/server/ops/op_token.ts";
 
 /** ../shared/llama relative to the repository root, as in CI. */
 export const LLAMA_DIR = new URL("../shared/llama/", `file://${ROOT}`)

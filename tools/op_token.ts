@@ -7,11 +7,14 @@
 //   | curl -s -H 'content-type: application/json' -d @- https://relay.example.com/v1/models/load
 //
 // The signature proves the minter holds the shared key; `--signers` are the
-// names it records as having approved (see shell/server/op_token.ts).
+// names it records as having approved (see shell/server/ops/op_token.ts).
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
 import type { LifecycleOperation } from "../core/mod.ts";
-import { encodeOpToken, OP_TOKEN_FIELDS } from "../shell/server/op_token.ts";
+import {
+  encodeOpToken,
+  OP_TOKEN_FIELDS,
+} from "../shell/server/ops/op_token.ts";
 
 const OPERATIONS: readonly LifecycleOperation[] = [
   "model-load",

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { verifyOpToken } from "../shell/server/op_token.ts";
+import { verifyOpToken } from "../shell/server/ops/op_token.ts";
 import { signedCall } from "./op_token.ts";
 
 const KEY = new TextEncoder().encode("0123456789abcdef-tool-key");

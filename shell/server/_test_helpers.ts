@@ -5,7 +5,7 @@ import { makeLogger } from "../log.ts";
 import {
   DEFAULT_TRUSTED_PROXIES,
   parseTrustedProxies,
-} from "./client_address.ts";
+} from "./http/client_address.ts";
 import type { ServerConfig } from "./config.ts";
 import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
 import { waitFor } from "../procs.ts";

@@ -15,8 +15,8 @@ import {
   DEFAULT_TRUSTED_PROXIES,
   parseTrustedProxies,
   type TrustedProxies,
-} from "./client_address.ts";
-import { defaultMaxConnections } from "./connection_cap.ts";
+} from "./http/client_address.ts";
+import { defaultMaxConnections } from "./http/connection_cap.ts";
 import {
   bool,
   helpText,

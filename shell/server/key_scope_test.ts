@@ -15,7 +15,7 @@ import {
   type TestWorker,
   waitFor,
 } from "./_test_helpers.ts";
-import { openSqliteKeyStore, SCHEMA_VERSION } from "./api_keys.ts";
+import { openSqliteKeyStore, SCHEMA_VERSION } from "./ops/api_keys.ts";
 
 type Core = Parameters<typeof testConfig>[0];
 

@@ -2,7 +2,7 @@
 // SIGTERM, which drains gracefully (C30); a second signal exits at once.
 import { makeLogger } from "../log.ts";
 import { OptionError } from "../options.ts";
-import { KeyStoreError } from "./api_keys.ts";
+import { KeyStoreError } from "./ops/api_keys.ts";
 import { loadServerConfig, serverHelp } from "./config.ts";
 import { startRelay } from "./relay.ts";
 

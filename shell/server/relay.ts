@@ -6,31 +6,34 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { handleAdmin } from "./admin.ts";
-import type { LifecycleCallers } from "./clients.ts";
-import { sendAdminError, sendJson } from "./http_reply.ts";
+import { handleAdmin } from "./ops/admin.ts";
+import type { LifecycleCallers } from "./http/clients.ts";
+import { sendAdminError, sendJson } from "./http/http_reply.ts";
 import type { DatabaseSync } from "node:sqlite";
 import {
   type KeyStore,
   keyStoreOn,
   openRelayDatabase,
   type VerifiedKey,
-} from "./api_keys.ts";
-import type { Access } from "./client_http.ts";
+} from "./ops/api_keys.ts";
+import type { Access } from "./http/client_http.ts";
 import {
   type AccessPolicy,
   capabilitiesAccess,
   metricsAccess,
-} from "./endpoint_access.ts";
-import { type LifecycleRoutes, makeLifecycleRoutes } from "./lifecycle_http.ts";
-import { type Governance, readOpTokenKey } from "./op_token.ts";
-import { sqliteNonceStore } from "./op_nonces.ts";
+} from "./http/endpoint_access.ts";
+import {
+  type LifecycleRoutes,
+  makeLifecycleRoutes,
+} from "./ops/lifecycle_http.ts";
+import { type Governance, readOpTokenKey } from "./ops/op_token.ts";
+import { sqliteNonceStore } from "./ops/op_nonces.ts";
 import { bearerToken } from "./secret.ts";
-import { tenantMismatch } from "./tenancy.ts";
+import { tenantMismatch } from "./http/tenancy.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
-import { Metrics } from "./metrics.ts";
-import { handlePages } from "./pages.ts";
+import { Metrics } from "./ops/metrics.ts";
+import { handlePages } from "./ops/pages.ts";
 import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
 
 export type Relay = RunningServer & { metrics: Metrics; keys: KeyStore | null };

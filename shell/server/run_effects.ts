@@ -16,10 +16,14 @@ import {
   lifecycleAnswer,
 } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import type { ClientContext, Clients, LifecycleCallers } from "./clients.ts";
-import { errorBody, errorHeaders, sseErrorEvent } from "./errors.ts";
-import { compactHead, sendAdminError, sendJson } from "./http_reply.ts";
-import { CACHE_HEADER_DEFAULTS } from "./tenancy.ts";
+import type {
+  ClientContext,
+  Clients,
+  LifecycleCallers,
+} from "./http/clients.ts";
+import { errorBody, errorHeaders, sseErrorEvent } from "./http/errors.ts";
+import { compactHead, sendAdminError, sendJson } from "./http/http_reply.ts";
+import { CACHE_HEADER_DEFAULTS } from "./http/tenancy.ts";
 
 /** Hop-by-hop and length headers are the relay's to set, not the backend's. */
 const DROPPED_RESPONSE_HEADERS = new Set([

@@ -16,18 +16,25 @@ import {
   type State,
 } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { handleHttp, type HttpDeps } from "./client_http.ts";
-import type { Clients, LifecycleCallers } from "./clients.ts";
-import { capConnections, type ConnectionCap } from "./connection_cap.ts";
+import { handleHttp, type HttpDeps } from "./http/client_http.ts";
+import type { Clients, LifecycleCallers } from "./http/clients.ts";
+import { capConnections, type ConnectionCap } from "./http/connection_cap.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
-import { answerUnparsable, closeIfBodyUnread, sendJson } from "./http_reply.ts";
+import {
+  answerUnparsable,
+  closeIfBodyUnread,
+  sendJson,
+} from "./http/http_reply.ts";
 import { type EffectDeps, makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
 import type { ClusterRuntime } from "./cluster/runtime.ts";
 import type { RuntimeDeps } from "./cluster/start.ts";
-import { makeWorkerUpgrade, type WorkerUpgrade } from "./worker_socket.ts";
+import {
+  makeWorkerUpgrade,
+  type WorkerUpgrade,
+} from "./worker_door/worker_socket.ts";
 
 /**
  * Below this a worker secret can be guessed: the auth throttle never refuses a

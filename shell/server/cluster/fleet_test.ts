@@ -7,7 +7,7 @@ import OpenAI from "openai";
 import { waitUntil } from "../../procs.ts";
 import { startServerProcess } from "../../demo/cluster.ts";
 import { answerWords } from "../../../e2e/_cluster.ts";
-import { encodeOpToken } from "../op_token.ts";
+import { encodeOpToken } from "../ops/op_token.ts";
 import { MODEL, withFleet } from "./_fleet.ts";
 
 const WORKERS = [

@@ -15,8 +15,8 @@ import {
   newApiKey,
   UNSCOPED,
   type VerifiedKey,
-} from "../api_keys.ts";
-import { isPriority } from "../tenancy.ts";
+} from "../ops/api_keys.ts";
+import { isPriority } from "../http/tenancy.ts";
 import type { Logger } from "../../log.ts";
 import type { ClusterEngine } from "./engine.ts";
 import type { ClusterRuntime, Note } from "./runtime.ts";

@@ -36,7 +36,7 @@ import {
 import { assertNever } from "../../../core/assert_never.ts";
 import { makeDriver } from "../../driver.ts";
 import type { Logger } from "../../log.ts";
-import type { Clients } from "../clients.ts";
+import type { Clients } from "../http/clients.ts";
 import type { Runtime } from "../runtime.ts";
 import type { ClusterEngine, LogEntry } from "./engine.ts";
 

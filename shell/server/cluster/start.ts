@@ -4,7 +4,7 @@
 import type { WebSocket } from "ws";
 import type { Effect, State } from "../../../core/mod.ts";
 import type { Logger } from "../../log.ts";
-import type { Clients } from "../clients.ts";
+import type { Clients } from "../http/clients.ts";
 import type { ServerConfig } from "../config.ts";
 import { connectRedis } from "./redis_engine.ts";
 import { type ClusterRuntime, startClusterRuntime } from "./runtime.ts";

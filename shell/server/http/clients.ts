@@ -1,7 +1,7 @@
 // Open client responses by request id, and lifecycle calls by task id: what the
 // effects write to.
 import type { ServerResponse } from "node:http";
-import type { ClientApi } from "../../core/mod.ts";
+import type { ClientApi } from "../../../core/mod.ts";
 
 export type ClientContext = {
   res: ServerResponse;

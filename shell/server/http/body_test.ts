@@ -1,14 +1,14 @@
 // Slow and greedy clients (issue 15): every body reader answers 408 or 413 in its
 // route's error shape and closes the connection. Raw sockets on loopback.
 import assert from "node:assert/strict";
-import { ADMIN_TOKEN, startTestRelay } from "./_relay_test_helpers.ts";
-import { rawConnect, until } from "./_raw_socket.ts";
+import { ADMIN_TOKEN, startTestRelay } from "../_relay_test_helpers.ts";
+import { rawConnect, until } from "../_raw_socket.ts";
 import {
   chatBody,
   registeredWorker,
   startTestServer,
   testConfig,
-} from "./_test_helpers.ts";
+} from "../_test_helpers.ts";
 
 function post(
   path: string,

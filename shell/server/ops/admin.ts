@@ -2,14 +2,14 @@
 // /admin/keys. Bearer MODELRELAY_ADMIN_TOKEN, compared in constant time; with no
 // token configured every /admin route answers 403 saying how to enable it.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { type Event, type State, workerViews } from "../../core/mod.ts";
+import { type Event, type State, workerViews } from "../../../core/mod.ts";
 import type { ApiKeyInfo, KeyScope, KeyStore } from "./api_keys.ts";
 import { KEY_NAME_MAX } from "./api_keys.ts";
 import type { Metrics } from "./metrics.ts";
-import { readJsonBody } from "./body.ts";
-import { sendAdminError, sendJson } from "./http_reply.ts";
-import { bearerToken, secretsEqual } from "./secret.ts";
-import { isPriority, isTenantId, TENANT_RULE } from "./tenancy.ts";
+import { readJsonBody } from "../http/body.ts";
+import { sendAdminError, sendJson } from "../http/http_reply.ts";
+import { bearerToken, secretsEqual } from "../secret.ts";
+import { isPriority, isTenantId, TENANT_RULE } from "../http/tenancy.ts";
 
 export type AdminDeps = {
   adminToken: string;

@@ -42,7 +42,7 @@
 // The nonce is recorded only when every other check passed, so a rejected token
 // does not burn its nonce.
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { LifecycleOperation } from "../../core/mod.ts";
+import type { LifecycleOperation } from "../../../core/mod.ts";
 
 export const OP_TOKEN_WINDOW_SECS = 300;
 export const NONCE_CHARS_MAX = 256;

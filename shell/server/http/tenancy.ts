@@ -3,7 +3,7 @@
 // (X-Cache-Mode, X-Cache-Tag). Validation only; the scheduling they drive is in
 // the core.
 import type { IncomingMessage } from "node:http";
-import type { ClientError, Priority } from "../../core/mod.ts";
+import type { ClientError, Priority } from "../../../core/mod.ts";
 
 export type Tenancy = {
   tenant: string;

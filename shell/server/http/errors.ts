@@ -2,7 +2,7 @@
 // {"error":{"message","type","code"}}, /v1/messages answers Anthropic's
 // {"type":"error","error":{"type","message"}}. Started streams end with an SSE
 // error event in the same shape instead (C24, C48).
-import type { ClientApi, ClientError } from "../../core/mod.ts";
+import type { ClientApi, ClientError } from "../../../core/mod.ts";
 
 function openAiType(status: number): string {
   if (status === 401) return "authentication_error";

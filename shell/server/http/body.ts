@@ -5,7 +5,7 @@
 // transport bound like a socket timeout: the request does not exist for the
 // core until its body is complete, so there is nothing for the core to decide.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ClientError } from "../../core/mod.ts";
+import type { ClientError } from "../../../core/mod.ts";
 import { closeAfterAnswer } from "./http_reply.ts";
 
 export type BodyLimits = { maxBytes: number; timeoutMs: number };

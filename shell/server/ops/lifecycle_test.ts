@@ -1,21 +1,21 @@
 // Issue 9: governed lifecycle operations through the relay, with real sockets.
 import assert from "node:assert/strict";
-import { startMockRunner } from "../../mock/runner.ts";
+import { startMockRunner } from "../../../mock/runner.ts";
 import {
   runTestWorker,
   testConfig as workerConfig,
-} from "../worker/_test_worker.ts";
+} from "../../worker/_test_worker.ts";
 import {
   ADMIN_TOKEN,
   startTestRelay,
   type TestRelay,
-} from "./_relay_test_helpers.ts";
+} from "../_relay_test_helpers.ts";
 import {
   chatBody,
   registeredWorker,
   testConfig,
   waitFor,
-} from "./_test_helpers.ts";
+} from "../_test_helpers.ts";
 import {
   encodeOpToken,
   type OpToken,

@@ -6,14 +6,14 @@ import {
   autoRespond,
   startTestRelay,
   type TestRelay,
-} from "./_relay_test_helpers.ts";
+} from "../_relay_test_helpers.ts";
 import {
   chatBody,
   connectWorker,
   registeredWorker,
   testConfig,
   waitFor,
-} from "./_test_helpers.ts";
+} from "../_test_helpers.ts";
 import { Histogram } from "./metrics.ts";
 
 type Sample = {

@@ -6,8 +6,8 @@ import {
   autoRespond,
   startTestRelay,
   type TestRelay,
-} from "./_relay_test_helpers.ts";
-import { chatBody, registeredWorker, testConfig } from "./_test_helpers.ts";
+} from "../_relay_test_helpers.ts";
+import { chatBody, registeredWorker, testConfig } from "../_test_helpers.ts";
 
 const METRICS_TOKEN = "prometheus-scrape-token";
 

@@ -2,8 +2,8 @@
 // event: a worker's bad secret), read by GET /metrics (Prometheus text), GET
 // /admin/stats and, through those, the dashboard, so all three always agree.
 // No per-request table: a request's `requestFinished` carries all it counts.
-import type { Effect, Event, State } from "../../core/mod.ts";
-import { inFlightCount, queueDepth } from "../../core/mod.ts";
+import type { Effect, Event, State } from "../../../core/mod.ts";
+import { inFlightCount, queueDepth } from "../../../core/mod.ts";
 
 /** Upper bounds in seconds, shared by the latency histograms. */
 export const LATENCY_BUCKETS = [

@@ -12,14 +12,14 @@ import {
   type Event,
   eventFromBinaryFrame,
   eventFromFrame,
-} from "../../core/mod.ts";
-import type { Corkable } from "../frame_batch.ts";
-import { clientAddress, type TrustedProxies } from "./client_address.ts";
-import type { ConnectionCap } from "./connection_cap.ts";
-import { requestUrl } from "./http_reply.ts";
-import { newWorkerId } from "./ids.ts";
-import { closeReason } from "./run_effects.ts";
-import { secretsEqual } from "./secret.ts";
+} from "../../../core/mod.ts";
+import type { Corkable } from "../../frame_batch.ts";
+import { clientAddress, type TrustedProxies } from "../http/client_address.ts";
+import type { ConnectionCap } from "../http/connection_cap.ts";
+import { requestUrl } from "../http/http_reply.ts";
+import { newWorkerId } from "../ids.ts";
+import { closeReason } from "../run_effects.ts";
+import { secretsEqual } from "../secret.ts";
 
 /**
  * Bytes a worker may send before its register is accepted: the largest register

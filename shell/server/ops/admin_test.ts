@@ -4,13 +4,13 @@ import {
   ADMIN_TOKEN,
   autoRespond,
   startTestRelay,
-} from "./_relay_test_helpers.ts";
+} from "../_relay_test_helpers.ts";
 import {
   chatBody,
   registeredWorker,
   testConfig,
   waitFor,
-} from "./_test_helpers.ts";
+} from "../_test_helpers.ts";
 
 const ADMIN_ROUTES: [string, string][] = [
   ["GET", "/admin/workers"],

@@ -15,14 +15,14 @@ import {
   type State,
   taskDocument,
   type WaitStats,
-} from "../../core/mod.ts";
-import type { Logger } from "../log.ts";
+} from "../../../core/mod.ts";
+import type { Logger } from "../../log.ts";
 import { decodeSegment } from "./admin.ts";
-import { readJsonBody } from "./body.ts";
-import type { LifecycleCallers } from "./clients.ts";
-import type { CapabilitiesAccess } from "./endpoint_access.ts";
-import { sendAdminError, sendJson } from "./http_reply.ts";
-import { newTaskId } from "./ids.ts";
+import { readJsonBody } from "../http/body.ts";
+import type { LifecycleCallers } from "../http/clients.ts";
+import type { CapabilitiesAccess } from "../http/endpoint_access.ts";
+import { sendAdminError, sendJson } from "../http/http_reply.ts";
+import { newTaskId } from "../ids.ts";
 import { checkOpToken, type Governance, OP_TOKEN_FIELDS } from "./op_token.ts";
 
 /** GET /v1/capabilities answers are reused this long unless the fleet's models change. */

@@ -6,8 +6,8 @@
 // already: the number of connected workers, how many registrations happened since
 // start, and the union of served models. No worker names, ids, addresses or loads.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { listModels, type State } from "../../core/mod.ts";
-import { sendAdminError, sendJson } from "./http_reply.ts";
+import { listModels, type State } from "../../../core/mod.ts";
+import { sendAdminError, sendJson } from "../http/http_reply.ts";
 import { DASHBOARD_HTML, DASHBOARD_JS } from "./page_dashboard.ts";
 import { SETUP_HTML, SETUP_JS } from "./page_setup.ts";
 import { PAGE_CSS } from "./page_style.ts";

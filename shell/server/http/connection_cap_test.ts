@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
-import { type RawConn, rawConnect } from "./_raw_socket.ts";
+import { type RawConn, rawConnect } from "../_raw_socket.ts";
 import {
   registeredWorker,
   startTestServer,
   testConfig,
   waitFor,
-} from "./_test_helpers.ts";
+} from "../_test_helpers.ts";
 import { defaultMaxConnections, openFileLimit } from "./connection_cap.ts";
 
 Deno.test("issue 15 beyond MAX_CONNECTIONS a new connection gets 503 with Retry-After and is closed; workers with the secret still get in", async () => {

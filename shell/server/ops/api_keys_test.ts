@@ -5,13 +5,13 @@ import {
   ADMIN_TOKEN,
   autoRespond,
   startTestRelay,
-} from "./_relay_test_helpers.ts";
+} from "../_relay_test_helpers.ts";
 import {
   chatBody,
   registeredWorker,
   SECRET,
   testConfig,
-} from "./_test_helpers.ts";
+} from "../_test_helpers.ts";
 import {
   hashKey,
   KeyStoreError,
@@ -19,7 +19,7 @@ import {
   SCHEMA_VERSION,
 } from "./api_keys.ts";
 
-const MAIN = new URL("./main.ts", import.meta.url).pathname;
+const MAIN = new URL("../main.ts", import.meta.url).pathname;
 
 function keyConfig(dbPath = ":memory:") {
   return testConfig({}, {

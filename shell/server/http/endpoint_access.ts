@@ -5,9 +5,9 @@
 // per-worker detail. Without required keys (a trusted network) /metrics stays
 // open as before and /v1/capabilities shows the fleet without worker names.
 import type { IncomingMessage } from "node:http";
-import type { ClientApi } from "../../core/mod.ts";
+import type { ClientApi } from "../../../core/mod.ts";
 import type { Access } from "./client_http.ts";
-import { bearerToken, secretsEqual } from "./secret.ts";
+import { bearerToken, secretsEqual } from "../secret.ts";
 
 export type AccessPolicy = {
   adminToken: string;

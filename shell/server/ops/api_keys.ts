@@ -7,7 +7,7 @@
 // they carry.
 import { createHash, randomBytes } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
-import type { Priority } from "../../core/mod.ts";
+import type { Priority } from "../../../core/mod.ts";
 
 /** What a key may do: its tenant (null: a trusted gateway that names tenants) and its highest priority. */
 export type KeyScope = { tenant: string | null; maxPriority: Priority };

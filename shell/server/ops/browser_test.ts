@@ -9,9 +9,9 @@ import {
   autoRespond,
   startTestRelay,
   type TestRelay,
-} from "./_relay_test_helpers.ts";
+} from "../_relay_test_helpers.ts";
 import { launchBrowser } from "./_chromium.ts";
-import { chatBody, registeredWorker, testConfig } from "./_test_helpers.ts";
+import { chatBody, registeredWorker, testConfig } from "../_test_helpers.ts";
 
 let screenshotDir: string | null = null;
 

@@ -7,7 +7,7 @@ import {
   startTestServer,
   testConfig,
   waitFor,
-} from "./_test_helpers.ts";
+} from "../_test_helpers.ts";
 
 Deno.test("spec 004 tenant, priority and cache headers reach the worker; response headers are present", async () => {
   const server = await startTestServer();

@@ -9,14 +9,14 @@ import type {
   ClusterHealth,
   Event,
   State,
-} from "../../core/mod.ts";
-import { healthAnswer, modelList, VERSION } from "../../core/mod.ts";
+} from "../../../core/mod.ts";
+import { healthAnswer, modelList, VERSION } from "../../../core/mod.ts";
 import { readBody } from "./body.ts";
 import type { Clients } from "./clients.ts";
 import { applyCors } from "./cors.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
 import { requestUrl, sendJson } from "./http_reply.ts";
-import { newRequestId } from "./ids.ts";
+import { newRequestId } from "../ids.ts";
 import { type KeyGrant, readTenancy } from "./tenancy.ts";
 
 const INFERENCE_ROUTES: Record<string, ClientApi> = {

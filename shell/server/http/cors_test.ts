@@ -5,10 +5,10 @@ import {
   ADMIN_TOKEN,
   autoRespond,
   startTestRelay,
-} from "./_relay_test_helpers.ts";
-import { chatBody, registeredWorker, testConfig } from "./_test_helpers.ts";
-import { parseCorsOrigins } from "./config.ts";
-import { OptionError } from "../options.ts";
+} from "../_relay_test_helpers.ts";
+import { chatBody, registeredWorker, testConfig } from "../_test_helpers.ts";
+import { parseCorsOrigins } from "../config.ts";
+import { OptionError } from "../../options.ts";
 
 const PAGE = "https://chat.example.com";
 

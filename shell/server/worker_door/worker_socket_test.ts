@@ -6,7 +6,7 @@ import {
   rawConnect,
   until,
   upgradeRequest,
-} from "./_raw_socket.ts";
+} from "../_raw_socket.ts";
 import {
   connectWorker,
   registeredWorker,
@@ -14,8 +14,8 @@ import {
   startTestServer,
   testConfig,
   type TestServer,
-} from "./_test_helpers.ts";
-import { parseTrustedProxies } from "./client_address.ts";
+} from "../_test_helpers.ts";
+import { parseTrustedProxies } from "../http/client_address.ts";
 import { PRE_REGISTER_BYTES_MAX } from "./worker_socket.ts";
 
 async function badAttempt(
