@@ -20,3 +20,17 @@ export function backoffMs(failedAttempts: number, random01: number): number {
 export function jitterMs(random01: number): number {
   return Math.floor(Math.min(Math.max(random01, 0), 0.999_999) * JITTER_MAX_MS);
 }
+
+/**
+ * The most a worker waits before retrying after the proxy closed with 1012
+ * (service restart) or 1013 (try again later): the proxy says its condition is
+ * short (a relay instance rejoining its cluster log, issue 23), so the pace
+ * does not grow to BACKOFF_MAX_MS and the worker is back within seconds of
+ * the proxy being able to take it.
+ */
+export const RETRY_SOON_MAX_MS = 4_000;
+
+/** Close codes by which the proxy asks to be retried soon. */
+export function asksRetrySoon(code: number): boolean {
+  return code === 1012 || code === 1013;
+}

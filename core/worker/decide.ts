@@ -15,12 +15,18 @@ import {
   type ServerMessage,
 } from "../protocol/mod.ts";
 import {
+  asksRetrySoon,
   AUTH_RETRY_MS,
   backoffMs,
   jitterMs,
+  RETRY_SOON_MAX_MS,
   SERVER_RESTART_RETRY_MS,
 } from "./backoff.ts";
-import { FRAME_CHARS_MAX, IDLE_TIMEOUT_MS } from "./link_limits.ts";
+import {
+  FRAME_CHARS_MAX,
+  IDLE_TIMEOUT_MS,
+  REGISTER_ACK_TIMEOUT_MS,
+} from "./link_limits.ts";
 import {
   onCapabilitiesRead,
   onLifecycleRequest,
@@ -88,7 +94,9 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
     case "drainTimerFired":
       return onDrainTimerFired(state);
     case "reconnectTimerFired":
-      return state.connected ? [] : [{ kind: "connect" }];
+      return state.connected || state.connecting ? [] : connectActions(state);
+    case "handshakeTimerFired":
+      return onHandshakeTimerFired(state);
     case "idleTimerFired":
       return state.connected
         ? [
@@ -110,6 +118,35 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
     default:
       return assertNever(event);
   }
+}
+
+/**
+ * Dial the proxy, and give the attempt REGISTER_ACK_TIMEOUT_MS to end in a
+ * `register_ack` (the first connect at start goes through here too).
+ */
+export function connectActions(state: WorkerState): WorkerAction[] {
+  state.connecting = true;
+  return [
+    { kind: "connect" },
+    { kind: "armTimer", timer: "handshake", ms: REGISTER_ACK_TIMEOUT_MS },
+  ];
+}
+
+/**
+ * No `register_ack` in time (issue 23): the proxy took the connection and
+ * never answered. The socket is cut, whether still dialling or open; its close
+ * event takes the usual reconnect path. A timer left from an attempt that
+ * already closed (or registered) finds nothing to do.
+ */
+function onHandshakeTimerFired(state: WorkerState): WorkerAction[] {
+  if (state.registered || !(state.connecting || state.connected)) return [];
+  return [
+    log("warn", "no register_ack from the proxy in time: reconnecting", {
+      timeout_ms: REGISTER_ACK_TIMEOUT_MS,
+      socket_open: state.connected ? "yes" : "no",
+    }),
+    { kind: "dropSocket" },
+  ];
 }
 
 /**
@@ -135,6 +172,7 @@ function chunkAction(
 
 function onSocketOpened(state: WorkerState): WorkerAction[] {
   state.connected = true;
+  state.connecting = false;
   return [
     log("info", "connected to proxy"),
     { kind: "armTimer", timer: "idle", ms: IDLE_TIMEOUT_MS },
@@ -429,6 +467,7 @@ function onSocketClosed(
   e: Extract<WorkerEvent, { kind: "socketClosed" }>,
 ): WorkerAction[] {
   state.connected = false;
+  state.connecting = false;
   state.registered = false;
   state.extensions = [];
   state.capabilitiesSent = null;
@@ -491,7 +530,10 @@ function onSocketClosed(
       { kind: "armTimer", timer: "reconnect", ms },
     ];
   }
-  const ms = backoffMs(state.failedAttempts, e.random01);
+  // 1012/1013: the proxy asks to be retried soon; the pace stays short.
+  const ms = asksRetrySoon(e.code)
+    ? Math.min(backoffMs(state.failedAttempts, e.random01), RETRY_SOON_MAX_MS)
+    : backoffMs(state.failedAttempts, e.random01);
   state.failedAttempts++;
   const message = e.wasOpen
     ? "disconnected from proxy, reconnecting"

@@ -1,8 +1,12 @@
 import assert from "node:assert/strict";
 import {
   AUTH_RETRY_MS,
+  BACKOFF_MAX_MS,
   backoffMs,
+  connectActions,
   IDLE_TIMEOUT_MS,
+  REGISTER_ACK_TIMEOUT_MS,
+  RETRY_SOON_MAX_MS,
   step,
   type WorkerAction,
 } from "./decide.ts";
@@ -176,7 +180,70 @@ Deno.test("an unexpected close aborts in-flight work and schedules a backoff rec
   assert.ok(b.some((x) => x.kind === "armTimer" && x.ms === 2_000));
   assert.deepEqual(kinds(step(s, { kind: "reconnectTimerFired" })), [
     "connect",
+    "armTimer",
   ]);
+});
+
+Deno.test("a connect attempt that gets no register_ack in time is cut, dialling or open, and retried; a registered one is left alone", () => {
+  const s = fresh();
+  const dial = connectActions(s);
+  assert.deepEqual(dial, [
+    { kind: "connect" },
+    { kind: "armTimer", timer: "handshake", ms: REGISTER_ACK_TIMEOUT_MS },
+  ]);
+  // Still dialling (the proxy never answered the upgrade).
+  assert.deepEqual(kinds(step(s, { kind: "handshakeTimerFired" })), [
+    "dropSocket",
+  ]);
+  const closed = step(s, {
+    kind: "socketClosed",
+    code: 1006,
+    reason: "",
+    wasOpen: false,
+    random01: 0,
+  });
+  assert.ok(
+    closed.some((a) => a.kind === "armTimer" && a.timer === "reconnect"),
+  );
+  // A timer of an attempt that already closed finds nothing to do.
+  assert.deepEqual(step(s, { kind: "handshakeTimerFired" }), []);
+  // Open, register sent, no ack.
+  step(s, { kind: "reconnectTimerFired" });
+  step(s, { kind: "socketOpened" });
+  assert.deepEqual(kinds(step(s, { kind: "handshakeTimerFired" })), [
+    "dropSocket",
+  ]);
+  // Registered in time: nothing.
+  const r = registered();
+  assert.deepEqual(step(r, { kind: "handshakeTimerFired" }), []);
+});
+
+Deno.test("a proxy closing with 1012 or 1013 (retry soon) is retried within 4 s however many attempts failed; other closes keep the doubling backoff", () => {
+  const s = fresh();
+  const retryIn = (code: number) => {
+    const a = step(s, {
+      kind: "socketClosed",
+      code,
+      reason: "",
+      wasOpen: true,
+      random01: 0.5,
+    });
+    const t = a.find((x) => x.kind === "armTimer" && x.timer === "reconnect");
+    return t?.kind === "armTimer" ? t.ms : -1;
+  };
+  for (let i = 0; i < 6; i++) retryIn(1006);
+  assert.equal(retryIn(1006), BACKOFF_MAX_MS + 250);
+  assert.equal(retryIn(1013), RETRY_SOON_MAX_MS);
+  assert.equal(retryIn(1012), RETRY_SOON_MAX_MS);
+  const early = fresh();
+  const first = step(early, {
+    kind: "socketClosed",
+    code: 1013,
+    reason: "",
+    wasOpen: true,
+    random01: 0,
+  });
+  assert.ok(first.some((a) => a.kind === "armTimer" && a.ms === 1_000));
 });
 
 Deno.test("a 1008 rejection is logged as an error and retried slowly", () => {

@@ -31,6 +31,8 @@ export type WorkerState = {
   drainTimeoutMs: number;
   onServerShutdown: "exit" | "reconnect";
   connected: boolean;
+  /** A connect attempt is under way: dialled, not yet closed. */
+  connecting: boolean;
   registered: boolean;
   /** Requests being forwarded, with their endpoint path; its size is the load reported to the proxy. */
   inFlight: Map<string, string>;
@@ -95,6 +97,8 @@ export type WorkerEvent =
   | { kind: "shutdownSignalled" }
   | { kind: "drainTimerFired" }
   | { kind: "reconnectTimerFired" }
+  /** REGISTER_ACK_TIMEOUT_MS after a connect attempt began. */
+  | { kind: "handshakeTimerFired" }
   /** No frame from the proxy for IDLE_TIMEOUT_MS: the link is presumed dead. */
   | { kind: "idleTimerFired" }
   /** Every 5 s: look at the backend's capabilities again. */
@@ -117,7 +121,7 @@ export type Completion = {
   token_counts: TokenCounts | null;
 };
 
-export type TimerName = "reconnect" | "drain" | "idle";
+export type TimerName = "reconnect" | "drain" | "idle" | "handshake";
 
 export type WorkerAction =
   | { kind: "connect" }
@@ -156,6 +160,7 @@ export function initialWorkerState(opts: {
     drainTimeoutMs: opts.drainTimeoutSecs * 1000,
     onServerShutdown: opts.onServerShutdown,
     connected: false,
+    connecting: false,
     registered: false,
     speaks: opts.speaks === undefined ? WORKER_EXTENSIONS : opts.speaks,
     inFlight: new Map(),

@@ -96,6 +96,7 @@ export async function startServer(
     trustedProxies: config.trustedProxies,
     isRegistered: (id) => state.workers.has(id),
     cap: connections,
+    answerTimeoutMs: config.core.registerTimeoutMs,
   });
   const runEffect = effectRunnerFor(config, hooks, {
     clients,
@@ -112,6 +113,7 @@ export async function startServer(
     clients,
     sockets,
     workerPending: upgrade.admission.pending,
+    workersPending: upgrade.admission.pendingIds,
     runEffect,
     log,
   });

@@ -21,6 +21,7 @@ import {
 import { makeProxyLink, type ProxyLink } from "./proxy_link.ts";
 import { makeWorkerTimers, type WorkerTimers } from "./timers.ts";
 import {
+  connectActions,
   initialWorkerState,
   step,
   type TimerName,
@@ -129,7 +130,7 @@ export function startWorker(
       config.modelsRefreshSecs * 1000,
     );
   }
-  link.connect();
+  for (const a of connectActions(state)) runAction(io, a);
   return { done, signal: () => dispatch({ kind: "shutdownSignalled" }) };
 }
 
@@ -213,6 +214,8 @@ function timerFired(timer: TimerName): WorkerEvent {
       return { kind: "idleTimerFired" };
     case "reconnect":
       return { kind: "reconnectTimerFired" };
+    case "handshake":
+      return { kind: "handshakeTimerFired" };
     default:
       return assertNever(timer);
   }

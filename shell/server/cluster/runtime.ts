@@ -55,6 +55,8 @@ export type ClusterDeps = {
   sockets: Map<string, WebSocket>;
   /** A worker handshake held here and not yet answered (authenticated at upgrade, issue 15). */
   workerPending?: (workerId: string) => boolean;
+  /** Every handshake held here and not yet answered. */
+  workersPending?: () => string[];
   runEffect: (effect: Effect) => void;
   log: Logger;
   liveness?: Liveness;
@@ -329,7 +331,12 @@ export async function startClusterRuntime(
     scheduleRecover();
   }
 
-  /** Ends this instance's clients and closes its worker sockets (they reconnect via the balancer). */
+  /**
+   * Ends this instance's clients, closes its worker sockets and answers every
+   * worker handshake still waiting for the log (they reconnect via the
+   * balancer): an attempt whose answer was lost with the log would otherwise
+   * hold its worker forever (issue 23).
+   */
   function endLocal(error: ClientError, closeCode: number): void {
     for (const [requestId, c] of [...d.clients]) {
       run(
@@ -350,6 +357,14 @@ export async function startClusterRuntime(
         },
         false,
       );
+    }
+    for (const workerId of d.workersPending?.() ?? []) {
+      run({
+        kind: "rejectWorker",
+        workerId,
+        code: 1013,
+        reason: error.message,
+      }, false);
     }
   }
 
@@ -434,7 +449,12 @@ export async function startClusterRuntime(
     }
     epoch = current;
     const old = up || seq > 0 ? instanceId : null;
-    if (old !== null) instanceId = newInstanceId();
+    if (old !== null) {
+      // Whatever this instance still holds belongs to the old id, which the
+      // fleet has written off: its workers must register again (issue 23).
+      endLocal({ ...UNAVAILABLE, code: "cluster_instance_reset" }, 1012);
+      instanceId = newInstanceId();
+    }
     seq = 0;
     // Catch up before appending anything: our records must not lag the log.
     for (;;) {
@@ -527,8 +547,10 @@ export async function startClusterRuntime(
         error: UNAVAILABLE,
       }, false);
     } else if (event.kind === "workerConnectAttempted") {
+      // The attempt is still a pending handshake, not an open socket: only
+      // rejectWorker answers it (closeWorker knows open sockets only).
       run({
-        kind: "closeWorker",
+        kind: "rejectWorker",
         workerId: event.workerId,
         code: 1013,
         reason: "relay cluster unavailable: try again later",

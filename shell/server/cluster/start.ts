@@ -15,6 +15,7 @@ export type RuntimeDeps = {
   clients: Clients;
   sockets: Map<string, WebSocket>;
   workerPending: (workerId: string) => boolean;
+  workersPending: () => string[];
   runEffect: (effect: Effect) => void;
   log: Logger;
 };

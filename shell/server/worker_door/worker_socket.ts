@@ -43,7 +43,17 @@ export type WorkerSocketDeps = {
   /** True once the core accepted this worker's register. */
   isRegistered: (workerId: string) => boolean;
   cap?: ConnectionCap;
+  /**
+   * How long an upgrade may wait for the core's answer before it is refused
+   * here (1013). Alone the core answers at once; in a cluster it answers after
+   * a log hop, and an attempt whose answer was lost with the log must not hold
+   * a worker (and a descriptor) forever (issue 23). Default 10 s.
+   */
+  answerTimeoutMs?: number;
 };
+
+/** Close code and reason for an attempt the relay could not answer: retry soon. */
+export const TRY_AGAIN_CODE = 1013;
 
 /** The core's answer to a connect attempt, carried out by the effect runner. */
 export type WorkerAdmission = {
@@ -53,6 +63,8 @@ export type WorkerAdmission = {
   refuse(workerId: string, code: number, reason: string): boolean;
   /** This instance holds the handshake, not yet answered (cluster effect ownership). */
   pending(workerId: string): boolean;
+  /** Every handshake held here and not yet answered. */
+  pendingIds(): string[];
 };
 
 type Attempt = {
@@ -61,6 +73,8 @@ type Attempt = {
   head: Buffer;
   /** Forgets the attempt if the socket closes first; removed once answered. */
   onClose: () => void;
+  /** Refuses the attempt if the core has not answered in time. */
+  timer: ReturnType<typeof setTimeout>;
 };
 
 export type WorkerUpgrade = {
@@ -87,8 +101,16 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
     socket.on("error", ignoreError);
     const workerId = newWorkerId();
     // Gone before the core answered: nothing to complete or refuse.
-    const onClose = () => attempts.delete(workerId);
-    attempts.set(workerId, { req, socket, head, onClose });
+    const onClose = () => {
+      const a = attempts.get(workerId);
+      if (a !== undefined) clearTimeout(a.timer);
+      attempts.delete(workerId);
+    };
+    const timer = setTimeout(
+      () => unanswered(workerId),
+      deps.answerTimeoutMs ?? 10_000,
+    );
+    attempts.set(workerId, { req, socket, head, onClose, timer });
     socket.on("close", onClose);
     deps.submit({
       kind: "workerConnectAttempted",
@@ -103,7 +125,25 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
   // An answered attempt keeps no listener or closure of ours (issue 18).
   function forget(workerId: string, a: Attempt): void {
     attempts.delete(workerId);
+    clearTimeout(a.timer);
     a.socket.off("close", a.onClose);
+  }
+
+  /** No answer in time: the worker is told to retry, the core forgets the attempt. */
+  function unanswered(workerId: string): void {
+    if (
+      !refuse(
+        workerId,
+        TRY_AGAIN_CODE,
+        "the relay did not answer in time: try again",
+      )
+    ) return;
+    deps.submit({
+      kind: "workerDisconnected",
+      atMs: deps.now(),
+      workerId,
+      reason: "handshake not answered in time",
+    });
   }
 
   function accept(workerId: string): boolean {
@@ -136,9 +176,17 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
 
   return {
     onUpgrade,
-    admission: { accept, refuse, pending: (id) => attempts.has(id) },
+    admission: {
+      accept,
+      refuse,
+      pending: (id) => attempts.has(id),
+      pendingIds: () => [...attempts.keys()],
+    },
     close: () => {
-      for (const a of attempts.values()) a.socket.destroy();
+      for (const a of attempts.values()) {
+        clearTimeout(a.timer);
+        a.socket.destroy();
+      }
       attempts.clear();
       wss.close();
       refusals.close();

@@ -16,7 +16,10 @@ import {
   type TestServer,
 } from "../_test_helpers.ts";
 import { parseTrustedProxies } from "../http/client_address.ts";
-import { PRE_REGISTER_BYTES_MAX } from "./worker_socket.ts";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Event } from "../../../core/mod.ts";
+import { makeWorkerUpgrade, PRE_REGISTER_BYTES_MAX } from "./worker_socket.ts";
 
 async function badAttempt(
   server: TestServer,
@@ -127,3 +130,90 @@ Deno.test("issue 15 an admitted handshake that never sends register is closed af
     await server.close();
   }
 });
+
+/** A worker door whose core never answers (a cluster instance whose log went away). */
+async function silentDoor(answerTimeoutMs: number) {
+  const events: Event[] = [];
+  const upgrade = makeWorkerUpgrade({
+    sockets: new Map(),
+    submit: (e) => events.push(e),
+    now: () => 0,
+    workerSecret: SECRET,
+    defaultProvider: "local",
+    frameCharsMax: 1024,
+    trustedProxies: parseTrustedProxies(""),
+    isRegistered: () => false,
+    answerTimeoutMs,
+  });
+  const http = createServer();
+  http.on("upgrade", upgrade.onUpgrade);
+  await new Promise<void>((r) => http.listen(0, "127.0.0.1", () => r()));
+  return {
+    events,
+    upgrade,
+    port: (http.address() as AddressInfo).port,
+    close: async () => {
+      upgrade.close();
+      await new Promise((r) => http.close(r));
+    },
+  };
+}
+
+Deno.test("issue 23 a worker handshake the core never answers is refused with 1013 (retry soon) after the answer timeout, and the core is told it is gone", async () => {
+  const door = await silentDoor(300);
+  const c = await rawConnect(door.port);
+  try {
+    const started = performance.now();
+    await c.write(upgradeRequest({ "x-worker-secret": SECRET }));
+    await waitFor(() => door.upgrade.admission.pendingIds().length === 1);
+    const got = await until(c, (r) => closeCodeIn(r) !== null);
+    assert.equal(closeCodeIn(got), 1013);
+    assert.match(got, /did not answer in time/);
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 250 && elapsed < 3_000, `refused after ${elapsed} ms`);
+    // The server ends its side: nothing is left half-open (CLOSE-WAIT).
+    await c.ended;
+    assert.deepEqual(door.upgrade.admission.pendingIds(), []);
+    assert.deepEqual(door.events.map((e) => e.kind), [
+      "workerConnectAttempted",
+      "workerDisconnected",
+    ]);
+  } finally {
+    c.close();
+    await door.close();
+  }
+});
+
+Deno.test("issue 23 pending handshakes are listed and each can be refused by the runtime (a cluster instance cut off from its log)", async () => {
+  const door = await silentDoor(60_000);
+  const a = await rawConnect(door.port);
+  const b = await rawConnect(door.port);
+  try {
+    await a.write(upgradeRequest({ "x-worker-secret": SECRET }));
+    await b.write(upgradeRequest({ "x-worker-secret": SECRET }));
+    await waitFor(() => door.upgrade.admission.pendingIds().length === 2);
+    for (const id of door.upgrade.admission.pendingIds()) {
+      assert.ok(door.upgrade.admission.refuse(id, 1013, "log unreachable"));
+    }
+    for (const c of [a, b]) {
+      assert.equal(
+        closeCodeIn(await until(c, (r) => closeCodeIn(r) !== null)),
+        1013,
+      );
+      await c.ended;
+    }
+    assert.deepEqual(door.upgrade.admission.pendingIds(), []);
+  } finally {
+    a.close();
+    b.close();
+    await door.close();
+  }
+});
+
+async function waitFor(cond: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!cond()) {
+    if (performance.now() > deadline) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
