@@ -4,10 +4,7 @@
 // one request of every route family, shuts down, and prints the modules the
 // configuration passed through and the returns. Repeat with:
 //   npx -y deno@2.9.6 run --allow-net=127.0.0.1 --allow-read --allow-env tools/config_trail_run.ts
-import {
-  registeredWorker,
-  testConfig,
-} from "../shell/server/_test_helpers.ts";
+import { registeredWorker, testConfig } from "../shell/server/_test_helpers.ts";
 import {
   admin,
   ADMIN_TOKEN,
