@@ -229,14 +229,8 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
   };
 
   return {
-    onEvent: (e) => {
-      metrics.onEvent(e);
-      lifecycle?.onEvent(e);
-    },
-    onEffect: (e) => {
-      metrics.onEffect(e);
-      lifecycle?.onEffect(e);
-    },
+    onEvent: (e) => metrics.onEvent(e),
+    onEffect: (e) => metrics.onEffect(e),
     authorize: d.authorize,
     extraRoutes,
   };
