@@ -83,6 +83,13 @@ export type Config = {
   lifecycleReplyWaitMs: number;
 };
 
+/**
+ * The longest a model load may take, on both sides: the server's lifecycle task
+ * times out after it (`lifecycleTaskTimeoutMs`'s default) and the worker stops
+ * waiting for its backend's load then (shell/worker/lifecycle/backends.ts).
+ */
+export const MODEL_LOAD_MS_MAX = 30 * 60_000;
+
 export const DEFAULT_CONFIG: Config = {
   providers: [{ name: "local", enabled: true }],
   defaultProvider: "local",
@@ -117,7 +124,7 @@ export const DEFAULT_CONFIG: Config = {
   affinityKeysMax: 10_000,
   affinityLoadMargin: 2,
   lifecycleTasksMax: 256,
-  lifecycleTaskTimeoutMs: 30 * 60_000,
+  lifecycleTaskTimeoutMs: MODEL_LOAD_MS_MAX,
   lifecycleReplyWaitMs: 30_000,
 };
 

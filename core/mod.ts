@@ -4,6 +4,7 @@ export {
   type Config,
   DEFAULT_CONFIG,
   makeConfig,
+  MODEL_LOAD_MS_MAX,
   type ProviderConfig,
   type RateLimit,
 } from "./config.ts";

@@ -38,6 +38,7 @@ export type Reduced = { state: State; effects: Effect[] };
 export function reduce(state: State, event: Event): Reduced {
   // Time only moves forward; a shell clock that stepped back is clamped, not trusted.
   if (event.atMs > state.nowMs) state.nowMs = event.atMs;
+  state.version++;
   const out: Effect[] = [];
   switch (event.kind) {
     case "chunkReceived":

@@ -13,7 +13,7 @@ import { runScenario } from "./run_scenario.ts";
 import { SCENARIOS } from "./scenarios/mod.ts";
 import { DEFAULT_SEED, sweep } from "./sweep.ts";
 import { swarmOf } from "./arbitrary.ts";
-import { INVARIANTS } from "./invariants.ts";
+import { INVARIANTS } from "./observer/mod.ts";
 
 function usage(): string {
   return [

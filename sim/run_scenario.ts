@@ -16,7 +16,12 @@ import {
   type State,
 } from "../core/mod.ts";
 import { EventQueue } from "./event_queue.ts";
-import { Observer, type SchedStats, type Violation } from "./invariants.ts";
+import {
+  Observer,
+  observerConfigOf,
+  type SchedStats,
+  type Violation,
+} from "./observer/mod.ts";
 import { Prng } from "./prng.ts";
 import {
   type ClientSpec,
@@ -157,26 +162,7 @@ export function runScenario(
   const closed = new Set<string>();
   const requestIds: string[] = [];
   const streamingOn = new Map<string, string>();
-  const observer = new Observer({
-    queueLenMax: config.queueLenMax,
-    queueTimeoutMs: config.queueTimeoutMs,
-    requestTimeoutMs: config.requestTimeoutMs,
-    requeueCountMax: 3,
-    cancelGraceMs: config.cancelGraceMs,
-    drainTimeoutMs: config.drainTimeoutMs,
-    maxConcurrentMax: config.maxConcurrentMax,
-    modelsPerWorkerMax: config.modelsPerWorkerMax,
-    modelNameCharsMax: config.modelNameCharsMax,
-    tenantQueueLenMax: config.tenantQueueLenMax,
-    priorityWeights: config.priorityWeights,
-    rateLimits: config.rateLimits,
-    defaultRateLimit: config.defaultRateLimit,
-    affinityLoadMargin: config.affinityLoadMargin,
-    lifecycleTaskTimeoutMs: config.lifecycleTaskTimeoutMs,
-    backendFailuresMax: config.backendFailuresMax,
-    backendCoolDownMs: config.backendCoolDownMs,
-    backendCoolDownMaxMs: config.backendCoolDownMaxMs,
-  }, scenario.tickMs);
+  const observer = new Observer(observerConfigOf(config), scenario.tickMs);
   let now = 0;
 
   const world: World = {

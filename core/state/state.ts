@@ -153,6 +153,11 @@ export type ProviderQueue = {
 export type State = {
   config: Config;
   nowMs: number;
+  /**
+   * Bumped by `reduce` for every event: two reads at the same version (and
+   * `nowMs`) see the same state, so a view may be kept until it moves.
+   */
+  version: number;
   pending: Map<WorkerId, PendingWorker>;
   workers: Map<WorkerId, Worker>;
   /** provider -> model -> workers that acked it (exact names). */
@@ -211,6 +216,7 @@ export function initialState(config: Config, nowMs = 0): State {
   return {
     config,
     nowMs,
+    version: 0,
     pending: new Map(),
     workers: new Map(),
     modelIndex,

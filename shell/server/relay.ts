@@ -60,9 +60,15 @@ function clientKey(
   return null;
 }
 
+/** The options the lifecycle routes' governance reads (spec 004). */
+type GovernanceConfig = Pick<
+  ServerConfig,
+  "opTokenKeyPath" | "opTokenSigners" | "opTokenMinSigners"
+>;
+
 /** Governance for lifecycle routes: key file, signers, nonces (spec 004). */
 function makeGovernance(
-  config: ServerConfig,
+  config: GovernanceConfig,
   db: DatabaseSync | null,
   log: Logger,
 ): Governance {
@@ -108,16 +114,23 @@ export function accessPolicy(config: ServerConfig): AccessPolicy {
   };
 }
 
-/** Client auth for inference routes (and /v1/capabilities): the key and what it allows. */
+/** The client key check: who calls, and what the key allows. */
+export type Authorize = (req: IncomingMessage, api: ClientApi) => Access;
+
+/**
+ * Client auth for inference routes (and /v1/capabilities): the key and what it
+ * allows. Built once by `startRelay`; every route that checks a client key is
+ * handed this one.
+ */
 export function makeAuthorize(
-  config: ServerConfig,
+  requireApiKeys: boolean,
   keys: KeyStore | null,
   metrics: Metrics,
   log: Logger,
-): (req: IncomingMessage, api: ClientApi) => Access {
+): Authorize {
   const denied = (error: ClientError): Access => ({ kind: "denied", error });
+  if (!requireApiKeys) return () => ({ kind: "granted", grant: null });
   return (req: IncomingMessage, api: ClientApi): Access => {
-    if (!config.requireApiKeys) return { kind: "granted", grant: null };
     const found = clientKey(req, api);
     const how = api === "anthropic"
       ? "send Authorization: Bearer <key> or x-api-key: <key>"
@@ -173,70 +186,40 @@ export function makeAuthorize(
   };
 }
 
-export function makeRelayHooks(
-  config: ServerConfig,
-  keys: KeyStore | null,
-  metrics: Metrics,
-  server: () => RunningServer | null,
-  log: Logger,
-  lifecycle: LifecycleRoutes | null = null,
-): ServerHooks {
-  const authorize = makeAuthorize(config, keys, metrics, log);
-  const policy = accessPolicy(config);
+/** What the operations routes are handed: each its own part, nothing of the configuration besides. */
+export type RelayRoutesDeps = {
+  authorize: Authorize;
+  policy: AccessPolicy;
+  /** The admin API's part of the configuration. */
+  admin: Pick<ServerConfig, "adminToken" | "bodyTimeoutMs">;
+  keys: KeyStore | null;
+  metrics: Metrics;
+  server: () => RunningServer | null;
+  lifecycle: LifecycleRoutes | null;
+};
 
+export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
+  const { keys, metrics, lifecycle } = d;
   const extraRoutes = (
     req: IncomingMessage,
     res: ServerResponse,
     url: URL,
   ): boolean => {
-    const s = server();
+    const s = d.server();
     if (lifecycle?.handle(req, res, url) === true) return true;
     if (url.pathname === "/metrics") {
-      req.resume();
-      if (req.method !== "GET" && req.method !== "HEAD") {
-        sendJson(res, 405, {
-          error: {
-            message: "use GET for /metrics",
-            type: "invalid_request_error",
-            code: "method_not_allowed",
-          },
-        }, { allow: "GET" });
-        return true;
-      }
-      if (s === null) return false;
-      const access = metricsAccess(req, policy);
-      if (access.kind === "denied") {
-        metrics.authFailure("metrics_token");
-        sendAdminError(
-          res,
-          access.status,
-          access.code,
-          access.message,
-          access.headers,
-        );
-        return true;
-      }
-      res.writeHead(200, {
-        "content-type": "text/plain; version=0.0.4; charset=utf-8",
-        "cache-control": "no-store",
-      });
-      res.end(
-        req.method === "HEAD"
-          ? ""
-          : metrics.prometheus(s.runtime.state, nowMs()),
-      );
-      return true;
+      return serveMetrics(req, res, s, d.policy, metrics);
     }
     if (
       handleAdmin(req, res, url, {
-        adminToken: config.adminToken,
+        adminToken: d.admin.adminToken,
         keys,
         metrics,
         state: () => s?.runtime.state ?? null,
         submit: (e) => s?.runtime.submit(e),
         now: nowMs,
         wallNow: Date.now,
-        bodyTimeoutMs: config.bodyTimeoutMs,
+        bodyTimeoutMs: d.admin.bodyTimeoutMs,
       })
     ) return true;
     return handlePages(req, res, url, {
@@ -246,17 +229,53 @@ export function makeRelayHooks(
   };
 
   return {
-    onEvent: (e) => {
-      metrics.onEvent(e);
-      lifecycle?.onEvent(e);
-    },
-    onEffect: (e) => {
-      metrics.onEffect(e);
-      lifecycle?.onEffect(e);
-    },
-    authorize,
+    onEvent: (e) => metrics.onEvent(e),
+    onEffect: (e) => metrics.onEffect(e),
+    authorize: d.authorize,
     extraRoutes,
   };
+}
+
+/** GET /metrics: the Prometheus text, for whoever the access policy lets read it. */
+function serveMetrics(
+  req: IncomingMessage,
+  res: ServerResponse,
+  s: RunningServer | null,
+  policy: AccessPolicy,
+  metrics: Metrics,
+): boolean {
+  req.resume();
+  if (req.method !== "GET" && req.method !== "HEAD") {
+    sendJson(res, 405, {
+      error: {
+        message: "use GET for /metrics",
+        type: "invalid_request_error",
+        code: "method_not_allowed",
+      },
+    }, { allow: "GET" });
+    return true;
+  }
+  if (s === null) return false;
+  const access = metricsAccess(req, policy);
+  if (access.kind === "denied") {
+    metrics.authFailure("metrics_token");
+    sendAdminError(
+      res,
+      access.status,
+      access.code,
+      access.message,
+      access.headers,
+    );
+    return true;
+  }
+  res.writeHead(200, {
+    "content-type": "text/plain; version=0.0.4; charset=utf-8",
+    "cache-control": "no-store",
+  });
+  res.end(
+    req.method === "HEAD" ? "" : metrics.prometheus(s.runtime.state, nowMs()),
+  );
+  return true;
 }
 
 /**
@@ -291,8 +310,9 @@ export async function startRelay(
   }
   const metrics = new Metrics(nowMs());
   let running: RunningServer | null = null;
+  // One key check and one token policy, for every route that asks.
+  const authorize = makeAuthorize(config.requireApiKeys, keys, metrics, log);
   const policy = accessPolicy(config);
-  const authorizeCapabilities = makeAuthorize(config, keys, metrics, log);
   const callers: LifecycleCallers = new Map();
   const lifecycle = makeLifecycleRoutes({
     state: () => running?.runtime.state ?? null,
@@ -312,17 +332,20 @@ export async function startRelay(
     callers,
     bodyTimeoutMs: config.bodyTimeoutMs,
     log,
-    capabilitiesAccess: (req) =>
-      capabilitiesAccess(req, policy, authorizeCapabilities),
+    capabilitiesAccess: (req) => capabilitiesAccess(req, policy, authorize),
   });
-  const hooks = makeRelayHooks(
-    config,
+  const hooks = makeRelayHooks({
+    authorize,
+    policy,
+    admin: {
+      adminToken: config.adminToken,
+      bodyTimeoutMs: config.bodyTimeoutMs,
+    },
     keys,
     metrics,
-    () => running,
-    log,
+    server: () => running,
     lifecycle,
-  );
+  });
   try {
     running = await startServer(config, log, {
       ...hooks,

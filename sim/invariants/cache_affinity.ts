@@ -1,6 +1,6 @@
 // cacheAffinity (spec 004): a cache key goes to the worker that served it last
 // unless that worker is busier than the least-loaded one by more than the margin.
-import type { Model, MReq } from "../observer/model.ts";
+import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** The key's remembered worker won: it was within the margin of the best free one. */

@@ -8,7 +8,7 @@ import {
   type MReq,
   type MWorker,
   oversizedComplete,
-} from "../observer/model.ts";
+} from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** A cancel names an open request assigned to that very worker. */

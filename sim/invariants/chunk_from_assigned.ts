@@ -1,8 +1,8 @@
 // chunkFromAssigned (C32): chunks come only from the worker the request is
 // assigned to, and a client answer is written only on that worker's frame.
 import type { ChunkData, Event } from "../../core/mod.ts";
-import type { MReq } from "../observer/model.ts";
-import type { Piece } from "../observer/pieces.ts";
+import type { MReq } from "../model/model.ts";
+import type { Piece } from "../model/pieces.ts";
 import type { Check } from "./catalog.ts";
 
 /** A stream starts on the first chunk from its own worker. */

@@ -1,6 +1,6 @@
 // chunkOrder (C15): chunks reach the client in the order the worker sent them.
-import type { MReq } from "../observer/model.ts";
-import type { Piece } from "../observer/pieces.ts";
+import type { MReq } from "../model/model.ts";
+import type { Piece } from "../model/pieces.ts";
 import type { Check } from "./catalog.ts";
 
 /** Piece `i` of a whole response body: pieces count up, a non-streaming body ends with "B". */

@@ -1,6 +1,6 @@
 // deadline (C12/C19/C48): a request ends no later than its deadline plus one
 // tick. Ticks come every tickMs, so past a deadline the first tick must end it.
-import type { Model, MReq } from "../observer/model.ts";
+import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 export function openBeforeDeadline(

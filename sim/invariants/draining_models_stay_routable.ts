@@ -1,7 +1,7 @@
 // drainingModelsStayRoutable (C28, issue 14.1): a worker draining itself
 // (drain-v1) keeps its models known: requests for them queue, never 404, until
 // it disconnects.
-import type { Model, MReq } from "../observer/model.ts";
+import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** A new request answered model_not_found: no registered worker may hold its model. */

@@ -1,7 +1,7 @@
 // eligibleWorker (C6/C7/C28/C42): a worker is acked only models it advertised,
 // and a request is dispatched only to a registered, non-draining worker that
 // acked its model, a wildcard one only when no exact match is free.
-import type { MReq, MWorker } from "../observer/model.ts";
+import type { MReq, MWorker } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 export function ackToKnownWorker(check: Check, conn: string): void {

@@ -1,7 +1,7 @@
 // endsExactlyOnce (C34): every accepted request ends exactly once, with exactly
 // one client answer and one requestFinished in the same step.
 import type { Effect, Event } from "../../core/mod.ts";
-import type { Ended, Model, MReq } from "../observer/model.ts";
+import type { Ended, Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 type RequestReceived = Extract<Event, { kind: "requestReceived" }>;

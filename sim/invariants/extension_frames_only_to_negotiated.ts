@@ -7,7 +7,7 @@ import {
   SERVER_MESSAGE_TYPES,
   type State,
 } from "../../core/mod.ts";
-import type { MWorker } from "../observer/model.ts";
+import type { MWorker } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** Server -> worker frames that belong to an extension, and which one. */

@@ -1,7 +1,7 @@
 // fairnessBound (spec 004): while a tenant has a dispatchable request waiting in
 // a class, no other tenant of that class is served twice before it (at most one
 // dispatch per other tenant: round-robin over the class's tenants).
-import type { Model, MReq } from "../observer/model.ts";
+import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 export function noTenantServedTwiceAhead(

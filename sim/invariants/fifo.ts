@@ -1,7 +1,7 @@
 // fifo (C9/C10): FIFO within (priority, tenant) among requests a free worker
 // can serve. On arrival nothing the chosen worker could serve may wait; from
 // the queue, no older request of the same (priority, tenant) it serves.
-import type { Model, MReq, MWorker } from "../observer/model.ts";
+import type { Model, MReq, MWorker } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 export function noOlderWaiting(

@@ -8,7 +8,7 @@ import type {
   Model,
   MTask,
   MWorker,
-} from "../observer/model.ts";
+} from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** A lifecycle_request went to `conn`: on its own request, once, to a capable worker; noted as sent. */

@@ -2,7 +2,7 @@
 // exactly once: on its worker's final report, when its worker leaves, or by
 // lifecycleTaskTimeoutMs plus one tick.
 import type { Event, LifecycleTaskView } from "../../core/mod.ts";
-import type { LifecycleRequested, Model } from "../observer/model.ts";
+import type { LifecycleRequested, Model } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 import {
   partsOnlyWhereSent,

@@ -1,6 +1,6 @@
 // lowestLoad (C8): the least-loaded worker wins, ties round-robin (the one
 // waiting longest at that load level goes first).
-import type { Model, MWorker } from "../observer/model.ts";
+import type { Model, MWorker } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /**

@@ -1,6 +1,6 @@
 // maxConcurrent (C8): no worker has more in flight than its max_concurrent,
 // counting requests it still finishes after a cancel (within the grace).
-import type { Model, MWorker } from "../observer/model.ts";
+import type { Model, MWorker } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** A dispatch finds a free slot (a grace ending at this tick may have freed one). */

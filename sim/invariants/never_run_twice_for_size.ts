@@ -1,6 +1,6 @@
 // neverRunTwiceForSize (issue 14.2): a request never runs twice because of its
 // own answer's size (running it again would outgrow the limit again).
-import type { MReq } from "../observer/model.ts";
+import type { MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 export function notRedispatchedWhenTooLarge(

@@ -1,7 +1,7 @@
 // noSplice (C24): a stream is never spliced from two workers, and a request
 // never stays assigned to a worker that is gone.
-import type { Model, MReq } from "../observer/model.ts";
-import type { Piece } from "../observer/pieces.ts";
+import type { Model, MReq } from "../model/model.ts";
+import type { Piece } from "../model/pieces.ts";
 import type { Check } from "./catalog.ts";
 
 /** A whole response body holds only its assigned worker's pieces for it. */

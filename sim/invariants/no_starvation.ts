@@ -1,7 +1,7 @@
 // noStarvation (spec 004): while low stays dispatchable, at most the sum over
 // higher classes of (floor(w/w_low)+1) dispatches pass before a low one.
 import type { Priority } from "../../core/mod.ts";
-import { CLASSES, type Model, type MReq } from "../observer/model.ts";
+import { CLASSES, type Model, type MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** Counts how long low has waited while it stays dispatchable. */

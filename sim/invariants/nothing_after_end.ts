@@ -1,6 +1,6 @@
 // nothingAfterEnd (C20): nothing reaches a client after its request ended. An
 // effect for a request the observer never saw breaks endsExactlyOnce instead.
-import type { Model, MReq } from "../observer/model.ts";
+import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** The open request an effect (`what`) is for, or null (reported) if it is not open. */

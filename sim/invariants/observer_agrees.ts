@@ -1,7 +1,7 @@
 // observerAgrees (C34): the core and this simpler model agree on which requests
 // are open and queued, and on whose they were.
 import { queueDepth, type State } from "../../core/mod.ts";
-import type { Ended, Model } from "../observer/model.ts";
+import type { Ended, Model } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** requestFinished names the tenant the request arrived with. */

@@ -2,7 +2,7 @@
 // class gets at most ceil(w_lower/w_higher) dispatches between two of its
 // dispatches (stride weights).
 import type { Priority } from "../../core/mod.ts";
-import { CLASSES, type Model, type MReq } from "../observer/model.ts";
+import { CLASSES, type Model, type MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };

@@ -1,6 +1,6 @@
 // queueBound (C9, spec 004): a new request is queued only below MAX_QUEUE_LEN
 // and its tenant's TENANT_MAX_QUEUE_LEN, and refused as queue_full only at them.
-import type { Model, MReq } from "../observer/model.ts";
+import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 export function queuedBelowBound(

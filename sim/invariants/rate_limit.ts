@@ -1,7 +1,7 @@
 // rateLimit (spec 004): per tenant, admissions in any sliding window never
 // exceed the limit; 429 only when the window is full (never under- or
 // over-counted). Checked at arrival against the window as the observer counts it.
-import type { Model, MReq } from "../observer/model.ts";
+import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** Refusals the core decides before the rate limit is consulted (not counted). */

@@ -1,7 +1,7 @@
 // requeueCap (C22/C23): a request is requeued at most requeueCountMax (3) times,
 // and requeueing never extends its deadline.
 import type { State } from "../../core/mod.ts";
-import type { Model, MReq } from "../observer/model.ts";
+import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 export function finishedWithinCap(

@@ -1,7 +1,7 @@
 // retryElsewhere (C27, issue 14.3): a request refused by a worker (scoped
 // error) goes back to that worker only when no other worker serves the model;
 // a worker whose backend circuit is open gets nothing.
-import type { Model, MReq, MWorker } from "../observer/model.ts";
+import type { Model, MReq, MWorker } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 export function circuitLetsDispatch(

@@ -54,8 +54,8 @@ import {
   type ObserverConfig,
   sanitize,
   type SchedStats,
-} from "./model.ts";
-import { pieces } from "./pieces.ts";
+} from "../model/model.ts";
+import { pieces } from "../model/pieces.ts";
 
 export class Observer {
   readonly #m: Model;

@@ -8,7 +8,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   capabilitiesView,
-  type Effect,
   type Event,
   type LifecycleOperation,
   lifecycleTaskView,
@@ -25,8 +24,6 @@ import { sendAdminError, sendJson } from "../http/http_reply.ts";
 import { newTaskId } from "../ids.ts";
 import { checkOpToken, type Governance, OP_TOKEN_FIELDS } from "./op_token.ts";
 
-/** GET /v1/capabilities answers are reused this long unless the fleet's models change. */
-export const CAPABILITIES_TTL_MS = 5_000;
 const BODY_MAX = 64 * 1024;
 const FLUSH_SCOPES = ["all", "model", "tenant", "tag"];
 const LIFECYCLE_PATHS: Record<string, LifecycleOperation> = {
@@ -55,11 +52,42 @@ export type LifecycleDeps = {
 
 export type LifecycleRoutes = {
   handle(req: IncomingMessage, res: ServerResponse, url: URL): boolean;
-  onEvent(e: Event): void;
-  onEffect(e: Effect): void;
 };
 
-type CapabilitiesCache = Map<string, { atMs: number; body: unknown }>;
+/**
+ * Views of one state version: a view is a function of the state (and of the
+ * queue waits, which change only with the effects of an event), so it is kept
+ * exactly as long as `version` and `nowMs` stay where they were. `nowMs` is
+ * compared too because cluster mode rebuilds the state from version 0.
+ */
+export type ViewCache = {
+  version: number;
+  nowMs: number;
+  bodies: Map<string, Record<string, unknown> | null>;
+};
+
+export function newViewCache(): ViewCache {
+  return { version: -1, nowMs: -1, bodies: new Map() };
+}
+
+/** The view under `key` at this state's version, computed at most once per version. */
+export function viewAt(
+  cache: ViewCache,
+  state: State,
+  key: string,
+  compute: () => Record<string, unknown> | null,
+): Record<string, unknown> | null {
+  if (cache.version !== state.version || cache.nowMs !== state.nowMs) {
+    cache.version = state.version;
+    cache.nowMs = state.nowMs;
+    cache.bodies.clear();
+  }
+  if (cache.bodies.has(key)) return cache.bodies.get(key) ?? null;
+  const body = compute();
+  // Keys are bounded by the workers (`?worker=`); an unknown id is not kept.
+  if (body !== null) cache.bodies.set(key, body);
+  return body;
+}
 
 function sendError(
   res: ServerResponse,
@@ -71,7 +99,7 @@ function sendError(
 }
 
 export function makeLifecycleRoutes(deps: LifecycleDeps): LifecycleRoutes {
-  const cache: CapabilitiesCache = new Map();
+  const cache = newViewCache();
   return {
     handle(req, res, url) {
       const path = url.pathname;
@@ -102,28 +130,13 @@ export function makeLifecycleRoutes(deps: LifecycleDeps): LifecycleRoutes {
       lifecycleCall(deps, req, res, operation);
       return true;
     },
-    onEvent(e) {
-      switch (e.kind) {
-        case "registerReceived":
-        case "modelsUpdateReceived":
-        case "capabilitiesReceived":
-        case "workerDisconnected":
-          cache.clear();
-          return;
-        default:
-          return;
-      }
-    },
-    onEffect(e) {
-      if (e.kind === "lifecycleTaskChanged") cache.clear();
-    },
   };
 }
 
-/** GET /v1/capabilities[?worker=id], from a short cache (see CAPABILITIES_TTL_MS). */
+/** GET /v1/capabilities[?worker=id], computed once per state version (`viewAt`). */
 function capabilities(
   deps: LifecycleDeps,
-  cache: CapabilitiesCache,
+  cache: ViewCache,
   req: IncomingMessage,
   res: ServerResponse,
   url: URL,
@@ -151,26 +164,22 @@ function capabilities(
     );
   }
   const key = `${detail ? "detail" : "fleet"}:${workerId ?? ""}`;
-  const hit = cache.get(key);
-  let body = hit !== undefined && deps.now() - hit.atMs < CAPABILITIES_TTL_MS
-    ? hit.body
-    : null;
+  const body = viewAt(
+    cache,
+    state,
+    key,
+    () => capabilitiesView(state, deps.waits(), workerId, detail),
+  );
   if (body === null) {
-    body = capabilitiesView(state, deps.waits(), workerId, detail);
-    if (body === null) {
-      return sendError(
-        res,
-        404,
-        "worker_not_found",
-        `no connected worker "${workerId}" (see GET /admin/workers)`,
-      );
-    }
-    if (cache.size > 64) cache.clear();
-    cache.set(key, { atMs: deps.now(), body });
+    return sendError(
+      res,
+      404,
+      "worker_not_found",
+      `no connected worker "${workerId}" (see GET /admin/workers)`,
+    );
   }
-  sendJson(res, 200, body, {
-    "cache-control": `max-age=${CAPABILITIES_TTL_MS / 1000}`,
-  });
+  // Current as of its state version; a client asks again for a newer one.
+  sendJson(res, 200, body, { "cache-control": "no-cache" });
 }
 
 /** GET /v1/models/load/{taskId}: any task's document, load or not. */

@@ -24,9 +24,24 @@ export const LATENCY_BUCKETS = [
   300,
 ] as const;
 
-/** Distinct model label values kept; more collapse into "other" (clients choose model names). */
-export const MODEL_LABELS_MAX = 100;
-export const OTHER_MODEL = "other";
+/**
+ * Distinct values kept per label kind whose values clients choose (model names,
+ * tenants); past the cap a new value is counted as "other", so a client cannot
+ * grow /metrics without bound.
+ */
+export const LABEL_VALUES_MAX = { model: 100, tenant: 100 } as const;
+export const OTHER_LABEL = "other";
+
+/** The values one label kind has admitted, and how many it may. */
+type LabelCap = { seen: Set<string>; max: number };
+
+/** `value` itself while the cap has room (or already holds it), else "other". */
+function capped(cap: LabelCap, value: string): string {
+  if (cap.seen.has(value)) return value;
+  if (cap.seen.size >= cap.max) return OTHER_LABEL;
+  cap.seen.add(value);
+  return value;
+}
 
 export class Histogram {
   readonly counts = new Array<number>(LATENCY_BUCKETS.length + 1).fill(0);
@@ -89,7 +104,11 @@ function labels(pairs: Record<string, string>): string {
 const SEP = "\u0000";
 
 export class Metrics {
-  readonly #models = new Set<string>();
+  readonly #models: LabelCap = { seen: new Set(), max: LABEL_VALUES_MAX.model };
+  readonly #tenants: LabelCap = {
+    seen: new Set(),
+    max: LABEL_VALUES_MAX.tenant,
+  };
   /** route SEP model SEP outcome -> count */
   readonly requests = new Map<string, number>();
   /** status code -> count */
@@ -106,7 +125,6 @@ export class Metrics {
   workerRejections = 0;
   /** tenant SEP outcome -> count (spec 004 per-tenant counters). */
   readonly tenantRequests = new Map<string, number>();
-  readonly #tenants = new Set<string>();
   /** tenant -> requests refused with 429 (rate limit). */
   readonly rateLimited = new Map<string, number>();
   /** model -> responses whose backend reported X-Cache-Hit: true. */
@@ -167,13 +185,6 @@ export class Metrics {
     }
   }
 
-  #tenantLabel(tenant: string): string {
-    if (this.#tenants.has(tenant)) return tenant;
-    if (this.#tenants.size >= MODEL_LABELS_MAX) return OTHER_MODEL;
-    this.#tenants.add(tenant);
-    return tenant;
-  }
-
   /** Average and p95 queue wait in ms from the histogram (GET /v1/capabilities). */
   queueWaitStats(): { avgWaitMs: number; p95WaitMs: number } {
     const h = this.queueWaitSeconds;
@@ -187,23 +198,16 @@ export class Metrics {
     inc(this.authFailures, kind);
   }
 
-  #modelLabel(model: string): string {
-    if (this.#models.has(model)) return model;
-    if (this.#models.size >= MODEL_LABELS_MAX) return OTHER_MODEL;
-    this.#models.add(model);
-    return model;
-  }
-
   requestFinished(e: Extract<Effect, { kind: "requestFinished" }>): void {
-    const tenant = this.#tenantLabel(e.tenant);
+    const tenant = capped(this.#tenants, e.tenant);
     inc(this.tenantRequests, tenant + SEP + e.outcome);
     if (e.status === 429) inc(this.rateLimited, tenant);
     inc(
       this.requests,
-      e.route + SEP + this.#modelLabel(e.model) + SEP + e.outcome,
+      e.route + SEP + capped(this.#models, e.model) + SEP + e.outcome,
     );
     if (e.cacheReport !== null) {
-      const label = this.#modelLabel(e.model);
+      const label = capped(this.#models, e.model);
       inc(this.cacheReports, label);
       if (e.cacheReport.hit) inc(this.cacheHits, label);
       this.cacheTokensReused += e.cacheReport.tokensReused;
@@ -273,185 +277,213 @@ export class Metrics {
     };
   }
 
-  /** GET /metrics: Prometheus text exposition format 0.0.4. */
+  /** GET /metrics: Prometheus text exposition format 0.0.4, one block per row of `METRICS`. */
   prometheus(state: State, nowMs: number): string {
     const out: string[] = [];
-    const head = (name: string, type: string, help: string) => {
-      out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`);
-    };
-    const gauge = (name: string, help: string, value: number) => {
-      head(name, "gauge", help);
-      out.push(`${name} ${value}`);
-    };
-    const counter = (name: string, help: string, value: number) => {
-      head(name, "counter", help);
-      out.push(`${name} ${value}`);
-    };
-    const histogram = (name: string, help: string, h: Histogram) => {
-      head(name, "histogram", help);
-      let cumulative = 0;
-      LATENCY_BUCKETS.forEach((le, i) => {
-        cumulative += h.counts[i]!;
-        out.push(`${name}_bucket{le="${le}"} ${cumulative}`);
-      });
-      out.push(`${name}_bucket{le="+Inf"} ${h.count}`);
-      out.push(`${name}_sum ${h.sum}`);
-      out.push(`${name}_count ${h.count}`);
-    };
-
-    head(
-      "modelrelay_requests_total",
-      "counter",
-      "Inference requests that ended, by route, model and outcome.",
-    );
-    for (const [key, n] of this.requests) {
-      const [route, model, outcome] = key.split(SEP) as [
-        string,
-        string,
-        string,
-      ];
+    for (const def of METRICS) {
       out.push(
-        `modelrelay_requests_total${labels({ route, model, outcome })} ${n}`,
+        `# HELP ${def.name} ${def.help}`,
+        `# TYPE ${def.name} ${def.type}`,
       );
+      if (def.type === "histogram") {
+        histogramLines(out, def.name, def.histogram(this));
+        continue;
+      }
+      const v = def.value(this, state, nowMs);
+      if (typeof v === "number") out.push(`${def.name} ${v}`);
+      else {for (const x of v) {
+          out.push(`${def.name}${labels(x.labels)} ${x.value}`);
+        }}
     }
-    head(
-      "modelrelay_tenant_requests_total",
-      "counter",
-      "Inference requests that ended, by tenant (X-Tenant-ID or the key's tenant) and outcome.",
-    );
-    for (const [key, n] of this.tenantRequests) {
-      const [tenant, outcome] = key.split(SEP) as [string, string];
-      out.push(
-        `modelrelay_tenant_requests_total${labels({ tenant, outcome })} ${n}`,
-      );
-    }
-    head(
-      "modelrelay_rate_limited_total",
-      "counter",
-      "Requests refused with 429 by the per-tenant rate limit, by tenant.",
-    );
-    for (const [tenant, n] of this.rateLimited) {
-      out.push(`modelrelay_rate_limited_total${labels({ tenant })} ${n}`);
-    }
-    head(
-      "modelrelay_cache_hits_total",
-      "counter",
-      "Responses whose backend reported X-Cache-Hit: true, by model.",
-    );
-    for (const [model, n] of this.cacheHits) {
-      out.push(`modelrelay_cache_hits_total${labels({ model })} ${n}`);
-    }
-    head(
-      "modelrelay_cache_reports_total",
-      "counter",
-      "Responses whose backend reported X-Cache-Hit at all, by model (hit rate = hits / reports).",
-    );
-    for (const [model, n] of this.cacheReports) {
-      out.push(`modelrelay_cache_reports_total${labels({ model })} ${n}`);
-    }
-    counter(
-      "modelrelay_cache_tokens_reused_total",
-      "Prompt tokens served from cache, as reported in X-Cache-Tokens-Reused.",
-      this.cacheTokensReused,
-    );
-    head(
-      "modelrelay_lifecycle_tasks_total",
-      "counter",
-      "Lifecycle tasks (model-load, model-unload, cache-flush) that ended, by operation and status.",
-    );
-    for (const [key, n] of this.lifecycleTasks) {
-      const [operation, status] = key.split(SEP) as [string, string];
-      out.push(
-        `modelrelay_lifecycle_tasks_total${labels({ operation, status })} ${n}`,
-      );
-    }
-    head(
-      "modelrelay_responses_total",
-      "counter",
-      "Inference requests that ended, by HTTP status sent to the client.",
-    );
-    for (const [status, n] of this.responsesByStatus) {
-      out.push(`modelrelay_responses_total${labels({ status })} ${n}`);
-    }
-    histogram(
-      "modelrelay_request_duration_seconds",
-      "Time from request arrival to its end.",
-      this.requestSeconds,
-    );
-    histogram(
-      "modelrelay_time_to_first_byte_seconds",
-      "Time from request arrival to the first byte from a worker.",
-      this.firstByteSeconds,
-    );
-    histogram(
-      "modelrelay_queue_wait_seconds",
-      "Time requests spent queued.",
-      this.queueWaitSeconds,
-    );
-    head(
-      "modelrelay_queue_depth",
-      "gauge",
-      "Requests waiting in the queue, by provider.",
-    );
-    for (const [provider, q] of state.queues) {
-      out.push(`modelrelay_queue_depth${labels({ provider })} ${q.length}`);
-    }
-    gauge(
-      "modelrelay_in_flight_requests",
-      "Requests dispatched to a worker and not yet ended.",
-      inFlightCount(state),
-    );
-    gauge(
-      "modelrelay_workers_connected",
-      "Registered workers.",
-      state.workers.size,
-    );
-    counter(
-      "modelrelay_worker_registrations_total",
-      "Workers that registered.",
-      this.workerRegistrations,
-    );
-    counter(
-      "modelrelay_worker_rejections_total",
-      "Worker connections refused (bad secret, rate limit, protocol).",
-      this.workerRejections,
-    );
-    counter(
-      "modelrelay_stream_chunks_total",
-      "Response chunks streamed to clients.",
-      this.chunks,
-    );
-    counter(
-      "modelrelay_stream_bytes_total",
-      "Bytes (UTF-8) of response chunks streamed to clients.",
-      this.bytes,
-    );
-    counter(
-      "modelrelay_requeues_total",
-      "Times requests were put back in the queue after losing their worker.",
-      this.requeues,
-    );
-    head(
-      "modelrelay_cancels_total",
-      "counter",
-      "Cancel messages sent to workers, by reason.",
-    );
-    for (const [reason, n] of this.cancels) {
-      out.push(`modelrelay_cancels_total${labels({ reason })} ${n}`);
-    }
-    head(
-      "modelrelay_auth_failures_total",
-      "counter",
-      "Failed authentications, by kind (api_key, admin_token, worker_secret).",
-    );
-    for (const [kind, n] of this.authFailures) {
-      out.push(`modelrelay_auth_failures_total${labels({ kind })} ${n}`);
-    }
-    gauge(
-      "modelrelay_uptime_seconds",
-      "Seconds since the server started.",
-      (nowMs - this.startedAtMs) / 1000,
-    );
     return out.join("\n") + "\n";
   }
 }
+
+/** One labelled sample of a metric. */
+type Sample = { labels: Record<string, string>; value: number };
+
+/**
+ * One metric of GET /metrics: a plain number, labelled samples, or a latency
+ * histogram. A new metric is one more row in `METRICS`.
+ */
+type MetricDef =
+  | {
+    name: string;
+    type: "counter" | "gauge";
+    help: string;
+    value: (m: Metrics, state: State, nowMs: number) => number | Sample[];
+  }
+  | {
+    name: string;
+    type: "histogram";
+    help: string;
+    histogram: (m: Metrics) => Histogram;
+  };
+
+/** The samples of a count map whose keys are label values joined by SEP, in `names` order. */
+function byLabels(map: Map<string, number>, names: string[]): Sample[] {
+  return [...map].map(([key, value]) => {
+    const parts = key.split(SEP);
+    return {
+      labels: Object.fromEntries(names.map((n, i) => [n, parts[i] ?? ""])),
+      value,
+    };
+  });
+}
+
+function histogramLines(out: string[], name: string, h: Histogram): void {
+  let cumulative = 0;
+  LATENCY_BUCKETS.forEach((le, i) => {
+    cumulative += h.counts[i]!;
+    out.push(`${name}_bucket{le="${le}"} ${cumulative}`);
+  });
+  out.push(`${name}_bucket{le="+Inf"} ${h.count}`);
+  out.push(`${name}_sum ${h.sum}`);
+  out.push(`${name}_count ${h.count}`);
+}
+
+/** Every metric of GET /metrics, in the order it is printed. */
+export const METRICS: readonly MetricDef[] = [
+  {
+    name: "modelrelay_requests_total",
+    type: "counter",
+    help: "Inference requests that ended, by route, model and outcome.",
+    value: (m) => byLabels(m.requests, ["route", "model", "outcome"]),
+  },
+  {
+    name: "modelrelay_tenant_requests_total",
+    type: "counter",
+    help:
+      "Inference requests that ended, by tenant (X-Tenant-ID or the key's tenant) and outcome.",
+    value: (m) => byLabels(m.tenantRequests, ["tenant", "outcome"]),
+  },
+  {
+    name: "modelrelay_rate_limited_total",
+    type: "counter",
+    help: "Requests refused with 429 by the per-tenant rate limit, by tenant.",
+    value: (m) => byLabels(m.rateLimited, ["tenant"]),
+  },
+  {
+    name: "modelrelay_cache_hits_total",
+    type: "counter",
+    help: "Responses whose backend reported X-Cache-Hit: true, by model.",
+    value: (m) => byLabels(m.cacheHits, ["model"]),
+  },
+  {
+    name: "modelrelay_cache_reports_total",
+    type: "counter",
+    help:
+      "Responses whose backend reported X-Cache-Hit at all, by model (hit rate = hits / reports).",
+    value: (m) => byLabels(m.cacheReports, ["model"]),
+  },
+  {
+    name: "modelrelay_cache_tokens_reused_total",
+    type: "counter",
+    help:
+      "Prompt tokens served from cache, as reported in X-Cache-Tokens-Reused.",
+    value: (m) => m.cacheTokensReused,
+  },
+  {
+    name: "modelrelay_lifecycle_tasks_total",
+    type: "counter",
+    help:
+      "Lifecycle tasks (model-load, model-unload, cache-flush) that ended, by operation and status.",
+    value: (m) => byLabels(m.lifecycleTasks, ["operation", "status"]),
+  },
+  {
+    name: "modelrelay_responses_total",
+    type: "counter",
+    help: "Inference requests that ended, by HTTP status sent to the client.",
+    value: (m) => byLabels(m.responsesByStatus, ["status"]),
+  },
+  {
+    name: "modelrelay_request_duration_seconds",
+    type: "histogram",
+    help: "Time from request arrival to its end.",
+    histogram: (m) => m.requestSeconds,
+  },
+  {
+    name: "modelrelay_time_to_first_byte_seconds",
+    type: "histogram",
+    help: "Time from request arrival to the first byte from a worker.",
+    histogram: (m) => m.firstByteSeconds,
+  },
+  {
+    name: "modelrelay_queue_wait_seconds",
+    type: "histogram",
+    help: "Time requests spent queued.",
+    histogram: (m) => m.queueWaitSeconds,
+  },
+  {
+    name: "modelrelay_queue_depth",
+    type: "gauge",
+    help: "Requests waiting in the queue, by provider.",
+    value: (_m, state) =>
+      [...state.queues].map(([provider, q]) => ({
+        labels: { provider },
+        value: q.length,
+      })),
+  },
+  {
+    name: "modelrelay_in_flight_requests",
+    type: "gauge",
+    help: "Requests dispatched to a worker and not yet ended.",
+    value: (_m, state) => inFlightCount(state),
+  },
+  {
+    name: "modelrelay_workers_connected",
+    type: "gauge",
+    help: "Registered workers.",
+    value: (_m, state) => state.workers.size,
+  },
+  {
+    name: "modelrelay_worker_registrations_total",
+    type: "counter",
+    help: "Workers that registered.",
+    value: (m) => m.workerRegistrations,
+  },
+  {
+    name: "modelrelay_worker_rejections_total",
+    type: "counter",
+    help: "Worker connections refused (bad secret, rate limit, protocol).",
+    value: (m) => m.workerRejections,
+  },
+  {
+    name: "modelrelay_stream_chunks_total",
+    type: "counter",
+    help: "Response chunks streamed to clients.",
+    value: (m) => m.chunks,
+  },
+  {
+    name: "modelrelay_stream_bytes_total",
+    type: "counter",
+    help: "Bytes (UTF-8) of response chunks streamed to clients.",
+    value: (m) => m.bytes,
+  },
+  {
+    name: "modelrelay_requeues_total",
+    type: "counter",
+    help:
+      "Times requests were put back in the queue after losing their worker.",
+    value: (m) => m.requeues,
+  },
+  {
+    name: "modelrelay_cancels_total",
+    type: "counter",
+    help: "Cancel messages sent to workers, by reason.",
+    value: (m) => byLabels(m.cancels, ["reason"]),
+  },
+  {
+    name: "modelrelay_auth_failures_total",
+    type: "counter",
+    help:
+      "Failed authentications, by kind (api_key, admin_token, worker_secret).",
+    value: (m) => byLabels(m.authFailures, ["kind"]),
+  },
+  {
+    name: "modelrelay_uptime_seconds",
+    type: "gauge",
+    help: "Seconds since the server started.",
+    value: (m, _state, nowMs) => (nowMs - m.startedAtMs) / 1000,
+  },
+];

@@ -29,6 +29,9 @@ import type {
   LifecycleOperation,
   LifecycleProgressStatus,
 } from "../../../core/protocol/mod.ts";
+// A load that has not finished in MODEL_LOAD_MS_MAX is reported failed: the
+// server's lifecycle task gives up at the same limit.
+import { MODEL_LOAD_MS_MAX } from "../../../core/mod.ts";
 
 export type BackendKind =
   | "spec004"
@@ -48,8 +51,6 @@ export type Report = (u: {
 const PROBE_MS = 3_000;
 const CALL_MS = 30_000;
 export const POLL_MS = 250;
-/** A load that has not finished in this long is reported failed. */
-const LOAD_MAX_MS = 30 * 60_000;
 
 type Json = Record<string, unknown>;
 
@@ -253,7 +254,7 @@ async function spec004(o: Operation): Promise<void> {
   if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
   if (operation !== "model-load" || r.status !== 202) return ok(r.json);
   const taskId = String(r.json.taskId ?? "");
-  while (!o.signal.aborted && Date.now() - o.started < LOAD_MAX_MS) {
+  while (!o.signal.aborted && Date.now() - o.started < MODEL_LOAD_MS_MAX) {
     await sleep(POLL_MS, o.signal);
     const t = await getJson(
       call,
@@ -288,7 +289,7 @@ async function ollama(o: Operation): Promise<void> {
     prompt: "",
     keep_alive: keepAlive,
     stream: false,
-  }, LOAD_MAX_MS);
+  }, MODEL_LOAD_MS_MAX);
   if (r.status >= 400) return o.fail(errorText(r.status, r.json), r.status);
   return o.ok(
     operation === "model-load"
@@ -307,7 +308,7 @@ async function llamaRouter(o: Operation): Promise<void> {
   const r = await postJson(call, base + path, { model: modelId });
   if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
   if (operation === "model-unload") return ok({ modelId });
-  while (!o.signal.aborted && Date.now() - started < LOAD_MAX_MS) {
+  while (!o.signal.aborted && Date.now() - started < MODEL_LOAD_MS_MAX) {
     const list = await getJson(call, `${base}/models`, CALL_MS) as Json;
     const m = (list.data as Json[]).find((x) => x.id === modelId);
     const st = isObj(m?.status) ? m.status.value : m?.status;
@@ -339,7 +340,7 @@ async function llamaSwap(o: Operation): Promise<void> {
   if (operation === "model-load") {
     const res = await call(
       `${base}/upstream/${encodeURIComponent(modelId)}/health`,
-      { signal: AbortSignal.timeout(LOAD_MAX_MS) },
+      { signal: AbortSignal.timeout(MODEL_LOAD_MS_MAX) },
     );
     await res.body?.cancel();
     if (!res.ok) {

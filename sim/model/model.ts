@@ -2,15 +2,15 @@
 // core tracks (per request: open or ended, queued or on which worker, chunks
 // seen; per worker: acked models, slots, draining; the queue's lanes, the
 // tenants' rate windows, lifecycle tasks), fed with every event and effect by
-// observer.ts. Nothing here checks anything: the invariants (sim/invariants/)
+// sim/observer/observer.ts. Nothing here checks anything: the invariants (sim/invariants/)
 // read this model and report.
 import type {
+  Config,
   Effect,
   Event,
   LifecycleOperation,
   LifecycleStatus,
   Priority,
-  RateLimit,
 } from "../../core/mod.ts";
 import { EXTENSION_LIFECYCLE } from "../../core/mod.ts";
 
@@ -25,26 +25,40 @@ export type Readiness = {
   tenantsReady: Map<string, string>;
 };
 
-export type ObserverConfig = {
-  queueLenMax: number;
-  queueTimeoutMs: number;
-  requestTimeoutMs: number;
-  requeueCountMax: number;
-  cancelGraceMs: number;
-  drainTimeoutMs: number;
-  maxConcurrentMax: number;
-  modelsPerWorkerMax: number;
-  modelNameCharsMax: number;
-  tenantQueueLenMax: number;
-  priorityWeights: Record<Priority, number>;
-  rateLimits: Record<string, RateLimit>;
-  defaultRateLimit: RateLimit | null;
-  affinityLoadMargin: number;
-  lifecycleTaskTimeoutMs: number;
-  backendFailuresMax: number;
-  backendCoolDownMs: number;
-  backendCoolDownMaxMs: number;
-};
+/** The limits the observer judges by: the core's own, read from the run's configuration. */
+const OBSERVED_CONFIG = [
+  "queueLenMax",
+  "queueTimeoutMs",
+  "requestTimeoutMs",
+  "requeueCountMax",
+  "cancelGraceMs",
+  "drainTimeoutMs",
+  "maxConcurrentMax",
+  "modelsPerWorkerMax",
+  "modelNameCharsMax",
+  "tenantQueueLenMax",
+  "priorityWeights",
+  "rateLimits",
+  "defaultRateLimit",
+  "affinityLoadMargin",
+  "lifecycleTaskTimeoutMs",
+  "backendFailuresMax",
+  "backendCoolDownMs",
+  "backendCoolDownMaxMs",
+] as const;
+
+export type ObserverConfig = Pick<Config, (typeof OBSERVED_CONFIG)[number]>;
+
+/**
+ * The observer's configuration, derived from the run's (sim/run_scenario.ts
+ * `simConfig`). A copy: a mutant core that swaps its own limits
+ * (sim/mutants.ts) must still be judged by the scenario's.
+ */
+export function observerConfigOf(config: Config): ObserverConfig {
+  const out: Partial<Record<keyof ObserverConfig, unknown>> = {};
+  for (const k of OBSERVED_CONFIG) out[k] = structuredClone(config[k]);
+  return out as ObserverConfig;
+}
 
 /** The observer's copy of a worker's backend circuit (core/state/backend_circuit.ts). */
 export type MCircuit =
