@@ -115,22 +115,8 @@ export class Observer {
     const check = this.#check;
     m.startStep(e);
     switch (e.kind) {
-      case "lifecycleRequested": {
-        lifecycleTaskEndsOnce.taskIdFresh(m, check, e);
-        m.tasks.set(e.taskId, {
-          id: e.taskId,
-          createdAtMs: e.atMs,
-          operation: e.operation,
-          model: e.modelId,
-          target: e.workerId,
-          sent: new Set(),
-          parts: new Map(),
-          ended: false,
-        });
-        m.openTasks++;
-        m.lifecycle.tasks++;
-        return;
-      }
+      case "lifecycleRequested":
+        return this.#taskRequested(e);
       case "lifecycleProgressReceived": {
         const t = m.tasks.get(e.taskId);
         if (
@@ -143,27 +129,7 @@ export class Observer {
       case "requestReceived":
         endsExactlyOnce.requestIdFresh(m, check, e);
         m.queuedBefore = m.queued;
-        m.newReq = {
-          id: e.requestId,
-          model: e.model,
-          tenant: e.tenant ?? "default",
-          priority: e.priority ?? "normal",
-          cacheKey: e.cacheKey ?? null,
-          waited: 0,
-          streaming: e.isStreaming,
-          arrivedAtMs: e.atMs,
-          order: ++m.order,
-          requeues: 0,
-          status: "queued",
-          queuedAtMs: e.atMs,
-          firstQueuedAtMs: e.atMs,
-          avoid: null,
-          tooLarge: false,
-          conn: null,
-          lastChunkAtMs: 0,
-          nextSeq: 0,
-          chunkConn: null,
-        };
+        m.newReq = arrivingRequest(e, ++m.order);
         return;
       case "registerReceived": {
         const w = m.workers.get(e.workerId);
@@ -185,21 +151,8 @@ export class Observer {
         }
         return;
       }
-      case "modelsUpdateReceived": {
-        const w = m.workers.get(e.workerId);
-        if (w?.registered !== true) return;
-        const models = sanitize(e.models, m.c);
-        w.acked = new Set(models.filter((x) => x !== "*"));
-        w.wildcard = models.includes("*");
-        if (e.currentLoad !== null) w.reportedLoad = e.currentLoad;
-        if (e.draining === true && !w.draining) {
-          w.draining = true;
-          w.selfDraining = true;
-        }
-        w.level = null; // re-filed under its new models: back of its level
-        m.sync(w);
-        return;
-      }
+      case "modelsUpdateReceived":
+        return this.#modelsUpdated(e);
       case "chunkReceived": {
         const w = m.workers.get(e.workerId);
         const r = m.reqs.get(e.requestId);
@@ -209,20 +162,8 @@ export class Observer {
         ) m.backendAnswered(w);
         return;
       }
-      case "workerFrameInvalid": {
-        const o = e.error.oversized;
-        if (o === undefined) return;
-        const w = m.workers.get(e.workerId);
-        if (
-          o.type === "response_complete" && w?.cancelling.delete(o.requestId)
-        ) {
-          m.lowerLoad(w); // an oversized acknowledgment still frees the slot (C44)
-          return;
-        }
-        const r = m.reqs.get(o.requestId);
-        if (r !== undefined && r.conn === e.workerId) r.tooLarge = true;
-        return;
-      }
+      case "workerFrameInvalid":
+        return this.#frameInvalid(e);
       case "tick":
         for (const w of m.workers.values()) {
           const c = w.circuit;
@@ -233,23 +174,8 @@ export class Observer {
         }
         return;
       case "completeReceived":
-      case "workerErrorReceived": {
-        const w = m.workers.get(e.workerId);
-        if (w?.registered !== true || e.requestId === null) return;
-        if (w.cancelling.has(e.requestId)) {
-          w.cancelling.delete(e.requestId); // C44 acknowledgment frees the slot
-          m.lowerLoad(w);
-          return;
-        }
-        const r = m.reqs.get(e.requestId);
-        if (r === undefined || r.conn !== w.conn || r.status === "queued") {
-          return;
-        }
-        if (e.kind === "completeReceived") return m.backendAnswered(w);
-        if (r.status === "dispatched") m.requeue(r, w, w.conn);
-        if (e.code === "backend_unavailable") m.backendFailed(w);
-        return;
-      }
+      case "workerErrorReceived":
+        return this.#workerAnswered(e);
       case "workerDisconnected":
         m.dropConn(e.workerId);
         return;
@@ -261,6 +187,71 @@ export class Observer {
       default:
         return;
     }
+  }
+
+  #taskRequested(e: Extract<Event, { kind: "lifecycleRequested" }>): void {
+    const m = this.#m;
+    lifecycleTaskEndsOnce.taskIdFresh(m, this.#check, e);
+    m.tasks.set(e.taskId, {
+      id: e.taskId,
+      createdAtMs: e.atMs,
+      operation: e.operation,
+      model: e.modelId,
+      target: e.workerId,
+      sent: new Set(),
+      parts: new Map(),
+      ended: false,
+    });
+    m.openTasks++;
+    m.lifecycle.tasks++;
+  }
+
+  #modelsUpdated(e: Extract<Event, { kind: "modelsUpdateReceived" }>): void {
+    const m = this.#m;
+    const w = m.workers.get(e.workerId);
+    if (w?.registered !== true) return;
+    const models = sanitize(e.models, m.c);
+    w.acked = new Set(models.filter((x) => x !== "*"));
+    w.wildcard = models.includes("*");
+    if (e.currentLoad !== null) w.reportedLoad = e.currentLoad;
+    if (e.draining === true && !w.draining) {
+      w.draining = true;
+      w.selfDraining = true;
+    }
+    w.level = null; // re-filed under its new models: back of its level
+    m.sync(w);
+  }
+
+  #frameInvalid(e: Extract<Event, { kind: "workerFrameInvalid" }>): void {
+    const m = this.#m;
+    const o = e.error.oversized;
+    if (o === undefined) return;
+    const w = m.workers.get(e.workerId);
+    if (o.type === "response_complete" && w?.cancelling.delete(o.requestId)) {
+      m.lowerLoad(w); // an oversized acknowledgment still frees the slot (C44)
+      return;
+    }
+    const r = m.reqs.get(o.requestId);
+    if (r !== undefined && r.conn === e.workerId) r.tooLarge = true;
+  }
+
+  /** A worker's response_complete or error for a request (before the core sees it). */
+  #workerAnswered(
+    e: Extract<Event, { kind: "completeReceived" | "workerErrorReceived" }>,
+  ): void {
+    const m = this.#m;
+    const w = m.workers.get(e.workerId);
+    if (w?.registered !== true || e.requestId === null) return;
+    if (w.cancelling.has(e.requestId)) {
+      w.cancelling.delete(e.requestId); // C44 acknowledgment frees the slot
+      m.lowerLoad(w);
+      return;
+    }
+    const r = m.reqs.get(e.requestId);
+    if (r === undefined || r.conn !== w.conn || r.status === "queued") return;
+    if (e.kind === "completeReceived") return m.backendAnswered(w);
+    if (r.status === "dispatched") m.requeue(r, w, w.conn);
+    if (e.code === "backend_unavailable") m.backendFailed(w);
   }
 
   // -- each effect, in order --------------------------------------------------
@@ -293,48 +284,10 @@ export class Observer {
       }
       case "writeChunk":
         return this.#writeChunk(f.requestId, f.chunk);
-      case "respond": {
-        const r = nothingAfterEnd.openRequest(m, check, f.requestId, "respond");
-        if (r === null) return;
-        chunkFromAssigned.respondsToItsCompletion(check, r, m.event);
-        // A JSON error body (a failing backend, a worker's 502/503) carries no pieces.
-        const ps = f.status >= 400 && f.body.startsWith("{")
-          ? []
-          : pieces(f.body);
-        ps.forEach((p, i) => {
-          noSplice.bodyPieceFromAssigned(check, r, p);
-          chunkOrder.bodyPieceInOrder(check, r, p, i, ps.length, f.body);
-        });
-        return m.end(r, f.kind, "");
-      }
-      case "respondError": {
-        const nr = m.newReq;
-        if (
-          nr !== null && nr.id === f.requestId &&
-          f.error.code === "model_not_found"
-        ) drainingModelsStayRoutable.notFoundOnlyWithoutHolder(m, check, nr);
-        if (nr !== null && nr.id === f.requestId && !m.reqs.has(nr.id)) {
-          endsExactlyOnce.refusedOnce(m, check, nr);
-          m.ended.add(nr.id);
-          m.endedNow.set(nr.id, {
-            tenant: nr.tenant,
-            conn: null,
-            cancelled: false,
-            how: f.kind,
-            code: f.error.code,
-          });
-          return;
-        }
-        const r = nothingAfterEnd.openRequest(
-          m,
-          check,
-          f.requestId,
-          "respondError",
-        );
-        if (r === null) return;
-        endsExactlyOnce.noErrorAfterStreamStart(check, r);
-        return m.end(r, f.kind, f.error.code);
-      }
+      case "respond":
+        return this.#respond(f);
+      case "respondError":
+        return this.#respondError(f);
       case "endStream": {
         const r = nothingAfterEnd.openRequest(
           m,
@@ -352,36 +305,87 @@ export class Observer {
         );
         return m.end(r, f.kind, f.error?.code ?? "");
       }
-      case "requestFinished": {
-        const e = m.event;
-        if (
-          e?.kind === "clientDisconnected" && e.requestId === f.requestId &&
-          !m.endedNow.has(f.requestId)
-        ) {
-          // The client is gone: nobody to answer, the request just ends (C18).
-          const r = nothingAfterEnd.openRequest(
-            m,
-            check,
-            f.requestId,
-            "requestFinished",
-          );
-          if (r !== null) m.end(r, f.kind, "client_gone");
-        }
-        endsExactlyOnce.finishedAfterOneAnswer(m, check, f);
-        observerAgrees.finishedTenantAgrees(
-          check,
-          f.requestId,
-          f.tenant,
-          m.endedNow.get(f.requestId),
-        );
-        m.finishedNow.add(f.requestId);
-        requeueCap.finishedWithinCap(m, check, f.requestId, f.requeues);
-        endsExactlyOnce.rejectedOnlyOnArrival(m, check, f);
-        return;
-      }
+      case "requestFinished":
+        return this.#requestFinished(f);
       default:
         return;
     }
+  }
+
+  #respond(f: Extract<Effect, { kind: "respond" }>): void {
+    const m = this.#m;
+    const check = this.#check;
+    const r = nothingAfterEnd.openRequest(m, check, f.requestId, "respond");
+    if (r === null) return;
+    chunkFromAssigned.respondsToItsCompletion(check, r, m.event);
+    // A JSON error body (a failing backend, a worker's 502/503) carries no pieces.
+    const ps = f.status >= 400 && f.body.startsWith("{") ? [] : pieces(f.body);
+    ps.forEach((p, i) => {
+      noSplice.bodyPieceFromAssigned(check, r, p);
+      chunkOrder.bodyPieceInOrder(check, r, p, i, ps.length, f.body);
+    });
+    return m.end(r, f.kind, "");
+  }
+
+  #respondError(f: Extract<Effect, { kind: "respondError" }>): void {
+    const m = this.#m;
+    const check = this.#check;
+    const nr = m.newReq;
+    if (
+      nr !== null && nr.id === f.requestId &&
+      f.error.code === "model_not_found"
+    ) drainingModelsStayRoutable.notFoundOnlyWithoutHolder(m, check, nr);
+    if (nr !== null && nr.id === f.requestId && !m.reqs.has(nr.id)) {
+      endsExactlyOnce.refusedOnce(m, check, nr);
+      m.ended.add(nr.id);
+      m.endedNow.set(nr.id, {
+        tenant: nr.tenant,
+        conn: null,
+        cancelled: false,
+        how: f.kind,
+        code: f.error.code,
+      });
+      return;
+    }
+    const r = nothingAfterEnd.openRequest(
+      m,
+      check,
+      f.requestId,
+      "respondError",
+    );
+    if (r === null) return;
+    endsExactlyOnce.noErrorAfterStreamStart(check, r);
+    return m.end(r, f.kind, f.error.code);
+  }
+
+  #requestFinished(f: Extract<Effect, { kind: "requestFinished" }>): void {
+    const m = this.#m;
+    const check = this.#check;
+    const e = m.event;
+    if (
+      e?.kind === "clientDisconnected" && e.requestId === f.requestId &&
+      !m.endedNow.has(f.requestId)
+    ) {
+      // The client is gone: nobody to answer, the request just ends (C18).
+      const r = nothingAfterEnd.openRequest(
+        m,
+        check,
+        f.requestId,
+        "requestFinished",
+      );
+      if (r !== null) m.end(r, f.kind, "client_gone");
+    }
+    endsExactlyOnce.finishedAfterOneAnswer(m, check, f);
+    observerAgrees.finishedTenantAgrees(
+      check,
+      f.requestId,
+      f.tenant,
+      m.endedNow.get(f.requestId),
+    );
+    m.finishedNow.add(f.requestId);
+    requeueCap.finishedWithinCap(m, check, f.requestId, f.requeues);
+    endsExactlyOnce.rejectedOnlyOnArrival(m, check, f);
+    return;
   }
 
   #writeChunk(id: string, chunk: ChunkData): void {
@@ -630,4 +634,32 @@ export class Observer {
       m.sync(w);
     }
   }
+}
+
+/** The observer's record of a request as it arrives (queued, nothing seen yet). */
+function arrivingRequest(
+  e: Extract<Event, { kind: "requestReceived" }>,
+  order: number,
+): MReq {
+  return {
+    id: e.requestId,
+    model: e.model,
+    tenant: e.tenant ?? "default",
+    priority: e.priority ?? "normal",
+    cacheKey: e.cacheKey ?? null,
+    waited: 0,
+    streaming: e.isStreaming,
+    arrivedAtMs: e.atMs,
+    order,
+    requeues: 0,
+    status: "queued",
+    queuedAtMs: e.atMs,
+    firstQueuedAtMs: e.atMs,
+    avoid: null,
+    tooLarge: false,
+    conn: null,
+    lastChunkAtMs: 0,
+    nextSeq: 0,
+    chunkConn: null,
+  };
 }
