@@ -145,61 +145,158 @@ export function expandOperators(
   return out;
 }
 
+/** One run's moving parts, shared by the planner, the effect router and the action handler. */
+type Run = {
+  scenario: Scenario;
+  config: Config;
+  options: RunOptions;
+  state: State;
+  queue: EventQueue<Action>;
+  hash: TraceHash;
+  trace: string[];
+  observer: Observer;
+  /** Connections the server closed or refused. */
+  closed: Set<string>;
+  requestIds: string[];
+  /** Request id -> the connection whose chunk started its stream. */
+  streamingOn: Map<string, string>;
+  workers: VirtualWorker[];
+  clients: VirtualClient[];
+  clientById: Map<string, VirtualClient>;
+  ops: OperatorOp[];
+  now: number;
+  steps: number;
+  arrived: number;
+  issued: number;
+  currentEvent: Event | null;
+  failingEvent: string | null;
+};
+
 export function runScenario(
   scenario: Scenario,
   seed: bigint,
   options: RunOptions = {},
 ): RunResult {
-  const config = simConfig(scenario);
-  const reduceFn = options.reduce ?? reduce;
+  const run = startRun(scenario, seed, options);
+  const { queue, observer, config } = run;
   const maxSteps = options.maxSteps ?? 1_000_000;
-  const state = initialState(config, 0);
+  const horizonMs = plan(run);
+  for (;;) {
+    if (observer.violation !== null) break;
+    const item = queue.pop();
+    if (item === null) break;
+    run.now = item.atMs;
+    if (
+      run.arrived === run.clients.length && observer.openCount === 0 &&
+      run.issued === run.ops.length && observer.openTasks === 0 &&
+      run.now >= scenario.faultsEndMs
+    ) break;
+    if (run.now > horizonMs || run.steps >= maxSteps) {
+      observer.failLiveness(
+        `${observer.openCount} request(s) and ${observer.openTasks} lifecycle task(s) still open at ${run.now} ms after ${run.steps} steps (horizon ${horizonMs} ms, step bound ${maxSteps})`,
+      );
+      run.failingEvent = `${run.now} (liveness bound)`;
+      break;
+    }
+    perform(run, item.item, config);
+  }
+  if (
+    observer.violation === null &&
+    (observer.openCount > 0 || observer.openTasks > 0)
+  ) {
+    observer.failLiveness(
+      `${observer.openCount} request(s) and ${observer.openTasks} lifecycle task(s) never ended`,
+    );
+    run.failingEvent = `${run.now} (end of run)`;
+  }
+  const v = observer.violation as Violation | null;
+  return {
+    ok: v === null,
+    violation: v,
+    step: run.steps,
+    failingEvent: run.failingEvent,
+    atMs: run.now,
+    hash: run.hash.hex(),
+    events: run.steps,
+    checks: observer.checks,
+    trace: run.trace,
+    sched: observer.sched,
+    lifecycle: observer.lifecycle,
+  };
+}
+
+/**
+ * The run's state, world, workers, clients and operators. The PRNG streams are
+ * forked in a fixed order (clients, each worker, then operators only when the
+ * scenario has any), so a run is the same for the same seed.
+ */
+function startRun(scenario: Scenario, seed: bigint, options: RunOptions): Run {
+  const config = simConfig(scenario);
   const root = Prng.fromSeed(seed);
   const clientPrng = root.fork();
-  const queue = new EventQueue<Action>();
-  const hash = new TraceHash();
-  const trace: string[] = [];
-  const closed = new Set<string>();
-  const requestIds: string[] = [];
-  const streamingOn = new Map<string, string>();
-  const observer = new Observer(observerConfigOf(config), scenario.tickMs);
-  let now = 0;
-
+  const run: Run = {
+    scenario,
+    config,
+    options,
+    state: initialState(config, 0),
+    queue: new EventQueue<Action>(),
+    hash: new TraceHash(),
+    trace: [],
+    observer: new Observer(observerConfigOf(config), scenario.tickMs),
+    closed: new Set(),
+    requestIds: [],
+    streamingOn: new Map(),
+    workers: [],
+    clients: [],
+    clientById: new Map(),
+    ops: [],
+    now: 0,
+    steps: 0,
+    arrived: 0,
+    issued: 0,
+    currentEvent: null,
+    failingEvent: null,
+  };
   const world: World = {
     schedule(atMs: number, action: Action): void {
-      queue.push(atMs < now ? now : atMs, action);
+      run.queue.push(atMs < run.now ? run.now : atMs, action);
     },
     faultsOn: (atMs: number) => atMs < scenario.faultsEndMs,
     foreignRequestIds: (conn: string) =>
-      requestIds.filter((id) => {
-        if (clientById.get(id)?.ended === true) return true;
-        const on = streamingOn.get(id);
+      run.requestIds.filter((id) => {
+        if (run.clientById.get(id)?.ended === true) return true;
+        const on = run.streamingOn.get(id);
         return on !== undefined && on !== conn;
       }),
-    connClosed: (conn: string) => closed.has(conn),
+    connClosed: (conn: string) => run.closed.has(conn),
     frameCharsMax: config.frameCharsMax,
     streamCharsMax: config.streamCharsMax,
   };
-
-  const workers = scenario.workers.map((w, i) =>
+  run.workers = scenario.workers.map((w, i) =>
     new VirtualWorker(w, i, root.fork(), world)
   );
-  const connHost = (conn: string): VirtualWorker | undefined => {
-    const dot = conn.lastIndexOf(".");
-    const name = conn.slice(0, dot);
-    return workers.find((w) => w.spec.name === name);
-  };
   // Forked last and only when used, so runs without operators keep their streams.
-  const ops = (scenario.operators ?? []).length === 0
-    ? []
-    : expandOperators(scenario, root.fork(), workers.map((w) => w.spec.name));
-  const specs = expandClients(scenario, clientPrng);
-  const clients = specs.map((c, i) => new VirtualClient(c, `r${i}`, world));
-  const clientById = new Map(clients.map((c) => [c.requestId, c]));
+  run.ops = (scenario.operators ?? []).length === 0 ? [] : expandOperators(
+    scenario,
+    root.fork(),
+    run.workers.map((w) => w.spec.name),
+  );
+  run.clients = expandClients(scenario, clientPrng).map((c, i) =>
+    new VirtualClient(c, `r${i}`, world)
+  );
+  run.clientById = new Map(run.clients.map((c) => [c.requestId, c]));
+  return run;
+}
 
-  // Plan: workers, their timed faults, clients, heal, shutdown, the first tick.
+/**
+ * Queues the plan — workers, their timed faults, clients, heal, shutdown,
+ * operators, the first tick — and returns the horizon past which a request
+ * still open is a liveness failure.
+ */
+function plan(run: Run): number {
+  const { scenario, queue, config } = run;
   let maxStreamMs = 0;
-  workers.forEach((w, i) => {
+  run.workers.forEach((w, i) => {
     const s = w.spec;
     queue.push(s.connectAtMs, {
       kind: "host",
@@ -225,7 +322,7 @@ export function runScenario(
         3 * s.netDelayMs[1],
     );
   });
-  clients.forEach((c, i) =>
+  run.clients.forEach((c, i) =>
     queue.push(c.spec.atMs, { kind: "arrive", client: i })
   );
   if (scenario.shutdownAtMs !== null) {
@@ -234,12 +331,12 @@ export function runScenario(
       event: { kind: "shutdownRequested", atMs: scenario.shutdownAtMs },
     });
   }
-  ops.forEach((o, i) => queue.push(o.atMs, { kind: "operator", op: i }));
+  run.ops.forEach((o, i) => queue.push(o.atMs, { kind: "operator", op: i }));
   queue.push(scenario.tickMs, { kind: "tick" });
 
-  const lastArrival = specs.reduce((m, c) => Math.max(m, c.atMs), 0);
-  const lastOp = ops.reduce((m, o) => Math.max(m, o.atMs), 0);
-  const horizonMs = Math.max(
+  const lastArrival = run.clients.reduce((m, c) => Math.max(m, c.spec.atMs), 0);
+  const lastOp = run.ops.reduce((m, o) => Math.max(m, o.atMs), 0);
+  return Math.max(
     scenario.faultsEndMs,
     lastArrival,
     lastOp,
@@ -248,174 +345,141 @@ export function runScenario(
     config.requestTimeoutMs + config.queueTimeoutMs + maxStreamMs +
     config.drainTimeoutMs +
     config.heartbeatTimeoutMs + 4 * scenario.tickMs +
-    (ops.length === 0 ? 0 : config.lifecycleTaskTimeoutMs);
+    (run.ops.length === 0 ? 0 : config.lifecycleTaskTimeoutMs);
+}
 
-  let steps = 0;
-  let arrived = 0;
-  let issued = 0;
-  let failingEvent: string | null = null;
+/** One core event: hashed, checked before and after, reduced, its effects routed in order. */
+function step(run: Run, event: Event): void {
+  const { hash, trace, observer, options } = run;
+  run.steps++;
+  run.currentEvent = event;
+  const line = eventLine(event);
+  hash.line(line);
+  if (options.trace) trace.push(line);
+  observer.beforeStep(event);
+  const { effects } = (options.reduce ?? reduce)(run.state, event);
+  for (const f of effects) {
+    const fl = effectLine(f);
+    hash.line(fl);
+    if (options.trace) trace.push(fl);
+    observer.effect(f);
+    routeEffect(run, f);
+  }
+  observer.afterStep(run.state);
+  if (observer.violation !== null && run.failingEvent === null) {
+    run.failingEvent = line;
+  }
+}
 
-  const route = (f: Effect): void => {
-    switch (f.kind) {
-      case "acceptWorker":
-      case "rejectWorker":
-      case "sendToWorker":
-      case "closeWorker": {
-        if (f.kind === "rejectWorker" || f.kind === "closeWorker") {
-          closed.add(f.workerId);
-        }
-        const host = connHost(f.workerId);
-        if (host !== undefined && host.conn === f.workerId) {
-          host.onEffect(now, f);
-        }
-        return;
+/** An effect to the virtual worker or client it concerns. */
+function routeEffect(run: Run, f: Effect): void {
+  switch (f.kind) {
+    case "acceptWorker":
+    case "rejectWorker":
+    case "sendToWorker":
+    case "closeWorker": {
+      if (f.kind === "rejectWorker" || f.kind === "closeWorker") {
+        run.closed.add(f.workerId);
       }
-      case "startStream":
-        if (currentEvent?.kind === "chunkReceived") {
-          streamingOn.set(f.requestId, currentEvent.workerId);
-        }
-        clientById.get(f.requestId)?.onEffect(now, f);
-        return;
-      case "respond":
-      case "respondError":
-      case "writeChunk":
-      case "endStream":
-        clientById.get(f.requestId)?.onEffect(now, f);
-        return;
-      default:
-        return;
+      const host = connHost(run, f.workerId);
+      if (host !== undefined && host.conn === f.workerId) {
+        host.onEffect(run.now, f);
+      }
+      return;
     }
-  };
+    case "startStream": {
+      const e = run.currentEvent;
+      if (e?.kind === "chunkReceived") {
+        run.streamingOn.set(f.requestId, e.workerId);
+      }
+      run.clientById.get(f.requestId)?.onEffect(run.now, f);
+      return;
+    }
+    case "respond":
+    case "respondError":
+    case "writeChunk":
+    case "endStream":
+      run.clientById.get(f.requestId)?.onEffect(run.now, f);
+      return;
+    default:
+      return;
+  }
+}
 
-  let currentEvent: Event | null = null;
-  const step = (event: Event): void => {
-    steps++;
-    currentEvent = event;
-    const line = eventLine(event);
-    hash.line(line);
-    if (options.trace) trace.push(line);
-    observer.beforeStep(event);
-    const { effects } = reduceFn(state, event);
-    for (const f of effects) {
-      const fl = effectLine(f);
-      hash.line(fl);
-      if (options.trace) trace.push(fl);
-      observer.effect(f);
-      route(f);
-    }
-    observer.afterStep(state);
-    if (observer.violation !== null && failingEvent === null) {
-      failingEvent = line;
-    }
-  };
+/** The virtual worker host a connection id (`name.n`) belongs to. */
+function connHost(run: Run, conn: string): VirtualWorker | undefined {
+  const name = conn.slice(0, conn.lastIndexOf("."));
+  return run.workers.find((w) => w.spec.name === name);
+}
 
-  for (;;) {
-    if (observer.violation !== null) break;
-    const item = queue.pop();
-    if (item === null) break;
-    now = item.atMs;
-    if (
-      arrived === clients.length && observer.openCount === 0 &&
-      issued === ops.length && observer.openTasks === 0 &&
-      now >= scenario.faultsEndMs
-    ) break;
-    if (now > horizonMs || steps >= maxSteps) {
-      observer.failLiveness(
-        `${observer.openCount} request(s) and ${observer.openTasks} lifecycle task(s) still open at ${now} ms after ${steps} steps (horizon ${horizonMs} ms, step bound ${maxSteps})`,
+/** One action off the queue, at `run.now`. */
+function perform(run: Run, a: Action, config: Config): void {
+  const { now, workers } = run;
+  switch (a.kind) {
+    case "tick":
+      step(run, { kind: "tick", atMs: now });
+      run.queue.push(now + run.scenario.tickMs, { kind: "tick" });
+      return;
+    case "core": {
+      const e = a.event;
+      if (e.kind === "clientDisconnected" || e.kind === "clientStalled") {
+        if (run.clientById.get(e.requestId)?.wantsAbort() !== true) return;
+      }
+      return step(run, e);
+    }
+    case "frame":
+      if (run.closed.has(a.conn)) return; // the server stopped reading that socket
+      return step(
+        run,
+        eventFromFrame(a.conn, now, a.text, config.frameCharsMax),
       );
-      failingEvent = `${now} (liveness bound)`;
-      break;
+    case "binaryFrame":
+      if (run.closed.has(a.conn)) return;
+      return step(
+        run,
+        eventFromBinaryFrame(a.conn, now, a.bytes, config.frameCharsMax),
+      );
+    case "job":
+      return workers[a.host]!.onJob(now, a.conn, a.requestId);
+    case "lifecycle":
+      return workers[a.host]!.onLifecycle(now, a.conn, a.taskId);
+    case "timer":
+      return workers[a.host]!.onTimer(now, a.conn, a.timer, a.gen);
+    case "operator":
+      return issue(run, a.op);
+    case "host": {
+      const w = workers[a.host]!;
+      if (a.what === "fault") return w.onFault(now, a.fault);
+      if (a.fault === -1 && now >= run.scenario.faultsEndMs) w.heal(now);
+      else w.connect(now);
+      return;
     }
-    const a = item.item;
-    switch (a.kind) {
-      case "tick":
-        step({ kind: "tick", atMs: now });
-        queue.push(now + scenario.tickMs, { kind: "tick" });
-        break;
-      case "core": {
-        const e = a.event;
-        if (e.kind === "clientDisconnected" || e.kind === "clientStalled") {
-          if (clientById.get(e.requestId)?.wantsAbort() !== true) break;
-        }
-        step(e);
-        break;
-      }
-      case "frame":
-        if (closed.has(a.conn)) break; // the server stopped reading that socket
-        step(eventFromFrame(a.conn, now, a.text, config.frameCharsMax));
-        break;
-      case "binaryFrame":
-        if (closed.has(a.conn)) break;
-        step(
-          eventFromBinaryFrame(a.conn, now, a.bytes, config.frameCharsMax),
-        );
-        break;
-      case "job":
-        workers[a.host]!.onJob(now, a.conn, a.requestId);
-        break;
-      case "lifecycle":
-        workers[a.host]!.onLifecycle(now, a.conn, a.taskId);
-        break;
-      case "timer":
-        workers[a.host]!.onTimer(now, a.conn, a.timer, a.gen);
-        break;
-      case "operator": {
-        const o = ops[a.op]!;
-        issued++;
-        const target = o.target === null
-          ? null
-          : (workers.find((w) => w.spec.name === o.target)?.conn ??
-            `${o.target}.0`);
-        step({
-          kind: "lifecycleRequested",
-          atMs: now,
-          taskId: `op${a.op}`,
-          operation: o.operation,
-          modelId: o.modelId,
-          params: o.params,
-          workerId: target,
-          replyWanted: false,
-        });
-        break;
-      }
-      case "host": {
-        const w = workers[a.host]!;
-        if (a.what === "connect") {
-          if (a.fault === -1 && now >= scenario.faultsEndMs) w.heal(now);
-          else w.connect(now);
-        } else w.onFault(now, a.fault);
-        break;
-      }
-      case "arrive": {
-        const c = clients[a.client]!;
-        arrived++;
-        requestIds.push(c.requestId);
-        c.arrive(now);
-        break;
-      }
+    case "arrive": {
+      const c = run.clients[a.client]!;
+      run.arrived++;
+      run.requestIds.push(c.requestId);
+      c.arrive(now);
+      return;
     }
   }
-  if (
-    observer.violation === null &&
-    (observer.openCount > 0 || observer.openTasks > 0)
-  ) {
-    observer.failLiveness(
-      `${observer.openCount} request(s) and ${observer.openTasks} lifecycle task(s) never ended`,
-    );
-    failingEvent = `${now} (end of run)`;
-  }
-  const v = observer.violation as Violation | null;
-  return {
-    ok: v === null,
-    violation: v,
-    step: steps,
-    failingEvent,
-    atMs: now,
-    hash: hash.hex(),
-    events: steps,
-    checks: observer.checks,
-    trace,
-    sched: observer.sched,
-    lifecycle: observer.lifecycle,
-  };
+}
+
+/** Operator operation `op` reaches the core as a lifecycleRequested event. */
+function issue(run: Run, op: number): void {
+  const o = run.ops[op]!;
+  run.issued++;
+  const target = o.target === null
+    ? null
+    : (run.workers.find((w) => w.spec.name === o.target)?.conn ??
+      `${o.target}.0`);
+  step(run, {
+    kind: "lifecycleRequested",
+    atMs: run.now,
+    taskId: `op${op}`,
+    operation: o.operation,
+    modelId: o.modelId,
+    params: o.params,
+    workerId: target,
+    replyWanted: false,
+  });
 }
