@@ -219,6 +219,36 @@ export const SIM_CONFIG_DEFAULTS: Required<ScenarioConfig> = {
   backendCoolDownMaxMs: 4_000,
 };
 
+/**
+ * A scenario with nothing in it but its name unless overridden: 100 ms ticks,
+ * faults until 5 s, the simulator's configuration (`SIM_CONFIG_DEFAULTS`), no
+ * workers, clients, load, shutdown or operators.
+ */
+export function scenario(
+  fields: Partial<Scenario> & { name: string },
+): Scenario {
+  return {
+    tickMs: 100,
+    faultsEndMs: 5_000,
+    config: {},
+    workers: [],
+    clients: [],
+    load: [],
+    shutdownAtMs: null,
+    ...fields,
+  };
+}
+
+/** The keys of a scenario's configuration that differ from `SIM_CONFIG_DEFAULTS` (the same run). */
+export function configOverrides(c: ScenarioConfig): ScenarioConfig {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(c)) {
+    const d = (SIM_CONFIG_DEFAULTS as Record<string, unknown>)[k];
+    if (JSON.stringify(v) !== JSON.stringify(d)) out[k] = v;
+  }
+  return out as ScenarioConfig;
+}
+
 export function worker(
   name: string,
   models: string[],

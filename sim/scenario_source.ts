@@ -1,18 +1,22 @@
-// A scenario as TypeScript built from the builders of scenario.ts (worker,
-// client, load, lifecycle, backendPlan, operators) with only what differs from
-// their defaults, so a shrunk failure pastes into sim/scenarios/regressions.ts
-// as a few readable lines instead of expanded JSON. Evaluated, the text gives
-// back an object deep-equal to the scenario.
+// A scenario as TypeScript built from the builders of scenario.ts (scenario,
+// worker, client, load, lifecycle, backendPlan, operators) with only what
+// differs from their defaults, so a shrunk failure pastes into
+// sim/scenarios/regressions.ts as a few readable lines instead of expanded
+// JSON. Evaluated, the text gives back the scenario, its configuration reduced
+// to the keys that differ from SIM_CONFIG_DEFAULTS (`configOverrides`: the same
+// run, the same trace hash).
 import {
   backendPlan,
   client,
   type ClientSpec,
+  configOverrides,
   lifecycle,
   load,
   type LoadSpec,
   operators,
   type OperatorSpec,
   type Scenario,
+  scenario,
   worker,
   type WorkerSpec,
 } from "./scenario.ts";
@@ -112,7 +116,7 @@ function list<T>(items: readonly T[], each: (x: T) => string): string {
     : `[\n${items.map((x) => `    ${each(x)},`).join("\n")}\n  ]`;
 }
 
-/** `const <binding>: Scenario = { ... };`, one builder call a line. */
+/** `const <binding>: Scenario = scenario({ name, ... });`: what differs from the defaults, one builder call a line. */
 export function scenarioSource(s: Scenario, binding: string): string {
   const fields: Record<string, (x: unknown) => string> = {
     workers: (x) => list(x as WorkerSpec[], workerCall),
@@ -120,8 +124,16 @@ export function scenarioSource(s: Scenario, binding: string): string {
     load: (x) => list(x as LoadSpec[], loadCall),
     operators: (x) => list(x as OperatorSpec[], operatorsCall),
   };
-  const lines = Object.entries(s).map(([k, x]) =>
-    `  ${k}: ${fields[k]?.(x) ?? literal(x)},`
+  const o = overrides(
+    { ...s, config: configOverrides(s.config) },
+    scenario({ name: s.name }),
   );
-  return [`const ${binding}: Scenario = {`, ...lines, "};"].join("\n");
+  const lines = [`  name: ${literal(s.name)},`].concat(
+    Object.entries(o).map(([k, x]) =>
+      `  ${k}: ${fields[k]?.(x) ?? literal(x)},`
+    ),
+  );
+  return [`const ${binding}: Scenario = scenario({`, ...lines, "});"].join(
+    "\n",
+  );
 }

@@ -1,13 +1,15 @@
 // Every bug the simulator found, as a named scenario with a pinned seed and a
 // one-line postmortem (sled's tests/00_regression.rs). Tests replay each one.
-// Each scenario is written as a failing sweep prints it (builder calls, see
-// sim/scenario_source.ts): paste it, name it, and give it the run seed.
+// Each scenario is written as a failing sweep prints it (builder calls with
+// only what differs from their defaults, see sim/scenario_source.ts): paste it,
+// name it, and give it the run seed.
 import {
   backendPlan,
   client,
   lifecycle,
   operators,
   type Scenario,
+  scenario,
   worker,
 } from "../scenario.ts";
 
@@ -24,9 +26,8 @@ export type Regression = {
  * wildcard worker freed up, low won twice in a row over a dispatchable high
  * request with equal weights (with 8:1 weights the burst grows with the backlog).
  */
-const lowBankedCredit: Scenario = {
+const lowBankedCredit: Scenario = scenario({
   name: "regression_low_banked_credit",
-  tickMs: 100,
   faultsEndMs: 1831,
   config: {
     queueLenMax: 2,
@@ -37,11 +38,7 @@ const lowBankedCredit: Scenario = {
     cancelGraceMs: 100,
     drainTimeoutMs: 300,
     streamCharsMax: 40,
-    tenantQueueLenMax: 100,
     priorityWeights: { high: 1, normal: 1, low: 1 },
-    defaultRateLimit: null,
-    rateLimits: {},
-    affinityLoadMargin: 2,
   },
   workers: [
     worker("w0", ["m1"], {
@@ -78,9 +75,7 @@ const lowBankedCredit: Scenario = {
     client(6, "m2", { priority: "low" }),
     client(117, "m1", { priority: "high" }),
   ],
-  load: [],
-  shutdownAtMs: null,
-};
+});
 
 /**
  * Found by the fixed-seed sweep (eligibleWorker), shrunk: r0 with cache key k1
@@ -88,9 +83,8 @@ const lowBankedCredit: Scenario = {
  * went to that `*` worker by affinity although w2, which acked m2 exactly, was
  * free at the same load (C42: `*` only when no exact match is free).
  */
-const affinityToWildcard: Scenario = {
+const affinityToWildcard: Scenario = scenario({
   name: "regression_affinity_to_wildcard",
-  tickMs: 100,
   faultsEndMs: 4865,
   config: {
     queueLenMax: 1,
@@ -102,9 +96,6 @@ const affinityToWildcard: Scenario = {
     drainTimeoutMs: 300,
     streamCharsMax: 40,
     tenantQueueLenMax: 1,
-    priorityWeights: { high: 8, normal: 4, low: 1 },
-    defaultRateLimit: null,
-    rateLimits: {},
     affinityLoadMargin: 0,
   },
   workers: [
@@ -136,9 +127,7 @@ const affinityToWildcard: Scenario = {
     client(0, "m2", { tenant: "t1", cacheKey: "k1" }),
     client(6, "m2", { tenant: "t1", cacheKey: "k1" }),
   ],
-  load: [],
-  shutdownAtMs: null,
-};
+});
 
 /**
  * Found by the fixed-seed sweep (priorityOrder), shrunk: with weights high 1,
@@ -146,9 +135,8 @@ const affinityToWildcard: Scenario = {
  * 0.9999999999999999, short of high's 1, so normal won a 7th dispatch ahead of a
  * dispatchable high request where the weights allow 6 (ties go to the higher class).
  */
-const floatStride: Scenario = {
+const floatStride: Scenario = scenario({
   name: "regression_float_stride",
-  tickMs: 100,
   faultsEndMs: 2484,
   config: {
     queueLenMax: 2,
@@ -161,9 +149,6 @@ const floatStride: Scenario = {
     streamCharsMax: 40,
     tenantQueueLenMax: 2,
     priorityWeights: { high: 1, normal: 6, low: 1 },
-    defaultRateLimit: null,
-    rateLimits: {},
-    affinityLoadMargin: 2,
   },
   workers: [
     worker("w0", ["*"], {
@@ -186,9 +171,7 @@ const floatStride: Scenario = {
     client(18, "m1", { tenant: "t0", priority: "normal" }),
     client(1, "m1", { tenant: "t0", priority: "high" }),
   ],
-  load: [],
-  shutdownAtMs: null,
-};
+});
 
 /**
  * Found by the fixed-seed sweep (fifo), shrunk by fast-check: a worker whose
@@ -196,9 +179,8 @@ const floatStride: Scenario = {
  * circuit closed but the queue did not move, so a newcomer took the free slot
  * ahead of an older queued request (issue 14).
  */
-const trialChunkMovesQueue: Scenario = {
+const trialChunkMovesQueue: Scenario = scenario({
   name: "regression_trial_chunk_moves_queue",
-  tickMs: 100,
   faultsEndMs: 4442,
   config: {
     queueLenMax: 1,
@@ -211,9 +193,6 @@ const trialChunkMovesQueue: Scenario = {
     streamCharsMax: 40,
     tenantQueueLenMax: 1,
     priorityWeights: { high: 1, normal: 1, low: 1 },
-    defaultRateLimit: null,
-    rateLimits: {},
-    affinityLoadMargin: 2,
     lifecycleTaskTimeoutMs: 300,
   },
   workers: [
@@ -256,8 +235,6 @@ const trialChunkMovesQueue: Scenario = {
     client(1052, "m1", { streaming: true, tenant: "t1", priority: "high" }),
     client(1224, "m3", { tenant: "t0", priority: "high" }),
   ],
-  load: [],
-  shutdownAtMs: null,
   operators: [
     operators({
       count: 2,
@@ -278,7 +255,7 @@ const trialChunkMovesQueue: Scenario = {
       targetPct: 34,
     }),
   ],
-};
+});
 
 /**
  * Found by a sweep with seed 42 (eligibleWorker, C42): in one tick a worker's
@@ -286,9 +263,8 @@ const trialChunkMovesQueue: Scenario = {
  * cool-down was checked, so the request went to a wildcard worker while the
  * exact one was about to take trials again (issue 14).
  */
-const coolDownBeforeDrop: Scenario = {
+const coolDownBeforeDrop: Scenario = scenario({
   name: "regression_cool_down_before_drop",
-  tickMs: 100,
   faultsEndMs: 5029,
   config: {
     queueLenMax: 1,
@@ -300,11 +276,6 @@ const coolDownBeforeDrop: Scenario = {
     drainTimeoutMs: 300,
     streamCharsMax: 40,
     tenantQueueLenMax: 1,
-    priorityWeights: { high: 8, normal: 4, low: 1 },
-    defaultRateLimit: null,
-    rateLimits: {},
-    affinityLoadMargin: 2,
-    lifecycleTaskTimeoutMs: 3000,
   },
   workers: [
     worker("w0", ["*"], {
@@ -345,9 +316,7 @@ const coolDownBeforeDrop: Scenario = {
     client(855, "m1", { tenant: "t0" }),
     client(1119, "m2", { tenant: "t0" }),
   ],
-  load: [],
-  shutdownAtMs: null,
-};
+});
 
 /**
  * Found by a sweep with seed 42 (fairnessBound): a newcomer for a model whose
@@ -355,9 +324,8 @@ const coolDownBeforeDrop: Scenario = {
  * them) left the queue at once; the core counted its tenant's turn, the
  * observer did not. An observer fix (issue 14).
  */
-const newcomerThroughQueue: Scenario = {
+const newcomerThroughQueue: Scenario = scenario({
   name: "regression_newcomer_through_queue",
-  tickMs: 100,
   faultsEndMs: 5029,
   config: {
     queueLenMax: 3,
@@ -369,11 +337,6 @@ const newcomerThroughQueue: Scenario = {
     drainTimeoutMs: 300,
     streamCharsMax: 40,
     tenantQueueLenMax: 2,
-    priorityWeights: { high: 8, normal: 4, low: 1 },
-    defaultRateLimit: null,
-    rateLimits: {},
-    affinityLoadMargin: 2,
-    lifecycleTaskTimeoutMs: 3000,
   },
   workers: [
     worker("w0", ["*"], {
@@ -419,16 +382,14 @@ const newcomerThroughQueue: Scenario = {
     client(736, "m1", { streaming: true, tenant: "t0" }),
     client(1047, "m1", { streaming: true, tenant: "t0" }),
   ],
-  load: [],
-  shutdownAtMs: null,
-};
+});
 
 /**
  * Found by a sweep with seed 1 (fifo): a request refused by one worker waited
  * for the only other worker serving its model; that one was drained, which did
  * not move the queue, so a newcomer went ahead of it (issue 14).
  */
-const drainMovesAvoidingQueue: Scenario = {
+const drainMovesAvoidingQueue: Scenario = scenario({
   name: "regression_drain_moves_avoiding_queue",
   tickMs: 500,
   faultsEndMs: 4399,
@@ -443,8 +404,6 @@ const drainMovesAvoidingQueue: Scenario = {
     streamCharsMax: 40,
     tenantQueueLenMax: 1,
     priorityWeights: { high: 1, normal: 1, low: 1 },
-    defaultRateLimit: null,
-    rateLimits: {},
     affinityLoadMargin: 0,
     lifecycleTaskTimeoutMs: 300,
   },
@@ -511,8 +470,6 @@ const drainMovesAvoidingQueue: Scenario = {
     client(57, "m1", { tenant: "t1", priority: "high" }),
     client(1500, "m1", { tenant: "t1", priority: "low" }),
   ],
-  load: [],
-  shutdownAtMs: null,
   operators: [
     operators({
       count: 1,
@@ -524,14 +481,14 @@ const drainMovesAvoidingQueue: Scenario = {
       targetPct: 0,
     }),
   ],
-};
+});
 
 /**
  * Found by a sweep with seed 5 (cacheAffinity): a half-open worker's in-flight
  * request was cancelled (timeout) in the tick its trial came due; the cancel did
  * not re-file the worker, so it stayed out of routing (issue 14).
  */
-const cancelRefilesTrial: Scenario = {
+const cancelRefilesTrial: Scenario = scenario({
   name: "regression_cancel_refiles_trial",
   tickMs: 250,
   faultsEndMs: 4742,
@@ -546,8 +503,6 @@ const cancelRefilesTrial: Scenario = {
     streamCharsMax: 40,
     tenantQueueLenMax: 1,
     priorityWeights: { high: 1, normal: 1, low: 1 },
-    defaultRateLimit: null,
-    rateLimits: {},
     affinityLoadMargin: 0,
     lifecycleTaskTimeoutMs: 300,
   },
@@ -617,8 +572,6 @@ const cancelRefilesTrial: Scenario = {
     client(328, "m1", { tenant: "t0" }),
     client(316, "m1", { streaming: true, tenant: "t0" }),
   ],
-  load: [],
-  shutdownAtMs: null,
   operators: [
     operators({
       count: 3,
@@ -630,16 +583,15 @@ const cancelRefilesTrial: Scenario = {
       targetPct: 1,
     }),
   ],
-};
+});
 
 /**
  * Found by a sweep with seed 8 (fifo): a client left while its request was the
  * only one on a half-open worker; the cancel made the worker routable but did
  * not move the queue, so a newcomer overtook a queued request (issue 14).
  */
-const cancelMovesQueueToTrial: Scenario = {
+const cancelMovesQueueToTrial: Scenario = scenario({
   name: "regression_cancel_moves_queue_to_trial",
-  tickMs: 100,
   faultsEndMs: 2614,
   config: {
     queueLenMax: 1,
@@ -650,10 +602,8 @@ const cancelMovesQueueToTrial: Scenario = {
     cancelGraceMs: 100,
     drainTimeoutMs: 300,
     streamCharsMax: 40,
-    tenantQueueLenMax: 100,
     priorityWeights: { high: 1, normal: 1, low: 1 },
     defaultRateLimit: { limit: 1, windowMs: 100 },
-    rateLimits: {},
     affinityLoadMargin: 0,
     lifecycleTaskTimeoutMs: 300,
   },
@@ -688,8 +638,6 @@ const cancelMovesQueueToTrial: Scenario = {
     client(1401, "m3", { priority: "high" }),
     client(100, "m1", { priority: "high" }),
   ],
-  load: [],
-  shutdownAtMs: null,
   operators: [
     operators({
       count: 1,
@@ -701,16 +649,15 @@ const cancelMovesQueueToTrial: Scenario = {
       targetPct: 0,
     }),
   ],
-};
+});
 
 /**
  * Found by a sweep with seed 11 (maxConcurrent): an original worker answered a
  * cancelled request with an oversized response_complete; the core freed the
  * slot, the observer did not. An observer fix (issue 14).
  */
-const oversizedAckFreesSlot: Scenario = {
+const oversizedAckFreesSlot: Scenario = scenario({
   name: "regression_oversized_ack_frees_slot",
-  tickMs: 100,
   faultsEndMs: 5325,
   config: {
     queueLenMax: 1,
@@ -724,7 +671,6 @@ const oversizedAckFreesSlot: Scenario = {
     tenantQueueLenMax: 1,
     priorityWeights: { high: 1, normal: 1, low: 1 },
     defaultRateLimit: { limit: 1, windowMs: 100 },
-    rateLimits: {},
     affinityLoadMargin: 0,
     lifecycleTaskTimeoutMs: 300,
   },
@@ -788,8 +734,6 @@ const oversizedAckFreesSlot: Scenario = {
     client(1701, "m1", { tenant: "t0", priority: "high" }),
     client(101, "m3", { tenant: "t1", priority: "high" }),
   ],
-  load: [],
-  shutdownAtMs: null,
   operators: [
     operators({
       count: 1,
@@ -801,16 +745,15 @@ const oversizedAckFreesSlot: Scenario = {
       targetPct: 0,
     }),
   ],
-};
+});
 
 /**
  * Found by a sweep with seed 37 (fifo): an original worker acknowledged a
  * cancel with an oversized response_complete; the slot was freed but the queue
  * did not move, so a newcomer took it ahead of a queued request (issue 14).
  */
-const oversizedAckMovesQueue: Scenario = {
+const oversizedAckMovesQueue: Scenario = scenario({
   name: "regression_oversized_ack_moves_queue",
-  tickMs: 100,
   faultsEndMs: 5014,
   config: {
     queueLenMax: 1,
@@ -821,12 +764,6 @@ const oversizedAckMovesQueue: Scenario = {
     cancelGraceMs: 100,
     drainTimeoutMs: 300,
     streamCharsMax: 40,
-    tenantQueueLenMax: 100,
-    priorityWeights: { high: 8, normal: 4, low: 1 },
-    defaultRateLimit: null,
-    rateLimits: {},
-    affinityLoadMargin: 2,
-    lifecycleTaskTimeoutMs: 3000,
   },
   workers: [
     worker("w0", ["m1", "m3"], {
@@ -885,9 +822,7 @@ const oversizedAckMovesQueue: Scenario = {
     client(1400, "m1", { priority: "high" }),
     client(0, "m1", { streaming: true, priority: "low" }),
   ],
-  load: [],
-  shutdownAtMs: null,
-};
+});
 
 export const REGRESSIONS: Regression[] = [
   {
