@@ -6,10 +6,10 @@
 // printed first; the only wall-clock read in sim/ is here, for events/s, and it
 // is never fed back into a run.
 import { parseArgs } from "node:util";
-import { MUTANTS } from "./mutants.ts";
+import { type Mutant, MUTANTS } from "./mutants.ts";
 import { parseSeed } from "./prng.ts";
 import { formatFailure } from "./report.ts";
-import { runScenario } from "./run_scenario.ts";
+import { type RunResult, runScenario } from "./run_scenario.ts";
 import { SCENARIOS } from "./scenarios/mod.ts";
 import { DEFAULT_SEED, sweep } from "./sweep.ts";
 import { swarmOf } from "./arbitrary.ts";
@@ -61,17 +61,7 @@ function main(argv: string[]): number {
     console.log(usage());
     return 0;
   }
-  if (args.list) {
-    console.log("scenarios:");
-    for (const name of SCENARIOS.keys()) console.log(`  ${name}`);
-    console.log("invariants:");
-    for (const [name, text] of Object.entries(INVARIANTS)) {
-      console.log(`  ${name}: ${text}`);
-    }
-    console.log("mutants:");
-    for (const m of MUTANTS) console.log(`  ${m.name}: breaks ${m.breaks}`);
-    return 0;
-  }
+  if (args.list) return list();
   const seedText = args.seed;
   const seed = parseSeed(seedText);
   if (seed === null) {
@@ -87,73 +77,112 @@ function main(argv: string[]): number {
     console.error(`unknown mutant "${args.mutant}"\n${usage()}`);
     return 2;
   }
-  const mutantFlag = mutant === undefined ? "" : ` --mutant ${mutant.name}`;
-
-  if (args.scenario !== undefined) {
-    const scenario = SCENARIOS.get(args.scenario);
-    if (scenario === undefined) {
-      console.error(`unknown scenario "${args.scenario}"\n${usage()}`);
-      return 2;
-    }
-    console.log(`SEED=${seedText} scenario=${scenario.name}${mutantFlag}`);
-    const t0 = performance.now();
-    const opts = mutant === undefined ? {} : { reduce: mutant.make() };
-    const r = runScenario(scenario, seed, opts);
-    const ms = performance.now() - t0;
-    console.log(
-      `events ${r.events}, invariant checks ${r.checks}, virtual time ${r.atMs} ms, ${
-        rate(r.events, ms)
-      } events/s`,
-    );
-    console.log(`trace hash ${r.hash}`);
-    const d = r.sched.dispatched;
-    console.log(
-      `scheduling: dispatched high ${d.high} / normal ${d.normal} / low ${d.low}, low while high waited ${r.sched.lowWhileHighWaits}, longest low wait ${r.sched.maxLowWait} dispatches, most tenants served ahead of a waiting one ${r.sched.maxOthersAhead}, admitted ${r.sched.admitted}, 429 ${r.sched.rateLimited}, affinity hits ${r.sched.affinityHits}`,
-    );
-    if (r.sched.maxWaitByTenant.size > 1) {
-      console.log(
-        `longest wait per tenant (dispatches): ${
-          [...r.sched.maxWaitByTenant].map(([t, n]) => `${t} ${n}`).join(", ")
-        }`,
-      );
-    }
-    if (r.lifecycle.tasks > 0) {
-      const l = r.lifecycle;
-      console.log(
-        `lifecycle: tasks ${l.tasks} (sent to ${l.sent} worker(s)), completed ${l.completed}, failed ${l.failed} (refused ${l.refused}, timed-out parts ${l.timedOut}, parts lost with their worker ${l.workerLeft})`,
-      );
-    }
-    if (r.ok) return 0;
-    const traced = runScenario(
-      scenario,
-      seed,
-      mutant === undefined
-        ? { trace: true }
-        : { trace: true, reduce: mutant.make() },
-    );
-    console.log(formatFailure(traced, {
-      seed: seedText,
-      scenario,
-      runSeed: seedText,
-      full: args.full,
-      replay:
-        `deno task sim --scenario ${scenario.name} --seed ${seedText}${mutantFlag}`,
-    }));
-    return 1;
-  }
-
+  const run: RunArgs = { seed, seedText, mutant, full: args.full };
+  if (args.scenario !== undefined) return runNamed(args.scenario, run);
   if (args.runs === undefined) {
     console.error(usage());
     return 2;
   }
-  const runs = Number(args.runs);
+  return runSweep(args.runs, args.path, run);
+}
+
+/** What both ways of running share: the seed (and its text), the mutant, how much trace to print. */
+type RunArgs = {
+  seed: bigint;
+  seedText: string;
+  mutant: Mutant | undefined;
+  full: boolean;
+};
+
+function list(): number {
+  console.log("scenarios:");
+  for (const name of SCENARIOS.keys()) console.log(`  ${name}`);
+  console.log("invariants:");
+  for (const [name, text] of Object.entries(INVARIANTS)) {
+    console.log(`  ${name}: ${text}`);
+  }
+  console.log("mutants:");
+  for (const m of MUTANTS) console.log(`  ${m.name}: breaks ${m.breaks}`);
+  return 0;
+}
+
+/** `--scenario NAME`: one named scenario, its figures, and the failure report if it fails. */
+function runNamed(name: string, a: RunArgs): number {
+  const { seed, seedText, mutant } = a;
+  const mutantFlag = mutant === undefined ? "" : ` --mutant ${mutant.name}`;
+  const scenario = SCENARIOS.get(name);
+  if (scenario === undefined) {
+    console.error(`unknown scenario "${name}"\n${usage()}`);
+    return 2;
+  }
+  console.log(`SEED=${seedText} scenario=${scenario.name}${mutantFlag}`);
+  const t0 = performance.now();
+  const opts = mutant === undefined ? {} : { reduce: mutant.make() };
+  const r = runScenario(scenario, seed, opts);
+  const ms = performance.now() - t0;
+  console.log(
+    `events ${r.events}, invariant checks ${r.checks}, virtual time ${r.atMs} ms, ${
+      rate(r.events, ms)
+    } events/s`,
+  );
+  console.log(`trace hash ${r.hash}`);
+  printFigures(r);
+  if (r.ok) return 0;
+  const traced = runScenario(
+    scenario,
+    seed,
+    mutant === undefined
+      ? { trace: true }
+      : { trace: true, reduce: mutant.make() },
+  );
+  console.log(formatFailure(traced, {
+    seed: seedText,
+    scenario,
+    runSeed: seedText,
+    full: a.full,
+    replay:
+      `deno task sim --scenario ${scenario.name} --seed ${seedText}${mutantFlag}`,
+  }));
+  return 1;
+}
+
+/** Scheduling and lifecycle figures of one run. */
+function printFigures(r: RunResult): void {
+  const d = r.sched.dispatched;
+  console.log(
+    `scheduling: dispatched high ${d.high} / normal ${d.normal} / low ${d.low}, low while high waited ${r.sched.lowWhileHighWaits}, longest low wait ${r.sched.maxLowWait} dispatches, most tenants served ahead of a waiting one ${r.sched.maxOthersAhead}, admitted ${r.sched.admitted}, 429 ${r.sched.rateLimited}, affinity hits ${r.sched.affinityHits}`,
+  );
+  if (r.sched.maxWaitByTenant.size > 1) {
+    console.log(
+      `longest wait per tenant (dispatches): ${
+        [...r.sched.maxWaitByTenant].map(([t, n]) => `${t} ${n}`).join(", ")
+      }`,
+    );
+  }
+  if (r.lifecycle.tasks > 0) {
+    const l = r.lifecycle;
+    console.log(
+      `lifecycle: tasks ${l.tasks} (sent to ${l.sent} worker(s)), completed ${l.completed}, failed ${l.failed} (refused ${l.refused}, timed-out parts ${l.timedOut}, parts lost with their worker ${l.workerLeft})`,
+    );
+  }
+}
+
+/** `--runs N`: a seeded sweep of random scenarios, with progress, summary and the shrunk failure. */
+function runSweep(
+  runsText: string,
+  path: string | undefined,
+  a: RunArgs,
+): number {
+  const { seed, seedText, mutant } = a;
+  const mutantFlag = mutant === undefined ? "" : ` --mutant ${mutant.name}`;
+  const runs = Number(runsText);
   if (!Number.isInteger(runs) || runs < 1) {
-    console.error(`--runs must be a positive integer, got "${args.runs}"`);
+    console.error(`--runs must be a positive integer, got "${runsText}"`);
     return 2;
   }
   console.log(
     `SEED=${seedText} runs=${runs}${
-      args.path === undefined ? "" : ` path=${args.path}`
+      path === undefined ? "" : ` path=${path}`
     }${mutantFlag}`,
   );
   const t0 = performance.now();
@@ -161,7 +190,7 @@ function main(argv: string[]): number {
   const report = sweep({
     seed,
     runs,
-    ...(args.path === undefined ? {} : { path: args.path }),
+    ...(path === undefined ? {} : { path }),
     ...(mutant === undefined ? {} : { makeReduce: mutant.make }),
     onProgress: (s) => {
       if (s.runs % every !== 0 && s.failures === 0) return;
@@ -187,7 +216,7 @@ function main(argv: string[]): number {
     seed: seedText,
     scenario: f.scenario,
     runSeed: String(f.runSeed),
-    full: args.full,
+    full: a.full,
     extra: [
       `failed at run ${f.failedAtRun}, shrunk ${f.shrinks} times, fast-check path ${f.path}`,
       `swarm: ${swarmOf(f.scenario).join(",") || "(no faults)"}`,
