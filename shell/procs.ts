@@ -73,14 +73,15 @@ export type ProgramSpec =
   >
   & { program: string; args: string[] };
 
-export function spawnProgram(spec: ProgramSpec): Child {
+/** The program started from the repository root, with our environment minus `unsetEnv`, plus `env`. */
+function startProcess(spec: ProgramSpec): Deno.ChildProcess {
   const env: Record<string, string> = {};
   const unset = new Set(spec.unsetEnv ?? []);
   for (const [k, v] of Object.entries(Deno.env.toObject())) {
     if (!unset.has(k)) env[k] = v;
   }
   Object.assign(env, { NO_COLOR: "1" }, spec.env ?? {});
-  const process = new Deno.Command(spec.program, {
+  return new Deno.Command(spec.program, {
     args: spec.args,
     cwd: ROOT,
     env,
@@ -90,6 +91,10 @@ export function spawnProgram(spec: ProgramSpec): Child {
     stderr: "piped",
     detached: spec.detached ?? false,
   }).spawn();
+}
+
+export function spawnProgram(spec: ProgramSpec): Child {
+  const process = startProcess(spec);
   const lines: string[] = [];
   /** Lines dropped from the front of `lines` (linesKept). */
   let dropped = 0;

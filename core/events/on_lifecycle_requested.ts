@@ -24,31 +24,7 @@ export function onLifecycleRequested(
   out: Effect[],
 ): void {
   const existing = state.lifecycleTasks.get(e.taskId);
-  if (existing !== undefined) {
-    out.push({
-      kind: "log",
-      level: "error",
-      message: "duplicate lifecycle task id ignored",
-      fields: { task_id: e.taskId },
-    });
-    // Ids are random (shell/server/ids.ts): a duplicate is a shell bug, and
-    // its caller is still owed an answer.
-    if (e.replyWanted) {
-      out.push({
-        kind: "replyLifecycle",
-        reply: "refused",
-        task: {
-          ...taskView(existing),
-          error: {
-            status: 500,
-            code: "task_lost",
-            message: "the task id is already in use",
-          },
-        },
-      });
-    }
-    return;
-  }
+  if (existing !== undefined) return duplicateTask(existing, e, out);
   const scope = typeof e.params.scope === "string"
     ? e.params.scope
     : e.modelId === null
@@ -124,4 +100,29 @@ export function onLifecycleRequested(
   });
   taskChanged(state, task, out);
   if (e.replyWanted) awaitLifecycleReply(state, task, out);
+}
+
+/** A task id already in use: logged as the shell bug it is, and the caller still answered. */
+function duplicateTask(existing: LifecycleTask, e: E, out: Effect[]): void {
+  out.push({
+    kind: "log",
+    level: "error",
+    message: "duplicate lifecycle task id ignored",
+    fields: { task_id: e.taskId },
+  });
+  // Ids are random (shell/server/ids.ts): a duplicate is a shell bug, and
+  // its caller is still owed an answer.
+  if (!e.replyWanted) return;
+  out.push({
+    kind: "replyLifecycle",
+    reply: "refused",
+    task: {
+      ...taskView(existing),
+      error: {
+        status: 500,
+        code: "task_lost",
+        message: "the task id is already in use",
+      },
+    },
+  });
 }
