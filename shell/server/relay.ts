@@ -8,7 +8,7 @@ import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { handleAdmin } from "./ops/admin.ts";
 import type { LifecycleCallers } from "./http/clients.ts";
-import { sendAdminError, sendJson } from "./http/http_reply.ts";
+import { sendAdminError } from "./http/http_reply.ts";
 import type { DatabaseSync } from "node:sqlite";
 import {
   type KeyStore,
@@ -246,13 +246,9 @@ function serveMetrics(
 ): boolean {
   req.resume();
   if (req.method !== "GET" && req.method !== "HEAD") {
-    sendJson(res, 405, {
-      error: {
-        message: "use GET for /metrics",
-        type: "invalid_request_error",
-        code: "method_not_allowed",
-      },
-    }, { allow: "GET" });
+    sendAdminError(res, 405, "method_not_allowed", "use GET for /metrics", {
+      allow: "GET",
+    });
     return true;
   }
   if (s === null) return false;
