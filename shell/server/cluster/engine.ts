@@ -7,12 +7,29 @@
 /** One log entry: its engine id, its server time in ms, its payload. */
 export type LogEntry = { id: string; ms: number; data: string };
 
-export type EngineStatus = "up" | "down";
+/**
+ * What the engine reports (issue 23):
+ * - "down": the log was silent longer than CLUSTER_LOG_TIMEOUT_MS; everything
+ *   pending was rejected. A dropped connection alone is not reported: it is
+ *   reconnected and what was pending is sent again.
+ * - "up": reachable again after "down".
+ * - "reset": reachable, but the log is not the one this instance applied (a new
+ *   epoch: Redis came back empty; or the last entry read here is gone: a
+ *   failover to a replica that lagged). The replica must be rebuilt from the
+ *   snapshot; everything pending was rejected.
+ */
+export type EngineStatus = "up" | "down" | "reset";
 
 export interface ClusterEngine {
-  /** Appends one entry; rejects when the engine is unreachable. */
+  /**
+   * Appends one entry, after the ones appended before it. Resolves once it is
+   * in the log (and on a replica, when the master has one online); across a
+   * dropped connection it is resent, so it may land twice (records carry
+   * (instance, seq): replicas drop the second copy). Rejects when the log is
+   * declared lost ("down" or "reset").
+   */
   append(data: string): Promise<void>;
-  /** Entries after `afterId` ("0" = from the start), waiting up to `blockMs` for one. */
+  /** Entries after `afterId` ("0" = from the start), waiting up to `blockMs` (at most 1 s) for one. */
   read(afterId: string, blockMs: number, count: number): Promise<LogEntry[]>;
   /** The log's epoch, created on first use: a new epoch means the log was reset. */
   epoch(): Promise<string>;

@@ -628,7 +628,9 @@ export async function startClusterRuntime(
   }
 
   engine.onStatus((s) => {
-    if (s === "down") lost("engine connection closed");
+    // "reset" (issue 23): the log lost entries this replica applied; the
+    // minimal reaction is the outage path, which rebuilds from the snapshot.
+    if (s !== "up") lost(s === "down" ? "log silent too long" : "log reset");
   });
   await join();
   return {

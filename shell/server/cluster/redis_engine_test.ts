@@ -1,0 +1,159 @@
+// The Redis engine against a real redis-server (issue 23): a dropped
+// connection is reconnected and retried, silence beyond the timeout loses the
+// log, a Redis that came back empty is a reset, and a Redis that would evict
+// the log is refused at start.
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import { waitUntil } from "../../procs.ts";
+import type { LogFields, LogLevel } from "../../log.ts";
+import type { EngineStatus } from "./engine.ts";
+import { connectRedis } from "./redis_engine.ts";
+import { startRedis } from "./_redis.ts";
+
+type Line = { level: LogLevel; message: string; fields: LogFields };
+
+function recorder(): { lines: Line[]; log: (...a: unknown[]) => void } {
+  const lines: Line[] = [];
+  return {
+    lines,
+    log: (level, message, fields) =>
+      lines.push({
+        level: level as LogLevel,
+        message: message as string,
+        fields: (fields ?? {}) as LogFields,
+      }),
+  };
+}
+
+async function admin<T>(url: string, f: (r: Redis) => Promise<T>): Promise<T> {
+  const r = new Redis(url);
+  try {
+    return await f(r);
+  } finally {
+    r.disconnect();
+  }
+}
+
+Deno.test("redis engine: CLIENT KILL of its connections mid-traffic: every append lands, in order, the blocked read returns them, and the log never reports down", async () => {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs: 3_000 });
+  try {
+    const statuses: EngineStatus[] = [];
+    engine.onStatus((s) => statuses.push(s));
+    const reading = engine.read("0", 1_000, 1000);
+    const appends: Promise<void>[] = [];
+    for (let i = 0; i < 400; i++) {
+      appends.push(engine.append(`e${i}`));
+      if (i % 100 === 50) {
+        await admin(redis.url, (r) => r.client("KILL", "TYPE", "normal"));
+      }
+      if (i % 20 === 0) await new Promise((r) => setTimeout(r, 5));
+    }
+    await Promise.all(appends);
+    const first = await reading;
+    assert.ok(first.length > 0, "the read blocked across the kill returned");
+    // Resent batches may land twice; in order, once each after dropping repeats.
+    const all = await engine.read("0", 0, 10_000);
+    const seen: string[] = [];
+    for (const e of all) if (!seen.includes(e.data)) seen.push(e.data);
+    assert.deepEqual(seen, Array.from({ length: 400 }, (_, i) => `e${i}`));
+    assert.deepEqual(statuses, []);
+  } finally {
+    await engine.close();
+    await redis.stop();
+  }
+});
+
+Deno.test("redis engine: Redis silent longer than CLUSTER_LOG_TIMEOUT_MS (SIGSTOP) is down, the pending append rejected; answering again is up", async () => {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs: 800 });
+  try {
+    const statuses: EngineStatus[] = [];
+    engine.onStatus((s) => statuses.push(s));
+    await engine.append("before");
+    Deno.kill(redis.child.pid, "SIGSTOP");
+    const stoppedAt = Date.now();
+    await assert.rejects(engine.append("during"));
+    const took = Date.now() - stoppedAt;
+    assert.ok(took >= 700 && took < 5_000, `rejected after ${took} ms`);
+    assert.deepEqual(statuses, ["down"]);
+    Deno.kill(redis.child.pid, "SIGCONT");
+    await waitUntil(
+      "the engine to be up again",
+      () => statuses.at(-1) === "up",
+      10_000,
+    );
+    await engine.append("after");
+  } finally {
+    Deno.kill(redis.child.pid, "SIGCONT");
+    await engine.close();
+    await redis.stop();
+  }
+});
+
+Deno.test("redis engine: a Redis restarted empty within the timeout is reported as a reset (another log), not taken for the same one", async () => {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
+  try {
+    const statuses: EngineStatus[] = [];
+    engine.onStatus((s) => statuses.push(s));
+    await engine.epoch();
+    await engine.append("a");
+    await engine.read("0", 0, 10);
+    await redis.restart();
+    await waitUntil(
+      "the engine to report a reset",
+      () => statuses.includes("reset"),
+      10_000,
+    );
+    assert.ok(!statuses.includes("down"), `statuses: ${statuses}`);
+    // The engine is usable at once: the runtime rejoins on the new log.
+    await engine.append("b");
+  } finally {
+    await engine.close();
+    await redis.stop();
+  }
+});
+
+Deno.test("redis engine: a Redis that may evict the log (allkeys-lru) is refused at start, saying so; one without persistence is a warning", async () => {
+  const evicting = await startRedis({
+    args: ["--maxmemory-policy", "allkeys-lru"],
+  });
+  try {
+    const rec = recorder();
+    await assert.rejects(
+      connectRedis(evicting.url, { log: rec.log }),
+      (e: Error) =>
+        e.name === "ClusterJoinError" &&
+        /maxmemory-policy is allkeys-lru.*noeviction/.test(e.message),
+    );
+  } finally {
+    await evicting.stop();
+  }
+  const volatile = await startRedis({
+    args: ["--maxmemory-policy", "volatile-lru"],
+  });
+  try {
+    const rec = recorder();
+    const engine = await connectRedis(volatile.url, { log: rec.log });
+    await engine.close();
+    const warned = rec.lines.filter((l) => l.level === "warn");
+    assert.equal(warned.length, 1, JSON.stringify(rec.lines));
+    assert.match(warned[0]!.message, /keeps nothing on disk.*appendonly yes/);
+  } finally {
+    await volatile.stop();
+  }
+  const dir = await Deno.makeTempDir({ prefix: "relay-redis-" });
+  const persistent = await startRedis({
+    args: ["--dir", dir, "--save", "3600 1"],
+  });
+  try {
+    const rec = recorder();
+    const engine = await connectRedis(persistent.url, { log: rec.log });
+    await engine.close();
+    assert.deepEqual(rec.lines, []);
+  } finally {
+    await persistent.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
