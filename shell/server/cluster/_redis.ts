@@ -157,6 +157,24 @@ export type SentinelSet = {
 
 export const SENTINEL_MASTER_NAME = "relay";
 
+/** Waits until the master reports `n` replicas online (their first sync done). */
+async function replicasInSync(port: number, n: number): Promise<void> {
+  const r = new Redis({ host: "127.0.0.1", port });
+  try {
+    const until = Date.now() + 20_000;
+    for (;;) {
+      const info = await r.info("replication");
+      if ((info.match(/^slave\d+:.*state=online/gm) ?? []).length >= n) return;
+      if (Date.now() > until) {
+        throw new Error(`replicas not in sync within 20 s:\n${info}`);
+      }
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+  } finally {
+    r.disconnect();
+  }
+}
+
 /**
  * One master, `replicas` replicas and three sentinels (quorum 2) on loopback,
  * each sentinel with its own config file (Sentinel rewrites it) in a
@@ -176,7 +194,11 @@ export async function startSentinelSet(
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   };
   try {
-    const master = await startRedis({ name: "redis-master" });
+    // No 5 s wait before the first (diskless) sync of a replica.
+    const master = await startRedis({
+      name: "redis-master",
+      args: ["--repl-diskless-sync-delay", "0"],
+    });
     servers.push(master);
     for (let i = 0; i < (opts.replicas ?? 1); i++) {
       servers.push(
@@ -186,6 +208,7 @@ export async function startSentinelSet(
         }),
       );
     }
+    await replicasInSync(master.port, servers.length - 1);
     const ports: number[] = [];
     for (let i = 0; i < 3; i++) {
       const port = freeLoopbackPort();

@@ -85,7 +85,8 @@ export async function connectRedis(
   const silenceMs = opts.logTimeoutMs ?? DEFAULT_LOG_TIMEOUT_MS;
   const log: Logger = opts.log ?? (() => {});
   const waitMs = Math.max(50, Math.min(1_000, Math.floor(silenceMs / 4)));
-  const cmd = new Redis(connectionOptions(parsed, silenceMs + waitMs));
+  // A WAIT blocks at most waitMs (< silenceMs): no command waits past the limit.
+  const cmd = new Redis(connectionOptions(parsed, silenceMs));
   const reader = new Redis(
     connectionOptions(parsed, silenceMs + READ_BLOCK_MAX_MS + waitMs),
   );
