@@ -274,7 +274,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "",
     help:
-      "Redis for many instances acting as one (redis://host:6379/0, unix:///path/redis.sock, or redis-sentinel://host:26379,host:26379/mastername); unset = one instance",
+      "Redis for many instances acting as one: redis://host:6379/0, unix:///path/redis.sock or redis-sentinel://host:26379,host:26379/master; unset = one instance",
   },
   {
     flag: "cluster-prefix",
@@ -291,7 +291,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     default: "5000",
     min: 100,
     help:
-      "how long the cluster's Redis may be silent (no connection, or no answer) before an instance declares the log lost; a dropped connection is reconnected and retried meanwhile",
+      "how long the cluster's Redis may be silent (no connection or no answer) before an instance declares the log lost; a dropped connection is retried meanwhile",
   },
 ];
 

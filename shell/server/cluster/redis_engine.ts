@@ -90,14 +90,27 @@ export async function connectRedis(
   const reader = new Redis(
     connectionOptions(parsed, silenceMs + READ_BLOCK_MAX_MS + waitMs),
   );
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    await Promise.all([cmd.connect(), reader.connect()]);
+    // Through Sentinel, ioredis retries unreachable sentinels forever: bound it.
+    const startMs = Math.max(10_000, silenceMs);
+    await Promise.race([
+      Promise.all([cmd.connect(), reader.connect()]),
+      new Promise((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`no answer within ${startMs} ms`)),
+          startMs,
+        );
+      }),
+    ]);
     await checkSettings(cmd, log, true);
   } catch (e) {
     // Not reachable (or not fit) at start: stop the background retries, say so.
     cmd.disconnect();
     reader.disconnect();
     throw e;
+  } finally {
+    clearTimeout(timer);
   }
   return redisEngine({ cmd, reader, silenceMs, waitMs, log, ...opts });
 }

@@ -157,3 +157,75 @@ Deno.test("redis engine: a Redis that may evict the log (allkeys-lru) is refused
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("redis engine: a reconnect that finds the entry it read last gone (a lost tail) is reported as a reset", async () => {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
+  try {
+    const statuses: EngineStatus[] = [];
+    engine.onStatus((s) => statuses.push(s));
+    await engine.epoch();
+    for (const d of ["a", "b", "c"]) await engine.append(d);
+    const read = await engine.read("0", 0, 10);
+    assert.equal(read.length, 3);
+    // What a failover to a lagging replica does: the tail is gone, the epoch kept.
+    await admin(redis.url, async (r) => {
+      await r.xdel("mr:log", read[2]!.id);
+      await r.client("KILL", "TYPE", "normal");
+    });
+    await waitUntil(
+      "the engine to report a reset",
+      () => statuses.includes("reset"),
+      10_000,
+    );
+  } finally {
+    await engine.close();
+    await redis.stop();
+  }
+});
+
+Deno.test("redis engine: with a replica online, an append is acknowledged and a read's entries handed over only once the replica has them (WAIT)", async () => {
+  const master = await startRedis({ name: "redis-master" });
+  const replica = await startRedis({
+    name: "redis-replica",
+    args: ["--replicaof", "127.0.0.1", String(master.port)],
+  });
+  const writer = await waitForSync(master.url).then(() =>
+    connectRedis(master.url, { logTimeoutMs: 4_000 })
+  );
+  const reader = await connectRedis(master.url, { logTimeoutMs: 4_000 });
+  try {
+    await writer.append("warm-up");
+    const [first] = await reader.read("0", 0, 10);
+    replica.child.kill("SIGSTOP");
+    let appended = false;
+    const appending = writer.append("held").then(() => appended = true);
+    let readBack = false;
+    const reading = reader.read(first!.id, 1_000, 10).then((e) => {
+      readBack = true;
+      return e;
+    });
+    await new Promise((r) => setTimeout(r, 700));
+    assert.equal(appended, false, "acknowledged before the replica had it");
+    assert.equal(readBack, false, "handed over before the replica had it");
+    replica.child.kill("SIGCONT");
+    await appending;
+    assert.deepEqual((await reading).map((e) => e.data), ["held"]);
+    const onReplica = await admin(replica.url, (r) => r.xlen("mr:log"));
+    assert.equal(onReplica, 2);
+  } finally {
+    replica.child.kill("SIGCONT");
+    await writer.close();
+    await reader.close();
+    await replica.stop();
+    await master.stop();
+  }
+});
+
+async function waitForSync(masterUrl: string): Promise<void> {
+  await waitUntil("the replica's first sync", () =>
+    admin(
+      masterUrl,
+      async (r) => /state=online/.test(await r.info("replication")),
+    ), 15_000);
+}
