@@ -182,33 +182,96 @@ function redisEngine(c: Conns): ClusterEngine {
       await replicas.confirm(cmd);
       return out;
     });
-  const appender = makeAppender(key, cmd, link, onCmd, replicas);
+  const io: EngineIo = {
+    cmd,
+    reader,
+    link,
+    silenceMs,
+    prefix,
+    key,
+    tail,
+    replicas,
+    onCmd,
+    write,
+  };
   return {
-    append: appender,
-    async read(afterId, blockMs, count) {
-      tail.reading(afterId);
-      const entries = await retrying(
-        link,
-        silenceMs,
-        () => reader.status === "ready",
-        async () => {
-          const out = await readEntries(reader, key, afterId, blockMs, count);
-          // What this instance applies, a failover must keep: wait for the replica.
-          if (out.length > 0 && replicas.expected()) {
-            await replicas.confirm(reader, `${prefix}replicated`);
-          }
-          return out;
-        },
-      );
-      tail.read(entries);
-      return entries;
+    append: makeAppender(key, cmd, link, onCmd, replicas),
+    read: (afterId, blockMs, count) => readLog(io, afterId, blockMs, count),
+    ...sharedKeys(io),
+    onStatus(listener) {
+      listeners.push(listener);
     },
+    async close() {
+      closing = true;
+      listeners.length = 0;
+      link.stop();
+      replicas.stop();
+      reader.disconnect();
+      await cmd.quit().catch(() => cmd.disconnect());
+    },
+  };
+}
+
+type EngineIo = {
+  cmd: Redis;
+  reader: Redis;
+  link: Link;
+  silenceMs: number;
+  prefix: string;
+  key: string;
+  tail: ReturnType<typeof tailTracker>;
+  replicas: Replicas;
+  /** A command on `cmd`, resent across dropped connections. */
+  onCmd: <T>(op: () => Promise<T>) => Promise<T>;
+  /** The same, then kept once a replica has it (when one is online). */
+  write: <T>(op: () => Promise<T>) => Promise<T>;
+};
+
+async function readLog(
+  io: EngineIo,
+  afterId: string,
+  blockMs: number,
+  count: number,
+): Promise<LogEntry[]> {
+  const { reader, replicas, tail } = io;
+  tail.reading(afterId);
+  const entries = await retrying(
+    io.link,
+    io.silenceMs,
+    () => reader.status === "ready",
+    async () => {
+      const out = await readEntries(reader, io.key, afterId, blockMs, count);
+      // What this instance applies, a failover must keep: wait for the replica.
+      if (out.length > 0 && replicas.expected()) {
+        await replicas.confirm(reader, `${io.prefix}replicated`);
+      }
+      return out;
+    },
+  );
+  tail.read(entries);
+  return entries;
+}
+
+/** The keys beside the log: epoch, version gate, snapshot, nonces, API keys. */
+function sharedKeys(io: EngineIo): Pick<
+  ClusterEngine,
+  | "epoch"
+  | "setIfAbsent"
+  | "getSnapshot"
+  | "putSnapshot"
+  | "claimOnce"
+  | "recordsAll"
+  | "recordSet"
+  | "recordDelete"
+> {
+  const { cmd, prefix, write, onCmd } = io;
+  return {
     async epoch() {
       const e = await write(async () => {
         await cmd.set(`${prefix}epoch`, crypto.randomUUID(), "NX");
         return (await cmd.get(`${prefix}epoch`)) ?? "";
       });
-      tail.epoch(e);
+      io.tail.epoch(e);
       return e;
     },
     setIfAbsent: (k, value) =>
@@ -223,7 +286,9 @@ function redisEngine(c: Conns): ClusterEngine {
     putSnapshot: (snapshot, trimBeforeId) =>
       write(async () => {
         await cmd.set(`${prefix}snap`, JSON.stringify(snapshot));
-        if (trimBeforeId !== null) await cmd.xtrim(key, "MINID", trimBeforeId);
+        if (trimBeforeId !== null) {
+          await cmd.xtrim(io.key, "MINID", trimBeforeId);
+        }
       }),
     claimOnce(k, expiresAtSecs) {
       // A token of our own: a claim resent after a lost answer finds itself.
@@ -240,17 +305,6 @@ function redisEngine(c: Conns): ClusterEngine {
       write(async () => void await cmd.hset(`${prefix}keys`, id, value)),
     recordDelete: (id) =>
       write(async () => void await cmd.hdel(`${prefix}keys`, id)),
-    onStatus(listener) {
-      listeners.push(listener);
-    },
-    async close() {
-      closing = true;
-      listeners.length = 0;
-      link.stop();
-      replicas.stop();
-      reader.disconnect();
-      await cmd.quit().catch(() => cmd.disconnect());
-    },
   };
 }
 
