@@ -1,9 +1,11 @@
 // Test-only (and bench:e2e --cluster): a private redis-server on a free loopback
 // port, without persistence (it writes no file), nothing shared with other tests
 // (the servers' loopback-only net permission covers TCP; a unix socket would
-// need a broader one). When redis-server is missing and we are root
-// with apt-get (as on CI), installs Debian's `redis-server` package, as
-// _chromium.ts does for Chromium; otherwise fails with one line saying how.
+// need a broader one); and for issue 23 a Sentinel set (master, replica, three
+// sentinels, their config files in a temporary directory). When redis-server
+// or redis-sentinel is missing and we are root with apt-get (as on CI),
+// installs Debian's package, as _chromium.ts does for Chromium; otherwise
+// fails with one line saying how.
 import { Redis } from "ioredis";
 import { type Child, spawnProgram } from "../../procs.ts";
 
