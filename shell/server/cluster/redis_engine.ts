@@ -14,7 +14,12 @@
 // a failover to that replica could lose. Imported only in cluster mode.
 import { Redis, type RedisOptions } from "ioredis";
 import type { Logger } from "../../log.ts";
-import type { ClusterEngine, EngineStatus, LogEntry } from "./engine.ts";
+import type {
+  ClusterEngine,
+  EngineLoss,
+  EngineStatus,
+  LogEntry,
+} from "./engine.ts";
 import { type ClusterUrl, parseClusterUrl } from "./redis_url.ts";
 import { logKeepingProblems, readLogSettings } from "./redis_checks.ts";
 import { type Link, makeLink, retrying } from "./redis_link.ts";
@@ -148,22 +153,25 @@ function redisEngine(c: Conns): ClusterEngine {
   const { cmd, reader, silenceMs, log } = c;
   const prefix = c.prefix ?? "mr:";
   const key = `${prefix}log`;
-  const listeners: ((s: EngineStatus) => void)[] = [];
+  const listeners: ((s: EngineStatus, loss: EngineLoss | null) => void)[] = [];
   let closing = false;
-  const link = makeLink(silenceMs, (status, reason) => {
+  const link = makeLink(silenceMs, (status, loss) => {
     if (closing) return;
-    log(status === "up" ? "info" : "error", "cluster log " + status, {
-      reason,
-    });
-    for (const l of listeners) l(status);
+    if (loss === null) log("info", "cluster log up again", {});
+    else {
+      log("error", `cluster log ${loss.kind === "reset" ? "reset" : "down"}`, {
+        reason: loss.detail,
+      });
+    }
+    for (const l of listeners) l(status, loss);
   });
   const tail = tailTracker(key, prefix);
   const replicas = replicaWatch(cmd, c.waitMs, silenceMs, log);
-  link.onLost((_, status) => {
+  link.onLost((_, kind) => {
     tail.forget();
     // A silent Redis may keep its connections open: start them afresh, so the
     // first answer after the silence shows as a reconnect ("up").
-    if (status === "down" && !closing) {
+    if (kind === "silent" && !closing) {
       cmd.disconnect(true);
       reader.disconnect(true);
     }

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { waitUntil } from "../../procs.ts";
 import type { LogFields, LogLevel } from "../../log.ts";
-import type { EngineStatus } from "./engine.ts";
+import type { EngineLoss, EngineStatus } from "./engine.ts";
 import { connectRedis } from "./redis_engine.ts";
 import { startRedis } from "./_redis.ts";
 
@@ -96,17 +96,22 @@ Deno.test("redis engine: a Redis restarted empty within the timeout is reported 
   const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
   try {
     const statuses: EngineStatus[] = [];
-    engine.onStatus((s) => statuses.push(s));
+    const losses: EngineLoss["kind"][] = [];
+    engine.onStatus((s, loss) => {
+      statuses.push(s);
+      if (loss !== null) losses.push(loss.kind);
+    });
     await engine.epoch();
     await engine.append("a");
     await engine.read("0", 0, 10);
     await redis.restart();
     await waitUntil(
       "the engine to report a reset",
-      () => statuses.includes("reset"),
+      () => losses.includes("reset"),
       10_000,
     );
-    assert.ok(!statuses.includes("down"), `statuses: ${statuses}`);
+    assert.deepEqual(losses, ["reset"]);
+    assert.deepEqual(statuses, ["down", "up"]);
     // The engine is usable at once: the runtime rejoins on the new log.
     await engine.append("b");
   } finally {
@@ -162,8 +167,10 @@ Deno.test("redis engine: a reconnect that finds the entry it read last gone (a l
   const redis = await startRedis();
   const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
   try {
-    const statuses: EngineStatus[] = [];
-    engine.onStatus((s) => statuses.push(s));
+    const losses: EngineLoss["kind"][] = [];
+    engine.onStatus((_, loss) => {
+      if (loss !== null) losses.push(loss.kind);
+    });
     await engine.epoch();
     for (const d of ["a", "b", "c"]) await engine.append(d);
     const read = await engine.read("0", 0, 10);
@@ -175,7 +182,7 @@ Deno.test("redis engine: a reconnect that finds the entry it read last gone (a l
     });
     await waitUntil(
       "the engine to report a reset",
-      () => statuses.includes("reset"),
+      () => losses.includes("reset"),
       10_000,
     );
   } finally {

@@ -3,11 +3,11 @@
 // Sentinel to whichever server is master now), and commands that failed on the
 // dropped connection wait for the reconnect and are sent again. Only silence
 // longer than CLUSTER_LOG_TIMEOUT_MS (no connection, or no answer on one)
-// declares the log lost ("down"), which rejects everything still waiting. A
+// declares the log lost ("silent"), which rejects everything still waiting. A
 // reconnect that finds another log than the one this instance applied (new
 // epoch, or the entry it applied last is gone: a failover to a replica that
-// lagged) declares it "reset".
-import type { EngineStatus } from "./engine.ts";
+// lagged) declares it lost too ("reset"), and usable again at once.
+import type { EngineLoss, EngineStatus } from "./engine.ts";
 
 export class LogLostError extends Error {
   override name = "LogLostError";
@@ -25,15 +25,15 @@ export type Link = {
   blink(): void;
   /** Every connection is back and checked. */
   restored(): void;
-  /** Declares the log lost ("down") or replaced ("reset"). */
-  lose(status: "down" | "reset", reason: string): void;
-  onLost(listener: (e: LogLostError, status: "down" | "reset") => void): void;
+  /** Declares the log lost: silent too long, or replaced ("reset"). */
+  lose(kind: EngineLoss["kind"], reason: string): void;
+  onLost(listener: (e: LogLostError, kind: EngineLoss["kind"]) => void): void;
   stop(): void;
 };
 
 export function makeLink(
   silenceMs: number,
-  emit: (status: EngineStatus, reason: string) => void,
+  emit: (status: EngineStatus, loss: EngineLoss | null) => void,
 ): Link {
   let state: LinkState = "up";
   let since = 0;
@@ -41,11 +41,11 @@ export function makeLink(
   let waiters: { resolve: () => void; reject: (e: Error) => void }[] = [];
   const lostListeners: ((
     e: LogLostError,
-    status: "down" | "reset",
+    kind: EngineLoss["kind"],
   ) => void)[] = [];
   const watchdog = setInterval(() => {
     if (state === "blinking" && Date.now() - since >= silenceMs) {
-      link.lose("down", `no connection to Redis for ${silenceMs} ms`);
+      link.lose("silent", `no connection to Redis for ${silenceMs} ms`);
     }
   }, Math.max(10, Math.min(250, silenceMs / 4)));
   const link: Link = {
@@ -75,17 +75,18 @@ export function makeLink(
       const w = waiters;
       waiters = [];
       for (const x of w) x.resolve();
-      if (was === "down") emit("up", "reconnected");
+      if (was === "down") emit("up", null);
     },
-    lose(status, reason) {
+    lose(kind, reason) {
       generation++;
-      state = status === "down" ? "down" : "up";
+      state = kind === "silent" ? "down" : "up";
       const e = new LogLostError(`the cluster log was lost: ${reason}`);
       const w = waiters;
       waiters = [];
       for (const x of w) x.reject(e);
-      for (const l of lostListeners) l(e, status);
-      emit(status, reason);
+      for (const l of lostListeners) l(e, kind);
+      emit("down", { kind, detail: reason });
+      if (kind === "reset") emit("up", null);
     },
     onLost(listener) {
       lostListeners.push(listener);
@@ -140,7 +141,7 @@ export async function retrying<T>(
       const failure = classify(e);
       if (failure === "reply") throw e;
       if (failure === "timeout") {
-        link.lose("down", `Redis did not answer within ${silenceMs} ms`);
+        link.lose("silent", `Redis did not answer within ${silenceMs} ms`);
         throw e;
       }
       if (failure === "connection") {
@@ -149,7 +150,7 @@ export async function retrying<T>(
       } else {
         busySince ??= Date.now();
         if (Date.now() - busySince > silenceMs) {
-          link.lose("down", `Redis kept answering ${(e as Error).message}`);
+          link.lose("silent", `Redis kept answering ${(e as Error).message}`);
           throw e;
         }
         await new Promise((r) => setTimeout(r, 100));

@@ -628,9 +628,7 @@ export async function startClusterRuntime(
   }
 
   engine.onStatus((s) => {
-    // "reset" (issue 23): the log lost entries this replica applied; the
-    // minimal reaction is the outage path, which rebuilds from the snapshot.
-    if (s !== "up") lost(s === "down" ? "log silent too long" : "log reset");
+    if (s === "down") lost("engine connection closed");
   });
   await join();
   return {
