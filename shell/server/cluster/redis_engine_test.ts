@@ -9,6 +9,7 @@ import type { LogFields, LogLevel } from "../../log.ts";
 import type { EngineLoss, EngineStatus } from "./engine.ts";
 import { connectRedis } from "./redis_engine.ts";
 import { startRedis } from "./_redis.ts";
+import { startServerProcess } from "../../demo/cluster.ts";
 
 type Line = { level: LogLevel; message: string; fields: LogFields };
 
@@ -236,3 +237,29 @@ async function waitForSync(masterUrl: string): Promise<void> {
       async (r) => /state=online/.test(await r.info("replication")),
     ), 15_000);
 }
+
+Deno.test("server: CLUSTER_URL pointing at a Redis that may evict the log (allkeys-lru): the server refuses to start, exit 1, saying why and how to fix it", async () => {
+  const evicting = await startRedis({
+    args: ["--maxmemory-policy", "allkeys-lru"],
+  });
+  try {
+    const lines: string[] = [];
+    await assert.rejects(
+      startServerProcess({
+        secret: "settings-secret-0123456789",
+        env: { CLUSTER_URL: evicting.url },
+        onLine: (l) => lines.push(l),
+      }),
+      /maxmemory-policy is allkeys-lru/,
+    );
+    const said = lines.join("\n");
+    assert.match(
+      said,
+      /refusing to start: .*allkeys-lru.*CONFIG SET maxmemory-policy noeviction/,
+    );
+    // The password-free URL is named, so the operator knows which Redis.
+    assert.match(said, new RegExp(evicting.url.replaceAll(".", "\\.")));
+  } finally {
+    await evicting.stop();
+  }
+});
