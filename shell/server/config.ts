@@ -274,7 +274,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "",
     help:
-      "Redis for many instances acting as one (redis://host:6379/0 or unix:///path/redis.sock); unset = one instance",
+      "Redis for many instances acting as one: redis://host:6379/0, unix:///path/redis.sock or redis-sentinel://host:26379,host:26379/master; unset = one instance",
   },
   {
     flag: "cluster-prefix",
@@ -283,6 +283,15 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     default: "mr:",
     help:
       "key prefix of this cluster's log in Redis (a new prefix = a new cluster)",
+  },
+  {
+    flag: "cluster-log-timeout-ms",
+    env: "CLUSTER_LOG_TIMEOUT_MS",
+    kind: "int",
+    default: "5000",
+    min: 100,
+    help:
+      "how long the cluster's Redis may be silent (no connection or no answer) before an instance declares the log lost; a dropped connection is retried meanwhile",
   },
 ];
 
@@ -316,6 +325,8 @@ export type ServerConfig = {
   /** Issue 16: the shared log's engine; absent = single instance, nothing loaded. */
   clusterUrl?: string;
   clusterPrefix?: string;
+  /** Issue 23: silence before the log is declared lost (CLUSTER_LOG_TIMEOUT_MS). */
+  clusterLogTimeoutMs?: number;
 };
 
 /** CORS_ALLOW_ORIGINS: `*`, or origins exactly as browsers send them (scheme://host[:port]). */
@@ -427,6 +438,7 @@ export function loadServerConfig(
       ...(str(values, "cluster-url") === "" ? {} : {
         clusterUrl: str(values, "cluster-url"),
         clusterPrefix: str(values, "cluster-prefix"),
+        clusterLogTimeoutMs: int(values, "cluster-log-timeout-ms"),
       }),
     },
   };

@@ -10,7 +10,12 @@ import {
   startWorkerProcess,
 } from "../../demo/cluster.ts";
 import { type Balancer, startBalancer } from "./_balancer.ts";
-import { type RedisProcess, startRedis } from "./_redis.ts";
+import {
+  type RedisProcess,
+  type SentinelSet,
+  startRedis,
+  startSentinelSet,
+} from "./_redis.ts";
 
 export const MODEL = "mock-model";
 const SECRET = "fleet-secret";
@@ -18,7 +23,10 @@ const SECRET = "fleet-secret";
 export type Instance = { child: Child; url: string; port: number };
 
 export type Fleet = {
+  /** The Redis (with `sentinel`: the one started as master). */
   redis: RedisProcess;
+  /** Issue 23: master, replica and three sentinels, when asked for. */
+  sentinel: SentinelSet | null;
   balancer: Balancer;
   instances: Instance[];
   workers: Child[];
@@ -35,6 +43,10 @@ export type FleetOptions = {
   workers?: { name: string; maxConcurrent: number }[];
   delayMs?: number;
   env?: Record<string, string>;
+  /** Issue 23: a Sentinel set (1 master, 1 replica, 3 sentinels) instead of one Redis. */
+  sentinel?: boolean;
+  /** The backend URL workers get, given the mock's (e.g. a counting proxy in front of it). */
+  backendFor?: (mockUrl: string) => string;
 };
 
 export async function withFleet(
@@ -43,9 +55,13 @@ export async function withFleet(
 ): Promise<void> {
   const started: Child[] = [];
   let redis: RedisProcess | null = null;
+  let sentinel: SentinelSet | null = null;
   let balancer: Balancer | null = null;
   try {
-    redis = await startRedis();
+    if (opts.sentinel === true) {
+      sentinel = await startSentinelSet();
+      redis = sentinel.servers[0]!;
+    } else redis = await startRedis();
     const mock = await startMockProcess({
       script: "e2e/_mock_with_stats.ts",
       delayMs: opts.delayMs ?? 30,
@@ -53,7 +69,7 @@ export async function withFleet(
     });
     started.push(mock.child);
     const statsUrl = (await mock.child.waitForLine(/stats on (\S+)/))[1]!;
-    const env = { CLUSTER_URL: redis.url, ...opts.env };
+    const env = { CLUSTER_URL: sentinel?.url ?? redis.url, ...opts.env };
     const startInstance = async (): Promise<Instance> => {
       const s = await startServerProcess({ secret: SECRET, env });
       started.push(s.child);
@@ -74,7 +90,7 @@ export async function withFleet(
         name: w.name,
         serverUrl: lb.url,
         secret: SECRET,
-        backendUrl: mock.url,
+        backendUrl: opts.backendFor?.(mock.url) ?? mock.url,
         maxConcurrent: w.maxConcurrent,
         // Behind a cluster, a drained instance's workers move on (README "Scaling out").
         env: { LOG_LEVEL: "debug", ON_SERVER_SHUTDOWN: "reconnect" },
@@ -92,6 +108,7 @@ export async function withFleet(
     });
     await body({
       redis,
+      sentinel,
       balancer: lb,
       instances,
       workers,
@@ -116,6 +133,7 @@ export async function withFleet(
   } finally {
     for (const c of started.reverse()) await c.stop(3_000);
     await balancer?.close();
-    await redis?.stop();
+    if (sentinel !== null) await sentinel.stop();
+    else await redis?.stop();
   }
 }

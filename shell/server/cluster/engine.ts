@@ -7,12 +7,33 @@
 /** One log entry: its engine id, its server time in ms, its payload. */
 export type LogEntry = { id: string; ms: number; data: string };
 
+/**
+ * What the engine reports (issue 23): "down" when the log is lost, everything
+ * pending rejected; "up" when it is usable again. A dropped connection alone
+ * is not reported: it is reconnected and what was pending is sent again.
+ */
 export type EngineStatus = "up" | "down";
 
+/**
+ * Why the log went down:
+ * - "silent": no connection, or no answer, for CLUSTER_LOG_TIMEOUT_MS;
+ * - "reset": reachable, but the log is not the one this instance applied (a
+ *   new epoch: Redis came back empty; or the last entry read here is gone: a
+ *   failover to a replica that lagged). The replica must be rebuilt from the
+ *   snapshot. "up" follows at once.
+ */
+export type EngineLoss = { kind: "silent" | "reset"; detail: string };
+
 export interface ClusterEngine {
-  /** Appends one entry; rejects when the engine is unreachable. */
+  /**
+   * Appends one entry, after the ones appended before it. Resolves once it is
+   * in the log (and on a replica, when the master has one online); across a
+   * dropped connection it is resent, so it may land twice (records carry
+   * (instance, seq): replicas drop the second copy). Rejects when the log is
+   * declared lost ("down").
+   */
   append(data: string): Promise<void>;
-  /** Entries after `afterId` ("0" = from the start), waiting up to `blockMs` for one. */
+  /** Entries after `afterId` ("0" = from the start), waiting up to `blockMs` (at most 1 s) for one. */
   read(afterId: string, blockMs: number, count: number): Promise<LogEntry[]>;
   /** The log's epoch, created on first use: a new epoch means the log was reset. */
   epoch(): Promise<string>;
@@ -30,6 +51,9 @@ export interface ClusterEngine {
   recordsAll(): Promise<Record<string, string>>;
   recordSet(id: string, value: string): Promise<void>;
   recordDelete(id: string): Promise<void>;
-  onStatus(listener: (status: EngineStatus) => void): void;
+  /** `loss` says why, with "down"; null with "up". */
+  onStatus(
+    listener: (status: EngineStatus, loss: EngineLoss | null) => void,
+  ): void;
   close(): Promise<void>;
 }

@@ -6,7 +6,8 @@ import type { Effect, State } from "../../../core/mod.ts";
 import type { Logger } from "../../log.ts";
 import type { Clients } from "../http/clients.ts";
 import type { ServerConfig } from "../config.ts";
-import { connectRedis } from "./redis_engine.ts";
+import { connectRedis, DEFAULT_LOG_TIMEOUT_MS } from "./redis_engine.ts";
+import { redactClusterUrl } from "./redis_url.ts";
 import { type ClusterRuntime, startClusterRuntime } from "./runtime.ts";
 
 /** What the server hands a runtime, local or clustered. */
@@ -26,16 +27,17 @@ export async function startCluster(
 ): Promise<ClusterRuntime> {
   let engine;
   try {
-    engine = await connectRedis(
-      config.clusterUrl ?? "",
-      config.clusterPrefix ?? "mr:",
-    );
+    engine = await connectRedis(config.clusterUrl ?? "", {
+      prefix: config.clusterPrefix ?? "mr:",
+      logTimeoutMs: config.clusterLogTimeoutMs ?? DEFAULT_LOG_TIMEOUT_MS,
+      log: d.log,
+    });
   } catch (e) {
     // Named like ClusterJoinError so main.ts prints it as the reason to exit.
     const err = new Error(
-      `cannot reach the cluster's Redis at CLUSTER_URL=${config.clusterUrl}: ${
-        (e as Error).message
-      }`,
+      `cannot use the cluster's Redis at CLUSTER_URL=${
+        redactClusterUrl(config.clusterUrl ?? "")
+      }: ${(e as Error).message}`,
     );
     err.name = "ClusterJoinError";
     throw err;

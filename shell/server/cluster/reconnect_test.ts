@@ -1,0 +1,76 @@
+// `deno task test:cluster` (issue 23): a dropped connection to a healthy Redis
+// is not a lost cluster. `CLIENT KILL` of every instance's connections, over
+// and over while streams run: they finish byte-exact, the workers stay
+// registered, nobody declares the log lost, and new requests keep being served.
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import { answerWords } from "../../../e2e/_cluster.ts";
+import { MODEL, withFleet } from "./_fleet.ts";
+
+const WORDS = 60;
+
+async function stream(url: string): Promise<string> {
+  const r = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [{ role: "user", content: "hi" }],
+      stream: true,
+      max_tokens: WORDS,
+    }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  assert.equal(r.status, 200);
+  const text = await r.text();
+  assert.ok(text.trimEnd().endsWith("data: [DONE]"), text.slice(-300));
+  let got = "";
+  for (const m of text.matchAll(/"content":"([^"]*)"/g)) got += m[1];
+  return got;
+}
+
+Deno.test("cluster: CLIENT KILL of every instance's Redis connections, again and again while streams run: the streams finish byte-exact, workers stay registered, the log is never declared lost, new requests are served", async () => {
+  await withFleet({
+    delayMs: 40,
+    workers: [
+      { name: "kill-w1", maxConcurrent: 8 },
+      { name: "kill-w2", maxConcurrent: 8 },
+    ],
+  }, async (f) => {
+    // Clients on every instance; workers on instances 0 and 1.
+    const running = f.instances.flatMap((i) => [stream(i.url), stream(i.url)]);
+    const admin = new Redis(f.redis.url);
+    let killed = 0;
+    try {
+      for (let k = 0; k < 6; k++) {
+        await new Promise((r) => setTimeout(r, 300));
+        killed += await admin.client("KILL", "TYPE", "normal") as number;
+        // A request arriving right after the cut is served too.
+        if (k === 2) {
+          assert.equal(await stream(f.instances[2]!.url), answerWords(WORDS));
+        }
+      }
+    } finally {
+      admin.disconnect();
+    }
+    for (const got of await Promise.all(running)) {
+      assert.equal(got, answerWords(WORDS));
+    }
+    console.log(`CLIENT KILL: ${killed} connections cut over 6 rounds`);
+    assert.ok(killed >= 6 * f.instances.length * 2, `killed ${killed}`);
+    for (const i of f.instances) {
+      const h = await (await fetch(`${i.url}/health`)).json();
+      assert.equal(h.workers_connected, 2, JSON.stringify(h));
+      const lost = i.child.lines.filter((l) =>
+        /cluster log (down|reset)|cluster log unreachable/.test(l)
+      );
+      assert.deepEqual(lost, []);
+    }
+    for (const w of f.workers) {
+      assert.ok(
+        !w.lines.some((l) => l.includes("disconnected from proxy")),
+        w.tail(10),
+      );
+    }
+  });
+});

@@ -1,0 +1,265 @@
+// The Redis engine against a real redis-server (issue 23): a dropped
+// connection is reconnected and retried, silence beyond the timeout loses the
+// log, a Redis that came back empty is a reset, and a Redis that would evict
+// the log is refused at start.
+import assert from "node:assert/strict";
+import { Redis } from "ioredis";
+import { waitUntil } from "../../procs.ts";
+import type { LogFields, LogLevel } from "../../log.ts";
+import type { EngineLoss, EngineStatus } from "./engine.ts";
+import { connectRedis } from "./redis_engine.ts";
+import { startRedis } from "./_redis.ts";
+import { startServerProcess } from "../../demo/cluster.ts";
+
+type Line = { level: LogLevel; message: string; fields: LogFields };
+
+function recorder(): { lines: Line[]; log: (...a: unknown[]) => void } {
+  const lines: Line[] = [];
+  return {
+    lines,
+    log: (level, message, fields) =>
+      lines.push({
+        level: level as LogLevel,
+        message: message as string,
+        fields: (fields ?? {}) as LogFields,
+      }),
+  };
+}
+
+async function admin<T>(url: string, f: (r: Redis) => Promise<T>): Promise<T> {
+  const r = new Redis(url);
+  try {
+    return await f(r);
+  } finally {
+    r.disconnect();
+  }
+}
+
+Deno.test("redis engine: CLIENT KILL of its connections mid-traffic: every append lands, in order, the blocked read returns them, and the log never reports down", async () => {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs: 3_000 });
+  try {
+    const statuses: EngineStatus[] = [];
+    engine.onStatus((s) => statuses.push(s));
+    const reading = engine.read("0", 1_000, 1000);
+    const appends: Promise<void>[] = [];
+    for (let i = 0; i < 400; i++) {
+      appends.push(engine.append(`e${i}`));
+      if (i % 100 === 50) {
+        await admin(redis.url, (r) => r.client("KILL", "TYPE", "normal"));
+      }
+      if (i % 20 === 0) await new Promise((r) => setTimeout(r, 5));
+    }
+    await Promise.all(appends);
+    const first = await reading;
+    assert.ok(first.length > 0, "the read blocked across the kill returned");
+    // Resent batches may land twice; in order, once each after dropping repeats.
+    const all = await engine.read("0", 0, 10_000);
+    const seen: string[] = [];
+    for (const e of all) if (!seen.includes(e.data)) seen.push(e.data);
+    assert.deepEqual(seen, Array.from({ length: 400 }, (_, i) => `e${i}`));
+    assert.deepEqual(statuses, []);
+  } finally {
+    await engine.close();
+    await redis.stop();
+  }
+});
+
+Deno.test("redis engine: Redis silent longer than CLUSTER_LOG_TIMEOUT_MS (SIGSTOP) is down, the pending append rejected; answering again is up", async () => {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs: 800 });
+  try {
+    const statuses: EngineStatus[] = [];
+    engine.onStatus((s) => statuses.push(s));
+    await engine.append("before");
+    Deno.kill(redis.child.pid, "SIGSTOP");
+    const stoppedAt = Date.now();
+    await assert.rejects(engine.append("during"));
+    const took = Date.now() - stoppedAt;
+    assert.ok(took >= 700 && took < 5_000, `rejected after ${took} ms`);
+    assert.deepEqual(statuses, ["down"]);
+    Deno.kill(redis.child.pid, "SIGCONT");
+    await waitUntil(
+      "the engine to be up again",
+      () => statuses.at(-1) === "up",
+      10_000,
+    );
+    await engine.append("after");
+  } finally {
+    Deno.kill(redis.child.pid, "SIGCONT");
+    await engine.close();
+    await redis.stop();
+  }
+});
+
+Deno.test("redis engine: a Redis restarted empty within the timeout is reported as a reset (another log), not taken for the same one", async () => {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
+  try {
+    const statuses: EngineStatus[] = [];
+    const losses: EngineLoss["kind"][] = [];
+    engine.onStatus((s, loss) => {
+      statuses.push(s);
+      if (loss !== null) losses.push(loss.kind);
+    });
+    await engine.epoch();
+    await engine.append("a");
+    await engine.read("0", 0, 10);
+    await redis.restart();
+    await waitUntil(
+      "the engine to report a reset",
+      () => losses.includes("reset"),
+      10_000,
+    );
+    assert.deepEqual(losses, ["reset"]);
+    assert.deepEqual(statuses, ["down", "up"]);
+    // The engine is usable at once: the runtime rejoins on the new log.
+    await engine.append("b");
+  } finally {
+    await engine.close();
+    await redis.stop();
+  }
+});
+
+Deno.test("redis engine: a Redis that may evict the log (allkeys-lru) is refused at start, saying so; one without persistence is a warning", async () => {
+  const evicting = await startRedis({
+    args: ["--maxmemory-policy", "allkeys-lru"],
+  });
+  try {
+    const rec = recorder();
+    await assert.rejects(
+      connectRedis(evicting.url, { log: rec.log }),
+      (e: Error) =>
+        e.name === "ClusterJoinError" &&
+        /maxmemory-policy is allkeys-lru.*noeviction/.test(e.message),
+    );
+  } finally {
+    await evicting.stop();
+  }
+  const volatile = await startRedis({
+    args: ["--maxmemory-policy", "volatile-lru"],
+  });
+  try {
+    const rec = recorder();
+    const engine = await connectRedis(volatile.url, { log: rec.log });
+    await engine.close();
+    const warned = rec.lines.filter((l) => l.level === "warn");
+    assert.equal(warned.length, 1, JSON.stringify(rec.lines));
+    assert.match(warned[0]!.message, /keeps nothing on disk.*appendonly yes/);
+  } finally {
+    await volatile.stop();
+  }
+  const dir = await Deno.makeTempDir({ prefix: "relay-redis-" });
+  const persistent = await startRedis({
+    args: ["--dir", dir, "--save", "3600 1"],
+  });
+  try {
+    const rec = recorder();
+    const engine = await connectRedis(persistent.url, { log: rec.log });
+    await engine.close();
+    assert.deepEqual(rec.lines, []);
+  } finally {
+    await persistent.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("redis engine: a reconnect that finds the entry it read last gone (a lost tail) is reported as a reset", async () => {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
+  try {
+    const losses: EngineLoss["kind"][] = [];
+    engine.onStatus((_, loss) => {
+      if (loss !== null) losses.push(loss.kind);
+    });
+    await engine.epoch();
+    for (const d of ["a", "b", "c"]) await engine.append(d);
+    const read = await engine.read("0", 0, 10);
+    assert.equal(read.length, 3);
+    // What a failover to a lagging replica does: the tail is gone, the epoch kept.
+    await admin(redis.url, async (r) => {
+      await r.xdel("mr:log", read[2]!.id);
+      await r.client("KILL", "TYPE", "normal");
+    });
+    await waitUntil(
+      "the engine to report a reset",
+      () => losses.includes("reset"),
+      10_000,
+    );
+  } finally {
+    await engine.close();
+    await redis.stop();
+  }
+});
+
+Deno.test("redis engine: with a replica online, an append is acknowledged and a read's entries handed over only once the replica has them (WAIT)", async () => {
+  const master = await startRedis({ name: "redis-master" });
+  const replica = await startRedis({
+    name: "redis-replica",
+    args: ["--replicaof", "127.0.0.1", String(master.port)],
+  });
+  const writer = await waitForSync(master.url).then(() =>
+    connectRedis(master.url, { logTimeoutMs: 4_000 })
+  );
+  const reader = await connectRedis(master.url, { logTimeoutMs: 4_000 });
+  try {
+    await writer.append("warm-up");
+    const [first] = await reader.read("0", 0, 10);
+    replica.child.kill("SIGSTOP");
+    let appended = false;
+    const appending = writer.append("held").then(() => appended = true);
+    let readBack = false;
+    const reading = reader.read(first!.id, 1_000, 10).then((e) => {
+      readBack = true;
+      return e;
+    });
+    await new Promise((r) => setTimeout(r, 700));
+    assert.equal(appended, false, "acknowledged before the replica had it");
+    assert.equal(readBack, false, "handed over before the replica had it");
+    replica.child.kill("SIGCONT");
+    await appending;
+    assert.deepEqual((await reading).map((e) => e.data), ["held"]);
+    const onReplica = await admin(replica.url, (r) => r.xlen("mr:log"));
+    assert.equal(onReplica, 2);
+  } finally {
+    replica.child.kill("SIGCONT");
+    await writer.close();
+    await reader.close();
+    await replica.stop();
+    await master.stop();
+  }
+});
+
+async function waitForSync(masterUrl: string): Promise<void> {
+  await waitUntil("the replica's first sync", () =>
+    admin(
+      masterUrl,
+      async (r) => /state=online/.test(await r.info("replication")),
+    ), 15_000);
+}
+
+Deno.test("server: CLUSTER_URL pointing at a Redis that may evict the log (allkeys-lru): the server refuses to start, exit 1, saying why and how to fix it", async () => {
+  const evicting = await startRedis({
+    args: ["--maxmemory-policy", "allkeys-lru"],
+  });
+  try {
+    const lines: string[] = [];
+    await assert.rejects(
+      startServerProcess({
+        secret: "settings-secret-0123456789",
+        env: { CLUSTER_URL: evicting.url },
+        onLine: (l) => lines.push(l),
+      }),
+      /maxmemory-policy is allkeys-lru/,
+    );
+    const said = lines.join("\n");
+    assert.match(
+      said,
+      /refusing to start: .*allkeys-lru.*CONFIG SET maxmemory-policy noeviction/,
+    );
+    // The password-free URL is named, so the operator knows which Redis.
+    assert.match(said, new RegExp(evicting.url.replaceAll(".", "\\.")));
+  } finally {
+    await evicting.stop();
+  }
+});
