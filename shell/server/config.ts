@@ -284,6 +284,31 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     help:
       "key prefix of this cluster's log in Redis (a new prefix = a new cluster)",
   },
+  {
+    flag: "cluster-advertise-url",
+    env: "CLUSTER_ADVERTISE_URL",
+    kind: "string",
+    default: "",
+    help:
+      "where the other instances reach this one for answer bytes (http://host:port, this server's port); unset = http://<this host's name>:<port>",
+  },
+  {
+    flag: "cluster-secret",
+    env: "CLUSTER_SECRET",
+    kind: "secret",
+    default: null,
+    help:
+      "secret of the links between instances (the same on every instance); unset = one generated and kept in the cluster's Redis",
+  },
+  {
+    flag: "cluster-log-lost-ms",
+    env: "CLUSTER_LOG_LOST_MS",
+    kind: "int",
+    default: "15000",
+    min: 1000,
+    help:
+      "how long Redis may be unreachable before an instance gives up its streams and workers (until then they keep flowing; new requests get 503)",
+  },
 ];
 
 export type ServerConfig = {
@@ -316,6 +341,10 @@ export type ServerConfig = {
   /** Issue 16: the shared log's engine; absent = single instance, nothing loaded. */
   clusterUrl?: string;
   clusterPrefix?: string;
+  /** Issue 23: the direct data path's address and secret, the log's hold limit. */
+  clusterAdvertiseUrl?: string;
+  clusterSecret?: string;
+  clusterLogLostMs?: number;
 };
 
 /** CORS_ALLOW_ORIGINS: `*`, or origins exactly as browsers send them (scheme://host[:port]). */
@@ -427,9 +456,20 @@ export function loadServerConfig(
       ...(str(values, "cluster-url") === "" ? {} : {
         clusterUrl: str(values, "cluster-url"),
         clusterPrefix: str(values, "cluster-prefix"),
+        clusterLogLostMs: int(values, "cluster-log-lost-ms"),
+        ...(str(values, "cluster-advertise-url") === ""
+          ? {}
+          : { clusterAdvertiseUrl: str(values, "cluster-advertise-url") }),
+        ...clusterSecretOf(values),
       }),
     },
   };
+}
+
+/** CLUSTER_SECRET, when set (issue 23). */
+function clusterSecretOf(values: OptionValues): { clusterSecret?: string } {
+  const v = values["cluster-secret"];
+  return typeof v === "string" && v !== "" ? { clusterSecret: v } : {};
 }
 
 function requiredSecret(values: OptionValues): string {
