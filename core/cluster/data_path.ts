@@ -272,10 +272,16 @@ export function pieceArrived(
   // Unknown or of an earlier dispatch, or a duplicate: never the client's.
   if (s === undefined || s.workerId !== piece.workerId) return [];
   if (piece.seq < s.arrived) return [];
+  const out: ReceiverAction[] = [];
+  // A gap: pieces were lost with a link that broke (its sender died). The
+  // answer cannot be whole: it ends with an error, never short.
+  if (piece.seq > s.arrived) {
+    endShort(rx, piece.requestId, s, out);
+    return out;
+  }
   s.arrived = piece.seq + 1;
   s.from = from;
   s.lastAtMs = nowMs;
-  const out: ReceiverAction[] = [];
   // Committed: out at once (before any end the log holds for it); else held.
   if (s.committed) {
     out.push({ kind: "write", requestId: piece.requestId, chunk: piece.chunk });

@@ -307,3 +307,16 @@ Deno.test("data path: instances advertise their peer address through the log", (
   }, 1100);
   assert.equal(cs.instances.get("A")?.peerUrl, "http://10.0.0.5:8080");
 });
+
+Deno.test("data path: a gap in the pieces (lost with a broken link) ends the answer with an error, never short", () => {
+  const rx: Receivers = new Map();
+  dispatched(rx, "r1", "w1", 0);
+  logEffect(rx, start, 1);
+  pieceArrived(rx, piece(0, "a"), "B", 2);
+  const out = pieceArrived(rx, piece(2, "c"), "B", 3);
+  assert.equal(out.length, 1);
+  const a = out[0]!;
+  assert.ok(a.kind === "run" && a.effect.kind === "endStream");
+  assert.equal(a.effect.error?.code, "cluster_link_lost");
+  assert.deepEqual(pieceArrived(rx, piece(3, "d"), "B", 4), []);
+});
