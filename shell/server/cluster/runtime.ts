@@ -468,7 +468,22 @@ export async function startClusterRuntime(
       instance: instanceId,
       holding_ms: logLostMs,
     });
+    refuseUnadmitted();
     scheduleResume();
+  }
+
+  /**
+   * Requests sent to the log but not yet admitted are new work: answered 503
+   * now, and withdrawn in the log (should their admission have landed, the
+   * fleet cancels them right after it).
+   */
+  function refuseUnadmitted(): void {
+    for (const requestId of [...d.clients.keys()]) {
+      if (cs.core.requests.has(requestId)) continue;
+      run({ kind: "respondError", requestId, error: UNAVAILABLE }, false);
+      localRequests.delete(requestId);
+      queue({ kind: "clientDisconnected", atMs: state.nowMs, requestId });
+    }
   }
 
   function scheduleResume(): void {
