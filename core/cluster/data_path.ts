@@ -30,7 +30,7 @@ import type {
   RequestId,
   WorkerId,
 } from "../vocabulary.ts";
-import type { InstanceId } from "./record.ts";
+import type { CutReason, InstanceId } from "./record.ts";
 
 /** One piece of an answer on the direct path; `seq` counts from 0 per dispatch. */
 export type DirectChunk = {
@@ -39,9 +39,6 @@ export type DirectChunk = {
   seq: number;
   chunk: ChunkData;
 };
-
-/** Why the sender or receiver ends an answer the log did not end: logged as a `cut` record. */
-export type CutReason = "idle" | "too_large" | "link_lost";
 
 export const DATA_PATH_DEFAULTS = {
   /** How long a logged end waits for its direct pieces before ending with an error. */

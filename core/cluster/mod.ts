@@ -11,6 +11,7 @@ export {
 } from "./replica.ts";
 export {
   type ClusterRecord,
+  type CutReason,
   decodeRecord,
   encodeRecord,
   type InstanceId,
@@ -25,7 +26,6 @@ export {
 } from "./snapshot.ts";
 export {
   type ChunkRoute,
-  type CutReason,
   DATA_PATH_DEFAULTS,
   type DirectChunk,
   dispatched,

@@ -3,9 +3,11 @@
 // observed, and every replica applies every record, in log order, with the log's
 // own timestamp as `atMs`. Plain data only; the shell encodes it as JSON.
 import type { Event, RequestId, WorkerId } from "../events/event.ts";
-import type { CutReason } from "./data_path.ts";
 
 export type InstanceId = string;
+
+/** Why an answer was ended outside the log (issue 23; core/cluster/data_path.ts). */
+export type CutReason = "idle" | "too_large" | "link_lost";
 
 /**
  * Bumped whenever a change to core/ could make two replicas reduce the same log

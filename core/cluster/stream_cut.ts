@@ -15,7 +15,8 @@ import {
 } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
 import type { ClientError, RequestId, WorkerId } from "../vocabulary.ts";
-import { type CutReason, LINK_LOST } from "./data_path.ts";
+import { LINK_LOST } from "./data_path.ts";
+import type { CutReason } from "./record.ts";
 
 function errorFor(
   state: State,
