@@ -290,13 +290,13 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "",
     help:
-      "where the other instances reach this one for answer bytes (http://host:port, this server's port); unset = http://<this host's name>:<port>",
+      "where the other instances reach this one for answer bytes (http://host:port, on this server's port); unset = the LISTEN_ADDR host and the bound port, 127.0.0.1 when it listens on every address: set it when instances run on more than one host",
   },
   {
     flag: "cluster-secret",
     env: "CLUSTER_SECRET",
     kind: "secret",
-    default: null,
+    default: "",
     help:
       "secret of the links between instances (the same on every instance); unset = one generated and kept in the cluster's Redis",
   },
