@@ -201,3 +201,43 @@ async function waitServing(url: string): Promise<void> {
   }
   throw new Error(`${url} did not serve again within 20 s`);
 }
+
+Deno.test("cluster data path: limits on the direct path fire as on one server: a stream idle past REQUEST_TIMEOUT_SECS (kept by the client's instance) and a stream over MAX_STREAM_BYTES (counted by the worker's instance) end with an SSE error, the worker's backend sees the cancel", async () => {
+  await withFleet({
+    workers: WORKERS,
+    env: { REQUEST_TIMEOUT_SECS: "2", MAX_STREAM_BYTES: "4000" },
+  }, async (f) => {
+    const client = f.instances[2]!;
+    const chat = (body: string) =>
+      fetch(`${client.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      });
+    // Idle: a word every 6 s, so the stream falls silent after its first event.
+    const before = await f.stats();
+    const started = performance.now();
+    const idle = await (await chat(streamBody(3, 6_000))).text();
+    const took = performance.now() - started;
+    assert.match(idle, /request_timeout/);
+    assert.doesNotMatch(idle, /\[DONE\]/);
+    assert.ok(took < 5_500, `the idle stream ended after ${took} ms`);
+    // Too large: 400 words of about 150 bytes each.
+    const big = await (await chat(streamBody(400, 10))).text();
+    assert.match(big, /stream_too_large/);
+    assert.doesNotMatch(big, /\[DONE\]/);
+    assert.ok(big.length < 8_000, `${big.length} bytes reached the client`);
+    await waitFor(async () => {
+      const s = await f.stats();
+      return s.aborted >= before.aborted + 2 && s.openStreams === 0;
+    });
+  });
+});
+
+async function waitFor(ok: () => Promise<boolean>): Promise<void> {
+  const until = performance.now() + 10_000;
+  while (!(await ok())) {
+    if (performance.now() > until) throw new Error("timed out");
+    await sleep(100);
+  }
+}
