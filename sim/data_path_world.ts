@@ -6,7 +6,8 @@
 // log's end until its pieces arrived. Seeded faults: an instance dies just
 // after sending a stream's first piece (before its commit is logged), or just
 // after logging an end whose pieces are still on the link; links are slower
-// than the log; the log goes away for seconds with streams in flight (the
+// than the log; one instance reads the log late (pieces reach it before the
+// dispatch they answer); the log goes away for seconds with streams in flight (the
 // instances hold, then resume). It stands beside sim/cluster_world.ts (the
 // runtime's life cycle) and drives only core code, so it outlives changes to
 // that runtime.
@@ -39,11 +40,13 @@ export type DataPathFault =
   | "crashAtCommit"
   | "crashAfterEnd"
   | "slowLinks"
+  | "slowReader"
   | "logOutage";
 export const DATA_PATH_FAULTS: readonly DataPathFault[] = [
   "crashAtCommit",
   "crashAfterEnd",
   "slowLinks",
+  "slowReader",
   "logOutage",
 ];
 
@@ -54,6 +57,8 @@ export type DataPathInvariant =
   | "endedWhole"
   /** With no instance dying, a log outage shorter than the hold limit ends no stream. */
   | "streamsOutliveLogOutage"
+  /** With no instance dying (and no log outage), no answer ends with an error. */
+  | "noErrorWithoutFailure"
   /** Every admitted request whose client's instance lives ends. */
   | "everyRequestEnds";
 
@@ -219,7 +224,7 @@ export function runDataPath(
       const worker = Number(e.workerId.slice(1));
       if (m.type === "request") {
         if (clients.get(m.request_id)?.inst === inst.idx) {
-          dispatched(inst.rx, m.request_id, e.workerId, now);
+          toClient(dispatched(inst.rx, m.request_id, e.workerId, now));
         }
         if (worker === inst.idx) startAnswer(worker, m.request_id);
       } else if (m.type === "cancel" && worker === inst.idx) {
@@ -408,7 +413,10 @@ export function runDataPath(
         const index = log.length - 1;
         for (const inst of insts) {
           if (!inst.alive) continue;
-          inst.applyAt = Math.max(inst.applyAt, now + rng.int(0, 3));
+          const late = has("slowReader") && inst.idx === INSTANCES - 1
+            ? rng.int(20, 150)
+            : rng.int(0, 3);
+          inst.applyAt = Math.max(inst.applyAt, now + late);
           q.push(inst.applyAt, { k: "apply", inst: inst.idx, index });
         }
         return;
@@ -537,9 +545,11 @@ function check(
     if (c.end === null) {
       violations.push({ invariant: "everyRequestEnds", detail: `${id} hangs` });
     }
-    if (crashes === 0 && c.end === "error" && s.faults.includes("logOutage")) {
+    if (crashes === 0 && c.end === "error") {
       violations.push({
-        invariant: "streamsOutliveLogOutage",
+        invariant: s.faults.includes("logOutage")
+          ? "streamsOutliveLogOutage"
+          : "noErrorWithoutFailure",
         detail: `${id} ended with an error though no instance died`,
       });
     }

@@ -533,6 +533,18 @@ export const DATA_PATH_MUTANTS: DataPathMutant[] = [
     rules: { resumeAfterHold: () => ({ kind: "giveUp", why: "mutant" }) },
   },
   {
+    name: "drop_early_pieces",
+    breaks:
+      "issue 23 pieces that reach the client's instance before it applied their dispatch are kept, not lost",
+    caughtBy: "noErrorWithoutFailure",
+    rules: {
+      pieceArrived: (rx, piece, from, nowMs) =>
+        rx.get(piece.requestId)?.workerId === piece.workerId
+          ? pieceArrived(rx, piece, from, nowMs)
+          : [],
+    },
+  },
+  {
     name: "end_waits_forever",
     breaks:
       "issue 23 an end whose pieces were lost with their link ends with an error",

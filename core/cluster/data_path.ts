@@ -210,6 +210,7 @@ export function forgetSent(senders: Senders, core: State): void {
 // -- the receiver: the instance holding the client --------------------------------
 
 type Incoming = {
+  /** The dispatch's worker; "" while no dispatch was applied here yet. */
   workerId: WorkerId;
   /** The instance the pieces come from (null: none yet). */
   from: InstanceId | null;
@@ -227,6 +228,13 @@ type Incoming = {
   /** Effects of the log for this request held until `expected` pieces arrived. */
   tail: Effect[];
   waitingSinceMs: number | null;
+  /**
+   * Pieces of a dispatch this instance has not applied yet: the worker's
+   * instance applied it first and its worker answered before this instance
+   * read that far. Kept until that dispatch is applied here (or the answer
+   * ends); pieces of an earlier dispatch wait here in vain and go with it.
+   */
+  early: { piece: DirectChunk; from: InstanceId }[];
 };
 
 export type Receivers = Map<RequestId, Incoming>;
@@ -236,15 +244,8 @@ export type ReceiverAction =
   | { kind: "write"; requestId: RequestId; chunk: ChunkData }
   | { kind: "run"; effect: Effect };
 
-/** The replica dispatched a request whose client is here: pieces from `workerId` are now the answer. */
-export function dispatched(
-  rx: Receivers,
-  requestId: RequestId,
-  workerId: WorkerId,
-  nowMs: number,
-): void {
-  // A requeue replaces the earlier dispatch: pieces held for it are dropped.
-  rx.set(requestId, {
+function fresh(workerId: WorkerId, nowMs: number): Incoming {
+  return {
     workerId,
     from: null,
     committed: false,
@@ -255,7 +256,29 @@ export function dispatched(
     expected: null,
     tail: [],
     waitingSinceMs: null,
-  });
+    early: [],
+  };
+}
+
+/**
+ * The replica dispatched a request whose client is here: pieces from
+ * `workerId` are now the answer (those that came early are taken now). A
+ * requeue replaces the earlier dispatch: pieces held for it are dropped.
+ */
+export function dispatched(
+  rx: Receivers,
+  requestId: RequestId,
+  workerId: WorkerId,
+  nowMs: number,
+): ReceiverAction[] {
+  const early = rx.get(requestId)?.early ?? [];
+  rx.set(requestId, fresh(workerId, nowMs));
+  const out: ReceiverAction[] = [];
+  for (const e of early) {
+    if (e.piece.workerId !== workerId) continue;
+    for (const a of pieceArrived(rx, e.piece, e.from, nowMs)) out.push(a);
+  }
+  return out;
 }
 
 /** A piece arrived (`from` this instance or a peer). */
@@ -265,10 +288,17 @@ export function pieceArrived(
   from: InstanceId,
   nowMs: number,
 ): ReceiverAction[] {
-  const s = rx.get(piece.requestId);
-  // Unknown or of an earlier dispatch, or a duplicate: never the client's.
-  if (s === undefined || s.workerId !== piece.workerId) return [];
-  if (piece.seq < s.arrived) return [];
+  let s = rx.get(piece.requestId);
+  if (s === undefined) {
+    s = fresh("", nowMs);
+    rx.set(piece.requestId, s);
+  }
+  // Not the dispatch applied here: a later one (kept) or an earlier one.
+  if (s.workerId !== piece.workerId) {
+    s.early.push({ piece, from });
+    return [];
+  }
+  if (piece.seq < s.arrived) return []; // a duplicate
   const out: ReceiverAction[] = [];
   // A gap: pieces were lost with a link that broke (its sender died). The
   // answer cannot be whole: it ends with an error, never short.
@@ -421,7 +451,11 @@ export function receiverDue(
   const idle: { requestId: RequestId; workerId: WorkerId }[] = [];
   const actions: ReceiverAction[] = [];
   for (const [id, s] of [...rx]) {
-    if (s.waitingSinceMs !== null && nowMs - s.waitingSinceMs >= endWaitMs) {
+    if (s.workerId === "" && nowMs - s.lastAtMs >= endWaitMs) {
+      rx.delete(id); // pieces for a dispatch never applied here: stale
+    } else if (
+      s.waitingSinceMs !== null && nowMs - s.waitingSinceMs >= endWaitMs
+    ) {
       endShort(rx, id, s, actions);
     } else if (
       s.committed && !s.idleReported && s.tail.length === 0 &&

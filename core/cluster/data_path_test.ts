@@ -320,3 +320,33 @@ Deno.test("data path: a gap in the pieces (lost with a broken link) ends the ans
   assert.equal(a.effect.error?.code, "cluster_link_lost");
   assert.deepEqual(pieceArrived(rx, piece(3, "d"), "B", 4), []);
 });
+
+Deno.test("data path: pieces that arrive before this instance applied their dispatch (the worker's instance read the log first) are taken when it does", () => {
+  const rx: Receivers = new Map();
+  assert.deepEqual(pieceArrived(rx, piece(0, "a"), "B", 1), []);
+  assert.deepEqual(pieceArrived(rx, piece(1, "b"), "B", 2), []);
+  assert.deepEqual(dispatched(rx, "r1", "w1", 3), []);
+  assert.deepEqual(writes(logEffect(rx, start, 4)), [
+    "run:startStream",
+    "a",
+    "b",
+  ]);
+  // A requeue's pieces may also come before the requeue is applied here.
+  const rx2: Receivers = new Map();
+  dispatched(rx2, "r1", "w1", 0);
+  pieceArrived(rx2, piece(0, "new", "w2"), "C", 1);
+  dispatched(rx2, "r1", "w2", 2);
+  assert.deepEqual(writes(logEffect(rx2, start, 3)), [
+    "run:startStream",
+    "new",
+  ]);
+});
+
+Deno.test("data path: pieces of a dispatch never applied here are forgotten after the end wait", () => {
+  const rx: Receivers = new Map();
+  pieceArrived(rx, piece(0, "stale"), "B", 0);
+  receiverDue(rx, 4_999, 300_000);
+  assert.equal(rx.size, 1);
+  receiverDue(rx, 5_000, 300_000);
+  assert.equal(rx.size, 0);
+});

@@ -126,7 +126,9 @@ export function makeDirectPath(d: DirectDeps): DirectPath {
       if (effect.kind === "sendToWorker") {
         const m = effect.message;
         if (m.type === "request" && d.holdsClient(m.request_id)) {
-          dispatched(receivers, m.request_id, effect.workerId, d.now());
+          carry(
+            dispatched(receivers, m.request_id, effect.workerId, d.now()),
+          );
         }
         return false;
       }
