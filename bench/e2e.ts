@@ -130,6 +130,45 @@ let nginx: NginxStatus = {
   reason: values["no-nginx"] === true ? "--no-nginx" : "no timed scenario",
 };
 
+/** With --cluster: the private Redis, whose traffic per relayed chunk is printed (issue 23). */
+let redisUrl: string | null = null;
+
+/** Bytes Redis received and sent so far (INFO stats). */
+async function redisBytes(url: string): Promise<number> {
+  const out = await new Deno.Command("redis-cli", {
+    args: ["-u", url, "INFO", "stats"],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  const read = (k: string) =>
+    Number(new RegExp(`${k}:(\\d+)`).exec(text)?.[1] ?? 0);
+  return read("total_net_input_bytes") + read("total_net_output_bytes");
+}
+
+/**
+ * Runs one throughput scenario; with --cluster, also prints Redis bytes per
+ * chunk relayed (its warm-up round and measured rounds through the relay).
+ */
+async function withRedisBytes(
+  id: string,
+  relayedChunks: number,
+  run: () => Promise<ScenarioResult>,
+): Promise<ScenarioResult> {
+  const url = redisUrl;
+  const before = url === null ? 0 : await redisBytes(url);
+  const result = await run();
+  if (url !== null) {
+    const bytes = await redisBytes(url) - before;
+    log(
+      `  (${id}) Redis traffic: ${bytes} bytes for ${relayedChunks} relayed chunks = ${
+        (bytes / relayedChunks).toFixed(2)
+      } bytes per chunk`,
+    );
+  }
+  return result;
+}
+
 /** One fresh relay stack per phase; a failure is reported with the server's output. */
 async function phase(
   withStamp: boolean,
@@ -152,6 +191,7 @@ async function phase(
     log,
   });
   if (withNginx) nginx = setup.nginx;
+  redisUrl = setup.redisUrl;
   try {
     await run(setup.ctx);
   } catch (e) {
@@ -171,14 +211,21 @@ const timed = ["a", "b", "c", "d", "g", "h"].some((s) => only.has(s));
 if (timed) {
   await phase(only.has("c"), values["no-nginx"] !== true, async (c) => {
     if (only.has("a")) {
-      results.push(await scenarioA({ ...c, rounds: rounds(5) }, size.aChunks));
+      results.push(
+        await withRedisBytes(
+          "a",
+          (rounds(5) + 1) * size.aChunks,
+          () => scenarioA({ ...c, rounds: rounds(5) }, size.aChunks),
+        ),
+      );
     }
     if (only.has("b")) {
       results.push(
-        await scenarioB(
-          { ...c, rounds: rounds(5) },
-          size.bStreams,
-          size.bChunks,
+        await withRedisBytes(
+          "b",
+          (rounds(5) + 1) * size.bStreams * size.bChunks,
+          () =>
+            scenarioB({ ...c, rounds: rounds(5) }, size.bStreams, size.bChunks),
         ),
       );
     }

@@ -8,6 +8,8 @@ import {
   type State,
 } from "../core/mod.ts";
 import type { ReduceFn } from "./run_scenario.ts";
+import { pieceArrived, receiverDue } from "../core/cluster/mod.ts";
+import type { DataPathInvariant, DataPathRules } from "./data_path_world.ts";
 
 export type Mutant = {
   name: string;
@@ -483,5 +485,74 @@ export const MUTANTS: readonly Mutant[] = [
       "issue 14.1 a draining worker's models stay routable until it disconnects",
     make: drainAsEmptyModels,
     scenario: "real_faults",
+  },
+];
+
+// -- Broken data paths (issue 23): run by sim/data_path_world.ts -------------------
+
+export type DataPathMutant = {
+  name: string;
+  breaks: string;
+  /** The invariant that must catch it (sim/data_path_test.ts). */
+  caughtBy: DataPathInvariant;
+  /** The rules it replaces; the rest stay real. */
+  rules: Partial<DataPathRules>;
+};
+
+export const DATA_PATH_MUTANTS: DataPathMutant[] = [
+  {
+    name: "write_before_commit",
+    breaks:
+      "issue 23 no byte of a stream reaches its client before the stream's first-byte entry is applied",
+    caughtBy: "answerFromOneDispatch",
+    rules: {
+      pieceArrived: (rx, piece, from, nowMs) => {
+        const out = pieceArrived(rx, piece, from, nowMs);
+        const s = rx.get(piece.requestId);
+        if (s !== undefined && !s.committed && s.held.length > 0) {
+          for (const chunk of s.held.splice(0)) {
+            out.push({ kind: "write", requestId: piece.requestId, chunk });
+          }
+        }
+        return out;
+      },
+    },
+  },
+  {
+    name: "end_ignores_pieces",
+    breaks:
+      "issue 23 a response ends only after every piece sent before its logged end arrived",
+    caughtBy: "endedWhole",
+    rules: { expectPieces: () => {} },
+  },
+  {
+    name: "give_up_on_log_loss",
+    breaks:
+      "issue 23 the log may blink; streams whose two ends are alive do not end",
+    caughtBy: "streamsOutliveLogOutage",
+    rules: { resumeAfterHold: () => ({ kind: "giveUp", why: "mutant" }) },
+  },
+  {
+    name: "drop_early_pieces",
+    breaks:
+      "issue 23 pieces that reach the client's instance before it applied their dispatch are kept, not lost",
+    caughtBy: "noErrorWithoutFailure",
+    rules: {
+      pieceArrived: (rx, piece, from, nowMs) =>
+        rx.get(piece.requestId)?.workerId === piece.workerId
+          ? pieceArrived(rx, piece, from, nowMs)
+          : [],
+    },
+  },
+  {
+    name: "end_waits_forever",
+    breaks:
+      "issue 23 an end whose pieces were lost with their link ends with an error",
+    caughtBy: "everyRequestEnds",
+    rules: {
+      receiverDue: (rx, nowMs, idleMs) =>
+        receiverDue(rx, nowMs, idleMs, Number.POSITIVE_INFINITY),
+      peerGone: () => [],
+    },
   },
 ];

@@ -26,6 +26,8 @@ export type NginxStatus =
 export type Setup = {
   ctx: Ctx;
   nginx: NginxStatus;
+  /** Issue 23: the cluster's private Redis (for its byte counters), null without --cluster. */
+  redisUrl: string | null;
   teardown(): Promise<void>;
 };
 
@@ -241,6 +243,7 @@ export async function setUp(opts: {
         log: opts.log,
       },
       nginx: nginxStatus,
+      redisUrl: redis === null ? null : redis.url,
       teardown,
     };
   } catch (e) {

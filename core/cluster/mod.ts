@@ -11,6 +11,7 @@ export {
 } from "./replica.ts";
 export {
   type ClusterRecord,
+  type CutReason,
   decodeRecord,
   encodeRecord,
   type InstanceId,
@@ -23,3 +24,29 @@ export {
   encodeSnapshot,
   stateDigest,
 } from "./snapshot.ts";
+export {
+  type ChunkRoute,
+  DATA_PATH_DEFAULTS,
+  type DirectChunk,
+  dispatched,
+  expectPieces,
+  forgetSent,
+  LINK_LOST,
+  linkBroke,
+  logEffect,
+  peerGone,
+  pieceArrived,
+  piecesBefore,
+  type ReceiverAction,
+  receiverDue,
+  type Receivers,
+  requestEnded,
+  routeChunk,
+  type Senders,
+} from "./data_path.ts";
+export {
+  LOG_HOLD_DEFAULTS,
+  resumeAfterHold,
+  type ResumeCheck,
+  type ResumeDecision,
+} from "./log_hold.ts";

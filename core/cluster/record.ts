@@ -2,15 +2,18 @@
 // input is shared, not its state: a record carries the events one instance
 // observed, and every replica applies every record, in log order, with the log's
 // own timestamp as `atMs`. Plain data only; the shell encodes it as JSON.
-import type { Event } from "../events/event.ts";
+import type { Event, RequestId, WorkerId } from "../events/event.ts";
 
 export type InstanceId = string;
+
+/** Why an answer was ended outside the log (issue 23; core/cluster/data_path.ts). */
+export type CutReason = "idle" | "too_large" | "link_lost";
 
 /**
  * Bumped whenever a change to core/ could make two replicas reduce the same log
  * differently: instances of different versions refuse to share a log.
  */
-export const REDUCER_VERSION = "18.1";
+export const REDUCER_VERSION = "23.1";
 
 export type ClusterRecord =
   | {
@@ -21,6 +24,30 @@ export type ClusterRecord =
     /** Log time (ms) of the last record this instance had applied; null before any. */
     appliedMs: number | null;
     events: Event[];
+    /**
+     * The direct data path (issue 23): where this instance takes answer pieces
+     * from its peers (its advertised URL), set on every record of an instance
+     * that has one.
+     */
+    peer?: string;
+    /**
+     * Per request ended by an event of this record: how many pieces went
+     * direct before it (the receiver holds the end until they arrived).
+     */
+    direct?: Record<RequestId, number>;
+  }
+  /**
+   * An answer the data path ended outside the log (issue 23): its size limit,
+   * the stream idle limit kept by the client's instance (C48), a broken link.
+   */
+  | {
+    kind: "cut";
+    instance: InstanceId;
+    seq: number;
+    appliedMs: number | null;
+    requestId: RequestId;
+    workerId: WorkerId;
+    reason: CutReason;
   }
   /** An instance leaves (graceful stop), or an instance rejoining retires its old id. */
   | {

@@ -10,6 +10,7 @@ import { reduce } from "../reduce.ts";
 import { initialState, type State } from "../state/state.ts";
 import type { Config } from "../config.ts";
 import type { ClusterRecord, InstanceId } from "./record.ts";
+import { applyCut, idleKeptByClients } from "./stream_cut.ts";
 
 export type Liveness = {
   /** An instance with no record for this long (log time) is dead. */
@@ -34,6 +35,8 @@ export type InstanceView = {
   lastSeenMs: number;
   /** Highest sequence number applied. */
   seq: number;
+  /** Where it takes answer pieces from peers (issue 23); absent until it says. */
+  peerUrl?: string;
 };
 
 export type ClusterState = {
@@ -138,7 +141,13 @@ export function applyRecord(
       return { effects: out, died, note: null };
     case "note":
       return { effects: out, died, note: record.note };
+    case "cut":
+      applyCut(cs.core, record.requestId, record.workerId, record.reason, out);
+      return { effects: out, died, note: null };
     case "events":
+      if (record.peer !== undefined) {
+        cs.instances.get(record.instance)!.peerUrl = record.peer;
+      }
       for (const e of record.events) {
         applyEvent(cs, record.instance, e, atMs, out, died);
       }
@@ -161,6 +170,7 @@ function applyEvent(
     cs.requestOwner.set(e.requestId, instance);
   } else if (e.kind === "tick") {
     forgetEnded(cs);
+    idleKeptByClients(cs.core, atMs);
     for (const [id, v] of cs.instances) {
       if (atMs - v.lastSeenMs > cs.liveness.deadAfterMs) {
         instanceDied(cs, id, "stopped ticking", atMs, out, died);

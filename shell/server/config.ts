@@ -293,6 +293,31 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     help:
       "how long the cluster's Redis may be silent (no connection or no answer) before an instance declares the log lost; a dropped connection is retried meanwhile",
   },
+  {
+    flag: "cluster-advertise-url",
+    env: "CLUSTER_ADVERTISE_URL",
+    kind: "string",
+    default: "",
+    help:
+      "where the other instances reach this one for answer bytes (http://host:port, on this server's port); unset = the LISTEN_ADDR host and the bound port, 127.0.0.1 when it listens on every address: set it when instances run on more than one host",
+  },
+  {
+    flag: "cluster-secret",
+    env: "CLUSTER_SECRET",
+    kind: "secret",
+    default: "",
+    help:
+      "secret of the links between instances (the same on every instance); unset = one generated and kept in the cluster's Redis",
+  },
+  {
+    flag: "cluster-log-lost-ms",
+    env: "CLUSTER_LOG_LOST_MS",
+    kind: "int",
+    default: "15000",
+    min: 1000,
+    help:
+      "how long Redis may be unreachable before an instance gives up its streams and workers (until then they keep flowing; new requests get 503)",
+  },
 ];
 
 export type ServerConfig = {
@@ -327,6 +352,10 @@ export type ServerConfig = {
   clusterPrefix?: string;
   /** Issue 23: silence before the log is declared lost (CLUSTER_LOG_TIMEOUT_MS). */
   clusterLogTimeoutMs?: number;
+  /** Issue 23: the direct data path's address and secret, the log's hold limit. */
+  clusterAdvertiseUrl?: string;
+  clusterSecret?: string;
+  clusterLogLostMs?: number;
 };
 
 /** CORS_ALLOW_ORIGINS: `*`, or origins exactly as browsers send them (scheme://host[:port]). */
@@ -439,9 +468,20 @@ export function loadServerConfig(
         clusterUrl: str(values, "cluster-url"),
         clusterPrefix: str(values, "cluster-prefix"),
         clusterLogTimeoutMs: int(values, "cluster-log-timeout-ms"),
+        clusterLogLostMs: int(values, "cluster-log-lost-ms"),
+        ...(str(values, "cluster-advertise-url") === ""
+          ? {}
+          : { clusterAdvertiseUrl: str(values, "cluster-advertise-url") }),
+        ...clusterSecretOf(values),
       }),
     },
   };
+}
+
+/** CLUSTER_SECRET, when set (issue 23). */
+function clusterSecretOf(values: OptionValues): { clusterSecret?: string } {
+  const v = values["cluster-secret"];
+  return typeof v === "string" && v !== "" ? { clusterSecret: v } : {};
 }
 
 function requiredSecret(values: OptionValues): string {

@@ -119,10 +119,15 @@ export async function startServer(
   });
   submit = withEventTap(runtime.submit, hooks.onEvent, log);
   const httpDeps = httpDepsFor(config, state, clients, submit, hooks, cluster);
-  server.on("upgrade", upgrade.onUpgrade);
+  server.on("upgrade", (req, socket, head) => {
+    // Issue 23: another instance's link for answer bytes, on this same port.
+    if (cluster?.peerUpgrade(req, socket, head) === true) return;
+    upgrade.onUpgrade(req, socket, head);
+  });
   server.keepAliveTimeout = 65_000;
 
   const port = await listen(server, config);
+  cluster?.advertise(advertisedUrl(config, port, log));
   const tick = setInterval(
     () => runtime.submit({ kind: "tick", atMs: nowMs(), unixMs: Date.now() }),
     config.tickMs,
@@ -325,4 +330,30 @@ function announce(config: ServerConfig, port: number, log: Logger): void {
       { length: config.workerSecret.length },
     );
   }
+}
+
+/**
+ * Where peers reach this instance when CLUSTER_ADVERTISE_URL is unset (issue
+ * 23): the bound address, or loopback when bound to every interface (the
+ * server has no permission to read the host's name), which only instances on
+ * this same host can use: a fleet across hosts sets CLUSTER_ADVERTISE_URL.
+ */
+function advertisedUrl(
+  config: ServerConfig,
+  port: number,
+  log: Logger,
+): string {
+  if (config.clusterAdvertiseUrl !== undefined) {
+    return config.clusterAdvertiseUrl;
+  }
+  const h = config.hostname;
+  if (h === "0.0.0.0" || h === "::" || h === "") {
+    log(
+      "warn",
+      "CLUSTER_ADVERTISE_URL is unset: peers reach this instance on loopback only",
+      { port },
+    );
+    return `http://127.0.0.1:${port}`;
+  }
+  return `http://${h.includes(":") ? `[${h}]` : h}:${port}`;
 }

@@ -410,6 +410,16 @@ Deno.test("cluster: a frozen instance (SIGSTOP) is declared gone, its request re
     await frozen.child.waitForLine(
       /declared gone by the cluster; rejoining|cluster log unreachable/,
     );
+    // Issue 23: an instance that held through its own outage and finds itself
+    // declared gone takes a new id without a second join.
+    await waitUntil(
+      "the thawed instance to rejoin",
+      () =>
+        frozen.child.lines.filter((l) => l.includes("joined the relay cluster"))
+            .length >= 2 ||
+        frozen.child.lines.some((l) => l.includes("declared gone")),
+      10_000,
+    );
     await everyInstanceSees(f.instances.map((i) => i.url), 2, 10_000);
     const again = await chat(frozen.url);
     assert.equal(again.status, 200, await again.text());

@@ -10,6 +10,9 @@
 // @ts-types="npm:@types/ws@8.18.1"
 import type { WebSocket } from "ws";
 import { setImmediate } from "node:timers";
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import type { Buffer } from "node:buffer";
 import {
   type ClientError,
   type Config,
@@ -31,7 +34,9 @@ import {
   encodeSnapshot,
   initialClusterState,
   type Liveness,
+  LOG_HOLD_DEFAULTS,
   REDUCER_VERSION,
+  resumeAfterHold,
 } from "../../../core/cluster/mod.ts";
 import { assertNever } from "../../../core/assert_never.ts";
 import { makeDriver } from "../../driver.ts";
@@ -39,6 +44,8 @@ import type { Logger } from "../../log.ts";
 import type { Clients } from "../http/clients.ts";
 import type { Runtime } from "../runtime.ts";
 import type { ClusterEngine, LogEntry } from "./engine.ts";
+import { makeDirectPath } from "./direct.ts";
+import { startPeerLinks } from "./peer_link.ts";
 
 export class ClusterJoinError extends Error {
   override name = "ClusterJoinError";
@@ -62,6 +69,10 @@ export type ClusterDeps = {
   liveness?: Liveness;
   /** How often (log time) the lowest live instance snapshots and trims the log. */
   snapshotEveryMs?: number;
+  /** The secret of the links between instances (CLUSTER_SECRET); absent: one kept in the engine. */
+  clusterSecret?: string;
+  /** How long the log may be unreachable before this instance gives up what it holds (CLUSTER_LOG_LOST_MS). */
+  logLostMs?: number;
 };
 
 export type ClusterRuntime = Runtime & {
@@ -74,6 +85,14 @@ export type ClusterRuntime = Runtime & {
   onNote(listener: (note: Note, mine: boolean) => void): void;
   /** Called after each rejoin; `fresh` when the log was new (Redis came back empty). */
   onRejoined(listener: (fresh: boolean) => void): void;
+  /** Where peers send this instance answer pieces (CLUSTER_ADVERTISE_URL, issue 23). */
+  advertise(url: string): void;
+  /** Takes an HTTP upgrade that is a peer link (issue 23); false for any other. */
+  peerUpgrade: (
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+  ) => boolean;
   close(): Promise<void>;
 };
 
@@ -129,6 +148,8 @@ export async function startClusterRuntime(
     state,
   );
   const snapshotEveryMs = d.snapshotEveryMs ?? 5_000;
+  const logLostMs = d.logLostMs ?? LOG_HOLD_DEFAULTS.lostAfterMs;
+  let resumeTimer: ReturnType<typeof setTimeout> | undefined;
   let instanceId = newInstanceId();
   let seq = 0;
   let epoch = "";
@@ -148,6 +169,45 @@ export async function startClusterRuntime(
   const localRequests = new Set<string>();
   const noteListeners: ((note: Note, mine: boolean) => void)[] = [];
   const rejoinListeners: ((fresh: boolean) => void)[] = [];
+  // Issue 23: the direct data path, and the log hold (core/cluster/log_hold.ts).
+  let peerUrl: string | undefined;
+  let peerSecret = d.clusterSecret ?? "";
+  /** Per request ended by a queued event: pieces sent direct before it. */
+  let outboxDirect: Record<string, number> | undefined;
+  /** Records appended and not yet acknowledged, in order: appended again after a hold. */
+  const unacked: ClusterRecord[] = [];
+  /** Shell time the log became unreachable while this instance holds what it has; null when not. */
+  let heldSince: number | null = null;
+  const links = startPeerLinks({
+    secret: () => peerSecret,
+    self: () => instanceId,
+    onPiece: (piece, from) => direct.pieceFrom(piece, from),
+    onPeerGone: (from) => direct.peerGone(from),
+    onLinkBroke: (to) => direct.linkBroke(to),
+    log,
+  });
+  const direct = makeDirectPath({
+    cs,
+    self: () => instanceId,
+    holdsClient: (id) => d.clients.has(id),
+    run: (effect) => run(effect, false),
+    log: (event) => queue(event),
+    cut: (requestId, workerId, reason) => {
+      flush();
+      if (!up && heldSince === null) return;
+      appendRecord({
+        kind: "cut",
+        instance: instanceId,
+        seq: ++seq,
+        appliedMs,
+        requestId,
+        workerId,
+        reason,
+      });
+    },
+    links,
+    now: () => performance.now(),
+  });
 
   /**
    * Every replica computes every log line; the instance holding the socket or
@@ -242,6 +302,7 @@ export async function startClusterRuntime(
       log("error", "unreadable cluster log entry", { id: entry.id });
       return [];
     }
+    direct.beforeRecord(record);
     const applied = applyRecord(replica, record, entry.ms);
     const actions: EntryAction[] = [
       { kind: "effects", effects: applied.effects, quiet },
@@ -262,7 +323,9 @@ export async function startClusterRuntime(
   function carryOut(action: EntryAction): void {
     switch (action.kind) {
       case "effects":
-        for (const effect of action.effects) run(effect, action.quiet);
+        for (const effect of action.effects) {
+          if (!direct.onEffect(effect)) run(effect, action.quiet);
+        }
         return;
       case "checkDigest":
         return checkDigest(action.note);
@@ -338,6 +401,8 @@ export async function startClusterRuntime(
    * hold its worker forever (issue 23).
    */
   function endLocal(error: ClientError, closeCode: number): void {
+    direct.reset();
+    unacked.length = 0;
     for (const [requestId, c] of [...d.clients]) {
       run(
         c.res.headersSent
@@ -388,13 +453,94 @@ export async function startClusterRuntime(
     );
   }
 
+  /**
+   * The log stopped answering: new work is refused here, while what this
+   * instance holds (replica, sockets, streams on the direct path, records not
+   * yet appended) is kept until the log answers again (issue 23).
+   */
   function lost(reason: string): void {
     if (!up || closed) return;
     up = false;
     generation++;
-    outbox = [];
+    heldSince = performance.now();
     log("error", "cluster log unreachable: refusing new requests", {
       reason,
+      instance: instanceId,
+      holding_ms: logLostMs,
+    });
+    refuseUnadmitted();
+    scheduleResume();
+  }
+
+  /**
+   * Requests sent to the log but not yet admitted are new work: answered 503
+   * now, and withdrawn in the log (should their admission have landed, the
+   * fleet cancels them right after it).
+   */
+  function refuseUnadmitted(): void {
+    for (const requestId of [...d.clients.keys()]) {
+      if (cs.core.requests.has(requestId)) continue;
+      run({ kind: "respondError", requestId, error: UNAVAILABLE }, false);
+      localRequests.delete(requestId);
+      queue({ kind: "clientDisconnected", atMs: state.nowMs, requestId });
+    }
+  }
+
+  function scheduleResume(): void {
+    if (closed || resumeTimer !== undefined) return;
+    resumeTimer = setTimeout(() => {
+      resumeTimer = undefined;
+      resume().catch((e) => {
+        if (heldSince === null || closed) return;
+        if (performance.now() - heldSince > logLostMs) {
+          return giveUp(`unreachable for ${logLostMs} ms: ${e}`);
+        }
+        scheduleResume();
+      });
+    }, 500);
+  }
+
+  /** The log answers again: resume under the same id, or give up what is held. */
+  async function resume(): Promise<void> {
+    if (heldSince === null || closed) return;
+    const current = await engine.epoch();
+    const snap = await engine.getSnapshot();
+    const decision = resumeAfterHold({
+      heldSinceMs: heldSince,
+      nowMs: performance.now(),
+      lostAfterMs: logLostMs,
+      epochNow: current,
+      epochMine: epoch,
+      snapshotMs: snap === null ? null : Number(snap.id.split("-")[0]),
+      appliedMs,
+      snapshotEveryMs,
+    });
+    if (decision.kind === "giveUp") return giveUp(decision.why);
+    for (;;) {
+      const batch = await engine.read(lastId, 0, 5000);
+      if (batch.length === 0) break;
+      for (const entry of batch) applyEntry(entry, false);
+    }
+    if (heldSince === null || closed) return;
+    heldSince = null;
+    up = true;
+    const gen = ++generation;
+    log("info", "cluster log reachable again: resumed", {
+      instance: instanceId,
+      records_held: unacked.length + (outbox.length > 0 ? 1 : 0),
+    });
+    for (const record of [...unacked]) sendRecord(record, appliedMs);
+    flush();
+    void readLoop(gen);
+  }
+
+  /** The hold ends without the log: what this instance held ends, and it rejoins. */
+  function giveUp(why: string): void {
+    heldSince = null;
+    outbox = [];
+    outboxDirect = undefined;
+    log("error", "cluster log lost: ending what this instance held", {
+      reason: why,
       instance: instanceId,
     });
     endLocal(UNAVAILABLE, 1012);
@@ -426,6 +572,9 @@ export async function startClusterRuntime(
   /** Loads the snapshot when it is ahead of this replica (or the log is new), then catches up. */
   async function join(): Promise<void> {
     await checkMeta();
+    if (d.clusterSecret === undefined) {
+      peerSecret = await engine.setIfAbsent("peer-secret", crypto.randomUUID());
+    }
     const current = await engine.epoch();
     const fresh = current !== epoch;
     const snap = await engine.getSnapshot();
@@ -507,9 +656,17 @@ export async function startClusterRuntime(
   }
 
   function appendRecord(record: ClusterRecord): void {
-    engine.append(encodeRecord(record)).catch((e) =>
-      lost(`append failed: ${e}`)
-    );
+    unacked.push(record);
+    if (heldSince === null) sendRecord(record, record.appliedMs);
+  }
+
+  /** Appended again after a hold, a record says how far this replica is now. */
+  function sendRecord(record: ClusterRecord, applied: number | null): void {
+    record.appliedMs = applied;
+    engine.append(encodeRecord(record)).then(() => {
+      const i = unacked.indexOf(record);
+      if (i >= 0) unacked.splice(i, 1);
+    }, (e) => lost(`append failed: ${e}`));
   }
 
   function appendNote(note: Note): void {
@@ -526,16 +683,28 @@ export async function startClusterRuntime(
 
   function flush(): void {
     flushScheduled = false;
-    if (outbox.length === 0 || !up) return;
+    if (outbox.length === 0 || (!up && heldSince === null)) return;
     const events = outbox;
     outbox = [];
+    const ends = outboxDirect;
+    outboxDirect = undefined;
     appendRecord({
       kind: "events",
       instance: instanceId,
       seq: ++seq,
       appliedMs,
       events,
+      ...(peerUrl === undefined ? {} : { peer: peerUrl }),
+      ...(ends === undefined ? {} : { direct: ends }),
     });
+  }
+
+  function queue(event: Event): void {
+    outbox.push(event);
+    if (!flushScheduled) {
+      flushScheduled = true;
+      setImmediate(flush);
+    }
   }
 
   /** What an event becomes while the log is unreachable: new work is refused here and now. */
@@ -602,7 +771,12 @@ export async function startClusterRuntime(
       void leave();
       return;
     }
-    if (!up) return refuseLocally(event);
+    if (event.kind === "tick") direct.tick();
+    // While the log is held, only what in-flight work reports is kept.
+    if (
+      !up && (heldSince === null || event.kind === "requestReceived" ||
+        event.kind === "workerConnectAttempted" || event.kind === "tick")
+    ) return refuseLocally(event);
     if (event.kind === "requestReceived") {
       // A stopping instance takes no new work (C30); the balancer's retry or
       // the client's lands on another instance.
@@ -620,11 +794,12 @@ export async function startClusterRuntime(
       }
       localRequests.add(event.requestId);
     }
-    outbox.push(event);
-    if (!flushScheduled) {
-      flushScheduled = true;
-      setImmediate(flush);
+    const routed = direct.fromWorker(event);
+    if (routed.taken) return;
+    if (routed.pieces !== null && "requestId" in event) {
+      (outboxDirect ??= {})[String(event.requestId)] = routed.pieces;
     }
+    queue(event);
   }
 
   engine.onStatus((s) => {
@@ -649,6 +824,10 @@ export async function startClusterRuntime(
     onRejoined(listener) {
       rejoinListeners.push(listener);
     },
+    advertise(url) {
+      peerUrl = url;
+    },
+    peerUpgrade: links.onUpgrade,
     async close() {
       if (closed) return;
       if (up && leaving === null) {
@@ -667,6 +846,8 @@ export async function startClusterRuntime(
       up = false;
       generation++;
       clearTimeout(retryTimer);
+      clearTimeout(resumeTimer);
+      links.close();
       await engine.close();
     },
   };

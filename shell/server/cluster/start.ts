@@ -46,6 +46,12 @@ export async function startCluster(
     return await startClusterRuntime({
       engine,
       coreConfig: config.core,
+      ...(config.clusterSecret === undefined
+        ? {}
+        : { clusterSecret: config.clusterSecret }),
+      ...(config.clusterLogLostMs === undefined
+        ? {}
+        : { logLostMs: config.clusterLogLostMs }),
       ...d,
     });
   } catch (e) {

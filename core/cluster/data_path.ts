@@ -1,0 +1,475 @@
+// The cluster's data path (issue 23): control through the log, data direct.
+//
+// The log carries what the replicated core decides on; the bytes of an answer
+// (streamed chunks, non-streaming body pieces) travel from the instance holding
+// the worker (the sender) to the instance holding the client (the receiver),
+// by a function call when that is one instance, otherwise over a direct link.
+// These are the pure rules of both ends; the shell keeps the two maps and moves
+// bytes (shell/server/cluster/direct.ts).
+//
+// The commit point: a stream's first byte is logged (a `chunkReceived` with an
+// empty chunk) before any of its bytes are sent, and the receiver writes no
+// byte to the client before that entry is applied there (the core's
+// `startStream`). Until then a request may still be requeued (its worker's
+// instance died, its link broke), and the bytes held for it are dropped with
+// the old dispatch: the client never sees two answers spliced together.
+//
+// The end: a completion travels through the log carrying how many pieces were
+// sent direct before it (`ClusterRecord.direct`); the receiver holds the end
+// (and anything the log says after it) until that many pieces arrived, so a
+// response is never ended short of its bytes. Pieces that do not come within
+// `DATA_PATH_DEFAULTS.endWaitMs` end the answer with an error, never a normal end.
+import type { Effect } from "../effect.ts";
+import type { Event } from "../events/event.ts";
+import { chunkAsText } from "../protocol/binary.ts";
+import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
+import type { State } from "../state/state.ts";
+import type {
+  ChunkData,
+  ClientError,
+  RequestId,
+  WorkerId,
+} from "../vocabulary.ts";
+import type { CutReason, InstanceId } from "./record.ts";
+
+/** One piece of an answer on the direct path; `seq` counts from 0 per dispatch. */
+export type DirectChunk = {
+  requestId: RequestId;
+  workerId: WorkerId;
+  seq: number;
+  chunk: ChunkData;
+};
+
+export const DATA_PATH_DEFAULTS = {
+  /** How long a logged end waits for its direct pieces before ending with an error. */
+  endWaitMs: 5_000,
+};
+
+export const LINK_LOST: ClientError = {
+  status: 502,
+  code: "cluster_link_lost",
+  message:
+    "the link between relay instances carrying this answer broke; retry the request",
+};
+
+// -- the sender: the instance holding the worker ----------------------------------
+
+type Outgoing = {
+  workerId: WorkerId;
+  to: InstanceId;
+  /** Pieces sent direct so far (the next `seq`). */
+  sent: number;
+  /** Characters (string chunks) or bytes counted against the answer's limit (C16). */
+  chars: number;
+  firstLogged: boolean;
+  cut: boolean;
+};
+
+export type Senders = Map<RequestId, Outgoing>;
+
+type ChunkEvent = Extract<Event, { kind: "chunkReceived" }>;
+
+/** What the sender does with one chunk a worker sent. */
+export type ChunkRoute =
+  /** Not an answer piece the data path carries (unknown request, protocol error): the replicated core decides. */
+  | { kind: "log" }
+  /** The answer was already cut: the chunk goes nowhere. */
+  | { kind: "drop" }
+  /** Append `commit` first when set (the stream's first byte), then send `piece` to `to`. */
+  | {
+    kind: "direct";
+    to: InstanceId;
+    commit: ChunkEvent | null;
+    piece: DirectChunk;
+  }
+  /** The answer outgrew its limit (C16, `response_too_large`): log the cut, send nothing more. */
+  | {
+    kind: "cut";
+    requestId: RequestId;
+    workerId: WorkerId;
+    reason: CutReason;
+  };
+
+/**
+ * Routes one chunk. `core` is this instance's replica, `clientOwner` the
+ * instance holding the request's client (the replica's `requestOwner`).
+ */
+export function routeChunk(
+  senders: Senders,
+  core: State,
+  clientOwner: InstanceId | undefined,
+  e: ChunkEvent,
+): ChunkRoute {
+  const request = core.requests.get(e.requestId);
+  if (
+    request === undefined || request.status.kind === "queued" ||
+    request.status.workerId !== e.workerId || clientOwner === undefined
+  ) return { kind: "log" };
+  if (
+    typeof e.chunk !== "string" &&
+    core.workers.get(e.workerId)?.extensions.includes(EXTENSION_CHUNK_BYTES) !==
+      true
+  ) return { kind: "log" }; // the core's protocol error (C41)
+  let s = senders.get(e.requestId);
+  if (s === undefined || s.workerId !== e.workerId) {
+    s = {
+      workerId: e.workerId,
+      to: clientOwner,
+      sent: 0,
+      chars: 0,
+      firstLogged: false,
+      cut: false,
+    };
+    senders.set(e.requestId, s);
+  }
+  if (s.cut) return { kind: "drop" };
+  s.chars += e.chunk.length;
+  const max = request.isStreaming
+    ? core.config.streamCharsMax
+    : core.config.responseBodyCharsMax;
+  if (s.chars > max) {
+    s.cut = true;
+    return {
+      kind: "cut",
+      requestId: e.requestId,
+      workerId: e.workerId,
+      reason: "too_large",
+    };
+  }
+  let commit: ChunkEvent | null = null;
+  if (request.isStreaming && !s.firstLogged) {
+    commit = {
+      kind: "chunkReceived",
+      atMs: e.atMs,
+      workerId: e.workerId,
+      requestId: e.requestId,
+      chunk: "",
+    };
+  }
+  s.firstLogged = true;
+  return {
+    kind: "direct",
+    to: s.to,
+    commit,
+    piece: {
+      requestId: e.requestId,
+      workerId: e.workerId,
+      seq: s.sent++,
+      chunk: e.chunk,
+    },
+  };
+}
+
+/**
+ * A worker event that ends its answer (completion, error): how many pieces went
+ * direct before it (logged with the event), or null when none did. The
+ * sender forgets the answer.
+ */
+export function piecesBefore(
+  senders: Senders,
+  e: Event,
+): { requestId: RequestId; pieces: number } | null {
+  if (e.kind !== "completeReceived" && e.kind !== "workerErrorReceived") {
+    return null;
+  }
+  if (e.requestId === null) return null;
+  const s = senders.get(e.requestId);
+  if (s === undefined || s.workerId !== e.workerId) return null;
+  senders.delete(e.requestId);
+  return s.sent > 0 ? { requestId: e.requestId, pieces: s.sent } : null;
+}
+
+/**
+ * The link to `to` broke: every answer still being sent there may have lost
+ * pieces, so each is cut (`link_lost`), as a worker socket that died would.
+ */
+export function linkBroke(
+  senders: Senders,
+  to: InstanceId,
+): { requestId: RequestId; workerId: WorkerId }[] {
+  const cut: { requestId: RequestId; workerId: WorkerId }[] = [];
+  for (const [requestId, s] of senders) {
+    if (s.to !== to || s.cut || s.sent === 0) continue;
+    s.cut = true;
+    cut.push({ requestId, workerId: s.workerId });
+  }
+  return cut;
+}
+
+/** Drops the sender's record of answers the replica no longer has (cancelled, timed out). */
+export function forgetSent(senders: Senders, core: State): void {
+  for (const [id, s] of senders) {
+    const r = core.requests.get(id);
+    if (
+      r === undefined || r.status.kind === "queued" ||
+      r.status.workerId !== s.workerId
+    ) senders.delete(id);
+  }
+}
+
+// -- the receiver: the instance holding the client --------------------------------
+
+type Incoming = {
+  /** The dispatch's worker; "" while no dispatch was applied here yet. */
+  workerId: WorkerId;
+  /** The instance the pieces come from (null: none yet). */
+  from: InstanceId | null;
+  /** The commit (`startStream`) was applied: pieces go to the client as they come. */
+  committed: boolean;
+  /** Pieces arrived (the next `seq`). */
+  arrived: number;
+  /** Pieces held: before the commit, or all of a non-streaming body. */
+  held: ChunkData[];
+  /** Receiver time of the latest piece or the commit (the C48 idle limit). */
+  lastAtMs: number;
+  idleReported: boolean;
+  /** Pieces the log says were sent before its end; null until it says. */
+  expected: number | null;
+  /** Effects of the log for this request held until `expected` pieces arrived. */
+  tail: Effect[];
+  waitingSinceMs: number | null;
+  /**
+   * Pieces of a dispatch this instance has not applied yet: the worker's
+   * instance applied it first and its worker answered before this instance
+   * read that far. Kept until that dispatch is applied here (or the answer
+   * ends); pieces of an earlier dispatch wait here in vain and go with it.
+   */
+  early: { piece: DirectChunk; from: InstanceId }[];
+};
+
+export type Receivers = Map<RequestId, Incoming>;
+
+/** What the receiver does: write a piece to the client, or carry out a client effect. */
+export type ReceiverAction =
+  | { kind: "write"; requestId: RequestId; chunk: ChunkData }
+  | { kind: "run"; effect: Effect };
+
+function fresh(workerId: WorkerId, nowMs: number): Incoming {
+  return {
+    workerId,
+    from: null,
+    committed: false,
+    arrived: 0,
+    held: [],
+    lastAtMs: nowMs,
+    idleReported: false,
+    expected: null,
+    tail: [],
+    waitingSinceMs: null,
+    early: [],
+  };
+}
+
+/**
+ * The replica dispatched a request whose client is here: pieces from
+ * `workerId` are now the answer (those that came early are taken now). A
+ * requeue replaces the earlier dispatch: pieces held for it are dropped.
+ */
+export function dispatched(
+  rx: Receivers,
+  requestId: RequestId,
+  workerId: WorkerId,
+  nowMs: number,
+): ReceiverAction[] {
+  const early = rx.get(requestId)?.early ?? [];
+  rx.set(requestId, fresh(workerId, nowMs));
+  const out: ReceiverAction[] = [];
+  for (const e of early) {
+    if (e.piece.workerId !== workerId) continue;
+    for (const a of pieceArrived(rx, e.piece, e.from, nowMs)) out.push(a);
+  }
+  return out;
+}
+
+/** A piece arrived (`from` this instance or a peer). */
+export function pieceArrived(
+  rx: Receivers,
+  piece: DirectChunk,
+  from: InstanceId,
+  nowMs: number,
+): ReceiverAction[] {
+  let s = rx.get(piece.requestId);
+  if (s === undefined) {
+    s = fresh("", nowMs);
+    rx.set(piece.requestId, s);
+  }
+  // Not the dispatch applied here: a later one (kept) or an earlier one.
+  if (s.workerId !== piece.workerId) {
+    s.early.push({ piece, from });
+    return [];
+  }
+  if (piece.seq < s.arrived) return []; // a duplicate
+  const out: ReceiverAction[] = [];
+  // A gap: pieces were lost with a link that broke (its sender died). The
+  // answer cannot be whole: it ends with an error, never short.
+  if (piece.seq > s.arrived) {
+    endShort(rx, piece.requestId, s, out);
+    return out;
+  }
+  s.arrived = piece.seq + 1;
+  s.from = from;
+  s.lastAtMs = nowMs;
+  // Committed: out at once (before any end the log holds for it); else held.
+  if (s.committed) {
+    out.push({ kind: "write", requestId: piece.requestId, chunk: piece.chunk });
+  } else s.held.push(piece.chunk);
+  if (s.expected !== null && s.arrived >= s.expected) {
+    releaseTail(rx, piece.requestId, s, out);
+  }
+  return out;
+}
+
+/** The log said how many pieces were sent before the end it carries (applied before that end). */
+export function expectPieces(
+  rx: Receivers,
+  requestId: RequestId,
+  pieces: number,
+): void {
+  const s = rx.get(requestId);
+  if (s !== undefined) s.expected = pieces;
+}
+
+/** One client effect of the replica for a request whose client is here, in log order. */
+export function logEffect(
+  rx: Receivers,
+  effect: Effect,
+  nowMs: number,
+): ReceiverAction[] {
+  if (!("requestId" in effect) || effect.kind === "requestFinished") {
+    return [{ kind: "run", effect }];
+  }
+  const s = rx.get(effect.requestId);
+  if (s === undefined) return [{ kind: "run", effect }];
+  if (s.expected !== null && s.arrived < s.expected) {
+    s.tail.push(effect);
+    s.waitingSinceMs ??= nowMs;
+    return [];
+  }
+  const out: ReceiverAction[] = [];
+  carryOut(rx, effect.requestId, s, effect, out, nowMs);
+  return out;
+}
+
+function carryOut(
+  rx: Receivers,
+  requestId: RequestId,
+  s: Incoming,
+  effect: Effect,
+  out: ReceiverAction[],
+  nowMs: number,
+): void {
+  switch (effect.kind) {
+    case "startStream":
+      s.committed = true;
+      s.lastAtMs = nowMs;
+      out.push({ kind: "run", effect });
+      for (const chunk of s.held) out.push({ kind: "write", requestId, chunk });
+      s.held = [];
+      return;
+    case "writeChunk":
+      // The commit entry's empty chunk writes nothing.
+      if (effect.chunk.length > 0) out.push({ kind: "run", effect });
+      return;
+    case "respond": {
+      rx.delete(requestId);
+      if (s.held.length === 0) return void out.push({ kind: "run", effect });
+      const body = s.held.map(chunkAsText).join("") + effect.body;
+      out.push({ kind: "run", effect: { ...effect, body } });
+      return;
+    }
+    case "endStream":
+    case "respondError":
+      rx.delete(requestId);
+      out.push({ kind: "run", effect });
+      return;
+    default:
+      out.push({ kind: "run", effect });
+  }
+}
+
+function releaseTail(
+  rx: Receivers,
+  requestId: RequestId,
+  s: Incoming,
+  out: ReceiverAction[],
+): void {
+  const tail = s.tail;
+  s.tail = [];
+  s.expected = null;
+  s.waitingSinceMs = null;
+  for (const effect of tail) {
+    carryOut(rx, requestId, s, effect, out, s.lastAtMs);
+  }
+}
+
+/**
+ * The log's end waited too long for its pieces, or their link broke: the
+ * answer ends with an error (the bytes it has are already out), never short.
+ */
+function endShort(
+  rx: Receivers,
+  requestId: RequestId,
+  s: Incoming,
+  out: ReceiverAction[],
+): void {
+  rx.delete(requestId);
+  s.tail = [];
+  out.push({
+    kind: "run",
+    effect: s.committed
+      ? { kind: "endStream", requestId, error: LINK_LOST }
+      : { kind: "respondError", requestId, error: LINK_LOST },
+  });
+}
+
+/** The inbound link from `peer` closed: ends waiting for its pieces end with an error now. */
+export function peerGone(
+  rx: Receivers,
+  peer: InstanceId,
+): ReceiverAction[] {
+  const out: ReceiverAction[] = [];
+  for (const [id, s] of [...rx]) {
+    if (s.from === peer && s.tail.length > 0) endShort(rx, id, s, out);
+  }
+  return out;
+}
+
+/**
+ * Time passed on the receiver: committed streams idle for `idleMs` (C48, kept
+ * here and logged only when it fires: reported once each), and ends whose
+ * pieces did not arrive within `endWaitMs` (ended with an error now).
+ */
+export function receiverDue(
+  rx: Receivers,
+  nowMs: number,
+  idleMs: number,
+  endWaitMs: number = DATA_PATH_DEFAULTS.endWaitMs,
+): {
+  idle: { requestId: RequestId; workerId: WorkerId }[];
+  actions: ReceiverAction[];
+} {
+  const idle: { requestId: RequestId; workerId: WorkerId }[] = [];
+  const actions: ReceiverAction[] = [];
+  for (const [id, s] of [...rx]) {
+    if (s.workerId === "" && nowMs - s.lastAtMs >= endWaitMs) {
+      rx.delete(id); // pieces for a dispatch never applied here: stale
+    } else if (
+      s.waitingSinceMs !== null && nowMs - s.waitingSinceMs >= endWaitMs
+    ) {
+      endShort(rx, id, s, actions);
+    } else if (
+      s.committed && !s.idleReported && s.tail.length === 0 &&
+      nowMs - s.lastAtMs >= idleMs
+    ) {
+      s.idleReported = true;
+      idle.push({ requestId: id, workerId: s.workerId });
+    }
+  }
+  return { idle, actions };
+}
+
+/** The request ended without a client effect (cancelled, client gone): nothing more to hold. */
+export function requestEnded(rx: Receivers, requestId: RequestId): void {
+  const s = rx.get(requestId);
+  if (s !== undefined && s.tail.length === 0) rx.delete(requestId);
+}

@@ -1,0 +1,95 @@
+// A `cut` record applied (issue 23): an answer the data path ended outside the
+// log (its size limit, the C48 idle limit kept by the client's instance, a
+// broken link between instances) ends in every replica at one log position,
+// as the single server's core would have ended it: a cancel to the worker,
+// the client's error, the slot freed and the queue moved.
+import type { Effect } from "../effect.ts";
+import { trialFreedByCancel } from "../state/backend_circuit.ts";
+import { closeIfDrained } from "../state/drop_worker.ts";
+import {
+  assignedRequest,
+  cancelOnWorker,
+  clientError,
+  fail,
+  pumpQueue,
+} from "../state/requests.ts";
+import type { Request, State } from "../state/state.ts";
+import type { ClientError, RequestId, WorkerId } from "../vocabulary.ts";
+import { LINK_LOST } from "./data_path.ts";
+import type { CutReason } from "./record.ts";
+
+function errorFor(
+  state: State,
+  request: Request,
+  reason: CutReason,
+): ClientError {
+  switch (reason) {
+    case "too_large": {
+      const streaming = request.isStreaming;
+      const max = streaming
+        ? state.config.streamCharsMax
+        : state.config.responseBodyCharsMax;
+      return clientError(
+        502,
+        streaming ? "stream_too_large" : "response_too_large",
+        `response exceeded the ${max} character limit`,
+      );
+    }
+    case "idle": {
+      const secs = Math.round(state.config.requestTimeoutMs / 1000);
+      return clientError(
+        504,
+        "request_timeout",
+        `request timeout: no data for ${secs} s`,
+      );
+    }
+    case "link_lost":
+      return LINK_LOST;
+  }
+}
+
+/** Ends `requestId` if it is still `workerId`'s; a cut that lost the race to an end does nothing. */
+export function applyCut(
+  state: State,
+  requestId: RequestId,
+  workerId: WorkerId,
+  reason: CutReason,
+  out: Effect[],
+): void {
+  const request = assignedRequest(state, workerId, requestId);
+  if (request === undefined) return;
+  const error = errorFor(state, request, reason);
+  const worker = state.workers.get(workerId);
+  if (worker !== undefined) {
+    cancelOnWorker(
+      state,
+      worker,
+      request,
+      reason === "idle" ? "timeout" : { other: error.code },
+      out,
+    );
+  }
+  out.push({
+    kind: "log",
+    level: "warn",
+    message: `answer cut: ${error.code.replaceAll("_", " ")}`,
+    fields: { request_id: requestId, worker_id: workerId, reason },
+  });
+  fail(state, request, error, "failed", out);
+  if (worker !== undefined) {
+    closeIfDrained(state, worker, out);
+    if (trialFreedByCancel(worker)) pumpQueue(state, worker.provider, out);
+  }
+}
+
+/**
+ * Streams are watched for idleness by the instance holding their client (C48),
+ * not by the replica, which sees only their first byte: on every tick the
+ * replicas' own idle clock is held at now, so the core's check never fires on
+ * a stream whose bytes it does not see.
+ */
+export function idleKeptByClients(state: State, atMs: number): void {
+  for (const r of state.requests.values()) {
+    if (r.status.kind === "streaming") r.status.lastChunkAtMs = atMs;
+  }
+}

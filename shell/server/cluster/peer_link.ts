@@ -1,0 +1,182 @@
+// The direct links between cluster instances (issue 23): answer pieces go from
+// the instance holding the worker to the instance holding the client over one
+// WebSocket per peer, never through Redis. Each instance takes links on its own
+// port at PEER_PATH, authenticated with the cluster secret (CLUSTER_SECRET);
+// each link says which instance opened it. The link carries binary frames
+// only, one piece each: a small header (request id, worker id, sequence
+// number, whether the piece was text) and the piece's bytes.
+//
+// A link that closes is a socket that died: the sender cuts what it was
+// sending over it (`linkBroke`), the receiver ends what waits on it
+// (`peerGone`); both rules are in core/cluster/data_path.ts.
+import type { IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
+import { Buffer } from "node:buffer";
+// @ts-types="npm:@types/ws@8.18.1"
+import { WebSocket, WebSocketServer } from "ws";
+import type { DirectChunk, InstanceId } from "../../../core/cluster/mod.ts";
+import { bearerToken, secretsEqual } from "../secret.ts";
+import type { Logger } from "../../log.ts";
+
+export const PEER_PATH = "/_relay/peer";
+const INSTANCE_HEADER = "x-relay-instance";
+
+export type PeerLinkDeps = {
+  /** The cluster secret (fixed, or read from the log's engine). */
+  secret: () => string;
+  /** This instance's id, sent when a link opens. */
+  self: () => InstanceId;
+  onPiece: (piece: DirectChunk, from: InstanceId) => void;
+  /** An inbound link from `from` closed. */
+  onPeerGone: (from: InstanceId) => void;
+  /** The outbound link to `to` closed after carrying pieces. */
+  onLinkBroke: (to: InstanceId) => void;
+  log: Logger;
+};
+
+export type PeerLinks = {
+  /** Sends a piece to instance `to` at `url`; queued while its link opens. */
+  send(to: InstanceId, url: string, piece: DirectChunk): void;
+  /** Takes the HTTP upgrade when it is a peer link; false for any other path. */
+  onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
+  /** Closes every outbound link (this instance's id changed, or it stops). */
+  closeOutbound(): void;
+  close(): void;
+};
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** [flags u8][rid len u16][wid len u16][seq u32][rid][wid][piece]; flags bit 0 = text. */
+export function encodePiece(p: DirectChunk): Uint8Array {
+  const rid = encoder.encode(p.requestId);
+  const wid = encoder.encode(p.workerId);
+  const body = typeof p.chunk === "string" ? encoder.encode(p.chunk) : p.chunk;
+  const out = new Uint8Array(9 + rid.length + wid.length + body.length);
+  const view = new DataView(out.buffer);
+  view.setUint8(0, typeof p.chunk === "string" ? 1 : 0);
+  view.setUint16(1, rid.length);
+  view.setUint16(3, wid.length);
+  view.setUint32(5, p.seq);
+  out.set(rid, 9);
+  out.set(wid, 9 + rid.length);
+  out.set(body, 9 + rid.length + wid.length);
+  return out;
+}
+
+export function decodePiece(frame: Uint8Array): DirectChunk {
+  const view = new DataView(frame.buffer, frame.byteOffset, frame.byteLength);
+  const text = (view.getUint8(0) & 1) === 1;
+  const ridLen = view.getUint16(1);
+  const widLen = view.getUint16(3);
+  const at = 9 + ridLen + widLen;
+  if (at > frame.length) throw new Error("truncated peer frame");
+  const body = frame.subarray(at);
+  return {
+    requestId: decoder.decode(frame.subarray(9, 9 + ridLen)),
+    workerId: decoder.decode(frame.subarray(9 + ridLen, at)),
+    seq: view.getUint32(5),
+    chunk: text ? decoder.decode(body) : body,
+  };
+}
+
+type Outbound = { ws: WebSocket; queue: Uint8Array[]; used: boolean };
+
+export function startPeerLinks(d: PeerLinkDeps): PeerLinks {
+  const outbound = new Map<InstanceId, Outbound>();
+  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
+  const inbound = new Set<WebSocket>();
+
+  function open(to: InstanceId, url: string): Outbound {
+    const target = new URL(PEER_PATH, url);
+    target.protocol = target.protocol === "https:" ? "wss:" : "ws:";
+    const ws = new WebSocket(target, {
+      headers: {
+        authorization: `Bearer ${d.secret()}`,
+        [INSTANCE_HEADER]: d.self(),
+      },
+      perMessageDeflate: false,
+    });
+    const link: Outbound = { ws, queue: [], used: false };
+    ws.on("open", () => {
+      for (const frame of link.queue) ws.send(frame);
+      link.queue = [];
+    });
+    ws.on(
+      "error",
+      (e) => d.log("warn", "peer link failed", { to, error: String(e) }),
+    );
+    ws.on("close", () => {
+      if (outbound.get(to) === link) outbound.delete(to);
+      if (link.used) d.onLinkBroke(to);
+    });
+    outbound.set(to, link);
+    return link;
+  }
+
+  function send(to: InstanceId, url: string, piece: DirectChunk): void {
+    const link = outbound.get(to) ?? open(to, url);
+    link.used = true;
+    const frame = encodePiece(piece);
+    if (link.ws.readyState === WebSocket.OPEN) link.ws.send(frame);
+    else if (link.ws.readyState === WebSocket.CONNECTING) {
+      link.queue.push(frame);
+    } else d.onLinkBroke(to); // closing: its close already ran or will run
+  }
+
+  function onUpgrade(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+  ): boolean {
+    if (new URL(req.url ?? "/", "http://x").pathname !== PEER_PATH) {
+      return false;
+    }
+    const token = bearerToken(req);
+    const from = req.headers[INSTANCE_HEADER];
+    if (
+      token === null || typeof from !== "string" ||
+      !secretsEqual(token, d.secret())
+    ) {
+      socket.on("error", () => {});
+      socket.end("HTTP/1.1 401 Unauthorized\r\nconnection: close\r\n\r\n");
+      return true;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      inbound.add(ws);
+      ws.on("message", (data: Buffer, isBinary: boolean) => {
+        if (!isBinary) return;
+        try {
+          d.onPiece(decodePiece(data), from);
+        } catch (e) {
+          d.log("warn", "unreadable peer frame", { from, error: String(e) });
+        }
+      });
+      ws.on("error", () => {});
+      ws.on("close", () => {
+        inbound.delete(ws);
+        d.onPeerGone(from);
+      });
+    });
+    return true;
+  }
+
+  function closeOutbound(): void {
+    for (const link of outbound.values()) {
+      link.used = false; // a deliberate close breaks nothing
+      link.ws.terminate();
+    }
+    outbound.clear();
+  }
+
+  return {
+    send,
+    onUpgrade,
+    closeOutbound,
+    close() {
+      closeOutbound();
+      for (const ws of inbound) ws.terminate();
+      wss.close();
+    },
+  };
+}

@@ -1,0 +1,102 @@
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { DirectChunk } from "../../../core/cluster/mod.ts";
+import {
+  decodePiece,
+  encodePiece,
+  type PeerLinks,
+  startPeerLinks,
+} from "./peer_link.ts";
+
+Deno.test("peer link frames: text and byte pieces decode to what was sent", () => {
+  const text: DirectChunk = {
+    requestId: "req-1",
+    workerId: "wk-é",
+    seq: 70_000,
+    chunk: 'data: {"x":"héllo 🦊"}\n\n',
+  };
+  assert.deepEqual(decodePiece(encodePiece(text)), text);
+  const bytes: DirectChunk = { ...text, chunk: new Uint8Array([0, 255, 10]) };
+  const back = decodePiece(encodePiece(bytes));
+  assert.deepEqual([...(back.chunk as Uint8Array)], [0, 255, 10]);
+  assert.throws(() => decodePiece(encodePiece(text).subarray(0, 12)));
+});
+
+type Side = {
+  links: PeerLinks;
+  server: Server;
+  url: string;
+  got: { piece: DirectChunk; from: string }[];
+  gone: string[];
+  broke: string[];
+};
+
+async function side(id: string, secret: string): Promise<Side> {
+  const got: Side["got"] = [];
+  const gone: string[] = [];
+  const broke: string[] = [];
+  const links = startPeerLinks({
+    secret: () => secret,
+    self: () => id,
+    onPiece: (piece, from) => got.push({ piece, from }),
+    onPeerGone: (from) => gone.push(from),
+    onLinkBroke: (to) => broke.push(to),
+    log: () => {},
+  });
+  const server = createServer((_req, res) => res.end());
+  server.on("upgrade", (req, socket, head) => {
+    if (!links.onUpgrade(req, socket, head)) socket.destroy();
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as AddressInfo).port;
+  return { links, server, url: `http://127.0.0.1:${port}`, got, gone, broke };
+}
+
+async function close(s: Side): Promise<void> {
+  s.links.close();
+  await new Promise<void>((r) => s.server.close(() => r()));
+}
+
+async function until(what: string, ok: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !ok(); i++) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.ok(ok(), what);
+}
+
+Deno.test("peer link: pieces sent before the link opened arrive in order, with the sender's id; closing it tells the receiver", async () => {
+  const a = await side("A", "s3cret");
+  const b = await side("B", "s3cret");
+  for (let seq = 0; seq < 50; seq++) {
+    a.links.send("B", b.url, {
+      requestId: "r1",
+      workerId: "w1",
+      seq,
+      chunk: `piece ${seq};`,
+    });
+  }
+  await until("50 pieces at B", () => b.got.length === 50);
+  assert.deepEqual(b.got.map((g) => g.piece.seq), [...Array(50).keys()]);
+  assert.ok(b.got.every((g) => g.from === "A"));
+  a.links.closeOutbound();
+  await until("B sees A's link go", () => b.gone.includes("A"));
+  assert.deepEqual(a.broke, [], "a deliberate close breaks nothing");
+  await close(a);
+  await close(b);
+});
+
+Deno.test("peer link: a peer with another secret is refused (401) and the sender's answers over it are cut", async () => {
+  const a = await side("A", "wrong");
+  const b = await side("B", "right");
+  a.links.send("B", b.url, {
+    requestId: "r1",
+    workerId: "w1",
+    seq: 0,
+    chunk: "x",
+  });
+  await until("the sender learns the link broke", () => a.broke.includes("B"));
+  assert.equal(b.got.length, 0);
+  await close(a);
+  await close(b);
+});
