@@ -42,6 +42,13 @@ export type Config = {
    * Counted in UTF-16 code units, which equal bytes for ASCII JSON.
    */
   responseBodyCharsMax: number;
+  /**
+   * MAX_BUFFERED_RESPONSE_BYTES (issue 24): the pieces of non-streaming
+   * answers all requests together may hold (counted like
+   * `responseBodyCharsMax`); a piece that would go past it fails its request
+   * 503 `response_buffer_full` with Retry-After.
+   */
+  responseBufferBytesMax: number;
   /** Consecutive `backend_unavailable` errors that open a worker's backend circuit (issue 14). */
   backendFailuresMax: number;
   /** First cool-down of an open circuit; doubles after each failed trial up to the max. */
@@ -104,7 +111,8 @@ export const DEFAULT_CONFIG: Config = {
   drainTimeoutMs: 30_000,
   streamCharsMax: 64 * 1024 * 1024,
   frameCharsMax: 16 * 1024 * 1024,
-  responseBodyCharsMax: 256 * 1024 * 1024,
+  responseBodyCharsMax: 64 * 1024 * 1024,
+  responseBufferBytesMax: 512 * 1024 * 1024,
   backendFailuresMax: 3,
   backendCoolDownMs: 5_000,
   backendCoolDownMaxMs: 60_000,
@@ -127,6 +135,15 @@ export const DEFAULT_CONFIG: Config = {
   lifecycleTaskTimeoutMs: MODEL_LOAD_MS_MAX,
   lifecycleReplyWaitMs: 30_000,
 };
+
+/**
+ * The largest non-streaming answer assembled from pieces: its own limit, and
+ * never more than the whole budget (an answer that could never fit fails 502
+ * at once, not 503 again and again).
+ */
+export function answerBytesMax(config: Config): number {
+  return Math.min(config.responseBodyCharsMax, config.responseBufferBytesMax);
+}
 
 export function makeConfig(overrides: Partial<Config> = {}): Config {
   return { ...DEFAULT_CONFIG, ...overrides };

@@ -156,7 +156,8 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     // requeued keeps this deadline (issue 14.8).
     firstQueuedAtMs: state.nowMs,
     avoidWorkerId: null,
-    bufferedBody: "",
+    bodyPieces: [],
+    bodyBytes: 0,
     tenant,
     priority: e.priority ?? "normal",
     cacheKey: e.cacheKey ?? null,

@@ -4,6 +4,7 @@ import type { Config } from "../config.ts";
 import type { LoadBuckets } from "./load_buckets.ts";
 import type { RunnerCapabilities } from "../protocol/messages.ts";
 import type {
+  ChunkData,
   ClientApi,
   Headers,
   LifecycleTask,
@@ -116,8 +117,13 @@ export type Request = {
    * the queue: another worker serving the model is preferred (issue 14).
    */
   avoidWorkerId: WorkerId | null;
-  /** Chunks received for a non-streaming request, prepended to the final body. */
-  bufferedBody: string;
+  /**
+   * Pieces received for a non-streaming request (body-chunks-v1), kept as they
+   * came (strings or bytes, never joined: issue 24) and sent before the final
+   * body; `bodyBytes` is their size, counted in `State.bodyBytesBuffered`.
+   */
+  bodyPieces: ChunkData[];
+  bodyBytes: number;
   tenant: string;
   priority: Priority;
   /** Cache affinity key, null when none or X-Cache-Mode: none. */
@@ -189,6 +195,11 @@ export type State = {
    * answered 202 with the task document instead (`lifecycleReplyWaitMs`).
    */
   lifecycleReplies: Map<string, number>;
+  /**
+   * Size of every request's `bodyPieces` together (issue 24): the fleet-wide
+   * budget MAX_BUFFERED_RESPONSE_BYTES is checked against it.
+   */
+  bodyBytesBuffered: number;
 };
 
 export function emptyQueue(): ProviderQueue {
@@ -236,5 +247,6 @@ export function initialState(config: Config, nowMs = 0): State {
     queueWaitMsAvg: 0,
     lifecycleTasks: new Map(),
     lifecycleReplies: new Map(),
+    bodyBytesBuffered: 0,
   };
 }

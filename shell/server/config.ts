@@ -124,10 +124,19 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     flag: "max-response-body-bytes",
     env: "MAX_RESPONSE_BODY_BYTES",
     kind: "int",
-    default: String(256 * 1024 * 1024),
+    default: String(64 * 1024 * 1024),
     min: 1,
     help:
       "largest non-streaming response a worker may send in pieces (body-chunks-v1); beyond it the request fails 502 response_too_large",
+  },
+  {
+    flag: "max-buffered-response-bytes",
+    env: "MAX_BUFFERED_RESPONSE_BYTES",
+    kind: "int",
+    default: String(512 * 1024 * 1024),
+    min: 1,
+    help:
+      "non-streaming response bytes the server holds at once, all requests together; a piece beyond it fails its request 503 response_buffer_full with Retry-After",
   },
   {
     flag: "client-buffer-bytes",
@@ -565,6 +574,7 @@ function coreConfigOf(
     drainTimeoutMs: int(values, "drain-timeout-secs") * 1000,
     streamCharsMax: int(values, "max-stream-bytes"),
     responseBodyCharsMax: int(values, "max-response-body-bytes"),
+    responseBufferBytesMax: int(values, "max-buffered-response-bytes"),
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
     requireProtocolVersion: bool(values, "require-protocol-version"),
