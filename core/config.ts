@@ -49,6 +49,12 @@ export type Config = {
    * 503 `response_buffer_full` with Retry-After.
    */
   responseBufferBytesMax: number;
+  /**
+   * MODEL_GRACE_SECS (issue 24): a model whose last worker left within this
+   * long is queued (then 504 at the queue timeout), not answered 404, while
+   * other workers are connected: the gap of a rolling restart.
+   */
+  modelGraceMs: number;
   /** Consecutive `backend_unavailable` errors that open a worker's backend circuit (issue 14). */
   backendFailuresMax: number;
   /** First cool-down of an open circuit; doubles after each failed trial up to the max. */
@@ -113,6 +119,7 @@ export const DEFAULT_CONFIG: Config = {
   frameCharsMax: 16 * 1024 * 1024,
   responseBodyCharsMax: 64 * 1024 * 1024,
   responseBufferBytesMax: 512 * 1024 * 1024,
+  modelGraceMs: 300_000,
   backendFailuresMax: 3,
   backendCoolDownMs: 5_000,
   backendCoolDownMaxMs: 60_000,

@@ -168,6 +168,12 @@ export type State = {
   workers: Map<WorkerId, Worker>;
   /** provider -> model -> workers that acked it (exact names). */
   modelIndex: Map<string, Map<string, Set<WorkerId>>>;
+  /**
+   * provider -> model -> when its last worker left or withdrew it (issue 24):
+   * within `modelGraceMs` a request for it queues instead of 404. Entries
+   * leave when a worker serves the model again or the grace has passed.
+   */
+  modelsGone: Map<string, Map<string, number>>;
   /** provider -> workers that advertised `*`. */
   wildcardIndex: Map<string, Set<WorkerId>>;
   /** provider -> model (or `*`) -> routable workers by load level (C7, C8). */
@@ -217,12 +223,14 @@ export function initialState(config: Config, nowMs = 0): State {
   const queues = new Map<string, ProviderQueue>();
   const modelIndex = new Map<string, Map<string, Set<WorkerId>>>();
   const wildcardIndex = new Map<string, Set<WorkerId>>();
+  const modelsGone = new Map<string, Map<string, number>>();
   const routes = new Map<string, Map<string, LoadBuckets>>();
   for (const p of config.providers) {
     routes.set(p.name, new Map());
     queues.set(p.name, emptyQueue());
     modelIndex.set(p.name, new Map());
     wildcardIndex.set(p.name, new Set());
+    modelsGone.set(p.name, new Map());
   }
   return {
     config,
@@ -231,6 +239,7 @@ export function initialState(config: Config, nowMs = 0): State {
     pending: new Map(),
     workers: new Map(),
     modelIndex,
+    modelsGone,
     wildcardIndex,
     routes,
     requests: new Map(),

@@ -139,6 +139,15 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "non-streaming response bytes the server holds at once, all requests together; a piece beyond it fails its request 503 response_buffer_full with Retry-After",
   },
   {
+    flag: "model-grace-secs",
+    env: "MODEL_GRACE_SECS",
+    kind: "int",
+    default: "300",
+    min: 0,
+    help:
+      "a model whose last worker left within this long is queued (504 at the queue timeout), not answered 404, while other workers are connected",
+  },
+  {
     flag: "client-buffer-bytes",
     env: "CLIENT_BUFFER_BYTES",
     kind: "int",
@@ -575,6 +584,7 @@ function coreConfigOf(
     streamCharsMax: int(values, "max-stream-bytes"),
     responseBodyCharsMax: int(values, "max-response-body-bytes"),
     responseBufferBytesMax: int(values, "max-buffered-response-bytes"),
+    modelGraceMs: int(values, "model-grace-secs") * 1000,
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
     requireProtocolVersion: bool(values, "require-protocol-version"),
