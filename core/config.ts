@@ -38,15 +38,16 @@ export type Config = {
   frameCharsMax: number;
   /**
    * MAX_RESPONSE_BODY_BYTES: a non-streaming answer assembled from chunks
-   * (body-chunks-v1) beyond this many characters fails 502 `response_too_large`.
-   * Counted in UTF-16 code units, which equal bytes for ASCII JSON.
+   * (body-chunks-v1) beyond this size fails 502 `response_too_large`. Pieces
+   * count in UTF-8 bytes (issue 24); the completion's own body in UTF-16 code
+   * units, which equal bytes for ASCII JSON.
    */
   responseBodyCharsMax: number;
   /**
    * MAX_BUFFERED_RESPONSE_BYTES (issue 24): the pieces of non-streaming
-   * answers all requests together may hold (counted like
-   * `responseBodyCharsMax`); a piece that would go past it fails its request
-   * 503 `response_buffer_full` with Retry-After.
+   * answers all requests together may hold, in UTF-8 bytes; a piece that
+   * would go past it fails its request 503 `response_buffer_full` with
+   * Retry-After.
    */
   responseBufferBytesMax: number;
   /**

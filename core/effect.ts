@@ -48,10 +48,10 @@ export type Effect =
     headers: Headers;
     /**
      * Issue 24: the pieces a worker sent before its completion
-     * (body-chunks-v1), as they came, never joined; the client gets them, then
+     * (body-chunks-v1), as UTF-8 bytes, never joined; the client gets them, then
      * `body`. Absent when the answer came in one frame.
      */
-    bodyPieces?: ChunkData[];
+    bodyPieces?: Uint8Array[];
     body: string;
     /** Time spent queued, for X-Queue-Wait-Ms (spec 004); absent = 0. */
     queueWaitMs?: number;

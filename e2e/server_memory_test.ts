@@ -126,10 +126,10 @@ Deno.test("issue 24.2 bounded server memory: three 200 MiB answers at once stay 
         }
       }
       assert.ok(result.some((a) => a.status === 200), "one at least fits");
-      // What passes through costs ~1.4-1.7x its size until V8 collects the
-      // frames' garbage (bench/README.md); main grew by ~1.5 GiB here.
+      // Measured ~1.3x the budget: the pieces held plus the frames' garbage
+      // V8 has not collected yet (bench/README.md); main grew by ~1.5 GiB.
       assert.ok(
-        peak - before < budget * 2,
+        peak - before < budget * 1.6,
         `server RSS grew by ${Math.round(peak - before)} MiB`,
       );
       // Still serving, and the budget was given back.

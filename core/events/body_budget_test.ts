@@ -47,7 +47,10 @@ Deno.test("issue 24.2 bounded server memory: a piece that would take the fleet's
   chunk(state, "w1", "r1", "78");
   const done = complete(state, "w1", "r1", { body: "9" });
   const r = only(done, "respond");
-  assert.deepEqual(r.bodyPieces, ["123456", "78"]);
+  assert.deepEqual(
+    r.bodyPieces?.map((p) => new TextDecoder().decode(p)),
+    ["123456", "78"],
+  );
   assert.equal(r.body, "9");
   assert.equal(state.bodyBytesBuffered, 0);
 });
@@ -81,5 +84,16 @@ Deno.test("issue 24.2 the budget is given back however an answer ends: a client 
     state.bodyBytesBuffered,
     0,
     "a lost worker's pieces are dropped",
+  );
+});
+
+Deno.test("issue 24.2 pieces are counted in UTF-8 bytes: a non-ASCII answer cannot slip past the budget by its character count", () => {
+  const state = twoRequests(8);
+  chunk(state, "w1", "r1", "\u00e9\u00e9\u00e9"); // 3 characters, 6 bytes
+  assert.equal(state.bodyBytesBuffered, 6);
+  const effects = chunk(state, "w1", "r2", "\u00e9\u00e9");
+  assert.equal(
+    only(effects, "respondError").error.code,
+    "response_buffer_full",
   );
 });

@@ -61,8 +61,8 @@ function cutOversized(
 
 /**
  * A piece of a non-streaming answer (body-chunks-v1, and tolerated from any
- * worker): kept as it came (a string, or bytes from a worker that is not ours),
- * never joined, for the `respond` that ends the request (issue 24). Its status
+ * worker): kept as it came (text encoded once, bytes as they are),
+ * never joined, as bytes, for the `respond` that ends the request (issue 24). Its status
  * and headers come only with the completion, so nothing can go to the client
  * before. An answer over its own limit fails 502 `response_too_large`; one
  * that fits but would take the fleet's buffered pieces past
@@ -73,9 +73,13 @@ function keepBodyPiece(
   state: State,
   request: Request,
   workerId: string,
-  piece: ChunkData,
+  chunk: ChunkData,
   out: Effect[],
 ): void {
+  // Kept as UTF-8 bytes: counted exactly, held outside the JS heap (so the
+  // heap stays small and V8 collects the frames' garbage early), and written
+  // to the client without another encoding.
+  const piece = typeof chunk === "string" ? UTF8.encode(chunk) : chunk;
   const bytes = request.bodyBytes + piece.length;
   if (bytes > answerBytesMax(state.config)) {
     return cutOversized(state, request, workerId, out);
@@ -90,6 +94,8 @@ function keepBodyPiece(
   request.bodyBytes = bytes;
   state.bodyBytesBuffered += piece.length;
 }
+
+const UTF8 = new TextEncoder();
 
 /**
  * The fleet's budget is spent: the request fails 503 with a Retry-After of

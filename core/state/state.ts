@@ -118,11 +118,11 @@ export type Request = {
    */
   avoidWorkerId: WorkerId | null;
   /**
-   * Pieces received for a non-streaming request (body-chunks-v1), kept as they
-   * came (strings or bytes, never joined: issue 24) and sent before the final
+   * Pieces received for a non-streaming request (body-chunks-v1), kept as
+   * UTF-8 bytes in the order they came, never joined (issue 24), and sent before the final
    * body; `bodyBytes` is their size, counted in `State.bodyBytesBuffered`.
    */
-  bodyPieces: ChunkData[];
+  bodyPieces: Uint8Array[];
   bodyBytes: number;
   tenant: string;
   priority: Priority;

@@ -268,15 +268,11 @@ function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
     return;
   }
   head.headers["content-length"] = String(
-    effect.bodyPieces.reduce((n, p) => n + byteLength(p), 0) +
+    effect.bodyPieces.reduce((n, p) => n + p.length, 0) +
       Buffer.byteLength(effect.body),
   );
   c.res.writeHead(head.status, head.headers);
   writePieces(c.res, effect.bodyPieces.slice(), effect.body);
-}
-
-function byteLength(piece: string | Uint8Array): number {
-  return typeof piece === "string" ? Buffer.byteLength(piece) : piece.length;
 }
 
 /**
@@ -287,7 +283,7 @@ function byteLength(piece: string | Uint8Array): number {
  */
 function writePieces(
   res: ServerResponse,
-  pieces: (string | Uint8Array | undefined)[],
+  pieces: (Uint8Array | undefined)[],
   rest: string,
 ): void {
   let i = 0;
