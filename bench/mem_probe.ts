@@ -12,7 +12,12 @@
 // <load>: workers (n idle WebSocket workers that register and answer pings) |
 // streams (n open streaming requests; against the relay, ceil(n/1000) scripted
 // workers with max_concurrent 1000 answer each request with one chunk and hold
-// it) | tcp (n raw TCP connections, for `net`).
+// it) | tcp (n raw TCP connections, for `net`) | bigbody (issue 24: n
+// concurrent non-streaming answers of --body-mib MiB each (default 200) from a
+// raw node:http backend, through a real worker process (`shell/worker/main.ts`);
+// relay only; reports the server's peak RSS (VmHWM) and its RSS afterwards,
+// not per-unit figures). `--server-env K=V` (repeatable) sets relay settings,
+// e.g. --server-env MAX_RESPONSE_BODY_BYTES=268435456.
 //
 // The server and the load run as two child processes (the load's memory is not
 // the server's). The server is measured at 0 and at n, each time before and
@@ -41,7 +46,10 @@ type Mapping = { range: string; name: string; rssKiB: number };
 
 // ---- the server child ------------------------------------------------------
 
-async function serve(kind: string): Promise<number> {
+async function serve(
+  kind: string,
+  extraEnv: Record<string, string>,
+): Promise<number> {
   if (kind === "relay") {
     const { loadServerConfig } = await import("../shell/server/config.ts");
     const { startRelay } = await import("../shell/server/relay.ts");
@@ -51,6 +59,7 @@ async function serve(kind: string): Promise<number> {
       LISTEN_ADDR: "127.0.0.1:0",
       MAX_QUEUE_LEN: "20000",
       LOG_LEVEL: "error",
+      ...extraEnv,
     };
     const loaded = loadServerConfig([], (n) => env[n], env);
     if (loaded.help) throw new Error("unexpected help");
@@ -88,8 +97,9 @@ async function serve(kind: string): Promise<number> {
   return (server.address() as net.AddressInfo).port;
 }
 
-function vmRssKiB(): number {
-  const m = /VmRSS:\s+(\d+)/.exec(Deno.readTextFileSync("/proc/self/status"));
+function vmRssKiB(field = "VmRSS"): number {
+  const status = Deno.readTextFileSync("/proc/self/status");
+  const m = new RegExp(`${field}:\\s+(\\d+)`).exec(status);
   return Number(m?.[1] ?? 0);
 }
 
@@ -144,12 +154,19 @@ async function* lines(stream: ReadableStream<Uint8Array>) {
 }
 
 /** Prints "port N", then answers one JSON line per stdin command. */
-async function serverChild(kind: string): Promise<void> {
-  console.log(`port ${await serve(kind)}`);
+async function serverChild(
+  kind: string,
+  extraEnv: Record<string, string>,
+): Promise<void> {
+  console.log(`port ${await serve(kind, extraEnv)}`);
   for await (const line of lines(Deno.stdin.readable)) {
     const [cmd, arg] = line.split(" ");
     if (cmd === "stats") console.log(JSON.stringify(await stats()));
-    else if (cmd === "maps") console.log(JSON.stringify(mappings()));
+    else if (cmd === "rss") {
+      // No forced GC: what the process holds, and the most it ever held.
+      const rssKiB = vmRssKiB();
+      console.log(JSON.stringify({ rssKiB, peakKiB: vmRssKiB("VmHWM") }));
+    } else if (cmd === "maps") console.log(JSON.stringify(mappings()));
     else if (cmd === "snap") {
       v8.writeHeapSnapshot(arg!);
       console.log("{}");
@@ -273,6 +290,135 @@ async function loadChild(
   await new Promise(() => {});
 }
 
+/**
+ * Issue 24: `n` concurrent non-streaming answers of `bodyMiB` MiB from a raw
+ * backend through a real worker process; prints "done <json>" with each
+ * answer's status and size (bodies are counted, never kept).
+ */
+async function bigBodyChild(
+  n: number,
+  base: string,
+  bodyMiB: number,
+): Promise<void> {
+  const { startBigBodyBackend } = await import("../e2e/_big_body_backend.ts");
+  const { startWorkerProcess } = await import("../shell/demo/cluster.ts");
+  const backend = await startBigBodyBackend(
+    bodyMiB * 1024 * 1024,
+    "probe-model",
+  );
+  const worker = await startWorkerProcess({
+    name: "big-body",
+    serverUrl: base,
+    secret: SECRET,
+    backendUrl: backend.url,
+    maxConcurrent: Math.max(4, n),
+  });
+  const u = new URL(base);
+  const body = JSON.stringify({
+    model: "probe-model",
+    messages: [{ role: "user", content: "big" }],
+  });
+  const one = () =>
+    new Promise<{ status: number; bytes: number; error?: string }>(
+      (resolve, reject) => {
+        const req = http.request({
+          host: u.hostname,
+          port: Number(u.port),
+          path: "/v1/chat/completions",
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "content-length": String(body.length),
+          },
+        }, (res) => {
+          let bytes = 0;
+          let text = "";
+          res.on("data", (b: Uint8Array) => {
+            bytes += b.length;
+            if (text.length < 400) text += new TextDecoder().decode(b);
+          });
+          res.on("end", () =>
+            resolve({
+              status: res.statusCode ?? 0,
+              bytes,
+              ...(res.statusCode === 200 ? {} : { error: text.slice(0, 400) }),
+            }));
+        });
+        req.on("error", reject);
+        req.end(body);
+      },
+    );
+  const results = await Promise.all(Array.from({ length: n }, one));
+  await worker.stop(5_000);
+  await backend.close();
+  console.log(`done ${JSON.stringify(results)}`);
+  await new Promise(() => {});
+}
+
+async function driveBigBody(
+  n: number,
+  bodyMiB: number,
+  serverEnv: string[],
+): Promise<void> {
+  const srv = child(["--server-child", "relay", ...serverEnv], "--expose-gc");
+  const out = lines(srv.stdout);
+  const writer = srv.stdin.getWriter();
+  const ask = async (cmd: string) => {
+    await writer.write(new TextEncoder().encode(cmd + "\n"));
+    const r = await out.next();
+    if (r.done) throw new Error("the server child ended");
+    return JSON.parse(r.value);
+  };
+  const first = await out.next();
+  const port = String(first.value).replace(/^port /, "");
+  await new Promise((r) => setTimeout(r, 1500));
+  const s0 = await ask("rss");
+  const started = performance.now();
+  const ld = child([
+    "--load-child",
+    "bigbody",
+    String(n),
+    `http://127.0.0.1:${port}`,
+    "relay",
+    "--body-mib",
+    String(bodyMiB),
+  ], "");
+  let results: unknown = null;
+  for await (const line of lines(ld.stdout)) {
+    if (line.startsWith("done ")) {
+      results = JSON.parse(line.slice(5));
+      break;
+    }
+  }
+  if (results === null) throw new Error("the load child ended without results");
+  const seconds = Math.round((performance.now() - started) / 100) / 10;
+  const s1 = await ask("rss");
+  await new Promise((r) => setTimeout(r, 3000));
+  const s2 = await ask("rss");
+  for (const p of [ld, srv]) {
+    try {
+      p.kill("SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+  const mib = (kib: number) => Math.round(kib / 1024);
+  console.log(JSON.stringify({
+    server: "relay",
+    load: "bigbody",
+    n,
+    bodyMiB,
+    serverEnv,
+    seconds,
+    baselineRssMiB: mib(s0.rssKiB),
+    peakRssMiB: mib(s1.peakKiB),
+    peakOverBody: Math.round(mib(s1.peakKiB) / bodyMiB * 100) / 100,
+    rssAfterMiB: mib(s1.rssKiB),
+    rssAfter3sMiB: mib(s2.rssKiB),
+    results,
+  }));
+}
+
 // ---- the driver ----------------------------------------------------------------
 
 function child(args: string[], v8Flags: string): Deno.ChildProcess {
@@ -376,15 +522,34 @@ const { values, positionals } = parseArgs({
     "load-child": { type: "boolean" },
     snapshot: { type: "string" },
     maps: { type: "boolean" },
+    "body-mib": { type: "string", default: "200" },
+    "server-env": { type: "string", multiple: true, default: [] },
   },
 });
 const [a, b, c, d, e] = positionals;
-if (values["server-child"]) await serverChild(a!);
-else if (values["load-child"]) {
+const serverEnv = values["server-env"]!;
+if (values["server-child"]) {
+  await serverChild(
+    a!,
+    Object.fromEntries(serverEnv.map((kv) => {
+      const i = kv.indexOf("=");
+      return [kv.slice(0, i), kv.slice(i + 1)];
+    })),
+  );
+} else if (values["load-child"] && a === "bigbody") {
+  await bigBodyChild(Number(b), c!, Number(values["body-mib"]));
+} else if (values["load-child"]) {
   await loadChild(a!, Number(b), c!, d === "relay");
+} else if (a === "relay" && b === "bigbody" && c !== undefined) {
+  await driveBigBody(
+    Number(c),
+    Number(values["body-mib"]),
+    serverEnv.flatMap((kv) => ["--server-env", kv]),
+  );
+  Deno.exit(0);
 } else if (a === undefined || b === undefined || c === undefined || e) {
   console.error(
-    "usage: mem_probe.ts relay|ws|http|net workers|streams|tcp N [--snapshot DIR] [--maps]",
+    "usage: mem_probe.ts relay|ws|http|net workers|streams|tcp|bigbody N [--snapshot DIR] [--maps] [--body-mib M] [--server-env K=V]...",
   );
   Deno.exit(2);
 } else {

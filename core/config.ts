@@ -38,10 +38,24 @@ export type Config = {
   frameCharsMax: number;
   /**
    * MAX_RESPONSE_BODY_BYTES: a non-streaming answer assembled from chunks
-   * (body-chunks-v1) beyond this many characters fails 502 `response_too_large`.
-   * Counted in UTF-16 code units, which equal bytes for ASCII JSON.
+   * (body-chunks-v1) beyond this size fails 502 `response_too_large`. Pieces
+   * count in UTF-8 bytes (issue 24); the completion's own body in UTF-16 code
+   * units, which equal bytes for ASCII JSON.
    */
   responseBodyCharsMax: number;
+  /**
+   * MAX_BUFFERED_RESPONSE_BYTES (issue 24): the pieces of non-streaming
+   * answers all requests together may hold, in UTF-8 bytes; a piece that
+   * would go past it fails its request 503 `response_buffer_full` with
+   * Retry-After.
+   */
+  responseBufferBytesMax: number;
+  /**
+   * MODEL_GRACE_SECS (issue 24): a model whose last worker left within this
+   * long is queued (then 504 at the queue timeout), not answered 404, while
+   * other workers are connected: the gap of a rolling restart.
+   */
+  modelGraceMs: number;
   /** Consecutive `backend_unavailable` errors that open a worker's backend circuit (issue 14). */
   backendFailuresMax: number;
   /** First cool-down of an open circuit; doubles after each failed trial up to the max. */
@@ -104,7 +118,9 @@ export const DEFAULT_CONFIG: Config = {
   drainTimeoutMs: 30_000,
   streamCharsMax: 64 * 1024 * 1024,
   frameCharsMax: 16 * 1024 * 1024,
-  responseBodyCharsMax: 256 * 1024 * 1024,
+  responseBodyCharsMax: 64 * 1024 * 1024,
+  responseBufferBytesMax: 512 * 1024 * 1024,
+  modelGraceMs: 300_000,
   backendFailuresMax: 3,
   backendCoolDownMs: 5_000,
   backendCoolDownMaxMs: 60_000,
@@ -127,6 +143,15 @@ export const DEFAULT_CONFIG: Config = {
   lifecycleTaskTimeoutMs: MODEL_LOAD_MS_MAX,
   lifecycleReplyWaitMs: 30_000,
 };
+
+/**
+ * The largest non-streaming answer assembled from pieces: its own limit, and
+ * never more than the whole budget (an answer that could never fit fails 502
+ * at once, not 503 again and again).
+ */
+export function answerBytesMax(config: Config): number {
+  return Math.min(config.responseBodyCharsMax, config.responseBufferBytesMax);
+}
 
 export function makeConfig(overrides: Partial<Config> = {}): Config {
   return { ...DEFAULT_CONFIG, ...overrides };

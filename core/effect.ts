@@ -46,6 +46,12 @@ export type Effect =
     requestId: RequestId;
     status: number;
     headers: Headers;
+    /**
+     * Issue 24: the pieces a worker sent before its completion
+     * (body-chunks-v1), as UTF-8 bytes, never joined; the client gets them, then
+     * `body`. Absent when the answer came in one frame.
+     */
+    bodyPieces?: Uint8Array[];
     body: string;
     /** Time spent queued, for X-Queue-Wait-Ms (spec 004); absent = 0. */
     queueWaitMs?: number;

@@ -19,6 +19,7 @@ import {
   type Event,
   EXTENSION_CHUNK_BYTES,
   makeConfig,
+  piecesAsText,
 } from "../core/mod.ts";
 import { EventQueue } from "./event_queue.ts";
 import { Prng } from "./prng.ts";
@@ -378,7 +379,7 @@ export function runCluster(
         } else if (effect.kind === "endStream") {
           endClient(c.id, 200, effect.error !== null);
         } else if (effect.kind === "respond") {
-          c.received = effect.body;
+          c.received = piecesAsText(effect.bodyPieces ?? [], effect.body);
           endClient(c.id, effect.status, false);
         } else endClient(c.id, effect.error.status, true);
         return;

@@ -338,15 +338,19 @@ function requeueOversized(): ReduceFn {
 
 function drainAsEmptyModels(): ReduceFn {
   // The old core: a worker's drain signal read as an empty model list (404s).
+  // Withdrawn models would now wait out MODEL_GRACE_SECS (issue 24), so the
+  // mutant forgets them as the old core did.
   return (state, event) => {
     if (event.kind === "modelsUpdateReceived" && event.draining === true) {
-      return reduce(state, {
+      const r = reduce(state, {
         kind: "modelsUpdateReceived",
         atMs: event.atMs,
         workerId: event.workerId,
         models: [],
         currentLoad: event.currentLoad,
       });
+      for (const gone of r.state.modelsGone.values()) gone.clear();
+      return r;
     }
     return reduce(state, event);
   };

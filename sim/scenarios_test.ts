@@ -17,6 +17,7 @@ const NAMES = [
   "rate_limited_tenants",
   "model_lifecycle",
   "real_faults",
+  "rolling_restart",
 ];
 
 Deno.test("every named scenario from the issues is registered", () => {
@@ -123,3 +124,22 @@ for (const reg of REGRESSIONS) {
     );
   });
 }
+
+Deno.test("issue 24.4 rolling_restart: no 404 while the only worker of m1 is away within the grace, and m1 was asked for in the gap", () => {
+  const s = SCENARIOS.get("rolling_restart")!;
+  for (let seed = 1n; seed <= 5n; seed++) {
+    const r = runScenario(s, seed, { trace: true });
+    assert.equal(r.violation, null, `seed ${seed}: ${r.violation?.message}`);
+    const notFound = r.trace.filter((l) => / respondError \S+ 404 /.test(l));
+    assert.deepEqual(notFound, [], `seed ${seed}`);
+    // The gap really happened: m1 was asked for while its worker was away.
+    let away = false;
+    let askedInGap = 0;
+    for (const l of r.trace) {
+      if (/ E disconnected only-m1/.test(l)) away = true;
+      else if (/ E register only-m1/.test(l)) away = false;
+      else if (away && / E request \S+ m1 /.test(l)) askedInGap++;
+    }
+    assert.ok(askedInGap > 0, `seed ${seed}: m1 never asked for in the gap`);
+  }
+});

@@ -7,6 +7,7 @@ import {
   type ChunkData,
   type Effect,
   type Event,
+  piecesAsText,
 } from "../core/mod.ts";
 
 /** FNV-1a 64-bit over the UTF-16 code units (two bytes each), as two 32-bit halves. */
@@ -139,7 +140,9 @@ export function effectLine(f: Effect): string {
     case "closeWorker":
       return `  F close ${f.workerId} ${f.code} ${f.reason}`;
     case "respond":
-      return `  F respond ${f.requestId} ${f.status} ${short(f.body)}`;
+      return `  F respond ${f.requestId} ${f.status} ${
+        short(piecesAsText(f.bodyPieces ?? [], f.body))
+      }`;
     case "respondError":
       return `  F respondError ${f.requestId} ${f.error.status} ${f.error.code}`;
     case "startStream":

@@ -2,7 +2,7 @@
 // negotiated it streams like a text chunk, carried to writeChunk untouched.
 import assert from "node:assert/strict";
 import { decodeRecord, encodeRecord } from "../cluster/record.ts";
-import { encodeBinaryChunkFrame } from "../protocol/binary.ts";
+import { encodeBinaryChunkFrame, piecesAsText } from "../protocol/binary.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import {
   addRequest,
@@ -102,7 +102,7 @@ Deno.test("C41 a bytes chunk from a socket that has not registered closes it wit
   assert.equal(state.pending.size, 0);
 });
 
-Deno.test("issue 18 a bytes chunk for a non-streaming request (not our worker's habit) is decoded into the body", () => {
+Deno.test("issue 18 a bytes chunk for a non-streaming request (not our worker's habit) is passed on as bytes before the body", () => {
   const state = negotiated();
   addRequest(state, "r1", { stream: false });
   assert.deepEqual(
@@ -112,7 +112,9 @@ Deno.test("issue 18 a bytes chunk for a non-streaming request (not our worker's 
     [],
   );
   const effects = complete(state, "w1", "r1", { status: 200, body: '"}' });
-  assert.equal(only(effects, "respond").body, '{"a":"h\u00e9"}');
+  const r = only(effects, "respond");
+  assert.ok(r.bodyPieces?.[0] instanceof Uint8Array, "kept as bytes");
+  assert.equal(piecesAsText(r.bodyPieces ?? [], r.body), '{"a":"h\u00e9"}');
 });
 
 Deno.test("issue 18 the cluster log carries a bytes chunk as base64: every replica gets the very bytes", () => {

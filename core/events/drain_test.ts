@@ -146,7 +146,8 @@ Deno.test("C28 at the drain timeout the worker is closed with 1000 and its reque
 // ---- C26: models_update / models_refresh ------------------------------------------------
 
 Deno.test("C26 models_update: routing follows the new acked set", () => {
-  const state = newState();
+  // No grace (MODEL_GRACE_SECS=0): a withdrawn model is unknown at once.
+  const state = newState({ modelGraceMs: 0 });
   addWorker(state, "w1", { models: ["a"] });
   const effects = step(state, {
     kind: "modelsUpdateReceived",

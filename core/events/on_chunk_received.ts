@@ -4,7 +4,7 @@
 // O(1), no copies. The stream limit counts `chunk.length`: UTF-16 units of a
 // string, bytes of a binary chunk (never fewer than its characters).
 import type { Effect } from "../effect.ts";
-import { chunkAsText } from "../protocol/binary.ts";
+import { answerBytesMax } from "../config.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import {
   recordBackendSuccess,
@@ -19,6 +19,7 @@ import {
   pumpQueue,
 } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
+import type { ChunkData } from "../vocabulary.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 import { protocolViolation } from "./on_worker_frame_invalid.ts";
@@ -44,7 +45,7 @@ function cutOversized(
   }
   const max = request.isStreaming
     ? state.config.streamCharsMax
-    : state.config.responseBodyCharsMax;
+    : answerBytesMax(state.config);
   const error = clientError(
     502,
     code,
@@ -52,6 +53,89 @@ function cutOversized(
   );
   fail(state, request, error, "failed", out);
   // C28: a draining worker whose last request was cut is idle now.
+  if (worker !== undefined) closeIfDrained(state, worker, out);
+  if (worker !== undefined && trialFreedByCancel(worker)) {
+    pumpQueue(state, worker.provider, out);
+  }
+}
+
+/**
+ * A piece of a non-streaming answer (body-chunks-v1, and tolerated from any
+ * worker): kept as it came (text encoded once, bytes as they are),
+ * never joined, as bytes, for the `respond` that ends the request (issue 24). Its status
+ * and headers come only with the completion, so nothing can go to the client
+ * before. An answer over its own limit fails 502 `response_too_large`; one
+ * that fits but would take the fleet's buffered pieces past
+ * `responseBufferBytesMax` fails 503 `response_buffer_full` with Retry-After
+ * (the relay is busy, the answer is not at fault). Neither is requeued.
+ */
+function keepBodyPiece(
+  state: State,
+  request: Request,
+  workerId: string,
+  chunk: ChunkData,
+  out: Effect[],
+): void {
+  // Kept as UTF-8 bytes: counted exactly, held outside the JS heap (so the
+  // heap stays small and V8 collects the frames' garbage early), and written
+  // to the client without another encoding.
+  const piece = typeof chunk === "string" ? UTF8.encode(chunk) : chunk;
+  const bytes = request.bodyBytes + piece.length;
+  if (bytes > answerBytesMax(state.config)) {
+    return cutOversized(state, request, workerId, out);
+  }
+  if (
+    state.bodyBytesBuffered + piece.length >
+      state.config.responseBufferBytesMax
+  ) {
+    return cutForBudget(state, request, workerId, out);
+  }
+  request.bodyPieces.push(piece);
+  request.bodyBytes = bytes;
+  state.bodyBytesBuffered += piece.length;
+}
+
+const UTF8 = new TextEncoder();
+
+/**
+ * The fleet's budget is spent: the request fails 503 with a Retry-After of
+ * about one service time (by then the answers holding the budget have most
+ * likely gone out), its worker gets a cancel.
+ */
+function cutForBudget(
+  state: State,
+  request: Request,
+  workerId: string,
+  out: Effect[],
+): void {
+  const code = "response_buffer_full";
+  const worker = state.workers.get(workerId);
+  if (worker !== undefined) {
+    cancelOnWorker(state, worker, request, { other: code }, out);
+  }
+  const retry = Math.min(
+    state.config.retryAfterMaxSecs,
+    Math.max(state.config.retryAfterSecs, Math.ceil(state.serviceMsAvg / 1000)),
+  );
+  const error = clientError(
+    503,
+    code,
+    `the relay is holding ${
+      state.bodyBytesBuffered - request.bodyBytes
+    } bytes of other answers (MAX_BUFFERED_RESPONSE_BYTES ${state.config.responseBufferBytesMax}); retry later`,
+    retry,
+  );
+  out.push({
+    kind: "log",
+    level: "warn",
+    message: "response buffer full",
+    fields: {
+      request_id: request.id,
+      worker_id: workerId,
+      buffered_bytes: state.bodyBytesBuffered,
+    },
+  });
+  fail(state, request, error, "failed", out);
   if (worker !== undefined) closeIfDrained(state, worker, out);
   if (worker !== undefined && trialFreedByCancel(worker)) {
     pumpQueue(state, worker.provider, out);
@@ -95,15 +179,8 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
   }
   const s = request.status;
   if (!request.isStreaming) {
-    // body-chunks-v1 (and tolerated from any worker): kept for the final body.
-    // Our worker sends these as text; bytes (only from a worker that is not
-    // ours) are decoded, an invalid or split sequence becoming U+FFFD.
     backendAnswered(state, e.workerId, out);
-    request.bufferedBody += chunkAsText(e.chunk);
-    if (request.bufferedBody.length > state.config.responseBodyCharsMax) {
-      cutOversized(state, request, e.workerId, out);
-    }
-    return;
+    return keepBodyPiece(state, request, e.workerId, e.chunk, out);
   }
   if (s.kind === "dispatched") {
     backendAnswered(state, e.workerId, out);

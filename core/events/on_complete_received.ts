@@ -8,6 +8,7 @@
 // whole one). A non-streaming answer assembled from chunks (body-chunks-v1) is
 // bounded by `responseBodyCharsMax`.
 import type { Effect } from "../effect.ts";
+import { answerBytesMax } from "../config.ts";
 import { recordBackendSuccess } from "../state/backend_circuit.ts";
 import { cacheReportOf } from "../state/cache_report.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
@@ -63,12 +64,13 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         finish(state, request, "completed", e.statusCode, out, cacheReport);
       }
     } else if (
-      request.bufferedBody.length + e.body.length >
-        state.config.responseBodyCharsMax
+      request.bodyBytes + e.body.length > answerBytesMax(state.config)
     ) {
       // The worker is done with it: nothing to cancel, and never requeued (its
-      // own answer's size would fail it again on any worker).
-      const max = state.config.responseBodyCharsMax;
+      // own answer's size would fail it again on any worker). The completion's
+      // own frame (at most the frame limit) is already here: the budget is
+      // not asked.
+      const max = answerBytesMax(state.config);
       const error = clientError(
         502,
         "response_too_large",
@@ -81,9 +83,10 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         requestId: request.id,
         status: e.statusCode,
         headers: e.headers,
-        body: request.bufferedBody.length > 0
-          ? request.bufferedBody + e.body
-          : e.body,
+        ...(request.bodyPieces.length > 0
+          ? { bodyPieces: request.bodyPieces }
+          : {}),
+        body: e.body,
         queueWaitMs: request.queueWaitMs,
       });
       finish(state, request, "completed", e.statusCode, out, cacheReport);

@@ -20,7 +20,11 @@ import {
 } from "../state/requests.ts";
 import { pickWorker } from "../state/routing.ts";
 import type { Request, State } from "../state/state.ts";
-import { hasWorkers, modelKnown } from "../state/workers.ts";
+import {
+  hasWorkers,
+  modelKnown,
+  modelServedRecently,
+} from "../state/workers.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "requestReceived" }>;
@@ -70,8 +74,12 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
     );
   }
   // C11: with workers connected, a model none of them acked is unknown; with none
-  // connected, the request waits for one (walkthrough 7).
-  if (hasWorkers(state, provider) && !modelKnown(state, provider, e.model)) {
+  // connected, the request waits for one (walkthrough 7); a model whose worker
+  // left within MODEL_GRACE_SECS waits for its return (issue 24).
+  if (
+    hasWorkers(state, provider) && !modelKnown(state, provider, e.model) &&
+    !modelServedRecently(state, provider, e.model)
+  ) {
     return clientError(
       404,
       "model_not_found",
@@ -156,7 +164,8 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     // requeued keeps this deadline (issue 14.8).
     firstQueuedAtMs: state.nowMs,
     avoidWorkerId: null,
-    bufferedBody: "",
+    bodyPieces: [],
+    bodyBytes: 0,
     tenant,
     priority: e.priority ?? "normal",
     cacheKey: e.cacheKey ?? null,

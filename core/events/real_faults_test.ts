@@ -162,7 +162,12 @@ Deno.test("issue 14.2 body-chunks-v1 (already tolerated) a non-streaming body in
   });
   const r = only(effects, "respond");
   assert.equal(r.status, 201);
-  assert.equal(r.body, '{"a":"bc"}');
+  // Issue 24: the pieces as they came (as bytes), never joined in the core.
+  assert.deepEqual(
+    r.bodyPieces?.map((p) => new TextDecoder().decode(p)),
+    ['{"a":', '"bc'],
+  );
+  assert.equal(r.body, '"}');
   assert.deepEqual(r.headers, { "content-type": "application/json" });
 });
 

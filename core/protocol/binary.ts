@@ -135,3 +135,23 @@ const UTF8 = new TextDecoder();
 export function chunkAsText(chunk: string | Uint8Array): string {
   return typeof chunk === "string" ? chunk : UTF8.decode(chunk);
 }
+
+/**
+ * Text of a non-streaming answer given as pieces and a rest (a `respond`
+ * effect's `bodyPieces` and `body`, issue 24): byte pieces are decoded across
+ * piece boundaries, so a character split between two pieces stays whole. Off
+ * the hot path only: simulator checks, tests.
+ */
+export function piecesAsText(
+  pieces: readonly (string | Uint8Array)[],
+  rest: string,
+): string {
+  const decoder = new TextDecoder();
+  let out = "";
+  for (const p of pieces) {
+    out += typeof p === "string"
+      ? decoder.decode() + p
+      : decoder.decode(p, { stream: true });
+  }
+  return out + decoder.decode() + rest;
+}

@@ -59,6 +59,13 @@ export function clientError(
     : { status, code, message, retryAfterSecs };
 }
 
+/** Forgets a request's body pieces and gives their bytes back to the budget (issue 24). */
+export function dropBodyPieces(state: State, request: Request): void {
+  state.bodyBytesBuffered -= request.bodyBytes;
+  request.bodyPieces = [];
+  request.bodyBytes = 0;
+}
+
 /**
  * Removes the request and reports how it ended. The caller emits the client
  * effect; a request the backend answered passes on the backend's cache report.
@@ -83,6 +90,7 @@ export function finish(
       : state.serviceMsAvg * 0.8 + serviceMs * 0.2;
   }
   state.requests.delete(request.id);
+  dropBodyPieces(state, request);
   out.push({
     kind: "requestFinished",
     requestId: request.id,
@@ -293,7 +301,7 @@ export function requeueOrFail(
   request.requeueCount++;
   request.avoidWorkerId = avoidWorker ? worker.id : null;
   // Output buffered from the lost worker must not be spliced into the next answer.
-  request.bufferedBody = "";
+  dropBodyPieces(state, request);
   putInQueue(state, request);
   out.push({
     kind: "log",

@@ -4,6 +4,7 @@ import type { Config } from "../config.ts";
 import type { LoadBuckets } from "./load_buckets.ts";
 import type { RunnerCapabilities } from "../protocol/messages.ts";
 import type {
+  ChunkData,
   ClientApi,
   Headers,
   LifecycleTask,
@@ -116,8 +117,13 @@ export type Request = {
    * the queue: another worker serving the model is preferred (issue 14).
    */
   avoidWorkerId: WorkerId | null;
-  /** Chunks received for a non-streaming request, prepended to the final body. */
-  bufferedBody: string;
+  /**
+   * Pieces received for a non-streaming request (body-chunks-v1), kept as
+   * UTF-8 bytes in the order they came, never joined (issue 24), and sent before the final
+   * body; `bodyBytes` is their size, counted in `State.bodyBytesBuffered`.
+   */
+  bodyPieces: Uint8Array[];
+  bodyBytes: number;
   tenant: string;
   priority: Priority;
   /** Cache affinity key, null when none or X-Cache-Mode: none. */
@@ -162,6 +168,12 @@ export type State = {
   workers: Map<WorkerId, Worker>;
   /** provider -> model -> workers that acked it (exact names). */
   modelIndex: Map<string, Map<string, Set<WorkerId>>>;
+  /**
+   * provider -> model -> when its last worker left or withdrew it (issue 24):
+   * within `modelGraceMs` a request for it queues instead of 404. Entries
+   * leave when a worker serves the model again or the grace has passed.
+   */
+  modelsGone: Map<string, Map<string, number>>;
   /** provider -> workers that advertised `*`. */
   wildcardIndex: Map<string, Set<WorkerId>>;
   /** provider -> model (or `*`) -> routable workers by load level (C7, C8). */
@@ -189,6 +201,11 @@ export type State = {
    * answered 202 with the task document instead (`lifecycleReplyWaitMs`).
    */
   lifecycleReplies: Map<string, number>;
+  /**
+   * Size of every request's `bodyPieces` together (issue 24): the fleet-wide
+   * budget MAX_BUFFERED_RESPONSE_BYTES is checked against it.
+   */
+  bodyBytesBuffered: number;
 };
 
 export function emptyQueue(): ProviderQueue {
@@ -206,12 +223,14 @@ export function initialState(config: Config, nowMs = 0): State {
   const queues = new Map<string, ProviderQueue>();
   const modelIndex = new Map<string, Map<string, Set<WorkerId>>>();
   const wildcardIndex = new Map<string, Set<WorkerId>>();
+  const modelsGone = new Map<string, Map<string, number>>();
   const routes = new Map<string, Map<string, LoadBuckets>>();
   for (const p of config.providers) {
     routes.set(p.name, new Map());
     queues.set(p.name, emptyQueue());
     modelIndex.set(p.name, new Map());
     wildcardIndex.set(p.name, new Set());
+    modelsGone.set(p.name, new Map());
   }
   return {
     config,
@@ -220,6 +239,7 @@ export function initialState(config: Config, nowMs = 0): State {
     pending: new Map(),
     workers: new Map(),
     modelIndex,
+    modelsGone,
     wildcardIndex,
     routes,
     requests: new Map(),
@@ -236,5 +256,6 @@ export function initialState(config: Config, nowMs = 0): State {
     queueWaitMsAvg: 0,
     lifecycleTasks: new Map(),
     lifecycleReplies: new Map(),
+    bodyBytesBuffered: 0,
   };
 }

@@ -161,11 +161,13 @@ export function syncRoute(state: State, worker: Worker): void {
 export function indexWorker(state: State, worker: Worker): void {
   const byModel = state.modelIndex.get(worker.provider);
   if (byModel === undefined) return;
+  const gone = state.modelsGone.get(worker.provider);
   for (const model of worker.modelSet) {
     let set = byModel.get(model);
     if (set === undefined) {
       set = new Set();
       byModel.set(model, set);
+      gone?.delete(model);
     }
     set.add(worker.id);
   }
@@ -181,10 +183,37 @@ export function unindexWorker(state: State, worker: Worker): void {
       const set = byModel.get(model);
       if (set === undefined) continue;
       set.delete(worker.id);
-      if (set.size === 0) byModel.delete(model);
+      if (set.size === 0) {
+        byModel.delete(model);
+        noteModelGone(state, worker.provider, model);
+      }
     }
   }
   state.wildcardIndex.get(worker.provider)?.delete(worker.id);
+}
+
+/** Remembers when a model lost its last worker; forgets models whose grace passed. */
+function noteModelGone(state: State, provider: string, model: string): void {
+  const gone = state.modelsGone.get(provider);
+  if (gone === undefined) return;
+  const expired = state.nowMs - state.config.modelGraceMs;
+  for (const [m, atMs] of gone) if (atMs < expired) gone.delete(m);
+  gone.set(model, state.nowMs);
+}
+
+/**
+ * Whether a worker served `model` within the grace period (issue 24): a
+ * request for it waits in the queue for that worker's return, as during a
+ * drain, instead of a 404 SDKs do not retry.
+ */
+export function modelServedRecently(
+  state: State,
+  provider: string,
+  model: string,
+): boolean {
+  const atMs = state.modelsGone.get(provider)?.get(model);
+  return atMs !== undefined &&
+    state.nowMs - atMs < state.config.modelGraceMs;
 }
 
 /** Replaces a worker's acked models, keeping the index in step (C26). */

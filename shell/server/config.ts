@@ -124,10 +124,28 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     flag: "max-response-body-bytes",
     env: "MAX_RESPONSE_BODY_BYTES",
     kind: "int",
-    default: String(256 * 1024 * 1024),
+    default: String(64 * 1024 * 1024),
     min: 1,
     help:
       "largest non-streaming response a worker may send in pieces (body-chunks-v1); beyond it the request fails 502 response_too_large",
+  },
+  {
+    flag: "max-buffered-response-bytes",
+    env: "MAX_BUFFERED_RESPONSE_BYTES",
+    kind: "int",
+    default: String(512 * 1024 * 1024),
+    min: 1,
+    help:
+      "non-streaming response bytes the server holds at once, all requests together; a piece beyond it fails its request 503 response_buffer_full with Retry-After",
+  },
+  {
+    flag: "model-grace-secs",
+    env: "MODEL_GRACE_SECS",
+    kind: "int",
+    default: "300",
+    min: 0,
+    help:
+      "a model whose last worker left within this long is queued (504 at the queue timeout), not answered 404, while other workers are connected",
   },
   {
     flag: "client-buffer-bytes",
@@ -617,6 +635,8 @@ function coreConfigOf(
     drainTimeoutMs: int(values, "drain-timeout-secs") * 1000,
     streamCharsMax: int(values, "max-stream-bytes"),
     responseBodyCharsMax: int(values, "max-response-body-bytes"),
+    responseBufferBytesMax: int(values, "max-buffered-response-bytes"),
+    modelGraceMs: int(values, "model-grace-secs") * 1000,
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
     requireProtocolVersion: bool(values, "require-protocol-version"),

@@ -131,14 +131,18 @@ Deno.test("a key bound to a tenant cannot escape its rate limit with another X-T
   }
 });
 
-Deno.test("a key without a tenant (a trusted gateway) may name tenants, each with its own limit", async () => {
+Deno.test("a key created with may_name_tenants (a trusted gateway) may name tenants, each with its own limit", async () => {
   const relay = await keyRelay({
     defaultRateLimit: { limit: 1, windowMs: 60_000 },
   });
   const w = await registeredWorker(relay);
   try {
-    const k = await createKey(relay, { name: "gateway" });
+    const k = await createKey(relay, {
+      name: "gateway",
+      may_name_tenants: true,
+    });
     assert.equal(k.tenant, null);
+    assert.equal(k.may_name_tenants, true);
     assert.equal(
       await roundTrip(relay, w, k.key, { "x-tenant-id": "t1" }),
       200,
@@ -283,5 +287,71 @@ Deno.test("a version-2 key database migrates: its keys stay, unbound, with ceili
     assert.equal(Number(v?.version), SCHEMA_VERSION);
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("issue 24.3 keys safe by default: a key created without a tenant is its own tenant: naming teamB is refused, it keeps its own limit, and teamB's key keeps its budget", async () => {
+  const relay = await keyRelay({
+    defaultRateLimit: { limit: 2, windowMs: 60_000 },
+  });
+  const w = await registeredWorker(relay);
+  try {
+    const plain = await createKey(relay, { name: "app" });
+    assert.equal(plain.tenant, null);
+    assert.equal(plain.may_name_tenants, false);
+    const teamB = await createKey(relay, { name: "b", tenant: "teamB" });
+    // The issue's reproduction: two requests as teamB from the tenantless key.
+    for (let i = 0; i < 2; i++) {
+      const res = await post(relay, plain.key, { "x-tenant-id": "teamB" });
+      assert.equal(res.status, 403);
+      const body = await res.json();
+      assert.equal(body.error.code, "tenant_mismatch");
+      assert.match(body.error.message, /may_name_tenants/);
+    }
+    // teamB's own key still has its whole budget.
+    assert.equal(await roundTrip(relay, w, teamB.key), 200);
+    assert.equal(await roundTrip(relay, w, teamB.key), 200);
+    // The tenantless key has its own limit, named after it, and cannot leave it.
+    assert.equal(await roundTrip(relay, w, plain.key), 200);
+    assert.equal(await roundTrip(relay, w, plain.key), 200);
+    const over = await post(relay, plain.key);
+    assert.equal(over.status, 429);
+    assert.match((await over.json()).error.message, new RegExp(plain.id));
+    const elsewhere = await post(relay, plain.key, { "x-tenant-id": "teamC" });
+    assert.equal(elsewhere.status, 403);
+    await elsewhere.body?.cancel();
+    // Its own tenant named in the header is accepted (and still limited).
+    const own = await post(relay, plain.key, { "x-tenant-id": plain.id });
+    assert.equal(own.status, 429);
+    await own.body?.cancel();
+  } finally {
+    await w.close();
+    await relay.close();
+  }
+});
+
+Deno.test("issue 24.3 may_name_tenants is listed with the key, refused beside a tenant, and must be a boolean", async () => {
+  const relay = await keyRelay();
+  try {
+    const gw = await createKey(relay, { name: "gw", may_name_tenants: true });
+    const list = await (await admin(relay, "/admin/keys")).json();
+    const listed = list.keys.find((k: { id: string }) => k.id === gw.id);
+    assert.equal(listed.may_name_tenants, true);
+    for (
+      const body of [
+        { name: "x", tenant: "t", may_name_tenants: true },
+        { name: "x", may_name_tenants: "yes" },
+      ]
+    ) {
+      const res = await admin(relay, "/admin/keys", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      assert.equal(res.status, 400);
+      await res.body?.cancel();
+    }
+  } finally {
+    await relay.close();
   }
 });

@@ -13,6 +13,7 @@ import type { DatabaseSync } from "node:sqlite";
 import {
   type KeyStore,
   keyStoreOn,
+  keyTenant,
   openRelayDatabase,
   type VerifiedKey,
 } from "./ops/api_keys.ts";
@@ -166,13 +167,15 @@ export function makeAuthorize(
       });
     }
     // Refused before the body is read, and logged with the key: a bound key
-    // naming another tenant is a client trying to leave its own limits.
-    const mismatch = tenantMismatch(req, key.tenant);
+    // naming another tenant is a client trying to leave its own limits. A key
+    // without a tenant is its own tenant unless it may name tenants (issue 24).
+    const tenant = keyTenant(key);
+    const mismatch = tenantMismatch(req, tenant, key.tenant === null);
     if (mismatch !== null) {
       metrics.authFailure("tenant_mismatch");
       log("warn", "tenant mismatch refused", {
         key_id: key.id,
-        tenant: key.tenant ?? "",
+        tenant: tenant ?? "",
         claimed: String(req.headers["x-tenant-id"]),
       });
       return denied(mismatch);
@@ -181,7 +184,7 @@ export function makeAuthorize(
     delete req.headers[found.header];
     return {
       kind: "granted",
-      grant: { tenant: key.tenant, maxPriority: key.maxPriority },
+      grant: { tenant, maxPriority: key.maxPriority },
     };
   };
 }
@@ -285,7 +288,10 @@ export async function startRelay(
   // One database for keys and op-token nonces, opened when either is needed.
   const lifecycleOn = (config.opTokenKeyPath ?? "") !== "";
   const db = needsKeyStore(config) || lifecycleOn
-    ? openRelayDatabase(config.dbPath)
+    ? openRelayDatabase(
+      config.dbPath,
+      (message, fields) => log("info", message, fields),
+    )
     : null;
   // Issue 16: a cluster shares its keys through the engine, not this database.
   const clusterKeys = needsKeyStore(config) && config.clusterUrl !== undefined

@@ -8,6 +8,7 @@ import {
   validateHeaderName,
   validateHeaderValue,
 } from "node:http";
+import { Buffer } from "node:buffer";
 import { assertNever } from "../../core/assert_never.ts";
 import {
   type Effect,
@@ -261,8 +262,50 @@ function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
   }
   headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
   const head = safeHead(effect.status, headers);
+  if (effect.bodyPieces === undefined) {
+    c.res.writeHead(head.status, head.headers);
+    c.res.end(effect.body);
+    return;
+  }
+  head.headers["content-length"] = String(
+    effect.bodyPieces.reduce((n, p) => n + p.length, 0) +
+      Buffer.byteLength(effect.body),
+  );
   c.res.writeHead(head.status, head.headers);
-  c.res.end(effect.body);
+  writePieces(c.res, effect.bodyPieces.slice(), effect.body);
+}
+
+/**
+ * Issue 24: an answer assembled from pieces goes out piece by piece as the
+ * client's socket drains, each piece let go once written, so the server never
+ * holds a joined copy nor the whole answer encoded at once beside its pieces.
+ * `pieces` is this function's own copy: written slots are cleared.
+ */
+function writePieces(
+  res: ServerResponse,
+  pieces: (Uint8Array | undefined)[],
+  rest: string,
+): void {
+  let i = 0;
+  const next = (): void => {
+    while (i < pieces.length) {
+      const piece = pieces[i]!;
+      pieces[i++] = undefined;
+      if (!res.write(piece)) {
+        res.once("drain", next);
+        return;
+      }
+    }
+    res.off("close", gone);
+    res.end(rest);
+  };
+  // A client that leaves mid-answer: the rest is dropped at once.
+  const gone = (): void => {
+    res.off("drain", next);
+    pieces.length = 0;
+  };
+  res.once("close", gone);
+  next();
 }
 
 function respondError(

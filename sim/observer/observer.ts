@@ -9,6 +9,7 @@ import {
   type Effect,
   type Event,
   EXTENSION_CAPABILITIES,
+  piecesAsText,
   type State,
   SUPPORTED_EXTENSIONS,
 } from "../../core/mod.ts";
@@ -319,10 +320,11 @@ export class Observer {
     if (r === null) return;
     chunkFromAssigned.respondsToItsCompletion(check, r, m.event);
     // A JSON error body (a failing backend, a worker's 502/503) carries no pieces.
-    const ps = f.status >= 400 && f.body.startsWith("{") ? [] : pieces(f.body);
+    const body = piecesAsText(f.bodyPieces ?? [], f.body);
+    const ps = f.status >= 400 && body.startsWith("{") ? [] : pieces(body);
     ps.forEach((p, i) => {
       noSplice.bodyPieceFromAssigned(check, r, p);
-      chunkOrder.bodyPieceInOrder(check, r, p, i, ps.length, f.body);
+      chunkOrder.bodyPieceInOrder(check, r, p, i, ps.length, body);
     });
     return m.end(r, f.kind, "");
   }

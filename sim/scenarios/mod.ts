@@ -12,6 +12,7 @@ import { noisyTenant } from "./noisy_tenant.ts";
 import { queueOverflow } from "./queue_overflow.ts";
 import { rateLimitedTenants } from "./rate_limited_tenants.ts";
 import { realFaults } from "./real_faults.ts";
+import { rollingRestart } from "./rolling_restart.ts";
 import { steadyLoad } from "./steady_load.ts";
 import { workerChurn } from "./worker_churn.ts";
 
@@ -33,5 +34,6 @@ export const SCENARIOS: ReadonlyMap<string, Scenario> = new Map(
     rateLimitedTenants,
     modelLifecycle,
     realFaults,
+    rollingRestart,
   ].map((s) => [s.name, s]),
 );

@@ -252,7 +252,8 @@ Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-toke
         authorization: `Bearer ${ADMIN}`,
         "content-type": "application/json",
       },
-      body: JSON.stringify({ name: "fleet" }),
+      // Names its tenant per request: a gateway's key (issue 24).
+      body: JSON.stringify({ name: "fleet", may_name_tenants: true }),
     })).json() as { id: string; key: string };
     const auth = { authorization: `Bearer ${created.key}` };
     // Valid everywhere within a log hop.

@@ -56,12 +56,22 @@ export class ClusterKeyStore implements KeyStore {
       this.#byHash.clear();
       this.#byId.clear();
     }
+    let tenantless = 0;
     for (const text of Object.values(all)) {
       try {
-        this.#put(JSON.parse(text) as Stored);
+        const s = JSON.parse(text) as Stored;
+        this.#put(s);
+        if (s.tenant === null && s.mayNameTenants === undefined) tenantless++;
       } catch {
         this.#log("warn", "unreadable API key record in the cluster", {});
       }
+    }
+    if (tenantless > 0) {
+      this.#log(
+        "info",
+        "API keys without a tenant are now each their own tenant and may no longer name tenants with X-Tenant-ID (issue 24); create a key with may_name_tenants for a gateway that must",
+        { keys: tenantless },
+      );
     }
   }
 
@@ -89,6 +99,7 @@ export class ClusterKeyStore implements KeyStore {
         lastUsedAtMs: null,
         tenant: typeof note.tenant === "string" ? note.tenant : null,
         maxPriority: isPriority(maxPriority) ? maxPriority : "normal",
+        mayNameTenants: note.mayNameTenants === 1,
         prefix: typeof note.prefix === "string" ? note.prefix : null,
       });
     } else if (note.t === "keyRevoked" && typeof note.id === "string") {
@@ -128,6 +139,7 @@ export class ClusterKeyStore implements KeyStore {
         createdAtMs: nowMs,
         tenant: stored.tenant,
         maxPriority: stored.maxPriority,
+        mayNameTenants: stored.mayNameTenants ? 1 : 0,
         prefix: stored.prefix,
       })
     ).catch((e) =>
@@ -163,9 +175,13 @@ export class ClusterKeyStore implements KeyStore {
   verify(key: string): VerifiedKey | null {
     if (!key.startsWith(KEY_PREFIX)) return null;
     const s = this.#byHash.get(hashKey(key));
-    return s === undefined
-      ? null
-      : { id: s.id, tenant: s.tenant, maxPriority: s.maxPriority };
+    return s === undefined ? null : {
+      id: s.id,
+      tenant: s.tenant,
+      maxPriority: s.maxPriority,
+      // Records from before issue 24 lack the flag: the safe behaviour.
+      mayNameTenants: s.mayNameTenants === true,
+    };
   }
 
   /** Last use is kept per instance (a shared write per request would cost a round trip). */

@@ -142,6 +142,13 @@ export function handleHttp(
   }
   if (req.method === "GET" && path === "/health") return health(res, deps);
   if (req.method === "GET" && path === "/v1/models") {
+    // Issue 24: with keys required the model list wants a client key too (the
+    // SDKs send theirs on models.list); either header, as on /v1/messages.
+    const access = deps.authorize?.(req, "anthropic");
+    if (access?.kind === "denied") {
+      req.resume();
+      return sendError(res, "openai", access.error);
+    }
     return sendJson(res, 200, modelList(deps.state));
   }
   if (path === "/v1/worker/connect") {

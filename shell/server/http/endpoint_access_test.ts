@@ -167,3 +167,42 @@ Deno.test("without required keys capabilities show the fleet (models, queue, hea
     await relay.close();
   }
 });
+
+Deno.test("issue 24.7 /v1/models wants a client key when keys are required (401 without, 200 with a key, either header), and stays open without required keys", async () => {
+  const relay = await startTestRelay(testConfig({}, {
+    adminToken: ADMIN_TOKEN,
+    requireApiKeys: true,
+  }));
+  const w = await registeredWorker(relay);
+  try {
+    const none = await get(relay, "/v1/models", null);
+    assert.equal(none.status, 401);
+    assert.equal((await none.json()).error.code, "missing_api_key");
+    const wrong = await get(relay, "/v1/models", "mr-not-a-key");
+    assert.equal(wrong.status, 401);
+    await wrong.body?.cancel();
+    const key = await newKey(relay);
+    const ok = await get(relay, "/v1/models", key);
+    assert.equal(ok.status, 200);
+    assert.ok(
+      (await ok.json()).data.some((m: { id: string }) => m.id === "m1"),
+    );
+    // The Anthropic SDK's models.list sends x-api-key.
+    const anthropic = await fetch(relay.url + "/v1/models", {
+      headers: { "x-api-key": key },
+    });
+    assert.equal(anthropic.status, 200);
+    await anthropic.body?.cancel();
+  } finally {
+    await w.close();
+    await relay.close();
+  }
+  const open = await startTestRelay(testConfig({}, {}));
+  try {
+    const res = await get(open, "/v1/models", null);
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+  } finally {
+    await open.close();
+  }
+});

@@ -34,10 +34,15 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-/** 403 when a key bound to `bound` names another (well-formed) tenant in X-Tenant-ID. */
+/**
+ * 403 when a key bound to `bound` names another (well-formed) tenant in
+ * X-Tenant-ID. `ownTenant`: the key has no tenant of its own and is bound to
+ * itself (issue 24), which the message says.
+ */
 export function tenantMismatch(
   req: IncomingMessage,
   bound: string | null,
+  ownTenant = false,
 ): ClientError | null {
   const claimed = header(req, "x-tenant-id");
   if (
@@ -47,8 +52,9 @@ export function tenantMismatch(
   return {
     status: 403,
     code: "tenant_mismatch",
-    message:
-      `this API key belongs to tenant "${bound}" and cannot act as X-Tenant-ID "${claimed}"; drop the header or use that tenant's key`,
+    message: ownTenant
+      ? `this API key has no tenant and is its own tenant ("${bound}"): it cannot act as X-Tenant-ID "${claimed}"; drop the header, use that tenant's key, or a key created with "may_name_tenants": true`
+      : `this API key belongs to tenant "${bound}" and cannot act as X-Tenant-ID "${claimed}"; drop the header or use that tenant's key`,
   };
 }
 

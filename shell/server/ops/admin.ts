@@ -57,6 +57,7 @@ function keyJson(k: ApiKeyInfo): Record<string, unknown> {
     last_used_at: iso(k.lastUsedAtMs),
     tenant: k.tenant,
     max_priority: k.maxPriority,
+    may_name_tenants: k.mayNameTenants,
     prefix: k.prefix,
     // A revoked key is deleted, so every key listed is live.
     revoked: false,
@@ -67,13 +68,20 @@ function keyJson(k: ApiKeyInfo): Record<string, unknown> {
 function scopeOf(body: Record<string, unknown>): KeyScope | string {
   const tenant = body.tenant ?? null;
   if (tenant !== null && (typeof tenant !== "string" || !isTenantId(tenant))) {
-    return `"tenant" must be ${TENANT_RULE} (as X-Tenant-ID), or absent for a key that may name tenants`;
+    return `"tenant" must be ${TENANT_RULE} (as X-Tenant-ID), or absent (the key is then its own tenant, or names tenants with "may_name_tenants": true)`;
   }
   const maxPriority = body.max_priority ?? "normal";
   if (typeof maxPriority !== "string" || !isPriority(maxPriority)) {
     return '"max_priority" must be high, normal or low (default normal)';
   }
-  return { tenant, maxPriority };
+  const mayNameTenants = body.may_name_tenants ?? false;
+  if (typeof mayNameTenants !== "boolean") {
+    return '"may_name_tenants" must be true or false (default false)';
+  }
+  if (mayNameTenants && tenant !== null) {
+    return 'a key bound to a "tenant" cannot have "may_name_tenants": it is that tenant';
+  }
+  return { tenant, maxPriority, mayNameTenants };
 }
 
 /** The JSON body (empty = {}); size and time bounds refuse in readBody. */

@@ -9,10 +9,34 @@ import { createHash, randomBytes } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
 import type { Priority } from "../../../core/mod.ts";
 
-/** What a key may do: its tenant (null: a trusted gateway that names tenants) and its highest priority. */
-export type KeyScope = { tenant: string | null; maxPriority: Priority };
+/**
+ * What a key may do: its tenant, its highest priority, and (issue 24) whether
+ * it may name tenants with X-Tenant-ID (a trusted gateway's key, created with
+ * `may_name_tenants`). A key with neither a tenant nor that flag is its own
+ * tenant (`keyTenant`).
+ */
+export type KeyScope = {
+  tenant: string | null;
+  maxPriority: Priority;
+  mayNameTenants: boolean;
+};
 
-export const UNSCOPED: KeyScope = { tenant: null, maxPriority: "normal" };
+export const UNSCOPED: KeyScope = {
+  tenant: null,
+  maxPriority: "normal",
+  mayNameTenants: false,
+};
+
+/**
+ * The tenant a key's requests are (issue 24): its bound tenant; none (headers
+ * decide) only for a key that may name tenants; else the key itself, by id
+ * (unique, and a valid X-Tenant-ID), so a tenantless key has its own limits and
+ * cannot spend another tenant's.
+ */
+export function keyTenant(key: KeyScope & { id: string }): string | null {
+  if (key.tenant !== null) return key.tenant;
+  return key.mayNameTenants ? null : key.id;
+}
 
 export type ApiKeyInfo = KeyScope & {
   id: string;
@@ -80,7 +104,12 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE api_keys ADD COLUMN max_priority TEXT NOT NULL DEFAULT 'normal'`,
   // The original's `prefix` of each key, for listings (issue 14); NULL for older keys.
   `ALTER TABLE api_keys ADD COLUMN prefix TEXT`,
+  // Issue 24: only keys created with may_name_tenants may name tenants; every
+  // existing key gets 0, so a tenantless key becomes its own tenant.
+  `ALTER TABLE api_keys ADD COLUMN may_name_tenants INTEGER NOT NULL DEFAULT 0`,
 ];
+/** The schema version that made tenantless keys their own tenants (issue 24). */
+const SAFE_KEYS_VERSION = 5;
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
 type Row = Record<string, unknown>;
@@ -93,6 +122,7 @@ function scopeFromRow(r: Row): KeyScope {
     tenant: r.tenant === null ? null : String(r.tenant),
     // An unknown value (written by hand) gets the least privilege.
     maxPriority: PRIORITIES.includes(p as Priority) ? p as Priority : "low",
+    mayNameTenants: Number(r.may_name_tenants) === 1,
   };
 }
 
@@ -113,8 +143,14 @@ function describe(path: string): string {
   return path === ":memory:" ? "the in-memory key database" : `"${path}"`;
 }
 
+/** Something an upgrade changed that the operator should hear about (issue 24). */
+export type MigrationNote = (
+  message: string,
+  fields: Record<string, string | number>,
+) => void;
+
 /** Brings the schema to SCHEMA_VERSION; refuses files that are not ours or are newer. */
-function migrate(db: DatabaseSync, path: string): void {
+function migrate(db: DatabaseSync, path: string, note?: MigrationNote): void {
   const tables = db.prepare(
     "SELECT name FROM sqlite_master WHERE type = 'table'",
   ).all().map((r) => String(r.name));
@@ -153,6 +189,19 @@ function migrate(db: DatabaseSync, path: string): void {
     db.exec("ROLLBACK");
     throw e;
   }
+  if (version > 0 && version < SAFE_KEYS_VERSION) noteSafeKeys(db, note);
+}
+
+function noteSafeKeys(db: DatabaseSync, note?: MigrationNote): void {
+  const row = db.prepare(
+    "SELECT COUNT(*) AS n FROM api_keys WHERE tenant IS NULL",
+  ).get();
+  const n = Number(row?.n ?? 0);
+  if (n === 0) return;
+  note?.(
+    "API keys without a tenant are now each their own tenant and may no longer name tenants with X-Tenant-ID (issue 24); create a key with may_name_tenants for a gateway that must",
+    { keys: n },
+  );
 }
 
 /**
@@ -160,8 +209,11 @@ function migrate(db: DatabaseSync, path: string): void {
  * Throws KeyStoreError with a one-line explanation when the file cannot be read,
  * is not a database, or is damaged; such a file is never modified or replaced.
  */
-export function openSqliteKeyStore(path: string): KeyStore {
-  return keyStoreOn(openRelayDatabase(path));
+export function openSqliteKeyStore(
+  path: string,
+  note?: MigrationNote,
+): KeyStore {
+  return keyStoreOn(openRelayDatabase(path, note));
 }
 
 /** The key store on an open relay database (shared with the op-token nonces). */
@@ -196,7 +248,10 @@ function ownerOnly(path: string): void {
  * Opens (creating on first start) the relay database at `path` and brings its
  * schema up to date; same errors as openSqliteKeyStore.
  */
-export function openRelayDatabase(path: string): DatabaseSync {
+export function openRelayDatabase(
+  path: string,
+  note?: MigrationNote,
+): DatabaseSync {
   let db: DatabaseSync;
   try {
     if (path !== ":memory:") ownerOnly(path);
@@ -213,7 +268,7 @@ export function openRelayDatabase(path: string): DatabaseSync {
     const check = db.prepare("PRAGMA quick_check").all();
     const verdict = check.map((r) => String(Object.values(r)[0])).join("; ");
     if (verdict !== "ok") throw new Error(`integrity check failed: ${verdict}`);
-    migrate(db, path);
+    migrate(db, path, note);
   } catch (e) {
     db.close();
     if (e instanceof KeyStoreError) throw e;
@@ -239,14 +294,14 @@ class SqliteKeyStore implements KeyStore {
   constructor(db: DatabaseSync) {
     this.#db = db;
     this.#insert = db.prepare(
-      "INSERT INTO api_keys (id, name, key_hash, created_at_ms, tenant, max_priority, prefix) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      "INSERT INTO api_keys (id, name, key_hash, created_at_ms, tenant, max_priority, prefix, may_name_tenants) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
     );
     this.#list = db.prepare(
-      "SELECT id, name, created_at_ms, last_used_at_ms, tenant, max_priority, prefix FROM api_keys ORDER BY created_at_ms, id",
+      "SELECT id, name, created_at_ms, last_used_at_ms, tenant, max_priority, prefix, may_name_tenants FROM api_keys ORDER BY created_at_ms, id",
     );
     this.#delete = db.prepare("DELETE FROM api_keys WHERE id = ?");
     this.#byHash = db.prepare(
-      "SELECT id, tenant, max_priority FROM api_keys WHERE key_hash = ?",
+      "SELECT id, tenant, max_priority, may_name_tenants FROM api_keys WHERE key_hash = ?",
     );
     this.#touch = db.prepare(
       "UPDATE api_keys SET last_used_at_ms = ? WHERE id = ?",
@@ -265,6 +320,7 @@ class SqliteKeyStore implements KeyStore {
       scope.tenant,
       scope.maxPriority,
       prefix,
+      scope.mayNameTenants ? 1 : 0,
     );
     return {
       ...scope,

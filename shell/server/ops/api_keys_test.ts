@@ -365,13 +365,20 @@ Deno.test("a key database of schema 2 is migrated: its keys stay valid, unbound,
       "INSERT INTO api_keys (id, name, key_hash, created_at_ms) VALUES (?, ?, ?, ?)",
     ).run("key_old", "old", hashKey("mr-old-key"), 1_000);
     db.close();
-    const store = openSqliteKeyStore(path);
+    const notes: [string, Record<string, string | number>][] = [];
+    const store = openSqliteKeyStore(path, (m, f) => notes.push([m, f]));
     try {
+      // Issue 24: the old tenantless key no longer names tenants, and the
+      // upgrade says so once.
       assert.deepEqual(store.verify("mr-old-key"), {
         id: "key_old",
         tenant: null,
         maxPriority: "normal",
+        mayNameTenants: false,
       });
+      assert.equal(notes.length, 1);
+      assert.match(notes[0]![0], /their own tenant/);
+      assert.deepEqual(notes[0]![1], { keys: 1 });
       const fresh = store.create("new", 2_000);
       assert.deepEqual(store.list().map((k) => [k.id, k.prefix]), [
         ["key_old", null],
