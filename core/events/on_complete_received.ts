@@ -85,6 +85,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
           ? request.bufferedBody + e.body
           : e.body,
         queueWaitMs: request.queueWaitMs,
+        ...(e.bodyBase64 === undefined ? {} : { bodyBase64: e.bodyBase64 }),
       });
       finish(state, request, "completed", e.statusCode, out, cacheReport);
     }

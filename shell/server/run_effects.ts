@@ -262,7 +262,13 @@ function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
   headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
   const head = safeHead(effect.status, headers);
   c.res.writeHead(head.status, head.headers);
-  c.res.end(effect.body);
+  // body-bytes-v1 (issue 25): a binary answer's bytes, exactly as the backend sent them.
+  c.res.end(
+    effect.bodyBase64 === undefined ? effect.body : Buffer.concat([
+      Buffer.from(effect.body),
+      Buffer.from(effect.bodyBase64, "base64"),
+    ]),
+  );
 }
 
 function respondError(
