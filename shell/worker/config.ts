@@ -35,8 +35,8 @@ export type WorkerConfig = {
   drainTimeoutSecs: number;
   modelsRefreshSecs: number;
   onServerShutdown: OnServerShutdown;
-  /** ENDPOINT_PREFIXES (issue 25): the paths this worker serves; empty = every path. */
-  endpointPrefixes: string[];
+  /** ENDPOINT_PREFIXES (issue 25): the paths this worker serves; empty or absent = every path. */
+  endpointPrefixes?: string[];
 };
 
 export const WORKER_OPTIONS: OptionSpec[] = [

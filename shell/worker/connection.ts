@@ -58,7 +58,7 @@ export function startWorker(
     modelsDiscovered: config.models === null,
     drainTimeoutSecs: config.drainTimeoutSecs,
     onServerShutdown: config.onServerShutdown,
-    endpointPrefixes: config.endpointPrefixes,
+    endpointPrefixes: config.endpointPrefixes ?? [],
   });
   const driver = makeDriver({
     state,
