@@ -6,7 +6,9 @@ import { EXTENSION_BODY_BYTES } from "../protocol/messages.ts";
 import {
   addRequest,
   addWorker,
+  clientGone,
   complete,
+  disconnect,
   dispatched,
   newState,
   ofKind,
@@ -165,4 +167,26 @@ Deno.test("aliases: routed as the target, listed beside it, found by id", () => 
   assert.deepEqual(modelById(s, "gpt-4o-mini")?.alias_of, "m");
   assert.deepEqual(modelById(s, "x"), null);
   assert.deepEqual(modelById(s, "m")?.object, "model");
+});
+
+Deno.test("a forwarded path is requeued before its first byte only to another worker that takes it, and cancelled when its client leaves", () => {
+  const s = newState();
+  addWorker(s, "emb1", { endpointPrefixes: ["/v1/embeddings"] });
+  addWorker(s, "chat", { endpointPrefixes: ["/v1/chat/"] });
+  assert.deepEqual(
+    dispatched(addRequest(s, "r1", { endpointPath: "/v1/embeddings" })),
+    [["r1", "emb1"]],
+  );
+  // Its worker dies before the first byte: the request waits for a worker
+  // that takes the path; the chat worker, though free, does not get it.
+  assert.deepEqual(dispatched(disconnect(s, "emb1")), []);
+  assert.deepEqual(queued(s), ["r1"]);
+  assert.deepEqual(
+    dispatched(addWorker(s, "emb2", { endpointPrefixes: ["/v1/embeddings"] })),
+    [["r1", "emb2"]],
+  );
+  const gone = clientGone(s, "r1");
+  assert.deepEqual(sent(gone, "cancel", "emb2").map((m) => m.request_id), [
+    "r1",
+  ]);
 });
