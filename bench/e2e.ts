@@ -270,7 +270,7 @@ console.log(`\n${table(results)}`);
 const cpu = cpuTable(results);
 if (cpu !== "") {
   console.log(
-    "\nCPU µs per chunk (a, b, c) or request (d, g, h) of each process, summed over\nall measured rounds of each path; loadgen is this process (shared by all paths).\n",
+    "\nCPU µs per chunk (a, b, c) or request (d, g, h, i) of each process, summed over\nall measured rounds of each path; loadgen is this process (shared by all paths).\n",
   );
   console.log(cpu);
 }
