@@ -3,7 +3,7 @@
 // body is not text, that negotiated body-bytes-v1; and it is refused as having
 // no worker (404 for the path, 501 for the body) only when no registered worker
 // of its model could take it.
-import type { Model, MReq, MWorker } from "../observer/model.ts";
+import type { Model, MReq, MWorker } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 export function dispatchedToAccepting(
