@@ -10,7 +10,7 @@ export type InstanceId = string;
  * Bumped whenever a change to core/ could make two replicas reduce the same log
  * differently: instances of different versions refuse to share a log.
  */
-export const REDUCER_VERSION = "18.1";
+export const REDUCER_VERSION = "25.1";
 
 export type ClusterRecord =
   | {
