@@ -24,6 +24,7 @@ import {
   scenarioF,
   scenarioG,
   scenarioH,
+  scenarioI,
   type ScenarioResult,
 } from "./e2e/scenarios.ts";
 import { type NginxStatus, setUp } from "./e2e/setup.ts";
@@ -33,7 +34,7 @@ const HELP = `deno task bench:e2e [options]
   --only <list>     scenarios to run, e.g. a,b,g,h (default: all; f is skipped
                     against a real backend)
   --rounds <n>      measured rounds per scenario and path (default 5, 3 for
-                    c/d/g/h)
+                    c/d/g/h/i; i is embeddings, batches of 64 inputs)
   --no-nginx        no nginx path (by default nginx-light fronts the same
                     backend; installed with apt-get when missing and root)
   --c-streams <n>   concurrent streams in scenario (c) (default 256)
@@ -80,7 +81,7 @@ if (
 
 const backendUrl = Deno.env.get("BACKEND_URL") ?? null;
 const real = backendUrl !== null;
-const all = real ? "a,b,c,d,e,g,h" : "a,b,c,d,e,f,g,h";
+const all = real ? "a,b,c,d,e,g,h,i" : "a,b,c,d,e,f,g,h,i";
 const only = new Set((values.only ?? all).split(",").map((s) => s.trim()));
 const roundsOverride = values.rounds === undefined
   ? null
@@ -102,6 +103,8 @@ const size = real
     gTokens: 8,
     hRequests: 20,
     hChunks: 16,
+    iRequests: 40,
+    iConcurrency: 4,
   }
   : {
     aChunks: 20_000,
@@ -117,6 +120,8 @@ const size = real
     gTokens: 5,
     hRequests: 500,
     hChunks: 16,
+    iRequests: 1000,
+    iConcurrency: 16,
   };
 
 const log = (line: string) => console.error(line);
@@ -207,7 +212,7 @@ async function phase(
 
 // Throughput and latency first; memory (e, f) on a fresh server so that the
 // garbage of earlier scenarios does not move its RSS baseline.
-const timed = ["a", "b", "c", "d", "g", "h"].some((s) => only.has(s));
+const timed = ["a", "b", "c", "d", "g", "h", "i"].some((s) => only.has(s));
 if (timed) {
   await phase(only.has("c"), values["no-nginx"] !== true, async (c) => {
     if (only.has("a")) {
@@ -269,6 +274,16 @@ if (timed) {
         ),
       );
     }
+    if (only.has("i")) {
+      results.push(
+        await scenarioI(
+          { ...c, rounds: rounds(3) },
+          size.iRequests,
+          size.iConcurrency,
+          64,
+        ),
+      );
+    }
   });
 }
 if (only.has("e") || (only.has("f") && !real)) {
@@ -302,7 +317,7 @@ console.log(`\n${table(results)}`);
 const cpu = cpuTable(results);
 if (cpu !== "") {
   console.log(
-    "\nCPU µs per chunk (a, b, c) or request (d, g, h) of each process, summed over\nall measured rounds of each path; loadgen is this process (shared by all paths).\n",
+    "\nCPU µs per chunk (a, b, c) or request (d, g, h, i) of each process, summed over\nall measured rounds of each path; loadgen is this process (shared by all paths).\n",
   );
   console.log(cpu);
 }

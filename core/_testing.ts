@@ -31,6 +31,8 @@ export type WorkerOpts = {
   clientIp?: string;
   /** Listed in register (absent: no field, as the original worker registers). */
   extensions?: string[];
+  /** register's endpoint_prefixes (issue 25); absent: no field. */
+  endpointPrefixes?: string[];
 };
 
 /** A worker's socket admitted (auth ok), not registered yet. */
@@ -77,6 +79,9 @@ export function register(
       : opts.protocolVersion,
     currentLoad: opts.currentLoad ?? 0,
     ...(opts.extensions === undefined ? {} : { extensions: opts.extensions }),
+    ...(opts.endpointPrefixes === undefined
+      ? {}
+      : { endpointPrefixes: opts.endpointPrefixes }),
   };
 }
 

@@ -95,6 +95,11 @@ export type Config = {
   lifecycleTaskTimeoutMs: number;
   /** How long an unload or flush caller waits for its task before a 202 with the task document. */
   lifecycleReplyWaitMs: number;
+  /**
+   * MODEL_ALIASES (issue 25): alias -> the model it is routed as. The backend
+   * gets the target's name; /v1/models lists an alias beside its target.
+   */
+  modelAliases: Record<string, string>;
 };
 
 /**
@@ -142,6 +147,7 @@ export const DEFAULT_CONFIG: Config = {
   lifecycleTasksMax: 256,
   lifecycleTaskTimeoutMs: MODEL_LOAD_MS_MAX,
   lifecycleReplyWaitMs: 30_000,
+  modelAliases: {},
 };
 
 /**

@@ -53,6 +53,8 @@ export type Effect =
      */
     bodyPieces?: Uint8Array[];
     body: string;
+    /** body-bytes-v1 (issue 25): bytes that follow `body`, base64; absent = none. */
+    bodyBase64?: string;
     /** Time spent queued, for X-Queue-Wait-Ms (spec 004); absent = 0. */
     queueWaitMs?: number;
   }

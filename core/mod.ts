@@ -36,6 +36,7 @@ export {
 export { eventFromBinaryFrame, eventFromFrame } from "./events/from_frame.ts";
 export { FORWARDED_HEADERS } from "./state/requests.ts";
 export { effectiveLoad, WILDCARD_MODEL } from "./state/workers.ts";
+export { aliasTarget } from "./state/aliases.ts";
 export * from "./queries.ts";
 export type {
   LifecyclePart,

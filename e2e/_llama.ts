@@ -135,13 +135,18 @@ export type LlamaCluster = {
  */
 export async function withLlamaCluster(
   body: (c: LlamaCluster) => Promise<void>,
-  opts: { serverEnv?: Record<string, string>; router?: boolean } = {},
+  opts: {
+    serverEnv?: Record<string, string>;
+    router?: boolean;
+    /** More llama-server flags, e.g. --embeddings (issue 25). */
+    llamaArgs?: string[];
+  } = {},
 ): Promise<void> {
   const started: Child[] = [];
   try {
     const llama = opts.router
       ? await startLlamaRouter()
-      : await startLlamaServer();
+      : await startLlamaServer(opts.llamaArgs ?? []);
     started.push(llama.child);
     const server = await startServerProcess({
       secret: SECRET,

@@ -31,6 +31,7 @@ import {
   jsonBody,
   streamEvents,
 } from "./formats.ts";
+import { otherEndpoint } from "./endpoints.ts";
 
 export type MockBackendOptions = {
   port?: number;
@@ -59,6 +60,8 @@ export type MockBackendStats = {
   unauthorized: number;
   /** Answers cut on purpose (`mock_fault`). */
   faults: number;
+  /** Paths of the issue-25 endpoints called (mock/endpoints.ts), in order. */
+  paths: string[];
 };
 
 export type MockBackend = {
@@ -107,6 +110,7 @@ export function startMockBackend(
       lastHeaders: {},
       unauthorized: 0,
       faults: 0,
+      paths: [],
     },
     closing: new AbortController(),
     nextId: 1,
@@ -162,6 +166,13 @@ async function handle(ctx: Ctx, req: Request): Promise<Response> {
         owned_by: "mock",
       })),
     });
+  }
+  const other = otherEndpoint(req, path);
+  if (other !== null) {
+    ctx.stats.requests++;
+    ctx.stats.paths.push(path);
+    ctx.stats.lastHeaders = Object.fromEntries(req.headers);
+    return await other;
   }
   const api = ROUTES[path];
   if (api === undefined || req.method !== "POST") {

@@ -46,6 +46,7 @@ export const SWARM_KINDS = [
   "backendFaults",
   "signal",
   "ourWorkers",
+  "endpoints",
 ] as const;
 export type SwarmKind = (typeof SWARM_KINDS)[number];
 
@@ -54,6 +55,16 @@ const MODELS = ["m1", "m2", "m3"];
 const TENANTS = ["t0", "t1", "t2", "t3"];
 const PRIORITIES: Priority[] = ["high", "normal", "low"];
 const CACHE_KEYS = ["k1", "k2", "k3"];
+/** Issue 25: the paths clients call and the prefixes workers serve. */
+const PATHS = ["/v1/chat/completions", "/v1/embeddings", "/v1/audio/speech"];
+const PREFIX_LISTS: string[][] = [
+  [],
+  [],
+  ["/v1/chat/"],
+  ["/v1/embeddings"],
+  ["/v1/chat/", "/v1/embeddings"],
+  ["/v1/audio/"],
+];
 
 function range(lo: number, hi: number, spanMax: number): fc.Arbitrary<Range> {
   return fc.tuple(
@@ -220,11 +231,17 @@ function workerArb(
     extensions: on.has("ourWorkers")
       ? fc.constantFrom(...OUR_LISTS)
       : fc.constant(null),
-  }).map(({ lifecycle, backend, extensions, ...base }) => {
+    endpointPrefixes: on.has("endpoints")
+      ? fc.constantFrom(...PREFIX_LISTS)
+      : fc.constant<string[]>([]),
+  }).map(({ lifecycle, backend, extensions, endpointPrefixes, ...base }) => {
     const w: WorkerSpec = base;
     if (lifecycle !== null) w.lifecycle = lifecycle;
     if (backend !== null) w.backend = backend;
     if (extensions !== null) w.extensions = extensions;
+    if (endpointPrefixes.length > 0) {
+      w.endpointPrefixes = [...endpointPrefixes];
+    }
     return w;
   });
 }
@@ -260,12 +277,24 @@ function clientArb(
     cacheKey: on.has("cacheKeys")
       ? fc.option(fc.constantFrom(...CACHE_KEYS), { nil: null, freq: 3 })
       : fc.constant(null),
-  }).map(({ tenant, priority, cacheKey, ...base }) => {
+    // Mostly chat even then, so the scheduling invariants keep their traffic.
+    path: on.has("endpoints")
+      ? fc.oneof({ weight: 4, arbitrary: fc.constant(PATHS[0]!) }, {
+        weight: 2,
+        arbitrary: fc.constantFrom(...PATHS.slice(1)),
+      })
+      : fc.constant(PATHS[0]!),
+    binary: on.has("endpoints")
+      ? fc.integer({ min: 0, max: 3 }).map((n) => n === 0)
+      : fc.constant(false),
+  }).map(({ tenant, priority, cacheKey, path, binary, ...base }) => {
     // Absent fields, not undefined ones: the core's own defaults apply.
     const c: ClientSpec = base;
     if (tenant !== null) c.tenant = tenant;
     if (priority !== null) c.priority = priority;
     if (cacheKey !== null) c.cacheKey = cacheKey;
+    if (path !== PATHS[0]) c.path = path;
+    if (binary) c.binary = true;
     return c;
   });
 }
@@ -359,6 +388,7 @@ export function swarmOf(s: Scenario): string[] {
     if (w.models.includes("*")) kinds.add("wildcard");
     if (w.backend !== undefined) kinds.add("backendFaults");
     if (w.extensions != null) kinds.add("ourWorkers");
+    if (w.endpointPrefixes !== undefined) kinds.add("endpoints");
   }
   if (
     s.clients.some((c) =>
@@ -369,6 +399,9 @@ export function swarmOf(s: Scenario): string[] {
   if (s.clients.some((c) => c.tenant !== undefined)) kinds.add("tenants");
   if (s.clients.some((c) => c.priority !== undefined)) kinds.add("priorities");
   if (s.clients.some((c) => c.cacheKey !== undefined)) kinds.add("cacheKeys");
+  if (s.clients.some((c) => c.path !== undefined || c.binary === true)) {
+    kinds.add("endpoints");
+  }
   if (
     s.config.defaultRateLimit != null ||
     Object.keys(s.config.rateLimits ?? {}).length > 0

@@ -356,6 +356,21 @@ function drainAsEmptyModels(): ReduceFn {
   };
 }
 
+// -- issue 25: which workers may take a request ----------------------------------
+
+// The core forgets the worker's endpoint_prefixes and every worker of a model
+// takes every path; a request may reach a worker that serves other paths only.
+function ignoreEndpointPrefixes(): ReduceFn {
+  return (state, event) => {
+    const out = reduce(state, event);
+    if (event.kind === "registerReceived") {
+      const w = state.workers.get(event.workerId);
+      if (w !== undefined) w.endpointPrefixes = [];
+    }
+    return out;
+  };
+}
+
 export const MUTANTS: readonly Mutant[] = [
   {
     name: "skip_requeue_cap",
@@ -489,6 +504,12 @@ export const MUTANTS: readonly Mutant[] = [
       "issue 14.1 a draining worker's models stay routable until it disconnects",
     make: drainAsEmptyModels,
     scenario: "real_faults",
+  },
+  {
+    name: "ignore_endpoint_prefixes",
+    breaks:
+      "issue 25 a request goes only to a worker whose endpoint_prefixes match its path",
+    make: ignoreEndpointPrefixes,
   },
 ];
 

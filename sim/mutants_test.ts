@@ -34,6 +34,7 @@ const EXPECTED: Record<string, string[]> = {
   requeue_to_same_worker: ["retryElsewhere"],
   requeue_oversized: ["neverRunTwiceForSize"],
   drain_as_empty_models: ["drainingModelsStayRoutable"],
+  ignore_endpoint_prefixes: ["dispatchOnlyToAccepting"],
 };
 
 Deno.test("every mutant has an expected catcher", () => {

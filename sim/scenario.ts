@@ -78,6 +78,8 @@ export type WorkerSpec = {
   extensions?: string[] | null;
   /** Its backend's fault plan (issue 14); absent: a backend that never fails. */
   backend?: BackendPlan;
+  /** ENDPOINT_PREFIXES (issue 25): the paths it serves; absent: every path. */
+  endpointPrefixes?: string[];
 };
 
 /**
@@ -133,6 +135,10 @@ export type ClientSpec = {
   priority?: Priority;
   /** Spec 004: cache affinity key (X-Cache-Tag). */
   cacheKey?: string;
+  /** Issue 25: the path it calls (absent: /v1/chat/completions). */
+  path?: string;
+  /** Issue 25: its body is not text (only body-bytes-v1 workers can carry it). */
+  binary?: boolean;
 };
 
 /** A parametric client workload, expanded with the run's seed. */
@@ -277,6 +283,7 @@ export const OUR_EXTENSIONS: string[] = [
   "drain-v1",
   "body-chunks-v1",
   "chunk-bytes-v1",
+  "body-bytes-v1",
 ];
 
 /** A backend fault plan with every share zero unless overridden. */

@@ -27,10 +27,13 @@ export class VirtualClient {
         atMs: now,
         requestId: this.requestId,
         api: this.spec.model.length % 2 === 0 ? "openai" : "anthropic",
-        endpointPath: "/v1/chat/completions",
+        endpointPath: this.spec.path ?? "/v1/chat/completions",
         model: this.spec.model,
         isStreaming: this.spec.streaming,
-        body: `{"model":"${this.spec.model}"}`,
+        // Issue 25: a body that is not text travels as base64.
+        ...(this.spec.binary === true
+          ? { body: "/wD+", bodyBase64: true, method: "POST" }
+          : { body: `{"model":"${this.spec.model}"}` }),
         headers: { authorization: "Bearer k", "x-secret": "kept at relay" },
         ...(this.spec.tenant === undefined ? {} : { tenant: this.spec.tenant }),
         ...(this.spec.priority === undefined

@@ -123,6 +123,7 @@ export class VirtualWorker {
       responseFrameCharsMax: speaks === null
         ? Infinity
         : this.#world.frameCharsMax,
+      endpointPrefixes: this.spec.endpointPrefixes ?? [],
     });
   }
 

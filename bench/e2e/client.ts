@@ -324,6 +324,64 @@ export function postOnce(
 }
 
 /**
+ * One POST /v1/embeddings of `inputs` (issue 25), read whole and checked: a
+ * 200 whose `data` has one embedding per input.
+ */
+export function embedOnce(
+  target: Target,
+  o: { model: string; inputs: string[]; agent: http.Agent; timeoutMs: number },
+): Promise<PostResult> {
+  const body = JSON.stringify({
+    model: o.model,
+    input: o.inputs,
+    encoding_format: "float",
+  });
+  return new Promise((resolve, reject) => {
+    const start = performance.now();
+    const timer = setTimeout(() => {
+      req.destroy();
+      reject(new Error(`${target.name}: request timed out`));
+    }, o.timeoutMs);
+    const req = http.request({
+      host: target.host,
+      port: target.port,
+      path: "/v1/embeddings",
+      method: "POST",
+      agent: o.agent,
+      headers: {
+        "content-type": "application/json",
+        "content-length": String(new TextEncoder().encode(body).length),
+      },
+    }, (res) => {
+      let text = "";
+      res.setEncoding("utf8");
+      res.on("data", (s: string) => text += s);
+      res.on("end", () => {
+        clearTimeout(timer);
+        try {
+          const v = JSON.parse(text) as { data?: unknown[] };
+          if (res.statusCode !== 200 || v.data?.length !== o.inputs.length) {
+            throw new Error(`status ${res.statusCode}: ${text.slice(0, 200)}`);
+          }
+        } catch (e) {
+          return reject(new Error(`${target.name}: ${(e as Error).message}`));
+        }
+        resolve({ totalMs: performance.now() - start });
+      });
+      res.on("error", (e) => {
+        clearTimeout(timer);
+        reject(e);
+      });
+    });
+    req.on("error", (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    req.end(body);
+  });
+}
+
+/**
  * Runs `task` `total` times with at most `concurrency` at once; stops starting new
  * tasks after `deadlineMs`. Returns the results of the tasks that ran.
  */

@@ -7,6 +7,7 @@
 import type http from "node:http";
 import {
   type Checker,
+  embedOnce,
   newAgent,
   PATH_NAMES,
   type PathName,
@@ -669,6 +670,62 @@ export async function scenarioH(
       latency("total p99", pick(values, (v) => v.totalP99)),
       latency("first chunk p50", pick(values, (v) => v.ttfcP50), 0.3),
       latency("first chunk p99", pick(values, (v) => v.ttfcP99)),
+    ],
+    cpu,
+  };
+}
+
+/**
+ * (i) Embeddings (issue 25): batches of `batch` short inputs on POST
+ * /v1/embeddings at a fixed concurrency: requests per second.
+ */
+export async function scenarioI(
+  c: Ctx,
+  requests: number,
+  concurrency: number,
+  batch: number,
+): Promise<ScenarioResult> {
+  c.log(
+    `(i) ${requests} embeddings requests of ${batch} inputs at concurrency ${concurrency}`,
+  );
+  const agent = newAgent();
+  const inputs = Array.from({ length: batch }, (_, i) => `short input ${i}`);
+  const { values, cpu } = await interleave(
+    c,
+    c.paths,
+    c.procs,
+    "request",
+    async (t) => {
+      const start = performance.now();
+      const results = await pool(
+        requests,
+        concurrency,
+        60_000,
+        () =>
+          embedOnce(t, { model: c.model, inputs, agent, timeoutMs: 60_000 }),
+      );
+      const secs = (performance.now() - start) / 1000;
+      const ms = results.map((r) => r.totalMs);
+      return {
+        value: {
+          rps: results.length / secs,
+          p50: percentile(ms, 50),
+          p99: percentile(ms, 99),
+        },
+        units: results.length,
+      };
+    },
+  );
+  agent.destroy();
+  return {
+    id: "i",
+    title:
+      `embeddings, ${batch} inputs per request, concurrency ${concurrency}`,
+    params: { requests, concurrency, batch, rounds: c.rounds },
+    figures: [
+      throughput("requests/s", "req/s", pick(values, (v) => v.rps), 0.5),
+      latency("latency p50", pick(values, (v) => v.p50)),
+      latency("latency p99", pick(values, (v) => v.p99)),
     ],
     cpu,
   };

@@ -40,6 +40,8 @@ export type Event =
     currentLoad: number;
     /** Extensions the worker listed in register (ours); absent = none. */
     extensions?: string[];
+    /** register's `endpoint_prefixes` (issue 25); absent = the field was not sent. */
+    endpointPrefixes?: string[];
   }
   | {
     kind: "modelsUpdateReceived";
@@ -73,6 +75,8 @@ export type Event =
     headers: Headers;
     body: string;
     tokenCounts: TokenCounts | null;
+    /** body-bytes-v1: the answer's body is not text, base64 (issue 25); absent = text. */
+    bodyBase64?: string;
   }
   | {
     kind: "workerErrorReceived";
@@ -136,10 +140,14 @@ export type Event =
     requestId: RequestId;
     api: ClientApi;
     endpointPath: string;
+    /** The client's HTTP method (issue 25); absent = POST. */
+    method?: string;
     model: string;
     isStreaming: boolean;
-    /** The raw JSON body, forwarded untouched. */
+    /** The raw body, forwarded untouched: text, or base64 when `bodyBase64`. */
     body: string;
+    /** The body is not UTF-8 and travels as base64 (body-bytes-v1, issue 25). */
+    bodyBase64?: boolean;
     /** Lowercased request headers; the core keeps only the forwardable ones (C13). */
     headers: Headers;
     /** X-Tenant-ID, or the tenant bound to the API key; absent = "default". */

@@ -34,6 +34,7 @@ export function eventFromFrame(
         headers: m.headers ?? {},
         body: m.body ?? "",
         tokenCounts: m.token_counts ?? null,
+        ...(m.body_base64 == null ? {} : { bodyBase64: m.body_base64 }),
       };
     case "pong":
       return {
@@ -53,6 +54,9 @@ export function eventFromFrame(
         protocolVersion: m.protocol_version ?? null,
         currentLoad: m.current_load ?? 0,
         ...(m.extensions == null ? {} : { extensions: m.extensions }),
+        ...(m.endpoint_prefixes == null
+          ? {}
+          : { endpointPrefixes: m.endpoint_prefixes }),
       };
     case "models_update":
       return {

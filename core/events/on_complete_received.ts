@@ -88,6 +88,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
           : {}),
         body: e.body,
         queueWaitMs: request.queueWaitMs,
+        ...(e.bodyBase64 === undefined ? {} : { bodyBase64: e.bodyBase64 }),
       });
       finish(state, request, "completed", e.statusCode, out, cacheReport);
     }

@@ -6,6 +6,7 @@ import {
   ACCEPTED_PROTOCOL_VERSIONS,
   SUPPORTED_EXTENSIONS,
 } from "../protocol/messages.ts";
+import { sanitizePrefixes } from "../state/accepts.ts";
 import { closeAndDrop } from "../state/drop_worker.ts";
 import { pumpQueue } from "../state/requests.ts";
 import type { State, Worker } from "../state/state.ts";
@@ -103,6 +104,7 @@ export function onRegisterReceived(state: State, e: E, out: Effect[]): void {
     ),
     capabilities: null,
     capabilitiesAtMs: null,
+    endpointPrefixes: sanitizePrefixes(e.endpointPrefixes ?? []),
   };
   state.workers.set(worker.id, worker);
   indexWorker(state, worker);
@@ -121,6 +123,10 @@ export function onRegisterReceived(state: State, e: E, out: Effect[]): void {
       ...(e.extensions === undefined
         ? {}
         : { extensions: [...SUPPORTED_EXTENSIONS] }),
+      // The original's newer field, echoed only to a worker that sent it.
+      ...(e.endpointPrefixes === undefined
+        ? {}
+        : { endpoint_prefixes: worker.endpointPrefixes }),
     },
   });
   out.push({

@@ -25,6 +25,8 @@ import {
   modelKnown,
   modelServedRecently,
 } from "../state/workers.ts";
+import { needOf, servedFor } from "../state/accepts.ts";
+import { EXTENSION_BODY_BYTES } from "../protocol/messages.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "requestReceived" }>;
@@ -76,17 +78,33 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
   // C11: with workers connected, a model none of them acked is unknown; with none
   // connected, the request waits for one (walkthrough 7); a model whose worker
   // left within MODEL_GRACE_SECS waits for its return (issue 24).
-  if (
-    hasWorkers(state, provider) && !modelKnown(state, provider, e.model) &&
-    !modelServedRecently(state, provider, e.model)
-  ) {
+  if (!hasWorkers(state, provider)) return null;
+  if (!modelKnown(state, provider, e.model)) {
+    if (modelServedRecently(state, provider, e.model)) return null;
     return clientError(
       404,
       "model_not_found",
       `no provider for model "${e.model}": no connected worker serves it (GET /v1/models lists the models available)`,
     );
   }
-  return null;
+  // Issue 25: the model's workers must also take the path and carry the body.
+  const need = { path: e.endpointPath, binary: e.bodyBase64 === true };
+  switch (servedFor(state, provider, e.model, need)) {
+    case "ok":
+      return null;
+    case "path":
+      return clientError(
+        404,
+        "model_not_found",
+        `no provider for model "${e.model}" on ${e.endpointPath}: no connected worker serving it accepts this path (its ENDPOINT_PREFIXES)`,
+      );
+    case "body":
+      return clientError(
+        501,
+        "binary_body_unsupported",
+        `the request body is not UTF-8 text, and no connected worker serving "${e.model}" on ${e.endpointPath} can carry it (only workers that negotiated ${EXTENSION_BODY_BYTES} can; workers of the original dialect carry text bodies only)`,
+      );
+  }
 }
 
 /** 503 queue_full with the spec 004 body fields and a computed Retry-After. */
@@ -149,9 +167,11 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     provider,
     api: e.api,
     endpointPath: e.endpointPath,
+    method: e.method ?? "POST",
     model: e.model,
     isStreaming: e.isStreaming,
     body: e.body,
+    bodyBase64: e.bodyBase64 === true,
     headers: forwardableHeaders(e.headers),
     arrivedAtMs: state.nowMs,
     deadlineAtMs: state.nowMs + state.config.requestTimeoutMs,
@@ -175,7 +195,7 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
   // the scheduler (queue.ts) decides the order.
   const worker = modelQueued(state, provider, e.model)
     ? null
-    : pickWorker(state, provider, e.model, request.cacheKey);
+    : pickWorker(state, provider, e.model, request.cacheKey, needOf(request));
   if (worker !== null) {
     state.requests.set(request.id, request);
     return dispatch(state, request, worker, out);

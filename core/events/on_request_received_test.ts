@@ -220,6 +220,7 @@ Deno.test("C13 only the six compatibility headers are forwarded in the request f
       "anthropic-version": "2023-06-01",
       "anthropic-beta": "tools",
     },
+    method: "POST",
     to: "w1",
   });
   // The body is forwarded as the very same string.

@@ -275,6 +275,12 @@ function responseCompleteFast(
       out.token_counts = counts;
     }
   }
+  if (o.body_base64 !== undefined) {
+    if (o.body_base64 !== null && typeof o.body_base64 !== "string") {
+      return null;
+    }
+    out.body_base64 = o.body_base64;
+  }
   return out;
 }
 
@@ -299,6 +305,13 @@ function requestFast(o: Record<string, unknown>): RequestMessage | null {
       if (headers === undefined) return null;
       out.headers = headers;
     }
+  }
+  // Issue 25's fields: the original's `method`, body-bytes-v1's `body_base64`.
+  for (const key of ["method", "body_base64"] as const) {
+    const v = o[key];
+    if (v === undefined) continue;
+    if (v !== null && typeof v !== "string") return null;
+    out[key] = v;
   }
   return out;
 }

@@ -40,12 +40,21 @@ export const EXTENSION_BODY_CHUNKS = "body-chunks-v1";
  * JSON-escaped `response_chunk` text frame.
  */
 export const EXTENSION_CHUNK_BYTES = "chunk-bytes-v1";
+/**
+ * body-bytes-v1 (issue 25): bodies that are not text travel as base64, a
+ * `request`'s in `body_base64`, a non-streaming answer's in `response_complete`'s
+ * `body_base64`; a stream's binary answer leaves as chunk-bytes-v1 frames with
+ * its bytes untouched (no UTF-8 repair). A request whose body is not UTF-8 goes
+ * only to a worker that negotiated it.
+ */
+export const EXTENSION_BODY_BYTES = "body-bytes-v1";
 export const SUPPORTED_EXTENSIONS: readonly string[] = [
   EXTENSION_CAPABILITIES,
   EXTENSION_LIFECYCLE,
   EXTENSION_DRAIN,
   EXTENSION_BODY_CHUNKS,
   EXTENSION_CHUNK_BYTES,
+  EXTENSION_BODY_BYTES,
 ];
 export const LIFECYCLE_OPERATIONS = [
   "model-load",
@@ -115,6 +124,11 @@ export const registerSchema = z.object({
   current_load: count.nullish(),
   /** Extensions this worker speaks (ours; the original server ignores it). */
   extensions: z.array(z.string()).nullish(),
+  /**
+   * The original's newer field (issue 25): path prefixes this worker serves;
+   * empty or absent = every path.
+   */
+  endpoint_prefixes: z.array(z.string()).nullish(),
 });
 export const modelsUpdateSchema = z.object({
   type: z.literal("models_update"),
@@ -135,6 +149,8 @@ export const responseCompleteSchema = z.object({
   headers: headerMap.nullish(),
   body: z.string().nullish(),
   token_counts: tokenCountsSchema.nullish(),
+  /** body-bytes-v1: a body that is not text, base64 (then `body` is empty). */
+  body_base64: z.string().nullish(),
 });
 export const pongSchema = z.object({
   type: z.literal("pong"),
@@ -190,6 +206,8 @@ export const registerAckSchema = z.object({
   protocol_version: z.string().nullish(),
   // Our extension list (issue 9); the original ignores unknown fields.
   extensions: z.array(z.string()).nullish(),
+  /** The worker's endpoint_prefixes echoed (issue 25), when it sent them. */
+  endpoint_prefixes: z.array(z.string()).nullish(),
 });
 export const requestSchema = z.object({
   type: z.literal("request"),
@@ -199,6 +217,10 @@ export const requestSchema = z.object({
   is_streaming: z.boolean(),
   body: z.string(),
   headers: headerMap.nullish(),
+  /** The client's HTTP method (the original's newer field, issue 25); absent = POST. */
+  method: z.string().nullish(),
+  /** body-bytes-v1: a body that is not UTF-8, base64 (then `body` is empty). */
+  body_base64: z.string().nullish(),
 });
 export const cancelSchema = z.object({
   type: z.literal("cancel"),

@@ -60,3 +60,17 @@ export function bucketFirstExcept(
   }
   return null;
 }
+
+/** The least-loaded worker that has waited longest at its level and passes `fits`, or null. */
+export function bucketFirstWhere(
+  b: LoadBuckets | undefined,
+  fits: (id: WorkerId) => boolean,
+): WorkerId | null {
+  if (b === undefined) return null;
+  for (const level of b.levels) {
+    for (const id of b.byLevel.get(level)!) {
+      if (fits(id)) return id;
+    }
+  }
+  return null;
+}

@@ -20,6 +20,7 @@
 //    requeues, C22).
 import type { Priority, RequestId } from "../vocabulary.ts";
 import { pickWorker, pickWorkerExcept } from "./routing.ts";
+import { needOf, workerAccepts } from "./accepts.ts";
 import { otherWorkerServes } from "./workers.ts";
 import type {
   ProviderQueue,
@@ -170,16 +171,32 @@ function workerFor(
   request: Request,
   free: Map<string, Worker>,
 ): Worker | null {
-  const best = free.get(request.model);
-  if (best === undefined) return null;
-  const chosen =
-    pickWorker(state, request.provider, request.model, request.cacheKey) ??
-      best;
+  const any = free.get(request.model);
+  if (any === undefined) return null;
+  // Issue 25: only a worker that takes this request's path and body.
+  const need = needOf(request);
+  const best = workerAccepts(any, need)
+    ? any
+    : pickWorker(state, request.provider, request.model, null, need);
+  if (best === null) return null;
+  const chosen = pickWorker(
+    state,
+    request.provider,
+    request.model,
+    request.cacheKey,
+    need,
+  ) ?? best;
   const avoid = request.avoidWorkerId;
   if (avoid === null || chosen.id !== avoid) return chosen;
-  const other = pickWorkerExcept(state, request.provider, request.model, avoid);
+  const other = pickWorkerExcept(
+    state,
+    request.provider,
+    request.model,
+    avoid,
+    need,
+  );
   if (other !== null) return other;
-  return otherWorkerServes(state, request.provider, request.model, avoid)
+  return otherWorkerServes(state, request.provider, request.model, avoid, need)
     ? null
     : best;
 }

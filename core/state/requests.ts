@@ -173,8 +173,11 @@ export function dispatch(
       model: request.model,
       endpoint_path: request.endpointPath,
       is_streaming: request.isStreaming,
-      body: request.body,
+      body: request.bodyBase64 ? "" : request.body,
       headers: request.headers,
+      // The original's newer field (issue 25), in every request frame.
+      method: request.method,
+      ...(request.bodyBase64 ? { body_base64: request.body } : {}),
     },
   });
   out.push({

@@ -9,8 +9,19 @@
 // a cache key prefers the worker that served that key last, so its prefix/KV cache
 // is reused, unless that worker is busier than the least-loaded one by more than
 // `affinityLoadMargin` (the load guard of vllm-router's cache-aware policy).
+//
+// Issue 25: a request may also need a worker whose endpoint_prefixes match its
+// path, or that can carry a body that is not text (accepts.ts). Such a `need`
+// looks further along the same buckets, lowest load first; without one (every
+// worker of a model accepts every path, as before) the first worker is taken.
 import type { WorkerId } from "../vocabulary.ts";
-import { bucketFirst, bucketFirstExcept } from "./load_buckets.ts";
+import { type Need, workerAccepts } from "./accepts.ts";
+import {
+  bucketFirst,
+  bucketFirstExcept,
+  bucketFirstWhere,
+  type LoadBuckets,
+} from "./load_buckets.ts";
 import type { State, Worker } from "./state.ts";
 import { WILDCARD_MODEL, workerCanServe } from "./workers.ts";
 
@@ -22,17 +33,35 @@ export function affinityKey(
   return `${provider}\u0000${model}\u0000${cacheKey}`;
 }
 
+/** The least-loaded worker of `b` that meets `need` (any when null), else null. */
+function firstFit(
+  state: State,
+  b: LoadBuckets | undefined,
+  need: Need | null,
+  avoid: WorkerId | null = null,
+): WorkerId | null {
+  if (need === null) {
+    return avoid === null ? bucketFirst(b) : bucketFirstExcept(b, avoid);
+  }
+  return bucketFirstWhere(b, (id) => {
+    if (id === avoid) return false;
+    const w = state.workers.get(id);
+    return w !== undefined && workerAccepts(w, need);
+  });
+}
+
 /** The worker a request for `model` should go to now, or null when none is free. */
 export function pickWorker(
   state: State,
   provider: string,
   model: string,
   cacheKey: string | null = null,
+  need: Need | null = null,
 ): Worker | null {
   const byKey = state.routes.get(provider);
   if (byKey === undefined) return null;
-  const id = bucketFirst(byKey.get(model)) ??
-    bucketFirst(byKey.get(WILDCARD_MODEL));
+  const id = firstFit(state, byKey.get(model), need) ??
+    firstFit(state, byKey.get(WILDCARD_MODEL), need);
   const best = id === null ? undefined : state.workers.get(id);
   if (best === undefined) return null;
   if (cacheKey === null) return best;
@@ -45,7 +74,7 @@ export function pickWorker(
   if (
     preferred !== undefined && preferred.routeLevel !== null &&
     best.routeLevel !== null &&
-    workerCanServe(preferred, model) &&
+    workerCanServe(preferred, model) && workerAccepts(preferred, need) &&
     // C42: a `*` worker only when no exact match is free, affinity or not.
     (preferred.modelSet.has(model) || !best.modelSet.has(model)) &&
     preferred.routeLevel <= best.routeLevel + state.config.affinityLoadMargin
@@ -61,11 +90,12 @@ export function pickWorkerExcept(
   provider: string,
   model: string,
   avoid: WorkerId,
+  need: Need | null = null,
 ): Worker | null {
   const byKey = state.routes.get(provider);
   if (byKey === undefined) return null;
-  const id = bucketFirstExcept(byKey.get(model), avoid) ??
-    bucketFirstExcept(byKey.get(WILDCARD_MODEL), avoid);
+  const id = firstFit(state, byKey.get(model), need, avoid) ??
+    firstFit(state, byKey.get(WILDCARD_MODEL), need, avoid);
   return id === null ? null : state.workers.get(id) ?? null;
 }
 

@@ -62,6 +62,11 @@ export type Worker = {
   /** The last `capabilities` frame (capabilities-v1), null until one arrives. */
   capabilities: RunnerCapabilities | null;
   capabilitiesAtMs: number | null;
+  /**
+   * The paths this worker serves, as prefixes (register's `endpoint_prefixes`,
+   * issue 25); empty = every path.
+   */
+  endpointPrefixes: string[];
 };
 
 /**
@@ -97,9 +102,14 @@ export type Request = {
   provider: string;
   api: ClientApi;
   endpointPath: string;
+  /** The client's HTTP method, sent in the `request` frame (issue 25). */
+  method: string;
   model: string;
   isStreaming: boolean;
+  /** The client's body: text, or base64 when `bodyBase64` (not UTF-8, issue 25). */
   body: string;
+  /** The body is not text: only a worker with body-bytes-v1 can carry it. */
+  bodyBase64: boolean;
   headers: Headers;
   arrivedAtMs: number;
   /** arrival + REQUEST_TIMEOUT: never extended by requeue (C19, C22). */

@@ -2,6 +2,7 @@
 // model index used for routing (C6, C42), and load accounting (C8, C44).
 import type { Config } from "../config.ts";
 import type { WorkerId } from "../vocabulary.ts";
+import { type Need, workerAccepts } from "./accepts.ts";
 import { bucketAdd, bucketRemove, emptyBuckets } from "./load_buckets.ts";
 import type { State, Worker } from "./state.ts";
 
@@ -270,11 +271,13 @@ export function otherWorkerServes(
   provider: string,
   model: string,
   avoid: WorkerId,
+  need: Need | null = null,
 ): boolean {
   const usable = (id: WorkerId): boolean => {
     if (id === avoid) return false;
     const w = state.workers.get(id);
-    return w !== undefined && !w.draining && w.backend.kind !== "open";
+    return w !== undefined && !w.draining && w.backend.kind !== "open" &&
+      workerAccepts(w, need);
   };
   for (const id of state.modelIndex.get(provider)?.get(model) ?? []) {
     if (usable(id)) return true;

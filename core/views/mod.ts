@@ -11,4 +11,4 @@ export {
 } from "./health.ts";
 export { type LifecycleAnswer, lifecycleAnswer } from "./lifecycle_reply.ts";
 export { taskDocument } from "./lifecycle_task.ts";
-export { modelList } from "./models.ts";
+export { modelById, modelList } from "./models.ts";

@@ -51,6 +51,31 @@ export function completionFrames(
   });
   const room = state.responseFrameCharsMax - FRAME_OVERHEAD_CHARS -
     JSON.stringify(c.headers).length - requestId.length;
+  // body-bytes-v1 (issue 25): a binary answer in one frame, base64.
+  if (c.body_base64 !== undefined) {
+    if (c.body_base64.length <= room) {
+      return [{
+        type: "response_complete",
+        request_id: requestId,
+        status_code: c.status_code,
+        headers: c.headers,
+        body: "",
+        body_base64: c.body_base64,
+        ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
+      }];
+    }
+    return [{
+      type: "response_complete",
+      request_id: requestId,
+      status_code: 502,
+      headers: { "content-type": "application/json" },
+      body: errorBody(
+        null,
+        "response_too_large",
+        `the backend's binary answer (${c.body_base64.length} base64 characters) does not fit one ${state.responseFrameCharsMax}-character frame`,
+      ),
+    }];
+  }
   // Cheap bound first: JSON escaping grows a character to at most 6.
   if (
     c.body.length * 6 <= room || JSON.stringify(c.body).length <= room

@@ -185,6 +185,10 @@ function onSocketOpened(state: WorkerState): WorkerAction[] {
       current_load: state.inFlight.size,
       // An original-style worker (the simulator's) sends no field at all.
       ...(state.speaks === null ? {} : { extensions: [...state.speaks] }),
+      // The original's field (issue 25); absent when the worker serves every path.
+      ...(state.endpointPrefixes.length === 0
+        ? {}
+        : { endpoint_prefixes: [...state.endpointPrefixes] }),
     }),
   ];
 }

@@ -59,6 +59,7 @@ Deno.test("opening the socket registers with the bridge protocol version and cur
       "drain-v1",
       "body-chunks-v1",
       "chunk-bytes-v1",
+      "body-bytes-v1",
     ],
   });
 });

@@ -1,6 +1,7 @@
 // The worker's state, the events its I/O part feeds in, and the actions it gets
 // back: the vocabulary of decide.ts.
 import {
+  EXTENSION_BODY_BYTES,
   EXTENSION_BODY_CHUNKS,
   EXTENSION_CAPABILITIES,
   EXTENSION_CHUNK_BYTES,
@@ -51,6 +52,8 @@ export type WorkerState = {
   capabilitiesSent: string | null;
   /** Lifecycle tasks being carried to the backend: task id -> operation and model. */
   lifecycle: Map<string, { operation: LifecycleOperation; modelId: string }>;
+  /** ENDPOINT_PREFIXES (issue 25), sent in register when not empty; empty = every path. */
+  endpointPrefixes: string[];
 };
 
 /** What our worker speaks, listed in register (an added field the original server ignores). */
@@ -60,6 +63,7 @@ export const WORKER_EXTENSIONS = [
   EXTENSION_DRAIN,
   EXTENSION_BODY_CHUNKS,
   EXTENSION_CHUNK_BYTES,
+  EXTENSION_BODY_BYTES,
 ];
 
 /** Our server's default frame limit (core DEFAULT_CONFIG.frameCharsMax). */
@@ -119,6 +123,8 @@ export type Completion = {
   headers: Record<string, string>;
   body: string;
   token_counts: TokenCounts | null;
+  /** body-bytes-v1 (issue 25): an answer that is not text, base64 (then `body` is ""). */
+  body_base64?: string;
 };
 
 export type TimerName = "reconnect" | "drain" | "idle" | "handshake";
@@ -151,6 +157,8 @@ export function initialWorkerState(opts: {
   responseFrameCharsMax?: number;
   /** Extensions to speak; absent: WORKER_EXTENSIONS. */
   speaks?: readonly string[] | null;
+  /** ENDPOINT_PREFIXES; absent: every path. */
+  endpointPrefixes?: readonly string[];
 }): WorkerState {
   return {
     workerName: opts.workerName,
@@ -171,5 +179,6 @@ export function initialWorkerState(opts: {
     extensions: [],
     capabilitiesSent: null,
     lifecycle: new Map(),
+    endpointPrefixes: [...(opts.endpointPrefixes ?? [])],
   };
 }

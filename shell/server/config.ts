@@ -287,6 +287,22 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     help: "timer resolution for deadlines",
   },
   {
+    flag: "model-aliases",
+    env: "MODEL_ALIASES",
+    kind: "string",
+    default: "",
+    help:
+      "comma-separated alias=model pairs, e.g. gpt-4o-mini=llama3.1:8b: a request for the alias is routed as the model, whose name the backend receives",
+  },
+  {
+    flag: "forward-path-prefixes",
+    env: "FORWARD_PATH_PREFIXES",
+    kind: "string",
+    default: "",
+    help:
+      "comma-separated path prefixes outside /v1/ forwarded to workers, e.g. /tokenize,/detokenize (every /v1/ path the relay does not answer is forwarded already)",
+  },
+  {
     flag: "cluster-url",
     env: "CLUSTER_URL",
     kind: "string",
@@ -365,6 +381,8 @@ export type ServerConfig = {
   metricsToken?: string;
   /** CORS for /v1/*: ["*"] or exact origins; absent = ["*"]. */
   corsAllowOrigins?: string[];
+  /** FORWARD_PATH_PREFIXES (issue 25): paths outside /v1/ forwarded to workers. */
+  forwardPathPrefixes?: string[];
   /** Issue 16: the shared log's engine; absent = single instance, nothing loaded. */
   clusterUrl?: string;
   clusterPrefix?: string;
@@ -482,6 +500,9 @@ export function loadServerConfig(
       opTokenMinSigners,
       metricsToken: str(values, "metrics-token"),
       corsAllowOrigins: parseCorsOrigins(str(values, "cors-allow-origins")),
+      forwardPathPrefixes: parseForwardPrefixes(
+        str(values, "forward-path-prefixes"),
+      ),
       ...(str(values, "cluster-url") === "" ? {} : {
         clusterUrl: str(values, "cluster-url"),
         clusterPrefix: str(values, "cluster-prefix"),
@@ -641,5 +662,45 @@ function coreConfigOf(
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
     requireProtocolVersion: bool(values, "require-protocol-version"),
     registerTimeoutMs: int(values, "register-timeout-secs") * 1000,
+    modelAliases: parseModelAliases(str(values, "model-aliases")),
   });
+}
+
+/** MODEL_ALIASES: `alias=model` pairs, comma-separated (issue 25). */
+export function parseModelAliases(raw: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of raw.split(",")) {
+    if (pair.trim() === "") continue;
+    const eq = pair.indexOf("=");
+    const alias = pair.slice(0, eq).trim();
+    const target = pair.slice(eq + 1).trim();
+    if (eq < 0 || alias === "" || target === "" || alias === target) {
+      throw new OptionError(
+        `MODEL_ALIASES (--model-aliases) must be alias=model pairs separated by commas, got "${pair.trim()}"`,
+      );
+    }
+    if (Object.hasOwn(out, alias)) {
+      throw new OptionError(
+        `MODEL_ALIASES (--model-aliases) names alias "${alias}" twice`,
+      );
+    }
+    out[alias] = target;
+  }
+  return out;
+}
+
+/** FORWARD_PATH_PREFIXES: absolute path prefixes, comma-separated (issue 25). */
+export function parseForwardPrefixes(raw: string): string[] {
+  const out: string[] = [];
+  for (const item of raw.split(",")) {
+    const p = item.trim();
+    if (p === "") continue;
+    if (!p.startsWith("/") || p === "/" || /[\s?#]/.test(p)) {
+      throw new OptionError(
+        `FORWARD_PATH_PREFIXES (--forward-path-prefixes) takes absolute path prefixes such as /tokenize (not / itself), got "${p}"`,
+      );
+    }
+    out.push(p);
+  }
+  return out;
 }

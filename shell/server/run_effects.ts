@@ -262,17 +262,22 @@ function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
   }
   headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
   const head = safeHead(effect.status, headers);
+  // body-bytes-v1 (issue 25): a binary answer's bytes, exactly as the backend sent them.
+  const rest = effect.bodyBase64 === undefined ? effect.body : Buffer.concat([
+    Buffer.from(effect.body),
+    Buffer.from(effect.bodyBase64, "base64"),
+  ]);
   if (effect.bodyPieces === undefined) {
     c.res.writeHead(head.status, head.headers);
-    c.res.end(effect.body);
+    c.res.end(rest);
     return;
   }
   head.headers["content-length"] = String(
     effect.bodyPieces.reduce((n, p) => n + p.length, 0) +
-      Buffer.byteLength(effect.body),
+      (typeof rest === "string" ? Buffer.byteLength(rest) : rest.length),
   );
   c.res.writeHead(head.status, head.headers);
-  writePieces(c.res, effect.bodyPieces.slice(), effect.body);
+  writePieces(c.res, effect.bodyPieces.slice(), rest);
 }
 
 /**
@@ -284,7 +289,7 @@ function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
 function writePieces(
   res: ServerResponse,
   pieces: (Uint8Array | undefined)[],
-  rest: string,
+  rest: string | Uint8Array,
 ): void {
   let i = 0;
   const next = (): void => {

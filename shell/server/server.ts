@@ -295,6 +295,7 @@ function httpDepsFor(
     bodyTimeoutMs: config.bodyTimeoutMs,
     startedAtMs: nowMs(),
     corsAllowOrigins: config.corsAllowOrigins ?? ["*"],
+    forwardPathPrefixes: config.forwardPathPrefixes ?? [],
     ...(hooks.extraRoutes === undefined
       ? {}
       : { extraRoutes: hooks.extraRoutes }),

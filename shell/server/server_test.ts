@@ -169,7 +169,7 @@ Deno.test("bad bodies get clear 400 and 413 errors in the route's shape", async 
     const cases: [string, number, string][] = [
       ["not json", 400, "invalid_json"],
       ["[1]", 400, "invalid_body"],
-      ['{"messages":[]}', 400, "missing_model"],
+      ['{"messages":[]}', 400, "model_required"],
       ['{"model":"m","stream":"yes"}', 400, "invalid_stream"],
       [
         JSON.stringify({ model: "m", pad: "x".repeat(2000) }),

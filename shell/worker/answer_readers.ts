@@ -7,6 +7,7 @@
 // body, sent ahead in pieces when the server negotiated body-chunks-v1 (issue
 // 14). Reading pauses while the proxy link is full.
 import { StringDecoder } from "node:string_decoder";
+import { isUtf8 } from "node:buffer";
 import type http from "node:http";
 import type { ResponseHeaders } from "./http1/header_lines.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
@@ -112,6 +113,12 @@ export type AnswerSink = {
    * body-chunks-v1); otherwise they are buffered up to RESPONSE_FRAME_BYTES_MAX.
    */
   bodyChunks: boolean;
+  /**
+   * The server negotiated body-bytes-v1 (issue 25): an answer whose content
+   * type is not text keeps its bytes (base64 in response_complete, or a
+   * stream's chunks with no UTF-8 repair). Absent = false.
+   */
+  bodyBytes?: boolean;
   /** False while the link to the proxy holds too much unsent: reading pauses. */
   hasRoom(): boolean;
 };
@@ -210,6 +217,11 @@ export function readAnswer(
       pauseWhileFull(body, sink, call.settled);
     },
   };
+  // body-bytes-v1 (issue 25): an answer that is not text keeps its bytes.
+  if (sink.bodyBytes === true && !isTextType(answer.headers["content-type"])) {
+    if (!request.is_streaming) return readWholeBytes(answer);
+    if (ok && sink.chunkBytes) return readStreamBytes(answer, true);
+  }
   // chunk-bytes-v1: a successful stream is read as bytes (readStreamBytes).
   if (request.is_streaming && ok && sink.chunkBytes) {
     return readStreamBytes(answer);
@@ -351,12 +363,13 @@ function streamEnded(a: Answer, tokenCounts: Completion["token_counts"]): void {
  * chunk of bytes, never decoded (utf8_passage.ts holds back a split character
  * and keeps invalid input exactly as the text path delivers it, C45).
  */
-function readStreamBytes(a: Answer): void {
+function readStreamBytes(a: Answer, raw = false): void {
   const usage = newUsageByteScan();
   const utf8 = newUtf8Passage();
   let pending: Buffer[] = [];
   const pass = (bytes: Buffer) => {
-    const out = utf8.pass(bytes);
+    // raw (body-bytes-v1, a binary answer): the bytes as they are.
+    const out = raw ? bytes : utf8.pass(bytes);
     if (out.length === 0) return;
     a.send(out);
     scanBytes(usage, out);
@@ -374,7 +387,7 @@ function readStreamBytes(a: Answer): void {
   });
   a.body.onEnd(() => {
     flush();
-    if (!a.settled()) {
+    if (!a.settled() && !raw) {
       const rest = utf8.end();
       if (rest.length > 0) {
         a.send(rest);
@@ -382,5 +395,61 @@ function readStreamBytes(a: Answer): void {
       }
     }
     streamEnded(a, scanBytesResult(usage));
+  });
+}
+
+// ---- body-bytes-v1 (issue 25) ------------------------------------------------
+
+/** Whether a content type is text (kept on the text readers); absent counts as text. */
+export function isTextType(contentType: string | undefined): boolean {
+  if (contentType === undefined) return true;
+  const ct = contentType.toLowerCase().split(";")[0]!.trim();
+  return ct === "" || ct.startsWith("text/") || ct.endsWith("+json") ||
+    ct.endsWith("+xml") || ct === "application/json" ||
+    ct === "application/x-ndjson" || ct === "application/xml" ||
+    ct === "application/javascript";
+}
+
+/** Base64 grows bytes by 4/3: the most bytes one base64 frame can carry. */
+const BINARY_BODY_BYTES_MAX = Math.floor(
+  (RESPONSE_FRAME_BYTES_MAX - FRAME_ENVELOPE_BYTES) * 3 / 4,
+);
+
+/**
+ * A non-streaming answer that is not text, buffered as bytes for one
+ * response_complete: as text when its bytes are UTF-8 anyway, else base64.
+ */
+function readWholeBytes(a: Answer): void {
+  const parts: Buffer[] = [];
+  let size = 0;
+  a.body.onData((b) => {
+    if (a.settled()) return;
+    size += b.length;
+    if (size > BINARY_BODY_BYTES_MAX) {
+      a.destroy();
+      return a.done({ kind: "completed", completion: tooLarge(a.request) });
+    }
+    parts.push(b);
+  });
+  a.body.onEnd(() => {
+    const bytes = Buffer.concat(parts);
+    const text = isUtf8(bytes);
+    a.done({
+      kind: "completed",
+      completion: text
+        ? {
+          status_code: a.status,
+          headers: a.headers,
+          body: bytes.toString("utf8"),
+          token_counts: null,
+        }
+        : {
+          status_code: a.status,
+          headers: a.headers,
+          body: "",
+          body_base64: bytes.toString("base64"),
+          token_counts: null,
+        },
+    });
   });
 }

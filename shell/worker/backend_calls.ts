@@ -19,6 +19,8 @@ export type BackendCallsDeps = {
   bodyChunks: () => boolean;
   /** Whether the server negotiated chunk-bytes-v1 (read per request, like bodyChunks). */
   chunkBytes: () => boolean;
+  /** Whether the server negotiated body-bytes-v1 (issue 25; read per request, like bodyChunks). */
+  bodyBytes: () => boolean;
   /** Whether the proxy socket can take more answer bytes now. */
   hasRoom: () => boolean;
   /** Aborted when the worker stops. */
@@ -45,6 +47,7 @@ export function makeBackendCalls(deps: BackendCallsDeps): BackendCalls {
             deps.dispatch({ kind: "chunkRead", requestId: id, chunk }),
           bodyChunks: deps.bodyChunks(),
           chunkBytes: deps.chunkBytes(),
+          bodyBytes: deps.bodyBytes(),
           hasRoom: deps.hasRoom,
         }).then((outcome) => {
           if (calls.get(id) === controller) calls.delete(id);

@@ -182,7 +182,7 @@ function viaOwnClient(
 ): () => void {
   let onData = (_: Buffer) => {};
   let onEnd = () => {};
-  const ex = exchange("POST", target, headers, request.body, {
+  const ex = exchange(methodOf(request), target, headers, bodyOf(request), {
     response: (head) =>
       readAnswer(
         head.status,
@@ -223,7 +223,7 @@ function viaNode(
   // What request(url, options) builds itself: the URL's options, then ours.
   const req = (tls ? https : http).request({
     ...options,
-    method: "POST",
+    method: methodOf(request),
     headers,
     agent: tls ? HTTPS_AGENT : HTTP_AGENT,
   }, (res) => {
@@ -246,8 +246,20 @@ function viaNode(
   req.on("error", (e) => {
     call.failed(`backend unreachable at ${backendUrl}: ${e.message}`);
   });
-  req.end(request.body);
+  req.end(bodyOf(request));
   return () => req.destroy();
+}
+
+/** The client's method (the original's `method`, issue 25); absent = POST. */
+function methodOf(request: RequestMessage): string {
+  return request.method?.toUpperCase() || "POST";
+}
+
+/** The body to send: body-bytes-v1's bytes (issue 25), else the text. */
+function bodyOf(request: RequestMessage): string | Buffer {
+  return request.body_base64 == null
+    ? request.body
+    : Buffer.from(request.body_base64, "base64");
 }
 
 /** Only the allow-listed headers reach the backend, whatever the server sent. */
@@ -264,8 +276,12 @@ function backendHeaders(
     }
   }
   authorize(headers, backend);
-  headers["content-type"] ??= "application/json";
-  headers["content-length"] = String(Buffer.byteLength(request.body, "utf8"));
+  const body = bodyOf(request);
+  // A bodiless GET (issue 25) is not labelled JSON.
+  if (body.length > 0) headers["content-type"] ??= "application/json";
+  headers["content-length"] = String(
+    typeof body === "string" ? Buffer.byteLength(body, "utf8") : body.length,
+  );
   return headers;
 }
 

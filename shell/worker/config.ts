@@ -35,6 +35,8 @@ export type WorkerConfig = {
   drainTimeoutSecs: number;
   modelsRefreshSecs: number;
   onServerShutdown: OnServerShutdown;
+  /** ENDPOINT_PREFIXES (issue 25): the paths this worker serves; empty or absent = every path. */
+  endpointPrefixes?: string[];
 };
 
 export const WORKER_OPTIONS: OptionSpec[] = [
@@ -120,6 +122,14 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     default: "reconnect",
     help:
       "after the proxy's graceful_shutdown: reconnect (with backoff, for a restart) or exit",
+  },
+  {
+    flag: "endpoint-prefixes",
+    env: "ENDPOINT_PREFIXES",
+    kind: "string",
+    default: "",
+    help:
+      "comma-separated path prefixes this worker serves, e.g. /v1/embeddings,/v1/rerank (empty = every path)",
   },
 ];
 
@@ -216,6 +226,7 @@ export function parseWorkerConfig(
     drainTimeoutSecs: int(values, "drain-timeout-secs"),
     modelsRefreshSecs: int(values, "models-refresh-secs"),
     onServerShutdown,
+    endpointPrefixes: parseModels(str(values, "endpoint-prefixes")),
   };
 }
 

@@ -6,6 +6,7 @@
 // bug and propagates; the loop ends when the worker exits.
 import { assertNever } from "../../core/assert_never.ts";
 import {
+  EXTENSION_BODY_BYTES,
   EXTENSION_BODY_CHUNKS,
   EXTENSION_CHUNK_BYTES,
 } from "../../core/protocol/mod.ts";
@@ -57,6 +58,7 @@ export function startWorker(
     modelsDiscovered: config.models === null,
     drainTimeoutSecs: config.drainTimeoutSecs,
     onServerShutdown: config.onServerShutdown,
+    endpointPrefixes: config.endpointPrefixes ?? [],
   });
   const driver = makeDriver({
     state,
@@ -79,6 +81,7 @@ export function startWorker(
     track,
     bodyChunks: () => state.extensions.includes(EXTENSION_BODY_CHUNKS),
     chunkBytes: () => state.extensions.includes(EXTENSION_CHUNK_BYTES),
+    bodyBytes: () => state.extensions.includes(EXTENSION_BODY_BYTES),
     hasRoom: () => link.hasRoom(),
     stopped: stopAll.signal,
   });

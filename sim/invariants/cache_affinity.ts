@@ -40,11 +40,11 @@ export function passedOverOnlyWhenBusy(
   if (!m.circuitLets(p) || !m.mayGo(r, p)) return;
   const exactFree = [...m.workers.values()].some((x) =>
     x.registered && !x.draining && x.acked.has(r.model) &&
-    m.load(x, true) < x.max
+    m.accepts(x, r) && m.load(x, true) < x.max
   );
   let bestLo = Infinity;
   for (const x of m.workers.values()) {
-    if (!x.registered || x.draining) continue;
+    if (!x.registered || x.draining || !m.accepts(x, r)) continue;
     if (!(x.acked.has(r.model) || (x.wildcard && !exactFree))) continue;
     const hi = m.load(x, true);
     if (hi !== m.load(x, false)) return;

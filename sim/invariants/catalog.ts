@@ -47,6 +47,8 @@ export const INVARIANTS = {
     "issue 14.2 a request never runs twice because of its own answer's size",
   drainingModelsStayRoutable:
     "C28 issue 14.1 a worker draining itself (drain-v1) keeps its models known: requests for them queue, never 404, until it disconnects",
+  dispatchOnlyToAccepting:
+    "I25 a request is dispatched only to a worker that accepts its path (endpoint_prefixes) and its body (body-bytes-v1 for one that is not text), and refused for want of one only when no worker of its model does",
   liveness:
     "C34 heal phase: every request and lifecycle task ends within bounded steps",
 } as const;

@@ -4,14 +4,18 @@
 import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
-/** A new request answered model_not_found: no registered worker may hold its model. */
+/**
+ * A new request answered model_not_found: no registered worker may hold its
+ * model and take its path (issue 25: a worker's endpoint_prefixes may not).
+ */
 export function notFoundOnlyWithoutHolder(
   m: Model,
   check: Check,
   nr: MReq,
 ): void {
   const holder = [...m.workers.values()].find((x) =>
-    x.registered && (x.acked.has(nr.model) || x.wildcard)
+    x.registered && (x.acked.has(nr.model) || x.wildcard) &&
+    m.accepts(x, { ...nr, binary: false })
   );
   check(
     holder === undefined,

@@ -9,6 +9,7 @@ const BEFORE_RATE = new Set([
   "shutting_down",
   "provider_disabled",
   "model_not_found",
+  "binary_body_unsupported",
 ]);
 
 /** `code`: how the new request ended in its arrival step (null: still open). */

@@ -12,7 +12,7 @@ import type {
   LifecycleStatus,
   Priority,
 } from "../../core/mod.ts";
-import { EXTENSION_LIFECYCLE } from "../../core/mod.ts";
+import { EXTENSION_BODY_BYTES, EXTENSION_LIFECYCLE } from "../../core/mod.ts";
 
 /** The priority classes, highest first. */
 export const CLASSES: readonly Priority[] = ["high", "normal", "low"];
@@ -134,6 +134,9 @@ export type MReq = {
   lastChunkAtMs: number;
   nextSeq: number;
   chunkConn: string | null;
+  /** Issue 25: the path it calls, and whether its body is not text. */
+  path: string;
+  binary: boolean;
 };
 
 export type MWorker = {
@@ -160,6 +163,8 @@ export type MWorker = {
   ext: Set<string>;
   /** Models it reported loaded or loading (capabilities-v1, when accepted). */
   reported: Set<string>;
+  /** register.endpoint_prefixes as sent, trimmed (issue 25); empty = every path. */
+  prefixes: string[];
 };
 
 /** How a request ended in this step. */
@@ -227,6 +232,7 @@ export function newWorker(conn: string): MWorker {
     advertised: null,
     listed: undefined,
     ext: new Set(),
+    prefixes: [],
     reported: new Set(),
   };
 }
@@ -339,19 +345,30 @@ export class Model {
       (w.circuit.kind === "trial" && w.assigned.size === 0);
   }
 
-  /** Whether a worker other than `avoid` could serve the model soon (the core's otherWorkerServes). */
-  otherServes(model: string, avoid: string): boolean {
+  /**
+   * Issue 25: whether `w` takes `q`'s path (a prefix of it listed, or none)
+   * and can carry its body (text, or body-bytes-v1 negotiated).
+   */
+  accepts(w: MWorker, q: MReq): boolean {
+    const pathOk = w.prefixes.length === 0 ||
+      w.prefixes.some((p) => q.path.startsWith(p));
+    return pathOk && (!q.binary || w.ext.has(EXTENSION_BODY_BYTES));
+  }
+
+  /** Whether a worker other than `avoid` could serve `q` soon (the core's otherWorkerServes). */
+  otherServes(q: MReq, avoid: string): boolean {
     for (const x of this.workers.values()) {
       if (x.conn === avoid || !x.registered || x.draining) continue;
-      if (x.circuit.kind === "open") continue;
-      if (x.acked.has(model) || x.wildcard) return true;
+      if (x.circuit.kind === "open" || !this.accepts(x, q)) continue;
+      if (x.acked.has(q.model) || x.wildcard) return true;
     }
     return false;
   }
 
-  /** Whether `q` may go to `w` (a refused request avoids its worker while another serves it). */
+  /** Whether `q` may go to `w`: `w` accepts it, and a refused request avoids its worker while another serves it. */
   mayGo(q: MReq, w: MWorker): boolean {
-    return q.avoid !== w.conn || !this.otherServes(q.model, w.conn);
+    return this.accepts(w, q) &&
+      (q.avoid !== w.conn || !this.otherServes(q, w.conn));
   }
 
   /** A finished request lowers the reported load by one (core's documented choice). */
@@ -465,11 +482,12 @@ export class Model {
     return reserved > w.reportedLoad ? reserved : w.reportedLoad;
   }
 
-  /** Whether some worker is certainly free for `model` right now (C7, C42 with `*`). */
-  certainlyFree(model: string): boolean {
+  /** Whether some worker that accepts `q` is certainly free for its model right now (C7, C42 with `*`). */
+  certainlyFree(q: MReq): boolean {
     for (const x of this.workers.values()) {
       if (!x.registered || x.draining || !this.circuitLets(x)) continue;
-      if (!x.acked.has(model) && !x.wildcard) continue;
+      if (!x.acked.has(q.model) && !x.wildcard) continue;
+      if (!this.accepts(x, q)) continue;
       if (this.load(x, true) < x.max) return true;
     }
     return false;
@@ -492,11 +510,12 @@ export class Model {
    */
   readiness(r: MReq): Readiness {
     const byModel = new Map<string, boolean>();
-    const free = (model: string): boolean => {
-      let f = byModel.get(model);
+    const free = (q: MReq): boolean => {
+      const key = `${q.model}\u0000${q.path}\u0000${q.binary}`;
+      let f = byModel.get(key);
       if (f === undefined) {
-        f = this.certainlyFree(model);
-        byModel.set(model, f);
+        f = this.certainlyFree(q);
+        byModel.set(key, f);
       }
       return f;
     };
@@ -505,7 +524,7 @@ export class Model {
     for (const q of this.reqs.values()) {
       if (q.status !== "queued" || q === r) continue;
       q.waited++;
-      if (!(q.avoid === null ? free(q.model) : this.freeFor(q))) continue;
+      if (!(q.avoid === null ? free(q) : this.freeFor(q))) continue;
       classReady.add(q.priority);
       if (q.priority === r.priority && !tenantsReady.has(q.tenant)) {
         tenantsReady.set(q.tenant, q.id);

@@ -24,6 +24,7 @@ import {
 import * as chunkFromAssigned from "../invariants/chunk_from_assigned.ts";
 import * as chunkOrder from "../invariants/chunk_order.ts";
 import * as deadline from "../invariants/deadline.ts";
+import * as dispatchOnlyToAccepting from "../invariants/dispatch_only_to_accepting.ts";
 import * as drainingModelsStayRoutable from "../invariants/draining_models_stay_routable.ts";
 import * as eligibleWorker from "../invariants/eligible_worker.ts";
 import * as endsExactlyOnce from "../invariants/ends_exactly_once.ts";
@@ -141,6 +142,9 @@ export class Observer {
             load: e.currentLoad,
           };
           w.listed = e.extensions ?? null;
+          w.prefixes = [
+            ...new Set((e.endpointPrefixes ?? []).map((p) => p.trim())),
+          ].filter((p) => p !== "");
         }
         return;
       }
@@ -337,6 +341,18 @@ export class Observer {
       nr !== null && nr.id === f.requestId &&
       f.error.code === "model_not_found"
     ) drainingModelsStayRoutable.notFoundOnlyWithoutHolder(m, check, nr);
+    if (
+      nr !== null && nr.id === f.requestId &&
+      (f.error.code === "model_not_found" ||
+        f.error.code === "binary_body_unsupported")
+    ) {
+      dispatchOnlyToAccepting.refusedOnlyWithoutTaker(
+        m,
+        check,
+        nr,
+        f.error.code,
+      );
+    }
     if (nr !== null && nr.id === f.requestId && !m.reqs.has(nr.id)) {
       endsExactlyOnce.refusedOnce(m, check, nr);
       m.ended.add(nr.id);
@@ -496,6 +512,7 @@ export class Observer {
     eligibleWorker.dispatchedToRegistered(check, id, conn, w);
     if (w === undefined || !w.registered) return;
     eligibleWorker.dispatchedToNotDraining(check, id, conn, w);
+    dispatchOnlyToAccepting.dispatchedToAccepting(m, check, id, conn, r, w);
     retryElsewhere.circuitLetsDispatch(m, check, id, conn, w);
     retryElsewhere.notBackToRefuser(m, check, id, conn, r, w);
     neverRunTwiceForSize.notRedispatchedWhenTooLarge(check, id, r);
@@ -514,6 +531,7 @@ export class Observer {
     for (const x of m.workers.values()) {
       if (x === w || !x.registered || x.draining) continue;
       if (!m.circuitLets(x) || x.conn === r.avoid) continue;
+      if (!m.accepts(x, r)) continue;
       const xExact = x.acked.has(r.model);
       if (!xExact && !(x.wildcard && !exact)) continue;
       const xHi = m.load(x, true);
@@ -663,5 +681,7 @@ function arrivingRequest(
     lastChunkAtMs: 0,
     nextSeq: 0,
     chunkConn: null,
+    path: e.endpointPath,
+    binary: e.bodyBase64 === true,
   };
 }

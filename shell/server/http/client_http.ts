@@ -10,7 +10,21 @@ import type {
   Event,
   State,
 } from "../../../core/mod.ts";
-import { healthAnswer, modelList, VERSION } from "../../../core/mod.ts";
+import {
+  aliasTarget,
+  healthAnswer,
+  modelById,
+  modelList,
+  VERSION,
+} from "../../../core/mod.ts";
+import { isUtf8 } from "node:buffer";
+import {
+  findModel,
+  type FoundModel,
+  modelRequired,
+  multipartBoundary,
+  renameModel,
+} from "./model_of.ts";
 import { readBody } from "./body.ts";
 import type { Clients } from "./clients.ts";
 import { applyCors } from "./cors.ts";
@@ -47,7 +61,53 @@ export type HttpDeps = {
   authorize?: (req: IncomingMessage, api: ClientApi) => Access;
   /** Cluster mode: this instance's view of the shared log, for /health. */
   clusterHealth?: () => ClusterHealth;
+  /** FORWARD_PATH_PREFIXES: paths outside /v1/ forwarded to workers (issue 25); absent = none. */
+  forwardPathPrefixes?: readonly string[];
 };
+
+/**
+ * The relay's own routes, never forwarded to a worker whatever the settings
+ * (issue 25): exact paths, and whole subtrees.
+ */
+const RELAY_PATHS: ReadonlySet<string> = new Set([
+  "/health",
+  "/metrics",
+  "/v1/models",
+  "/v1/worker/connect",
+  "/v1/capabilities",
+  "/v1/models/load",
+  "/v1/models/unload",
+  "/v1/cache/flush",
+  "/dashboard",
+  "/dashboard.js",
+  "/setup",
+  "/setup.js",
+  "/ui.css",
+]);
+const RELAY_SUBTREES: readonly string[] = [
+  "/admin",
+  "/v1/models/load/",
+  "/setup/",
+  "/metrics/",
+  "/health/",
+];
+
+/** Whether a path the relay does not answer itself goes to a worker (issue 25). */
+export function isForwarded(
+  path: string,
+  extraPrefixes: readonly string[],
+): boolean {
+  if (RELAY_PATHS.has(path) || RELAY_SUBTREES.some((p) => path.startsWith(p))) {
+    return false;
+  }
+  return path.startsWith("/v1/") ||
+    extraPrefixes.some((p) => path.startsWith(p));
+}
+
+/** The error shape of a forwarded path: Anthropic's under /v1/messages, else OpenAI's. */
+function apiOf(path: string): ClientApi {
+  return path.startsWith("/v1/messages") ? "anthropic" : "openai";
+}
 
 /** A client's access: refused with an error, or let in with what its key allows (null: no key needed). */
 export type Access =
@@ -94,10 +154,7 @@ export function parseInference(body: string): Parsed {
   }
   const obj = value as Record<string, unknown>;
   if (typeof obj.model !== "string" || obj.model.trim() === "") {
-    return badRequest(
-      "missing_model",
-      'request body needs a "model" string (see GET /v1/models)',
-    );
+    return modelRequired();
   }
   if (obj.stream !== undefined && typeof obj.stream !== "boolean") {
     return badRequest("invalid_stream", '"stream" must be true or false');
@@ -138,7 +195,7 @@ export function handleHttp(
         badRequest("method_not_allowed", `use POST for ${path}`, 405),
       );
     }
-    return handleInference(req, res, deps, api, path);
+    return handleInference(req, res, deps, api, path, false);
   }
   if (req.method === "GET" && path === "/health") return health(res, deps);
   if (req.method === "GET" && path === "/v1/models") {
@@ -165,11 +222,96 @@ export function handleHttp(
   if (
     deps.extraRoutes?.(req, res, url ?? requestUrl(raw)!) === true
   ) return;
+  // Issue 25: GET /v1/models/{id} from the live workers, then every other
+  // /v1/ path (and the operator's FORWARD_PATH_PREFIXES) to a worker.
+  if (req.method === "GET" && path.startsWith("/v1/models/")) {
+    return retrieveModel(res, deps, path);
+  }
+  if (isForwarded(path, deps.forwardPathPrefixes ?? [])) {
+    const u = url ?? requestUrl(raw)!;
+    return handleInference(
+      req,
+      res,
+      deps,
+      apiOf(path),
+      u.pathname + u.search,
+      true,
+    );
+  }
   sendError(
     res,
     "openai",
     badRequest("not_found", `no route for ${req.method} ${path}`, 404),
   );
+}
+
+/** GET /v1/models/{id}: the OpenAI model object, or 404 in the OpenAI error shape. */
+function retrieveModel(
+  res: ServerResponse,
+  deps: HttpDeps,
+  path: string,
+): void {
+  let id: string;
+  try {
+    id = decodeURIComponent(path.slice("/v1/models/".length));
+  } catch {
+    id = path.slice("/v1/models/".length);
+  }
+  const model = modelById(deps.state, id);
+  if (model !== null) return sendJson(res, 200, model);
+  sendError(
+    res,
+    "openai",
+    badRequest(
+      "model_not_found",
+      `The model '${id}' does not exist: no connected worker serves it (GET /v1/models lists the models available)`,
+      404,
+    ),
+  );
+}
+
+/**
+ * The model a request names and the body to forward: JSON `model` on the
+ * inference routes (else X-Model), any of findModel's places elsewhere; an
+ * alias becomes its target in the body (issue 25). `base64`: not UTF-8.
+ */
+function modelAndBody(
+  req: IncomingMessage,
+  bytes: Buffer,
+  deps: HttpDeps,
+  anyPath: boolean,
+): { found: FoundModel; body: string; base64: boolean } | ClientError {
+  const utf8 = anyPath ? isUtf8(bytes) : true;
+  const text = utf8 ? bytes.toString("utf8") : null;
+  let found: FoundModel | ClientError;
+  if (anyPath) found = findModel(text, bytes, req.headers);
+  else {
+    const parsed = parseInference(text!);
+    found = "status" in parsed
+      ? (parsed.code === "model_required"
+        ? findModel(text, bytes, req.headers)
+        : parsed)
+      : { ...parsed, source: "json" };
+  }
+  if ("status" in found) return found;
+  const target = aliasTarget(deps.state.config, found.model);
+  if (target === found.model) {
+    return { found, body: text ?? bytes.toString("base64"), base64: !utf8 };
+  }
+  const renamed = renameModel(
+    bytes,
+    text,
+    found.source,
+    target,
+    multipartBoundary(req.headers["content-type"]),
+  );
+  if (found.source === "header") req.headers["x-model"] = target;
+  found.model = target;
+  return {
+    found,
+    body: utf8 ? renamed.toString("utf8") : renamed.toString("base64"),
+    base64: !utf8,
+  };
 }
 
 /** GET /health: judged in the core (core/views/health.ts); uptime is the shell's clock. */
@@ -189,6 +331,8 @@ function handleInference(
   deps: HttpDeps,
   api: ClientApi,
   path: string,
+  /** Issue 25: a path forwarded as is (any method, body and model source). */
+  anyPath: boolean,
 ): void {
   const access: Access = deps.authorize?.(req, api) ??
     { kind: "granted", grant: null };
@@ -198,9 +342,9 @@ function handleInference(
   }
   const limits = { maxBytes: deps.maxBodyBytes, timeoutMs: deps.bodyTimeoutMs };
   readBody(req, res, limits, (bytes) => {
-    const body = bytes.toString("utf8");
-    const parsed = parseInference(body);
-    if ("status" in parsed) return sendError(res, api, parsed);
+    const named = modelAndBody(req, bytes, deps, anyPath);
+    if ("status" in named) return sendError(res, api, named);
+    const parsed = named.found;
     const tenancy = readTenancy(req, parsed.fields, access.grant);
     if ("status" in tenancy) return sendError(res, api, tenancy);
     // The backend sees the tenant and priority the relay applied, not the claim.
@@ -225,9 +369,11 @@ function handleInference(
       requestId,
       api,
       endpointPath: path,
+      ...(anyPath ? { method: req.method ?? "POST" } : {}),
       model: parsed.model,
       isStreaming: parsed.stream,
-      body,
+      body: named.body,
+      ...(named.base64 ? { bodyBase64: true } : {}),
       headers: lowercaseHeaders(req),
       tenant: tenancy.tenant,
       priority: tenancy.priority,

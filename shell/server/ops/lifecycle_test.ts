@@ -68,13 +68,14 @@ Deno.test("op token: every failed check has its own status and message, and the 
   const relay = await relayWith();
   const w = await registeredWorker(relay, { models: ["m1"], extensions: EXT });
   try {
-    // Our server offers every extension it speaks (drain-v1, body-chunks-v1
-    // and chunk-bytes-v1 too).
+    // Our server offers every extension it speaks (drain-v1, body-chunks-v1,
+    // chunk-bytes-v1 and body-bytes-v1 too).
     assert.deepEqual(w.ack.extensions, [
       ...EXT,
       "drain-v1",
       "body-chunks-v1",
       "chunk-bytes-v1",
+      "body-bytes-v1",
     ]);
     const cases: [string, unknown, number, string, RegExp][] = [
       [

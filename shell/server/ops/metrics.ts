@@ -29,7 +29,7 @@ export const LATENCY_BUCKETS = [
  * tenants); past the cap a new value is counted as "other", so a client cannot
  * grow /metrics without bound.
  */
-export const LABEL_VALUES_MAX = { model: 100, tenant: 100 } as const;
+export const LABEL_VALUES_MAX = { model: 100, tenant: 100, route: 50 } as const;
 export const OTHER_LABEL = "other";
 
 /** The values one label kind has admitted, and how many it may. */
@@ -105,6 +105,8 @@ const SEP = "\u0000";
 
 export class Metrics {
   readonly #models: LabelCap = { seen: new Set(), max: LABEL_VALUES_MAX.model };
+  /** Issue 25: any /v1 path is forwarded, so clients choose routes too (query left out). */
+  readonly #routes: LabelCap = { seen: new Set(), max: LABEL_VALUES_MAX.route };
   readonly #tenants: LabelCap = {
     seen: new Set(),
     max: LABEL_VALUES_MAX.tenant,
@@ -204,7 +206,8 @@ export class Metrics {
     if (e.status === 429) inc(this.rateLimited, tenant);
     inc(
       this.requests,
-      e.route + SEP + capped(this.#models, e.model) + SEP + e.outcome,
+      capped(this.#routes, e.route.split("?", 1)[0]!) + SEP +
+        capped(this.#models, e.model) + SEP + e.outcome,
     );
     if (e.cacheReport !== null) {
       const label = capped(this.#models, e.model);

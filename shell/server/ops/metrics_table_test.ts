@@ -48,3 +48,20 @@ Deno.test("/metrics prints every row of the metric table once, with its HELP and
     assert.match(text, new RegExp(`^# HELP ${d.name} `, "m"));
   }
 });
+
+Deno.test("issue 25: routes are capped like models, and counted without their query", () => {
+  const m = new Metrics(0);
+  const at = (route: string): Effect => ({
+    ...(finished("m0", "t0") as Extract<Effect, { kind: "requestFinished" }>),
+    route,
+  });
+  m.onEffect(at("/v1/files?purpose=a"));
+  m.onEffect(at("/v1/files?purpose=b"));
+  for (let i = 0; i < LABEL_VALUES_MAX.route + 5; i++) {
+    m.onEffect(at(`/v1/random-${i}`));
+  }
+  const text = m.prometheus(initialState(makeConfig({}), 0), 0);
+  assert.match(text, /route="\/v1\/files",model="m0",outcome="completed"} 2/);
+  assert.doesNotMatch(text, /purpose=/);
+  assert.match(text, new RegExp(`route="${OTHER_LABEL}"`));
+});

@@ -74,12 +74,15 @@ export function exchange(
   method: string,
   target: RequestTarget,
   headers: Record<string, string>,
-  body: string,
+  body: string | Uint8Array,
   events: ExchangeEvents,
 ): Exchange {
   // One write, head and body as one string: node's first write (and how it
-  // encodes a header value beyond ASCII: as UTF-8, with the body).
-  const wire = requestHead(method, target, headers) + body;
+  // encodes a header value beyond ASCII: as UTF-8, with the body). A body of
+  // bytes (body-bytes-v1, issue 25) joins the head's bytes.
+  const wire = typeof body === "string"
+    ? requestHead(method, target, headers) + body
+    : Buffer.concat([Buffer.from(requestHead(method, target, headers)), body]);
   let retryable = Buffer.byteLength(wire) <= RETRY_BYTES_MAX;
   let conn: Connection;
   let parser: ResponseParser;
