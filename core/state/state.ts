@@ -4,7 +4,6 @@ import type { Config } from "../config.ts";
 import type { LoadBuckets } from "./load_buckets.ts";
 import type { RunnerCapabilities } from "../protocol/messages.ts";
 import type {
-  ChunkData,
   ClientApi,
   Headers,
   LifecycleTask,
