@@ -17,6 +17,7 @@ import {
   clientError,
   fail,
   finish,
+  handOverBodyPieces,
   pumpQueue,
 } from "../state/requests.ts";
 import type { State } from "../state/state.ts";
@@ -89,6 +90,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         body: e.body,
         queueWaitMs: request.queueWaitMs,
       });
+      handOverBodyPieces(state, request);
       finish(state, request, "completed", e.statusCode, out, cacheReport);
     }
     releaseSlot(state, worker, e.requestId);
