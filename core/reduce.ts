@@ -31,6 +31,7 @@ import {
   onWorkerFrameInvalid,
   protocolViolation,
 } from "./events/on_worker_frame_invalid.ts";
+import { bodySent } from "./state/requests.ts";
 import type { State } from "./state/state.ts";
 
 export type Reduced = { state: State; effects: Effect[] };
@@ -108,6 +109,9 @@ export function reduce(state: State, event: Event): Reduced {
     case "clientDisconnected":
     case "clientStalled":
       onClientGone(state, event, out);
+      break;
+    case "responseSent":
+      bodySent(state, event.requestId);
       break;
     case "tick":
       onTick(state, event, out);

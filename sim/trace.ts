@@ -99,6 +99,8 @@ export function eventLine(e: Event): string {
       return `${e.atMs} E clientGone ${e.requestId}`;
     case "clientStalled":
       return `${e.atMs} E clientStalled ${e.requestId}`;
+    case "responseSent":
+      return `${e.atMs} E responseSent ${e.requestId}`;
     case "tick":
       return `${e.atMs} E tick`;
     case "workerDrainRequested":

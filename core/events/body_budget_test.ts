@@ -14,6 +14,8 @@ import {
   only,
   sent,
   statusOf,
+  step,
+  tick,
 } from "../_testing.ts";
 
 function twoRequests(budget: number, perAnswer = 1_000) {
@@ -52,7 +54,29 @@ Deno.test("issue 24.2 bounded server memory: a piece that would take the fleet's
     ["123456", "78"],
   );
   assert.equal(r.body, "9");
+  // Still counted while the shell writes it out, until it says so.
+  assert.equal(state.bodyBytesBuffered, 8);
+  step(state, { kind: "responseSent", atMs: state.nowMs, requestId: "r1" });
   assert.equal(state.bodyBytesBuffered, 0);
+});
+
+Deno.test("issue 24.2 an answer handed to the shell stays in the budget until it is written out (a slow reader cannot step around it), or until the request timeout if the shell never says", () => {
+  const state = twoRequests(10);
+  chunk(state, "w1", "r1", "12345678");
+  complete(state, "w1", "r1", { body: "" });
+  assert.equal(state.bodyBytesBuffered, 8, "r1 is still being read");
+  const effects = chunk(state, "w1", "r2", "abc");
+  assert.equal(
+    only(effects, "respondError").error.code,
+    "response_buffer_full",
+  );
+  // A shell that never confirms (a crashed instance): released on a tick at
+  // the request timeout.
+  tick(state, state.config.requestTimeoutMs - 1);
+  assert.equal(state.bodyBytesBuffered, 8);
+  tick(state, state.config.requestTimeoutMs + 1);
+  assert.equal(state.bodyBytesBuffered, 0);
+  assert.equal(state.bodiesSending.size, 0);
 });
 
 Deno.test("issue 24.2 an answer larger than the whole budget fails 502 response_too_large (it could never fit), not 503", () => {

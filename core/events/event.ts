@@ -160,6 +160,11 @@ export type Event =
   | { kind: "clientDisconnected"; atMs: number; requestId: RequestId }
   /** The shell's per-stream buffer for a slow client hit its cap. */
   | { kind: "clientStalled"; atMs: number; requestId: RequestId }
+  /**
+   * A `respond` with `bodyPieces` is written out, or its client left (issue
+   * 24): its bytes leave the fleet's buffered-body budget.
+   */
+  | { kind: "responseSent"; atMs: number; requestId: RequestId }
   // -- time and operator commands -------------------------------------------------
   /** `unixMs`: the shell's wall clock, only echoed in pings (the core never reasons on it). */
   | { kind: "tick"; atMs: number; unixMs?: number }

@@ -81,3 +81,16 @@ Deno.test("issue 24.4 a model withdrawn by models_update (an original worker's d
   addRequest(state, "r1", { model: "a", atMs: 2 });
   assert.deepEqual(queued(state), ["r1"]);
 });
+
+Deno.test("issue 24.4 the models remembered for the grace stay bounded: expired ones are swept once there are many", () => {
+  const state = newState({ modelGraceMs: 1_000, heartbeatTimeoutMs: 1e9 });
+  addWorker(state, "stay", { models: ["keep"] });
+  for (let i = 0; i < 3_000; i++) {
+    const id = `w${i}`;
+    addWorker(state, id, { models: [`model-${i}`], atMs: i * 10 });
+    disconnect(state, id, i * 10 + 5);
+  }
+  const gone = state.modelsGone.get("local")!;
+  assert.ok(gone.size <= 1_024 + 200, `${gone.size} remembered`);
+  assert.ok(gone.has("model-2999"));
+});

@@ -17,6 +17,7 @@ import {
   clientError,
   fail,
   finish,
+  handOverBodyPieces,
   pumpQueue,
 } from "../state/requests.ts";
 import type { State } from "../state/state.ts";
@@ -90,6 +91,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         queueWaitMs: request.queueWaitMs,
         ...(e.bodyBase64 === undefined ? {} : { bodyBase64: e.bodyBase64 }),
       });
+      handOverBodyPieces(state, request);
       finish(state, request, "completed", e.statusCode, out, cacheReport);
     }
     releaseSlot(state, worker, e.requestId);

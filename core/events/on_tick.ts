@@ -6,6 +6,7 @@ import { closeAndDrop, closeIfDrained } from "../state/drop_worker.ts";
 import {
   cancelOnWorker,
   clientError,
+  expireBodiesSending,
   fail,
   pumpQueue,
 } from "../state/requests.ts";
@@ -128,6 +129,7 @@ function checkRequest(state: State, r: Request, out: Effect[]): void {
 }
 
 export function onTick(state: State, e: E, out: Effect[]): void {
+  if (state.bodiesSending.size > 0) expireBodiesSending(state);
   for (const p of [...state.pending.values()]) {
     if (state.nowMs < p.registerDeadlineAtMs) continue;
     state.pending.delete(p.id);

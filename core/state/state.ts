@@ -215,6 +215,13 @@ export type State = {
    * budget MAX_BUFFERED_RESPONSE_BYTES is checked against it.
    */
   bodyBytesBuffered: number;
+  /**
+   * Answers handed to the shell in pieces and not yet written out: request id
+   * -> bytes and when. They stay in `bodyBytesBuffered` until `responseSent`,
+   * or until `requestTimeoutMs` later (a shell that never says: a crashed
+   * instance in cluster mode), so a slow reader cannot step around the budget.
+   */
+  bodiesSending: Map<RequestId, { bytes: number; sinceMs: number }>;
 };
 
 export function emptyQueue(): ProviderQueue {
@@ -266,5 +273,6 @@ export function initialState(config: Config, nowMs = 0): State {
     lifecycleTasks: new Map(),
     lifecycleReplies: new Map(),
     bodyBytesBuffered: 0,
+    bodiesSending: new Map(),
   };
 }

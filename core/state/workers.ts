@@ -193,12 +193,22 @@ export function unindexWorker(state: State, worker: Worker): void {
   state.wildcardIndex.get(worker.provider)?.delete(worker.id);
 }
 
-/** Remembers when a model lost its last worker; forgets models whose grace passed. */
+/** Entries of `modelsGone` beyond which expired ones are swept (memory bound). */
+const MODELS_GONE_SWEEP_AT = 1024;
+
+/**
+ * Remembers when a model lost its last worker. Expired entries are swept only
+ * once the map is large: a worker re-listing its models (every
+ * MODELS_REFRESH_SECS) unindexes and reindexes each one, and a sweep per model
+ * would be quadratic; `modelServedRecently` checks the time anyway.
+ */
 function noteModelGone(state: State, provider: string, model: string): void {
   const gone = state.modelsGone.get(provider);
   if (gone === undefined) return;
-  const expired = state.nowMs - state.config.modelGraceMs;
-  for (const [m, atMs] of gone) if (atMs < expired) gone.delete(m);
+  if (gone.size >= MODELS_GONE_SWEEP_AT) {
+    const expired = state.nowMs - state.config.modelGraceMs;
+    for (const [m, atMs] of gone) if (atMs <= expired) gone.delete(m);
+  }
   gone.set(model, state.nowMs);
 }
 

@@ -277,7 +277,13 @@ function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
       (typeof rest === "string" ? Buffer.byteLength(rest) : rest.length),
   );
   c.res.writeHead(head.status, head.headers);
-  writePieces(c.res, effect.bodyPieces.slice(), rest);
+  const requestId = effect.requestId;
+  writePieces(
+    c.res,
+    effect.bodyPieces.slice(),
+    rest,
+    () => deps.submit({ kind: "responseSent", atMs: deps.now(), requestId }),
+  );
 }
 
 /**
@@ -290,6 +296,7 @@ function writePieces(
   res: ServerResponse,
   pieces: (Uint8Array | undefined)[],
   rest: string | Uint8Array,
+  sent: () => void,
 ): void {
   let i = 0;
   const next = (): void => {
@@ -301,15 +308,16 @@ function writePieces(
         return;
       }
     }
-    res.off("close", gone);
     res.end(rest);
   };
-  // A client that leaves mid-answer: the rest is dropped at once.
-  const gone = (): void => {
+  // Written out, or the client left mid-answer (the rest is dropped at once):
+  // either way the core's budget gets the bytes back. node:http emits "close"
+  // after "finish" too.
+  res.once("close", () => {
     res.off("drain", next);
     pieces.length = 0;
-  };
-  res.once("close", gone);
+    sent();
+  });
   next();
 }
 
