@@ -23,13 +23,13 @@ import {
   logEffect,
   peerGone,
   pieceArrived,
-  piecesBefore,
   type ReceiverAction,
   receiverDue,
   type Receivers,
   requestEnded,
   resumeAfterHold,
   routeChunk,
+  routeEnd,
   type Senders,
 } from "../core/cluster/mod.ts";
 import { type Effect, type Event, makeConfig } from "../core/mod.ts";
@@ -371,27 +371,51 @@ function cut(inst: Inst, requestId: string, workerId: string): ClusterRecord {
   };
 }
 
+/** A piece leaves `inst` for instance `to`: a call when it is the same one, else the link. */
+function sendPiece(w: World, inst: Inst, to: number, piece: DirectChunk): void {
+  if (to === inst.idx) {
+    return toClient(w, w.rules.pieceArrived(inst.rx, piece, inst.id, w.now));
+  }
+  const key = `${inst.idx}>${to}`;
+  const slow = w.has("slowLinks") && w.rng.chance(1, 3) ? 40 : 3;
+  const at = Math.max(w.linkLast.get(key) ?? 0, w.now + w.rng.int(1, slow));
+  w.linkLast.set(key, at);
+  w.q.push(at, {
+    k: "piece",
+    to,
+    from: inst.idx,
+    piece,
+    lostIfSenderDies: w.rng.chance(1, 2),
+  });
+}
+
+/** A completion or error from a worker: its body goes direct, the rest to the log. */
+function workerEnded(w: World, inst: Inst, ev: Event): void {
+  const rid = ev.kind === "completeReceived" ? ev.requestId : null;
+  const owner = rid === null ? undefined : inst.cs.requestOwner.get(rid);
+  const end = routeEnd(inst.senders, inst.cs.core, owner, ev);
+  if (end.last !== null) {
+    sendPiece(w, inst, Number(end.last.to.slice(1)), end.last.piece);
+  }
+  events(
+    w,
+    inst,
+    [end.event],
+    end.pieces === null || rid === null ? undefined : { [rid]: end.pieces },
+  );
+  if (
+    end.pieces !== null && w.crashAfterEndFrom >= 0 &&
+    w.now >= w.crashAfterEndFrom && owner !== inst.id
+  ) {
+    w.crashAfterEndFrom = -1;
+    crash(w, inst);
+  }
+}
+
 function fromWorker(w: World, worker: number, ev: Event): void {
   const inst = w.insts[worker]!;
   if (!inst.alive) return;
-  if (ev.kind !== "chunkReceived") {
-    const ended = piecesBefore(inst.senders, ev);
-    events(
-      w,
-      inst,
-      [ev],
-      ended === null ? undefined : { [ended.requestId]: ended.pieces },
-    );
-    if (
-      ended !== null && w.crashAfterEndFrom >= 0 &&
-      w.now >= w.crashAfterEndFrom &&
-      inst.cs.requestOwner.get(ended.requestId) !== inst.id
-    ) {
-      w.crashAfterEndFrom = -1;
-      crash(w, inst);
-    }
-    return;
-  }
+  if (ev.kind !== "chunkReceived") return workerEnded(w, inst, ev);
   const route = routeChunk(
     inst.senders,
     inst.cs.core,
@@ -406,21 +430,7 @@ function fromWorker(w: World, worker: number, ev: Event): void {
   if (route.commit !== null && !dieBeforeCommit) {
     events(w, inst, [route.commit]);
   }
-  if (to === inst.idx) {
-    toClient(w, w.rules.pieceArrived(inst.rx, route.piece, inst.id, w.now));
-  } else {
-    const key = `${inst.idx}>${to}`;
-    const slow = w.has("slowLinks") && w.rng.chance(1, 3) ? 40 : 3;
-    const at = Math.max(w.linkLast.get(key) ?? 0, w.now + w.rng.int(1, slow));
-    w.linkLast.set(key, at);
-    w.q.push(at, {
-      k: "piece",
-      to,
-      from: inst.idx,
-      piece: route.piece,
-      lostIfSenderDies: w.rng.chance(1, 2),
-    });
-  }
+  sendPiece(w, inst, to, route.piece);
   if (dieBeforeCommit) {
     w.crashAtCommitFrom = -1;
     crash(w, inst);

@@ -179,6 +179,75 @@ export function piecesBefore(
   return s.sent > 0 ? { requestId: e.requestId, pieces: s.sent } : null;
 }
 
+type CompleteEvent = Extract<Event, { kind: "completeReceived" }>;
+
+/** What the sender does with an event that ends an answer. */
+export type EndRoute = {
+  /** The event to log: a completion without its body when the body went direct. */
+  event: Event;
+  /** Pieces sent direct before it (the body included); null when none. */
+  pieces: number | null;
+  /** The completion's body as the answer's last piece, for `to`. */
+  last: { to: InstanceId; piece: DirectChunk } | null;
+  /** The body takes the answer over its limit: the answer is cut first. */
+  cut: boolean;
+};
+
+/**
+ * A worker event that ends its answer. A completion's body is answer bytes
+ * too: it goes direct as the last piece and the completion is logged without
+ * it, except after a stream began with a failing status (the core drops that
+ * body: it must never reach the client as stream data) or where the data path
+ * does not carry the answer (the core judges it as before).
+ */
+export function routeEnd(
+  senders: Senders,
+  core: State,
+  clientOwner: InstanceId | undefined,
+  e: Event,
+): EndRoute {
+  const plain = (): EndRoute => ({
+    event: e,
+    pieces: piecesBefore(senders, e)?.pieces ?? null,
+    last: null,
+    cut: false,
+  });
+  if (e.kind !== "completeReceived" || e.body.length === 0) return plain();
+  const request = core.requests.get(e.requestId);
+  if (
+    request === undefined || request.status.kind === "queued" ||
+    request.status.workerId !== e.workerId || clientOwner === undefined
+  ) return plain();
+  const s = senders.get(e.requestId);
+  const sender = s !== undefined && s.workerId === e.workerId ? s : null;
+  if (sender?.cut === true) return plain();
+  const began = sender?.firstLogged === true;
+  if (request.isStreaming && began && e.statusCode >= 400) return plain();
+  senders.delete(e.requestId);
+  const sent = sender?.sent ?? 0;
+  const max = request.isStreaming
+    ? core.config.streamCharsMax
+    : core.config.responseBodyCharsMax;
+  if ((sender?.chars ?? 0) + e.body.length > max) {
+    return { event: e, pieces: sent > 0 ? sent : null, last: null, cut: true };
+  }
+  const body: CompleteEvent = { ...e, body: "" };
+  return {
+    event: body,
+    pieces: sent + 1,
+    last: {
+      to: sender?.to ?? clientOwner,
+      piece: {
+        requestId: e.requestId,
+        workerId: e.workerId,
+        seq: sent,
+        chunk: e.body,
+      },
+    },
+    cut: false,
+  };
+}
+
 /**
  * The link to `to` broke: every answer still being sent there may have lost
  * pieces, so each is cut (`link_lost`), as a worker socket that died would.

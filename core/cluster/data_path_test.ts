@@ -15,6 +15,7 @@ import {
   receiverDue,
   type Receivers,
   routeChunk,
+  routeEnd,
   type Senders,
 } from "./data_path.ts";
 import { applyRecord, initialClusterState } from "./replica.ts";
@@ -349,4 +350,51 @@ Deno.test("data path: pieces of a dispatch never applied here are forgotten afte
   assert.equal(rx.size, 1);
   receiverDue(rx, 5_000, 300_000);
   assert.equal(rx.size, 0);
+});
+
+const completion = (body: string, statusCode = 200): Event => ({
+  kind: "completeReceived",
+  atMs: 0,
+  workerId: "w1",
+  requestId: "r1",
+  statusCode,
+  headers: {},
+  body,
+  tokenCounts: null,
+});
+
+Deno.test("data path: a completion's body goes direct as the answer's last piece; the log gets the completion without it", () => {
+  const { cs } = replica(false);
+  const senders: Senders = new Map();
+  routeChunk(senders, cs.core, "A", chunk('{"a":'));
+  const end = routeEnd(senders, cs.core, "A", completion("1}"));
+  assert.equal(end.cut, false);
+  assert.equal(end.pieces, 2);
+  assert.deepEqual(end.last, {
+    to: "A",
+    piece: { requestId: "r1", workerId: "w1", seq: 1, chunk: "1}" },
+  });
+  assert.equal(end.event.kind === "completeReceived" && end.event.body, "");
+  assert.equal(senders.size, 0);
+  // Without pieces before it, the body alone goes direct.
+  const alone = routeEnd(new Map(), cs.core, "A", completion("{}"));
+  assert.equal(alone.pieces, 1);
+});
+
+Deno.test("data path: a failing status after a stream began keeps its body in the log (the core drops it, never as stream data); a body over the limit cuts the answer", () => {
+  const { cs } = replica();
+  const senders: Senders = new Map();
+  routeChunk(senders, cs.core, "A", chunk("data: x\n\n"));
+  const failed = routeEnd(senders, cs.core, "A", completion("oops", 500));
+  assert.equal(failed.last, null);
+  assert.equal(failed.pieces, 1);
+  assert.equal(
+    failed.event.kind === "completeReceived" && failed.event.body,
+    "oops",
+  );
+  const big = new Map() as Senders;
+  routeChunk(big, cs.core, "A", chunk("x".repeat(15)));
+  const over = routeEnd(big, cs.core, "A", completion("y".repeat(6)));
+  assert.equal(over.cut, true);
+  assert.equal(over.last, null);
 });

@@ -19,12 +19,12 @@ import {
   logEffect,
   peerGone,
   pieceArrived,
-  piecesBefore,
   type ReceiverAction,
   receiverDue,
   type Receivers,
   requestEnded,
   routeChunk,
+  routeEnd,
   type Senders,
 } from "../../../core/cluster/mod.ts";
 import type { PeerLinks } from "./peer_link.ts";
@@ -45,13 +45,20 @@ export type DirectDeps = {
   now: () => number;
 };
 
+export type Routed =
+  | { taken: true }
+  | { taken: false; event: Event; pieces: number | null };
+
+const TAKEN: Routed = { taken: true };
+
 export type DirectPath = {
   /**
-   * An event from a worker socket held here. A chunk is handled here (true:
-   * not to be logged as is); for an event that ends an answer, returns how
-   * many pieces went direct before it in `pieces` (for the record's `direct`).
+   * An event from a worker socket held here: taken (a chunk the data path
+   * carries), or the event to log (a completion without its body when the body
+   * went direct) with how many pieces went direct before it (for the record's
+   * `direct`).
    */
-  fromWorker(event: Event): { taken: boolean; pieces: number | null };
+  fromWorker(event: Event): Routed;
   /** A record is about to be applied here: its ends' piece counts. */
   beforeRecord(record: ClusterRecord): void;
   /** An effect of the replica; returns true when the data path carried it out or holds it. */
@@ -129,28 +136,35 @@ function deliver(c: Ends, to: InstanceId, piece: DirectChunk): void {
   c.links.send(to, url, piece);
 }
 
-function fromWorker(
-  c: Ends,
-  event: Event,
-): { taken: boolean; pieces: number | null } {
+function fromWorker(c: Ends, event: Event): Routed {
   if (event.kind !== "chunkReceived") {
-    const ended = piecesBefore(c.senders, event);
-    return { taken: false, pieces: ended?.pieces ?? null };
+    const rid = "requestId" in event ? event.requestId : null;
+    const end = routeEnd(
+      c.senders,
+      c.cs.core,
+      rid === null ? undefined : c.cs.requestOwner.get(rid),
+      event,
+    );
+    if (end.cut && event.kind === "completeReceived") {
+      c.cut(event.requestId, event.workerId, "too_large");
+    }
+    if (end.last !== null) deliver(c, end.last.to, end.last.piece);
+    return { taken: false, event: end.event, pieces: end.pieces };
   }
   const owner = c.cs.requestOwner.get(event.requestId);
   const route = routeChunk(c.senders, c.cs.core, owner, event);
   switch (route.kind) {
     case "log":
-      return { taken: false, pieces: null };
+      return { taken: false, event, pieces: null };
     case "drop":
-      return { taken: true, pieces: null };
+      return TAKEN;
     case "cut":
       c.cut(route.requestId, route.workerId, route.reason);
-      return { taken: true, pieces: null };
+      return TAKEN;
     case "direct":
       if (route.commit !== null) c.log(route.commit);
       deliver(c, route.to, route.piece);
-      return { taken: true, pieces: null };
+      return TAKEN;
   }
 }
 
