@@ -96,6 +96,7 @@ export type DataPathRun = {
 };
 
 const config = makeConfig({});
+const UTF8 = new TextDecoder();
 const TICK_MS = 250;
 const END_MS = 60_000;
 const HOLD_LIMIT_MS = 15_000;
@@ -300,7 +301,8 @@ function toClient(w: World, actions: ReceiverAction[]): void {
     const e = a.effect;
     if (e.kind === "writeChunk") c.text += String(e.chunk);
     else if (e.kind === "respond") {
-      c.text += e.body;
+      c.text += (e.bodyPieces ?? []).map((b) => UTF8.decode(b)).join("") +
+        e.body;
       c.end = "ok";
     } else if (e.kind === "endStream") {
       c.end = e.error === null ? "ok" : "error";
@@ -394,8 +396,8 @@ function workerEnded(w: World, inst: Inst, ev: Event): void {
   const rid = ev.kind === "completeReceived" ? ev.requestId : null;
   const owner = rid === null ? undefined : inst.cs.requestOwner.get(rid);
   const end = routeEnd(inst.senders, inst.cs.core, owner, ev);
-  if (end.last !== null) {
-    sendPiece(w, inst, Number(end.last.to.slice(1)), end.last.piece);
+  for (const piece of end.last?.pieces ?? []) {
+    sendPiece(w, inst, Number(end.last!.to.slice(1)), piece);
   }
   events(
     w,

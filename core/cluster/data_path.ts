@@ -21,7 +21,7 @@
 // `DATA_PATH_DEFAULTS.endWaitMs` end the answer with an error, never a normal end.
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { chunkAsText } from "../protocol/binary.ts";
+import { answerBytesMax } from "../config.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import type { State } from "../state/state.ts";
 import type {
@@ -91,6 +91,22 @@ export type ChunkRoute =
   };
 
 /**
+ * What counts against an answer's limit, as the single server counts it: a
+ * stream's chunk in `chunk.length` (C16), a non-streaming piece in UTF-8 bytes
+ * (issue 24).
+ */
+function measure(streaming: boolean, chunk: ChunkData): number {
+  if (streaming || typeof chunk !== "string") return chunk.length;
+  return UTF8.encode(chunk).length;
+}
+
+function limitOf(core: State, streaming: boolean): number {
+  return streaming ? core.config.streamCharsMax : answerBytesMax(core.config);
+}
+
+const UTF8 = new TextEncoder();
+
+/**
  * Routes one chunk. `core` is this instance's replica, `clientOwner` the
  * instance holding the request's client (the replica's `requestOwner`).
  */
@@ -123,11 +139,8 @@ export function routeChunk(
     senders.set(e.requestId, s);
   }
   if (s.cut) return { kind: "drop" };
-  s.chars += e.chunk.length;
-  const max = request.isStreaming
-    ? core.config.streamCharsMax
-    : core.config.responseBodyCharsMax;
-  if (s.chars > max) {
+  s.chars += measure(request.isStreaming, e.chunk);
+  if (s.chars > limitOf(core, request.isStreaming)) {
     s.cut = true;
     return {
       kind: "cut",
@@ -187,8 +200,8 @@ export type EndRoute = {
   event: Event;
   /** Pieces sent direct before it (the body included); null when none. */
   pieces: number | null;
-  /** The completion's body as the answer's last piece, for `to`. */
-  last: { to: InstanceId; piece: DirectChunk } | null;
+  /** The completion's body (text, then bytes) as the answer's last pieces, for `to`. */
+  last: { to: InstanceId; pieces: DirectChunk[] } | null;
   /** The body takes the answer over its limit: the answer is cut first. */
   cut: boolean;
 };
@@ -212,7 +225,10 @@ export function routeEnd(
     last: null,
     cut: false,
   });
-  if (e.kind !== "completeReceived" || e.body.length === 0) return plain();
+  if (
+    e.kind !== "completeReceived" ||
+    (e.body.length === 0 && e.bodyBase64 === undefined)
+  ) return plain();
   const request = core.requests.get(e.requestId);
   if (
     request === undefined || request.status.kind === "queued" ||
@@ -225,24 +241,34 @@ export function routeEnd(
   if (request.isStreaming && began && e.statusCode >= 400) return plain();
   senders.delete(e.requestId);
   const sent = sender?.sent ?? 0;
-  const max = request.isStreaming
-    ? core.config.streamCharsMax
-    : core.config.responseBodyCharsMax;
-  if ((sender?.chars ?? 0) + e.body.length > max) {
+  // A stream's completion carries text only; a whole answer may end in bytes.
+  const bytes = !request.isStreaming && e.bodyBase64 !== undefined
+    ? Uint8Array.fromBase64(e.bodyBase64)
+    : null;
+  const chunks: ChunkData[] = [e.body, ...(bytes === null ? [] : [bytes])]
+    .filter((c) => c.length > 0);
+  const total = chunks.reduce(
+    (n, c) => n + measure(request.isStreaming, c),
+    sender?.chars ?? 0,
+  );
+  if (total > limitOf(core, request.isStreaming)) {
     return { event: e, pieces: sent > 0 ? sent : null, last: null, cut: true };
   }
-  const body: CompleteEvent = { ...e, body: "" };
+  const { bodyBase64: _moved, ...rest } = e;
+  const event: CompleteEvent = bytes === null
+    ? { ...e, body: "" }
+    : { ...rest, body: "" };
   return {
-    event: body,
-    pieces: sent + 1,
+    event,
+    pieces: sent + chunks.length,
     last: {
       to: sender?.to ?? clientOwner,
-      piece: {
+      pieces: chunks.map((chunk, i) => ({
         requestId: e.requestId,
         workerId: e.workerId,
-        seq: sent,
-        chunk: e.body,
-      },
+        seq: sent + i,
+        chunk,
+      })),
     },
     cut: false,
   };
@@ -442,8 +468,13 @@ function carryOut(
     case "respond": {
       rx.delete(requestId);
       if (s.held.length === 0) return void out.push({ kind: "run", effect });
-      const body = s.held.map(chunkAsText).join("") + effect.body;
-      out.push({ kind: "run", effect: { ...effect, body } });
+      // The pieces that came direct go first, as bytes (issue 24: never
+      // joined, and a binary body stays bytes).
+      const bodyPieces = [
+        ...s.held.map((c) => typeof c === "string" ? UTF8.encode(c) : c),
+        ...(effect.bodyPieces ?? []),
+      ];
+      out.push({ kind: "run", effect: { ...effect, bodyPieces } });
       return;
     }
     case "endStream":

@@ -233,7 +233,13 @@ Deno.test("data path: a non-streaming answer's pieces come before the completion
   assert.equal(out.length, 1);
   const a = out[0]!;
   assert.ok(a.kind === "run" && a.effect.kind === "respond");
-  assert.equal(a.effect.body, '{"a":1}');
+  // As bytes, before the completion's body (issue 24's bodyPieces).
+  const text = new TextDecoder();
+  assert.equal(
+    (a.effect.bodyPieces ?? []).map((b) => text.decode(b)).join("") +
+      a.effect.body,
+    '{"a":1}',
+  );
 });
 
 Deno.test("data path: an end whose pieces never come ends with an error after the wait, or at once when their link closes", () => {
@@ -372,7 +378,7 @@ Deno.test("data path: a completion's body goes direct as the answer's last piece
   assert.equal(end.pieces, 2);
   assert.deepEqual(end.last, {
     to: "A",
-    piece: { requestId: "r1", workerId: "w1", seq: 1, chunk: "1}" },
+    pieces: [{ requestId: "r1", workerId: "w1", seq: 1, chunk: "1}" }],
   });
   assert.equal(end.event.kind === "completeReceived" && end.event.body, "");
   assert.equal(senders.size, 0);
@@ -397,4 +403,19 @@ Deno.test("data path: a failing status after a stream began keeps its body in th
   const over = routeEnd(big, cs.core, "A", completion("y".repeat(6)));
   assert.equal(over.cut, true);
   assert.equal(over.last, null);
+});
+
+Deno.test("data path: a whole answer's bytes (body-bytes-v1, base64 in the completion) go direct as bytes after its text", () => {
+  const { cs } = replica(false);
+  const done = completion("");
+  if (done.kind === "completeReceived") done.bodyBase64 = "AP8K";
+  const end = routeEnd(new Map(), cs.core, "A", done);
+  assert.equal(end.pieces, 1);
+  assert.deepEqual([...(end.last!.pieces[0]!.chunk as Uint8Array)], [
+    0,
+    255,
+    10,
+  ]);
+  assert.ok(end.event.kind === "completeReceived");
+  assert.equal(end.event.bodyBase64, undefined, "no answer byte in the log");
 });

@@ -148,7 +148,9 @@ function fromWorker(c: Ends, event: Event): Routed {
     if (end.cut && event.kind === "completeReceived") {
       c.cut(event.requestId, event.workerId, "too_large");
     }
-    if (end.last !== null) deliver(c, end.last.to, end.last.piece);
+    for (const piece of end.last?.pieces ?? []) {
+      deliver(c, end.last!.to, piece);
+    }
     return { taken: false, event: end.event, pieces: end.pieces };
   }
   const owner = c.cs.requestOwner.get(event.requestId);
