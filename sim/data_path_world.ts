@@ -23,13 +23,13 @@ import {
   logEffect,
   peerGone,
   pieceArrived,
-  piecesBefore,
   type ReceiverAction,
   receiverDue,
   type Receivers,
   requestEnded,
   resumeAfterHold,
   routeChunk,
+  routeEnd,
   type Senders,
 } from "../core/cluster/mod.ts";
 import { type Effect, type Event, makeConfig } from "../core/mod.ts";
@@ -96,6 +96,7 @@ export type DataPathRun = {
 };
 
 const config = makeConfig({});
+const UTF8 = new TextDecoder();
 const TICK_MS = 250;
 const END_MS = 60_000;
 const HOLD_LIMIT_MS = 15_000;
@@ -147,373 +148,447 @@ export function runDataPath(
   s: DataPathScenario,
   rules: DataPathRules = REAL_RULES,
 ): DataPathRun {
-  const rng = Prng.fromSeed(s.seed);
-  const q = new EventQueue<Item>();
-  const log: { record: ClusterRecord; atMs: number }[] = [];
-  const clients = new Map<string, Client>();
-  /** Per request: the answers of its dispatches (worker#n -> text). */
-  const answers = new Map<string, Map<string, string>>();
-  const cancelled = new Set<string>();
-  const violations: DataPathRun["violations"] = [];
-  const has = (f: DataPathFault) => s.faults.includes(f);
-  let now = 0;
-  let logUp = true;
-  let lastLand = 0;
-  let crashes = 0;
-  let crashAtCommitFrom = has("crashAtCommit") ? rng.int(2_000, 10_000) : -1;
-  let crashAfterEndFrom = has("crashAfterEnd") ? rng.int(2_000, 10_000) : -1;
-  const linkLast = new Map<string, number>();
-  const insts: Inst[] = Array.from({ length: INSTANCES }, (_, idx) => ({
-    idx,
-    id: `I${idx}`,
-    alive: true,
-    cs: initialClusterState(config),
-    seq: 0,
-    applied: 0,
-    applyAt: 0,
-    senders: new Map(),
-    rx: new Map(),
-    unacked: [],
-    heldSince: null,
-  }));
-
-  function append(inst: Inst, record: ClusterRecord): void {
-    if (!inst.alive) return;
-    if (!logUp || inst.heldSince !== null) {
-      inst.heldSince ??= now;
-      inst.unacked.push(record);
-      return;
-    }
-    lastLand = Math.max(lastLand, now + rng.int(1, 4));
-    q.push(lastLand, { k: "land", record });
-  }
-
-  function events(inst: Inst, evs: Event[], direct?: Record<string, number>) {
-    append(inst, {
-      kind: "events",
-      instance: inst.id,
-      seq: ++inst.seq,
-      appliedMs: null,
-      events: evs,
-      ...(direct === undefined ? {} : { direct }),
-    });
-  }
-
-  function toClient(actions: ReceiverAction[]): void {
-    for (const a of actions) {
-      const c = clients.get(a.kind === "write" ? a.requestId : reqOf(a.effect));
-      if (c === undefined || c.gone || c.end !== null) continue;
-      if (a.kind === "write") {
-        c.text += String(a.chunk);
-        continue;
-      }
-      const e = a.effect;
-      if (e.kind === "writeChunk") c.text += String(e.chunk);
-      else if (e.kind === "respond") {
-        c.text += e.body;
-        c.end = "ok";
-      } else if (e.kind === "endStream") {
-        c.end = e.error === null ? "ok" : "error";
-      } else if (e.kind === "respondError") c.end = "error";
-    }
-  }
-
-  function onEffect(inst: Inst, e: Effect): void {
-    if (e.kind === "sendToWorker") {
-      const m = e.message;
-      const worker = Number(e.workerId.slice(1));
-      if (m.type === "request") {
-        if (clients.get(m.request_id)?.inst === inst.idx) {
-          toClient(dispatched(inst.rx, m.request_id, e.workerId, now));
-        }
-        if (worker === inst.idx) startAnswer(worker, m.request_id);
-      } else if (m.type === "cancel" && worker === inst.idx) {
-        cancelled.add(`${worker}/${m.request_id}`);
-      }
-      return;
-    }
-    if (e.kind === "requestFinished") return requestEnded(inst.rx, e.requestId);
-    if ("requestId" in e && clients.get(e.requestId)?.inst === inst.idx) {
-      toClient(logEffect(inst.rx, e, now));
-    }
-  }
-
-  function startAnswer(worker: number, requestId: string): void {
-    const per = answers.get(requestId) ?? new Map<string, string>();
-    answers.set(requestId, per);
-    const n = per.size;
-    const pieces = rng.int(2, 10);
-    let text = "";
-    let t = now;
-    for (let i = 0; i < pieces; i++) {
-      text += `w${worker}#${n}:${i};`;
-      t += rng.int(5, 60);
-      q.push(t, { k: "chunk", worker, requestId, n, i });
-    }
-    const streaming = clients.get(requestId)?.streaming ?? true;
-    per.set(`w${worker}#${n}`, text + (streaming ? "" : "END"));
-    q.push(t + rng.int(1, 20), { k: "done", worker, requestId, n });
-  }
-
-  function crash(inst: Inst): void {
-    inst.alive = false;
-    crashes++;
-    for (const c of clients.values()) if (c.inst === inst.idx) c.gone = true;
-    // Its links close: the others learn at once (a socket's end).
-    for (const other of insts) {
-      if (!other.alive) continue;
-      toClient(rules.peerGone(other.rx, inst.id));
-      for (const c of linkBroke(other.senders, inst.id)) {
-        append(other, cut(other, c.requestId, c.workerId));
-      }
-    }
-  }
-
-  function cut(inst: Inst, requestId: string, workerId: string): ClusterRecord {
-    return {
-      kind: "cut",
-      instance: inst.id,
-      seq: ++inst.seq,
-      appliedMs: null,
-      requestId,
-      workerId,
-      reason: "link_lost",
-    };
-  }
-
-  function fromWorker(worker: number, ev: Event): void {
-    const inst = insts[worker]!;
-    if (!inst.alive) return;
-    if (ev.kind !== "chunkReceived") {
-      const ended = piecesBefore(inst.senders, ev);
-      events(
-        inst,
-        [ev],
-        ended === null ? undefined : { [ended.requestId]: ended.pieces },
-      );
-      if (
-        ended !== null && crashAfterEndFrom >= 0 && now >= crashAfterEndFrom &&
-        inst.cs.requestOwner.get(ended.requestId) !== inst.id
-      ) {
-        crashAfterEndFrom = -1;
-        crash(inst);
-      }
-      return;
-    }
-    const route = routeChunk(
-      inst.senders,
-      inst.cs.core,
-      inst.cs.requestOwner.get(ev.requestId),
-      ev,
-    );
-    if (route.kind === "log") return events(inst, [ev]);
-    if (route.kind !== "direct") return;
-    const to = Number(route.to.slice(1));
-    const dieBeforeCommit = route.commit !== null && crashAtCommitFrom >= 0 &&
-      now >= crashAtCommitFrom && to !== inst.idx;
-    if (route.commit !== null && !dieBeforeCommit) events(inst, [route.commit]);
-    if (to === inst.idx) {
-      toClient(rules.pieceArrived(inst.rx, route.piece, inst.id, now));
-    } else {
-      const key = `${inst.idx}>${to}`;
-      const slow = has("slowLinks") && rng.chance(1, 3) ? 40 : 3;
-      const at = Math.max(linkLast.get(key) ?? 0, now + rng.int(1, slow));
-      linkLast.set(key, at);
-      q.push(at, {
-        k: "piece",
-        to,
-        from: inst.idx,
-        piece: route.piece,
-        lostIfSenderDies: rng.chance(1, 2),
-      });
-    }
-    if (dieBeforeCommit) {
-      crashAtCommitFrom = -1;
-      crash(inst);
-    }
-  }
-
-  function apply(inst: Inst, index: number): void {
-    const { record, atMs } = log[index]!;
-    if (record.kind === "events" && record.direct !== undefined) {
-      for (const [id, n] of Object.entries(record.direct)) {
-        rules.expectPieces(inst.rx, id, n);
-      }
-    }
-    const applied = applyRecord(inst.cs, structuredClone(record), atMs);
-    for (const e of applied.effects) onEffect(inst, e);
-    if (applied.died.includes(inst.id) && inst.alive) crash(inst);
-  }
-
-  function resume(inst: Inst): void {
-    if (!inst.alive || inst.heldSince === null) return;
-    const d = rules.resumeAfterHold({
-      heldSinceMs: inst.heldSince,
-      nowMs: now,
-      lostAfterMs: HOLD_LIMIT_MS,
-      epochNow: "e",
-      epochMine: "e",
-      snapshotMs: null,
-      appliedMs: null,
-      snapshotEveryMs: 5_000,
-    });
-    inst.heldSince = null;
-    const held = inst.unacked.splice(0);
-    if (d.kind === "resume") {
-      for (const r of held) append(inst, r);
-      return;
-    }
-    // Given up: what it held ends with an error; it stays a member (the sim
-    // does not model its rejoin under a new id).
-    for (const [id, c] of clients) {
-      if (c.inst !== inst.idx || c.end !== null || c.gone) continue;
-      c.end = "error";
-      events(inst, [{ kind: "clientDisconnected", atMs: now, requestId: id }]);
-    }
-    inst.rx.clear();
-  }
-
-  function step(item: Item): void {
-    switch (item.k) {
-      case "tick":
-        for (const inst of insts) {
-          if (!inst.alive) continue;
-          const due = rules.receiverDue(inst.rx, now, config.requestTimeoutMs);
-          toClient(due.actions);
-          if (logUp && inst.heldSince === null) {
-            events(inst, [{ kind: "tick", atMs: now }]);
-          }
-        }
-        if (now + TICK_MS <= END_MS) q.push(now + TICK_MS, { k: "tick" });
-        return;
-      case "arrive": {
-        const inst = insts[item.inst]!;
-        if (!inst.alive || !logUp || inst.heldSince !== null) return; // 503
-        clients.set(item.requestId, {
-          inst: item.inst,
-          streaming: item.streaming,
-          text: "",
-          end: null,
-          gone: false,
-        });
-        return events(inst, [{
-          kind: "requestReceived",
-          atMs: now,
-          requestId: item.requestId,
-          api: "openai",
-          endpointPath: "/v1/chat/completions",
-          model: "m",
-          isStreaming: item.streaming,
-          body: "{}",
-          headers: {},
-        }]);
-      }
-      case "land": {
-        log.push({ record: item.record, atMs: now });
-        const index = log.length - 1;
-        for (const inst of insts) {
-          if (!inst.alive) continue;
-          const late = has("slowReader") && inst.idx === INSTANCES - 1
-            ? rng.int(20, 150)
-            : rng.int(0, 3);
-          inst.applyAt = Math.max(inst.applyAt, now + late);
-          q.push(inst.applyAt, { k: "apply", inst: inst.idx, index });
-        }
-        return;
-      }
-      case "apply": {
-        const inst = insts[item.inst]!;
-        if (inst.alive) apply(inst, item.index);
-        return;
-      }
-      case "piece": {
-        const inst = insts[item.to]!;
-        // A piece on a link whose sender died may be lost with the link.
-        if (!inst.alive) return;
-        if (!insts[item.from]!.alive && item.lostIfSenderDies) return;
-        toClient(
-          rules.pieceArrived(inst.rx, item.piece, insts[item.from]!.id, now),
-        );
-        return;
-      }
-      case "chunk":
-        if (cancelled.has(`${item.worker}/${item.requestId}`)) return;
-        return fromWorker(item.worker, {
-          kind: "chunkReceived",
-          atMs: now,
-          workerId: `w${item.worker}`,
-          requestId: item.requestId,
-          chunk: `w${item.worker}#${item.n}:${item.i};`,
-        });
-      case "done":
-        if (cancelled.has(`${item.worker}/${item.requestId}`)) return;
-        return fromWorker(item.worker, {
-          kind: "completeReceived",
-          atMs: now,
-          workerId: `w${item.worker}`,
-          requestId: item.requestId,
-          statusCode: 200,
-          headers: {},
-          body: clients.get(item.requestId)?.streaming === false ? "END" : "",
-          tokenCounts: null,
-        });
-      case "logDown":
-        logUp = false;
-        return;
-      case "logUp":
-        logUp = true;
-        for (const inst of insts) resume(inst);
-        return;
-    }
-  }
-
+  const w = newWorld(s, rules);
   // Workers register on their instances; requests arrive over 15 s.
-  for (let w = 0; w < WORKERS; w++) {
-    events(insts[w]!, [{
+  for (let k = 0; k < WORKERS; k++) {
+    events(w, w.insts[k]!, [{
       kind: "workerConnectAttempted",
       atMs: 0,
-      workerId: `w${w}`,
+      workerId: `w${k}`,
       provider: "local",
       clientIp: "10.0.0.1",
       secretValid: true,
     }, {
       kind: "registerReceived",
       atMs: 0,
-      workerId: `w${w}`,
-      workerName: `w${w}`,
+      workerId: `w${k}`,
+      workerName: `w${k}`,
       models: ["m"],
       maxConcurrent: 4,
       protocolVersion: "2026-04-bridge-v1",
       currentLoad: 0,
     }]);
   }
-  q.push(TICK_MS, { k: "tick" });
-  for (let r = 0; r < s.requests; r++) {
-    q.push(rng.int(1_000, 15_000), {
+  w.q.push(TICK_MS, { k: "tick" });
+  for (let r = 0; r < w.s.requests; r++) {
+    w.q.push(w.rng.int(1_000, 15_000), {
       k: "arrive",
       requestId: `r${r}`,
-      inst: rng.int(0, INSTANCES - 1),
-      streaming: rng.chance(3, 4),
+      inst: w.rng.int(0, INSTANCES - 1),
+      streaming: w.rng.chance(3, 4),
     });
   }
-  if (has("logOutage")) {
-    const from = rng.int(3_000, 12_000);
-    q.push(from, { k: "logDown" });
-    q.push(from + rng.int(1_000, 6_000), { k: "logUp" });
+  if (w.has("logOutage")) {
+    const from = w.rng.int(3_000, 12_000);
+    w.q.push(from, { k: "logDown" });
+    w.q.push(from + w.rng.int(1_000, 6_000), { k: "logUp" });
   }
   for (;;) {
-    const next = q.pop();
+    const next = w.q.pop();
     if (next === null || next.atMs > END_MS) break;
-    now = next.atMs;
-    step(next.item);
+    w.now = next.atMs;
+    step(w, next.item);
   }
-  check(s, clients, answers, crashes, violations);
+  check(w.s, w.clients, w.answers, w.crashes, w.violations);
   let completed = 0;
-  for (const c of clients.values()) if (c.end === "ok") completed++;
+  for (const c of w.clients.values()) if (c.end === "ok") completed++;
   return {
-    violations,
-    stats: { admitted: clients.size, completed, crashes, entries: log.length },
+    violations: w.violations,
+    stats: {
+      admitted: w.clients.size,
+      completed,
+      crashes: w.crashes,
+      entries: w.log.length,
+    },
   };
+}
+
+/** One run's whole state: the virtual log, instances, clients and clock. */
+type World = {
+  s: DataPathScenario;
+  rules: DataPathRules;
+  rng: Prng;
+  q: EventQueue<Item>;
+  log: { record: ClusterRecord; atMs: number }[];
+  clients: Map<string, Client>;
+  /** Per request: the answers of its dispatches (worker#n -> text). */
+  answers: Map<string, Map<string, string>>;
+  cancelled: Set<string>;
+  violations: DataPathRun["violations"];
+  has: (f: DataPathFault) => boolean;
+  now: number;
+  logUp: boolean;
+  lastLand: number;
+  crashes: number;
+  crashAtCommitFrom: number;
+  crashAfterEndFrom: number;
+  linkLast: Map<string, number>;
+  insts: Inst[];
+};
+
+function newWorld(s: DataPathScenario, rules: DataPathRules): World {
+  const rng = Prng.fromSeed(s.seed);
+  const has = (f: DataPathFault) => s.faults.includes(f);
+  return {
+    s,
+    rules,
+    rng,
+    q: new EventQueue<Item>(),
+    log: [],
+    clients: new Map(),
+    answers: new Map(),
+    cancelled: new Set(),
+    violations: [],
+    has,
+    now: 0,
+    logUp: true,
+    lastLand: 0,
+    crashes: 0,
+    crashAtCommitFrom: has("crashAtCommit") ? rng.int(2_000, 10_000) : -1,
+    crashAfterEndFrom: has("crashAfterEnd") ? rng.int(2_000, 10_000) : -1,
+    linkLast: new Map(),
+    insts: Array.from({ length: INSTANCES }, (_, idx) => ({
+      idx,
+      id: `I${idx}`,
+      alive: true,
+      cs: initialClusterState(config),
+      seq: 0,
+      applied: 0,
+      applyAt: 0,
+      senders: new Map(),
+      rx: new Map(),
+      unacked: [],
+      heldSince: null,
+    })),
+  };
+}
+
+function append(w: World, inst: Inst, record: ClusterRecord): void {
+  if (!inst.alive) return;
+  if (!w.logUp || inst.heldSince !== null) {
+    inst.heldSince ??= w.now;
+    inst.unacked.push(record);
+    return;
+  }
+  w.lastLand = Math.max(w.lastLand, w.now + w.rng.int(1, 4));
+  w.q.push(w.lastLand, { k: "land", record });
+}
+
+function events(
+  w: World,
+  inst: Inst,
+  evs: Event[],
+  direct?: Record<string, number>,
+) {
+  append(w, inst, {
+    kind: "events",
+    instance: inst.id,
+    seq: ++inst.seq,
+    appliedMs: null,
+    events: evs,
+    ...(direct === undefined ? {} : { direct }),
+  });
+}
+
+function toClient(w: World, actions: ReceiverAction[]): void {
+  for (const a of actions) {
+    const c = w.clients.get(a.kind === "write" ? a.requestId : reqOf(a.effect));
+    if (c === undefined || c.gone || c.end !== null) continue;
+    if (a.kind === "write") {
+      c.text += String(a.chunk);
+      continue;
+    }
+    const e = a.effect;
+    if (e.kind === "writeChunk") c.text += String(e.chunk);
+    else if (e.kind === "respond") {
+      c.text += (e.bodyPieces ?? []).map((b) => UTF8.decode(b)).join("") +
+        e.body;
+      c.end = "ok";
+    } else if (e.kind === "endStream") {
+      c.end = e.error === null ? "ok" : "error";
+    } else if (e.kind === "respondError") c.end = "error";
+  }
+}
+
+function onEffect(w: World, inst: Inst, e: Effect): void {
+  if (e.kind === "sendToWorker") {
+    const m = e.message;
+    const worker = Number(e.workerId.slice(1));
+    if (m.type === "request") {
+      if (w.clients.get(m.request_id)?.inst === inst.idx) {
+        toClient(w, dispatched(inst.rx, m.request_id, e.workerId, w.now));
+      }
+      if (worker === inst.idx) startAnswer(w, worker, m.request_id);
+    } else if (m.type === "cancel" && worker === inst.idx) {
+      w.cancelled.add(`${worker}/${m.request_id}`);
+    }
+    return;
+  }
+  if (e.kind === "requestFinished") return requestEnded(inst.rx, e.requestId);
+  if ("requestId" in e && w.clients.get(e.requestId)?.inst === inst.idx) {
+    toClient(w, logEffect(inst.rx, e, w.now));
+  }
+}
+
+function startAnswer(w: World, worker: number, requestId: string): void {
+  const per = w.answers.get(requestId) ?? new Map<string, string>();
+  w.answers.set(requestId, per);
+  const n = per.size;
+  const pieces = w.rng.int(2, 10);
+  let text = "";
+  let t = w.now;
+  for (let i = 0; i < pieces; i++) {
+    text += `w${worker}#${n}:${i};`;
+    t += w.rng.int(5, 60);
+    w.q.push(t, { k: "chunk", worker, requestId, n, i });
+  }
+  const streaming = w.clients.get(requestId)?.streaming ?? true;
+  per.set(`w${worker}#${n}`, text + (streaming ? "" : "END"));
+  w.q.push(t + w.rng.int(1, 20), { k: "done", worker, requestId, n });
+}
+
+function crash(w: World, inst: Inst): void {
+  inst.alive = false;
+  w.crashes++;
+  for (const c of w.clients.values()) if (c.inst === inst.idx) c.gone = true;
+  // Its links close: the others learn at once (a socket's end).
+  for (const other of w.insts) {
+    if (!other.alive) continue;
+    toClient(w, w.rules.peerGone(other.rx, inst.id));
+    for (const c of linkBroke(other.senders, inst.id)) {
+      append(w, other, cut(other, c.requestId, c.workerId));
+    }
+  }
+}
+
+function cut(inst: Inst, requestId: string, workerId: string): ClusterRecord {
+  return {
+    kind: "cut",
+    instance: inst.id,
+    seq: ++inst.seq,
+    appliedMs: null,
+    requestId,
+    workerId,
+    reason: "link_lost",
+  };
+}
+
+/** A piece leaves `inst` for instance `to`: a call when it is the same one, else the link. */
+function sendPiece(w: World, inst: Inst, to: number, piece: DirectChunk): void {
+  if (to === inst.idx) {
+    return toClient(w, w.rules.pieceArrived(inst.rx, piece, inst.id, w.now));
+  }
+  const key = `${inst.idx}>${to}`;
+  const slow = w.has("slowLinks") && w.rng.chance(1, 3) ? 40 : 3;
+  const at = Math.max(w.linkLast.get(key) ?? 0, w.now + w.rng.int(1, slow));
+  w.linkLast.set(key, at);
+  w.q.push(at, {
+    k: "piece",
+    to,
+    from: inst.idx,
+    piece,
+    lostIfSenderDies: w.rng.chance(1, 2),
+  });
+}
+
+/** A completion or error from a worker: its body goes direct, the rest to the log. */
+function workerEnded(w: World, inst: Inst, ev: Event): void {
+  const rid = ev.kind === "completeReceived" ? ev.requestId : null;
+  const owner = rid === null ? undefined : inst.cs.requestOwner.get(rid);
+  const end = routeEnd(inst.senders, inst.cs.core, owner, ev);
+  for (const piece of end.last?.pieces ?? []) {
+    sendPiece(w, inst, Number(end.last!.to.slice(1)), piece);
+  }
+  events(
+    w,
+    inst,
+    [end.event],
+    end.pieces === null || rid === null ? undefined : { [rid]: end.pieces },
+  );
+  if (
+    end.pieces !== null && w.crashAfterEndFrom >= 0 &&
+    w.now >= w.crashAfterEndFrom && owner !== inst.id
+  ) {
+    w.crashAfterEndFrom = -1;
+    crash(w, inst);
+  }
+}
+
+function fromWorker(w: World, worker: number, ev: Event): void {
+  const inst = w.insts[worker]!;
+  if (!inst.alive) return;
+  if (ev.kind !== "chunkReceived") return workerEnded(w, inst, ev);
+  const route = routeChunk(
+    inst.senders,
+    inst.cs.core,
+    inst.cs.requestOwner.get(ev.requestId),
+    ev,
+  );
+  if (route.kind === "log") return events(w, inst, [ev]);
+  if (route.kind !== "direct") return;
+  const to = Number(route.to.slice(1));
+  const dieBeforeCommit = route.commit !== null && w.crashAtCommitFrom >= 0 &&
+    w.now >= w.crashAtCommitFrom && to !== inst.idx;
+  if (route.commit !== null && !dieBeforeCommit) {
+    events(w, inst, [route.commit]);
+  }
+  sendPiece(w, inst, to, route.piece);
+  if (dieBeforeCommit) {
+    w.crashAtCommitFrom = -1;
+    crash(w, inst);
+  }
+}
+
+function apply(w: World, inst: Inst, index: number): void {
+  const { record, atMs } = w.log[index]!;
+  if (record.kind === "events" && record.direct !== undefined) {
+    for (const [id, n] of Object.entries(record.direct)) {
+      w.rules.expectPieces(inst.rx, id, n);
+    }
+  }
+  const applied = applyRecord(inst.cs, structuredClone(record), atMs);
+  for (const e of applied.effects) onEffect(w, inst, e);
+  if (applied.died.includes(inst.id) && inst.alive) crash(w, inst);
+}
+
+function resume(w: World, inst: Inst): void {
+  if (!inst.alive || inst.heldSince === null) return;
+  const d = w.rules.resumeAfterHold({
+    heldSinceMs: inst.heldSince,
+    nowMs: w.now,
+    lostAfterMs: HOLD_LIMIT_MS,
+    epochNow: "e",
+    epochMine: "e",
+    snapshotMs: null,
+    appliedMs: null,
+    snapshotEveryMs: 5_000,
+  });
+  inst.heldSince = null;
+  const held = inst.unacked.splice(0);
+  if (d.kind === "resume") {
+    for (const r of held) append(w, inst, r);
+    return;
+  }
+  // Given up: what it held ends with an error; it stays a member (the sim
+  // does not model its rejoin under a new id).
+  for (const [id, c] of w.clients) {
+    if (c.inst !== inst.idx || c.end !== null || c.gone) continue;
+    c.end = "error";
+    events(w, inst, [{
+      kind: "clientDisconnected",
+      atMs: w.now,
+      requestId: id,
+    }]);
+  }
+  inst.rx.clear();
+}
+
+/** Every 250 ms: each live instance's receiver timers, and its tick in the log. */
+function tick(w: World): void {
+  for (const inst of w.insts) {
+    if (!inst.alive) continue;
+    const due = w.rules.receiverDue(inst.rx, w.now, config.requestTimeoutMs);
+    toClient(w, due.actions);
+    if (w.logUp && inst.heldSince === null) {
+      events(w, inst, [{ kind: "tick", atMs: w.now }]);
+    }
+  }
+  if (w.now + TICK_MS <= END_MS) w.q.push(w.now + TICK_MS, { k: "tick" });
+}
+
+/** A client calls an instance; refused (503) while it cannot reach the log. */
+function arrive(w: World, item: Extract<Item, { k: "arrive" }>): void {
+  const inst = w.insts[item.inst]!;
+  if (!inst.alive || !w.logUp || inst.heldSince !== null) return;
+  w.clients.set(item.requestId, {
+    inst: item.inst,
+    streaming: item.streaming,
+    text: "",
+    end: null,
+    gone: false,
+  });
+  events(w, inst, [{
+    kind: "requestReceived",
+    atMs: w.now,
+    requestId: item.requestId,
+    api: "openai",
+    endpointPath: "/v1/chat/completions",
+    model: "m",
+    isStreaming: item.streaming,
+    body: "{}",
+    headers: {},
+  }]);
+}
+
+function step(w: World, item: Item): void {
+  switch (item.k) {
+    case "tick":
+      return tick(w);
+    case "arrive":
+      return arrive(w, item);
+    case "land": {
+      w.log.push({ record: item.record, atMs: w.now });
+      const index = w.log.length - 1;
+      for (const inst of w.insts) {
+        if (!inst.alive) continue;
+        const late = w.has("slowReader") && inst.idx === INSTANCES - 1
+          ? w.rng.int(20, 150)
+          : w.rng.int(0, 3);
+        inst.applyAt = Math.max(inst.applyAt, w.now + late);
+        w.q.push(inst.applyAt, { k: "apply", inst: inst.idx, index });
+      }
+      return;
+    }
+    case "apply": {
+      const inst = w.insts[item.inst]!;
+      if (inst.alive) apply(w, inst, item.index);
+      return;
+    }
+    case "piece": {
+      const inst = w.insts[item.to]!;
+      // A piece on a link whose sender died may be lost with the link.
+      if (!inst.alive) return;
+      if (!w.insts[item.from]!.alive && item.lostIfSenderDies) return;
+      toClient(
+        w,
+        w.rules.pieceArrived(
+          inst.rx,
+          item.piece,
+          w.insts[item.from]!.id,
+          w.now,
+        ),
+      );
+      return;
+    }
+    case "chunk":
+      if (w.cancelled.has(`${item.worker}/${item.requestId}`)) return;
+      return fromWorker(w, item.worker, {
+        kind: "chunkReceived",
+        atMs: w.now,
+        workerId: `w${item.worker}`,
+        requestId: item.requestId,
+        chunk: `w${item.worker}#${item.n}:${item.i};`,
+      });
+    case "done":
+      if (w.cancelled.has(`${item.worker}/${item.requestId}`)) return;
+      return fromWorker(w, item.worker, {
+        kind: "completeReceived",
+        atMs: w.now,
+        workerId: `w${item.worker}`,
+        requestId: item.requestId,
+        statusCode: 200,
+        headers: {},
+        body: w.clients.get(item.requestId)?.streaming === false ? "END" : "",
+        tokenCounts: null,
+      });
+    case "logDown":
+      w.logUp = false;
+      return;
+    case "logUp":
+      w.logUp = true;
+      for (const inst of w.insts) resume(w, inst);
+      return;
+  }
 }
 
 function reqOf(e: Effect): string {

@@ -21,7 +21,7 @@
 // `DATA_PATH_DEFAULTS.endWaitMs` end the answer with an error, never a normal end.
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { chunkAsText } from "../protocol/binary.ts";
+import { answerBytesMax } from "../config.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import type { State } from "../state/state.ts";
 import type {
@@ -91,6 +91,22 @@ export type ChunkRoute =
   };
 
 /**
+ * What counts against an answer's limit, as the single server counts it: a
+ * stream's chunk in `chunk.length` (C16), a non-streaming piece in UTF-8 bytes
+ * (issue 24).
+ */
+function measure(streaming: boolean, chunk: ChunkData): number {
+  if (streaming || typeof chunk !== "string") return chunk.length;
+  return UTF8.encode(chunk).length;
+}
+
+function limitOf(core: State, streaming: boolean): number {
+  return streaming ? core.config.streamCharsMax : answerBytesMax(core.config);
+}
+
+const UTF8 = new TextEncoder();
+
+/**
  * Routes one chunk. `core` is this instance's replica, `clientOwner` the
  * instance holding the request's client (the replica's `requestOwner`).
  */
@@ -123,11 +139,8 @@ export function routeChunk(
     senders.set(e.requestId, s);
   }
   if (s.cut) return { kind: "drop" };
-  s.chars += e.chunk.length;
-  const max = request.isStreaming
-    ? core.config.streamCharsMax
-    : core.config.responseBodyCharsMax;
-  if (s.chars > max) {
+  s.chars += measure(request.isStreaming, e.chunk);
+  if (s.chars > limitOf(core, request.isStreaming)) {
     s.cut = true;
     return {
       kind: "cut",
@@ -177,6 +190,88 @@ export function piecesBefore(
   if (s === undefined || s.workerId !== e.workerId) return null;
   senders.delete(e.requestId);
   return s.sent > 0 ? { requestId: e.requestId, pieces: s.sent } : null;
+}
+
+type CompleteEvent = Extract<Event, { kind: "completeReceived" }>;
+
+/** What the sender does with an event that ends an answer. */
+export type EndRoute = {
+  /** The event to log: a completion without its body when the body went direct. */
+  event: Event;
+  /** Pieces sent direct before it (the body included); null when none. */
+  pieces: number | null;
+  /** The completion's body (text, then bytes) as the answer's last pieces, for `to`. */
+  last: { to: InstanceId; pieces: DirectChunk[] } | null;
+  /** The body takes the answer over its limit: the answer is cut first. */
+  cut: boolean;
+};
+
+/**
+ * A worker event that ends its answer. A completion's body is answer bytes
+ * too: it goes direct as the last piece and the completion is logged without
+ * it, except after a stream began with a failing status (the core drops that
+ * body: it must never reach the client as stream data) or where the data path
+ * does not carry the answer (the core judges it as before).
+ */
+export function routeEnd(
+  senders: Senders,
+  core: State,
+  clientOwner: InstanceId | undefined,
+  e: Event,
+): EndRoute {
+  const plain = (): EndRoute => ({
+    event: e,
+    pieces: piecesBefore(senders, e)?.pieces ?? null,
+    last: null,
+    cut: false,
+  });
+  if (
+    e.kind !== "completeReceived" ||
+    (e.body.length === 0 && e.bodyBase64 === undefined)
+  ) return plain();
+  const request = core.requests.get(e.requestId);
+  if (
+    request === undefined || request.status.kind === "queued" ||
+    request.status.workerId !== e.workerId || clientOwner === undefined
+  ) return plain();
+  const s = senders.get(e.requestId);
+  const sender = s !== undefined && s.workerId === e.workerId ? s : null;
+  if (sender?.cut === true) return plain();
+  const began = sender?.firstLogged === true;
+  if (request.isStreaming && began && e.statusCode >= 400) return plain();
+  senders.delete(e.requestId);
+  const sent = sender?.sent ?? 0;
+  // A stream's completion carries text only; a whole answer may end in bytes.
+  const bytes = !request.isStreaming && e.bodyBase64 !== undefined
+    ? Uint8Array.fromBase64(e.bodyBase64)
+    : null;
+  const chunks: ChunkData[] = [e.body, ...(bytes === null ? [] : [bytes])]
+    .filter((c) => c.length > 0);
+  const total = chunks.reduce(
+    (n, c) => n + measure(request.isStreaming, c),
+    sender?.chars ?? 0,
+  );
+  if (total > limitOf(core, request.isStreaming)) {
+    return { event: e, pieces: sent > 0 ? sent : null, last: null, cut: true };
+  }
+  const { bodyBase64: _moved, ...rest } = e;
+  const event: CompleteEvent = bytes === null
+    ? { ...e, body: "" }
+    : { ...rest, body: "" };
+  return {
+    event,
+    pieces: sent + chunks.length,
+    last: {
+      to: sender?.to ?? clientOwner,
+      pieces: chunks.map((chunk, i) => ({
+        requestId: e.requestId,
+        workerId: e.workerId,
+        seq: sent + i,
+        chunk,
+      })),
+    },
+    cut: false,
+  };
 }
 
 /**
@@ -373,8 +468,13 @@ function carryOut(
     case "respond": {
       rx.delete(requestId);
       if (s.held.length === 0) return void out.push({ kind: "run", effect });
-      const body = s.held.map(chunkAsText).join("") + effect.body;
-      out.push({ kind: "run", effect: { ...effect, body } });
+      // The pieces that came direct go first, as bytes (issue 24: never
+      // joined, and a binary body stays bytes).
+      const bodyPieces = [
+        ...s.held.map((c) => typeof c === "string" ? UTF8.encode(c) : c),
+        ...(effect.bodyPieces ?? []),
+      ];
+      out.push({ kind: "run", effect: { ...effect, bodyPieces } });
       return;
     }
     case "endStream":

@@ -15,6 +15,7 @@ import {
   receiverDue,
   type Receivers,
   routeChunk,
+  routeEnd,
   type Senders,
 } from "./data_path.ts";
 import { applyRecord, initialClusterState } from "./replica.ts";
@@ -232,7 +233,13 @@ Deno.test("data path: a non-streaming answer's pieces come before the completion
   assert.equal(out.length, 1);
   const a = out[0]!;
   assert.ok(a.kind === "run" && a.effect.kind === "respond");
-  assert.equal(a.effect.body, '{"a":1}');
+  // As bytes, before the completion's body (issue 24's bodyPieces).
+  const text = new TextDecoder();
+  assert.equal(
+    (a.effect.bodyPieces ?? []).map((b) => text.decode(b)).join("") +
+      a.effect.body,
+    '{"a":1}',
+  );
 });
 
 Deno.test("data path: an end whose pieces never come ends with an error after the wait, or at once when their link closes", () => {
@@ -349,4 +356,66 @@ Deno.test("data path: pieces of a dispatch never applied here are forgotten afte
   assert.equal(rx.size, 1);
   receiverDue(rx, 5_000, 300_000);
   assert.equal(rx.size, 0);
+});
+
+const completion = (body: string, statusCode = 200): Event => ({
+  kind: "completeReceived",
+  atMs: 0,
+  workerId: "w1",
+  requestId: "r1",
+  statusCode,
+  headers: {},
+  body,
+  tokenCounts: null,
+});
+
+Deno.test("data path: a completion's body goes direct as the answer's last piece; the log gets the completion without it", () => {
+  const { cs } = replica(false);
+  const senders: Senders = new Map();
+  routeChunk(senders, cs.core, "A", chunk('{"a":'));
+  const end = routeEnd(senders, cs.core, "A", completion("1}"));
+  assert.equal(end.cut, false);
+  assert.equal(end.pieces, 2);
+  assert.deepEqual(end.last, {
+    to: "A",
+    pieces: [{ requestId: "r1", workerId: "w1", seq: 1, chunk: "1}" }],
+  });
+  assert.equal(end.event.kind === "completeReceived" && end.event.body, "");
+  assert.equal(senders.size, 0);
+  // Without pieces before it, the body alone goes direct.
+  const alone = routeEnd(new Map(), cs.core, "A", completion("{}"));
+  assert.equal(alone.pieces, 1);
+});
+
+Deno.test("data path: a failing status after a stream began keeps its body in the log (the core drops it, never as stream data); a body over the limit cuts the answer", () => {
+  const { cs } = replica();
+  const senders: Senders = new Map();
+  routeChunk(senders, cs.core, "A", chunk("data: x\n\n"));
+  const failed = routeEnd(senders, cs.core, "A", completion("oops", 500));
+  assert.equal(failed.last, null);
+  assert.equal(failed.pieces, 1);
+  assert.equal(
+    failed.event.kind === "completeReceived" && failed.event.body,
+    "oops",
+  );
+  const big = new Map() as Senders;
+  routeChunk(big, cs.core, "A", chunk("x".repeat(15)));
+  const over = routeEnd(big, cs.core, "A", completion("y".repeat(6)));
+  assert.equal(over.cut, true);
+  assert.equal(over.last, null);
+});
+
+Deno.test("data path: a whole answer's bytes (body-bytes-v1, base64 in the completion) go direct as bytes after its text", () => {
+  const { cs } = replica(false);
+  const done = completion("");
+  if (done.kind === "completeReceived") done.bodyBase64 = "AP8K";
+  const end = routeEnd(new Map(), cs.core, "A", done);
+  assert.equal(end.pieces, 1);
+  assert.deepEqual([...(end.last!.pieces[0]!.chunk as Uint8Array)], [
+    0,
+    255,
+    10,
+  ]);
+  assert.ok(end.event.kind === "completeReceived");
+  assert.equal(end.event.bodyBase64, undefined, "no answer byte in the log");
 });

@@ -29,6 +29,7 @@ export {
   DATA_PATH_DEFAULTS,
   type DirectChunk,
   dispatched,
+  type EndRoute,
   expectPieces,
   forgetSent,
   LINK_LOST,
@@ -42,6 +43,7 @@ export {
   type Receivers,
   requestEnded,
   routeChunk,
+  routeEnd,
   type Senders,
 } from "./data_path.ts";
 export {

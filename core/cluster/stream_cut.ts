@@ -3,6 +3,7 @@
 // broken link between instances) ends in every replica at one log position,
 // as the single server's core would have ended it: a cancel to the worker,
 // the client's error, the slot freed and the queue moved.
+import { answerBytesMax } from "../config.ts";
 import type { Effect } from "../effect.ts";
 import { trialFreedByCancel } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
@@ -28,7 +29,7 @@ function errorFor(
       const streaming = request.isStreaming;
       const max = streaming
         ? state.config.streamCharsMax
-        : state.config.responseBodyCharsMax;
+        : answerBytesMax(state.config);
       return clientError(
         502,
         streaming ? "stream_too_large" : "response_too_large",

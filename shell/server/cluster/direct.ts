@@ -19,12 +19,12 @@ import {
   logEffect,
   peerGone,
   pieceArrived,
-  piecesBefore,
   type ReceiverAction,
   receiverDue,
   type Receivers,
   requestEnded,
   routeChunk,
+  routeEnd,
   type Senders,
 } from "../../../core/cluster/mod.ts";
 import type { PeerLinks } from "./peer_link.ts";
@@ -45,13 +45,20 @@ export type DirectDeps = {
   now: () => number;
 };
 
+export type Routed =
+  | { taken: true }
+  | { taken: false; event: Event; pieces: number | null };
+
+const TAKEN: Routed = { taken: true };
+
 export type DirectPath = {
   /**
-   * An event from a worker socket held here. A chunk is handled here (true:
-   * not to be logged as is); for an event that ends an answer, returns how
-   * many pieces went direct before it in `pieces` (for the record's `direct`).
+   * An event from a worker socket held here: taken (a chunk the data path
+   * carries), or the event to log (a completion without its body when the body
+   * went direct) with how many pieces went direct before it (for the record's
+   * `direct`).
    */
-  fromWorker(event: Event): { taken: boolean; pieces: number | null };
+  fromWorker(event: Event): Routed;
   /** A record is about to be applied here: its ends' piece counts. */
   beforeRecord(record: ClusterRecord): void;
   /** An effect of the replica; returns true when the data path carried it out or holds it. */
@@ -65,113 +72,123 @@ export type DirectPath = {
   reset(): void;
 };
 
+/** One instance's two maps, beside what it needs from the runtime. */
+type Ends = DirectDeps & { senders: Senders; receivers: Receivers };
+
 export function makeDirectPath(d: DirectDeps): DirectPath {
-  const senders: Senders = new Map();
-  const receivers: Receivers = new Map();
-
-  function carry(actions: ReceiverAction[]): void {
-    for (const a of actions) {
-      d.run(
-        a.kind === "write"
-          ? { kind: "writeChunk", requestId: a.requestId, chunk: a.chunk }
-          : a.effect,
-      );
-    }
-  }
-
-  function deliver(to: InstanceId, piece: DirectChunk): void {
-    if (to === d.self()) {
-      return carry(pieceArrived(receivers, piece, to, d.now()));
-    }
-    const url = d.cs.instances.get(to)?.peerUrl;
-    if (url === undefined) {
-      // Nowhere to send it: the answer is cut like one whose link broke.
-      for (const c of linkBroke(senders, to)) {
-        d.cut(c.requestId, c.workerId, "link_lost");
-      }
-      return;
-    }
-    d.links.send(to, url, piece);
-  }
-
+  const c: Ends = { ...d, senders: new Map(), receivers: new Map() };
   return {
-    fromWorker(event) {
-      if (event.kind !== "chunkReceived") {
-        const ended = piecesBefore(senders, event);
-        return { taken: false, pieces: ended?.pieces ?? null };
-      }
-      const owner = d.cs.requestOwner.get(event.requestId);
-      const route = routeChunk(senders, d.cs.core, owner, event);
-      switch (route.kind) {
-        case "log":
-          return { taken: false, pieces: null };
-        case "drop":
-          return { taken: true, pieces: null };
-        case "cut":
-          d.cut(route.requestId, route.workerId, route.reason);
-          return { taken: true, pieces: null };
-        case "direct":
-          if (route.commit !== null) d.log(route.commit);
-          deliver(route.to, route.piece);
-          return { taken: true, pieces: null };
-      }
-    },
+    fromWorker: (event) => fromWorker(c, event),
     beforeRecord(record) {
       if (record.kind !== "events" || record.direct === undefined) return;
       for (const [requestId, n] of Object.entries(record.direct)) {
-        expectPieces(receivers, requestId, n);
+        expectPieces(c.receivers, requestId, n);
       }
     },
-    onEffect(effect) {
-      if (effect.kind === "sendToWorker") {
-        const m = effect.message;
-        if (m.type === "request" && d.holdsClient(m.request_id)) {
-          carry(
-            dispatched(receivers, m.request_id, effect.workerId, d.now()),
-          );
-        }
-        return false;
-      }
-      if (effect.kind === "requestFinished") {
-        requestEnded(receivers, effect.requestId);
-        return false;
-      }
-      if (
-        (effect.kind === "startStream" || effect.kind === "writeChunk" ||
-          effect.kind === "endStream" || effect.kind === "respond" ||
-          effect.kind === "respondError") && d.holdsClient(effect.requestId)
-      ) {
-        carry(logEffect(receivers, effect, d.now()));
-        return true;
-      }
-      return false;
-    },
-    pieceFrom(piece, from) {
-      carry(pieceArrived(receivers, piece, from, d.now()));
-    },
-    peerGone(from) {
-      carry(peerGone(receivers, from));
-    },
-    linkBroke(to) {
-      for (const c of linkBroke(senders, to)) {
-        d.cut(c.requestId, c.workerId, "link_lost");
-      }
-    },
+    onEffect: (effect) => onEffect(c, effect),
+    pieceFrom: (piece, from) =>
+      carry(c, pieceArrived(c.receivers, piece, from, c.now())),
+    peerGone: (from) => carry(c, peerGone(c.receivers, from)),
+    linkBroke: (to) => cutLink(c, to),
     tick() {
-      forgetSent(senders, d.cs.core);
+      forgetSent(c.senders, c.cs.core);
       const due = receiverDue(
-        receivers,
-        d.now(),
-        d.cs.core.config.requestTimeoutMs,
+        c.receivers,
+        c.now(),
+        c.cs.core.config.requestTimeoutMs,
         DATA_PATH_DEFAULTS.endWaitMs,
       );
-      for (const s of due.idle) d.cut(s.requestId, s.workerId, "idle");
-      carry(due.actions);
+      for (const s of due.idle) c.cut(s.requestId, s.workerId, "idle");
+      carry(c, due.actions);
     },
     reset() {
-      senders.clear();
-      receivers.clear();
-      d.links.closeOutbound();
+      c.senders.clear();
+      c.receivers.clear();
+      c.links.closeOutbound();
     },
   };
+}
+
+function carry(c: Ends, actions: ReceiverAction[]): void {
+  for (const a of actions) {
+    c.run(
+      a.kind === "write"
+        ? { kind: "writeChunk", requestId: a.requestId, chunk: a.chunk }
+        : a.effect,
+    );
+  }
+}
+
+/** Every answer being sent to `to` may have lost pieces: each is cut. */
+function cutLink(c: Ends, to: InstanceId): void {
+  for (const x of linkBroke(c.senders, to)) {
+    c.cut(x.requestId, x.workerId, "link_lost");
+  }
+}
+
+function deliver(c: Ends, to: InstanceId, piece: DirectChunk): void {
+  if (to === c.self()) {
+    return carry(c, pieceArrived(c.receivers, piece, to, c.now()));
+  }
+  const url = c.cs.instances.get(to)?.peerUrl;
+  // Nowhere to send it: the answer is cut like one whose link broke.
+  if (url === undefined) return cutLink(c, to);
+  c.links.send(to, url, piece);
+}
+
+function fromWorker(c: Ends, event: Event): Routed {
+  if (event.kind !== "chunkReceived") {
+    const rid = "requestId" in event ? event.requestId : null;
+    const end = routeEnd(
+      c.senders,
+      c.cs.core,
+      rid === null ? undefined : c.cs.requestOwner.get(rid),
+      event,
+    );
+    if (end.cut && event.kind === "completeReceived") {
+      c.cut(event.requestId, event.workerId, "too_large");
+    }
+    for (const piece of end.last?.pieces ?? []) {
+      deliver(c, end.last!.to, piece);
+    }
+    return { taken: false, event: end.event, pieces: end.pieces };
+  }
+  const owner = c.cs.requestOwner.get(event.requestId);
+  const route = routeChunk(c.senders, c.cs.core, owner, event);
+  switch (route.kind) {
+    case "log":
+      return { taken: false, event, pieces: null };
+    case "drop":
+      return TAKEN;
+    case "cut":
+      c.cut(route.requestId, route.workerId, route.reason);
+      return TAKEN;
+    case "direct":
+      if (route.commit !== null) c.log(route.commit);
+      deliver(c, route.to, route.piece);
+      return TAKEN;
+  }
+}
+
+function onEffect(c: Ends, effect: Effect): boolean {
+  if (effect.kind === "sendToWorker") {
+    const m = effect.message;
+    if (m.type === "request" && c.holdsClient(m.request_id)) {
+      carry(c, dispatched(c.receivers, m.request_id, effect.workerId, c.now()));
+    }
+    return false;
+  }
+  if (effect.kind === "requestFinished") {
+    requestEnded(c.receivers, effect.requestId);
+    return false;
+  }
+  if (
+    (effect.kind === "startStream" || effect.kind === "writeChunk" ||
+      effect.kind === "endStream" || effect.kind === "respond" ||
+      effect.kind === "respondError") && c.holdsClient(effect.requestId)
+  ) {
+    carry(c, logEffect(c.receivers, effect, c.now()));
+    return true;
+  }
+  return false;
 }

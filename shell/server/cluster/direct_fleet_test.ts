@@ -126,7 +126,17 @@ Deno.test("cluster data path: no answer byte goes through Redis: a 10,000-chunk 
     // turn) and a read on every instance: thousands here.
     assert.ok(perChunk < 0.01, `${perChunk} Redis commands per chunk`);
     assert.ok(perRequest < 40, `${perRequest} Redis commands per request`);
-    // And no chunk byte sits in the log: its entries carry control only.
+    // A non-streaming answer's body goes direct too.
+    const whole = await (await chat(
+      client.url,
+      JSON.stringify({
+        model: MODEL,
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 40,
+      }),
+    )).json();
+    assert.match(whole.choices[0].message.content, /jumps over/);
+    // And no answer byte sits in the log: its entries carry control only.
     const log = await redisCli(f.redis.url, "XRANGE", "mr:log", "-", "+");
     assert.doesNotMatch(log, /jumps over/);
 

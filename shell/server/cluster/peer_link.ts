@@ -82,101 +82,109 @@ export function decodePiece(frame: Uint8Array): DirectChunk {
 
 type Outbound = { ws: WebSocket; queue: Uint8Array[]; used: boolean };
 
+/** One instance's links, beside what it needs from the runtime. */
+type Links = PeerLinkDeps & {
+  outbound: Map<InstanceId, Outbound>;
+  inbound: Set<WebSocket>;
+  wss: WebSocketServer;
+};
+
 export function startPeerLinks(d: PeerLinkDeps): PeerLinks {
-  const outbound = new Map<InstanceId, Outbound>();
-  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
-  const inbound = new Set<WebSocket>();
-
-  function open(to: InstanceId, url: string): Outbound {
-    const target = new URL(PEER_PATH, url);
-    target.protocol = target.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(target, {
-      headers: {
-        authorization: `Bearer ${d.secret()}`,
-        [INSTANCE_HEADER]: d.self(),
-      },
-      perMessageDeflate: false,
-    });
-    const link: Outbound = { ws, queue: [], used: false };
-    ws.on("open", () => {
-      for (const frame of link.queue) ws.send(frame);
-      link.queue = [];
-    });
-    ws.on(
-      "error",
-      (e) => d.log("warn", "peer link failed", { to, error: String(e) }),
-    );
-    ws.on("close", () => {
-      if (outbound.get(to) === link) outbound.delete(to);
-      if (link.used) d.onLinkBroke(to);
-    });
-    outbound.set(to, link);
-    return link;
-  }
-
-  function send(to: InstanceId, url: string, piece: DirectChunk): void {
-    const link = outbound.get(to) ?? open(to, url);
-    link.used = true;
-    const frame = encodePiece(piece);
-    if (link.ws.readyState === WebSocket.OPEN) link.ws.send(frame);
-    else if (link.ws.readyState === WebSocket.CONNECTING) {
-      link.queue.push(frame);
-    } else d.onLinkBroke(to); // closing: its close already ran or will run
-  }
-
-  function onUpgrade(
-    req: IncomingMessage,
-    socket: Duplex,
-    head: Buffer,
-  ): boolean {
-    if (new URL(req.url ?? "/", "http://x").pathname !== PEER_PATH) {
-      return false;
-    }
-    const token = bearerToken(req);
-    const from = req.headers[INSTANCE_HEADER];
-    if (
-      token === null || typeof from !== "string" ||
-      !secretsEqual(token, d.secret())
-    ) {
-      socket.on("error", () => {});
-      socket.end("HTTP/1.1 401 Unauthorized\r\nconnection: close\r\n\r\n");
-      return true;
-    }
-    wss.handleUpgrade(req, socket, head, (ws) => {
-      inbound.add(ws);
-      ws.on("message", (data: Buffer, isBinary: boolean) => {
-        if (!isBinary) return;
-        try {
-          d.onPiece(decodePiece(data), from);
-        } catch (e) {
-          d.log("warn", "unreadable peer frame", { from, error: String(e) });
-        }
-      });
-      ws.on("error", () => {});
-      ws.on("close", () => {
-        inbound.delete(ws);
-        d.onPeerGone(from);
-      });
-    });
-    return true;
-  }
-
+  const l: Links = {
+    ...d,
+    outbound: new Map(),
+    inbound: new Set(),
+    wss: new WebSocketServer({ noServer: true, perMessageDeflate: false }),
+  };
   function closeOutbound(): void {
-    for (const link of outbound.values()) {
+    for (const link of l.outbound.values()) {
       link.used = false; // a deliberate close breaks nothing
       link.ws.terminate();
     }
-    outbound.clear();
+    l.outbound.clear();
   }
-
   return {
-    send,
-    onUpgrade,
+    send(to, url, piece) {
+      const link = l.outbound.get(to) ?? open(l, to, url);
+      link.used = true;
+      const frame = encodePiece(piece);
+      if (link.ws.readyState === WebSocket.OPEN) link.ws.send(frame);
+      else if (link.ws.readyState === WebSocket.CONNECTING) {
+        link.queue.push(frame);
+      } else l.onLinkBroke(to); // closing: its close already ran or will run
+    },
+    onUpgrade: (req, socket, head) => accept(l, req, socket, head),
     closeOutbound,
     close() {
       closeOutbound();
-      for (const ws of inbound) ws.terminate();
-      wss.close();
+      for (const ws of l.inbound) ws.terminate();
+      l.wss.close();
     },
   };
+}
+
+function open(l: Links, to: InstanceId, url: string): Outbound {
+  const target = new URL(PEER_PATH, url);
+  target.protocol = target.protocol === "https:" ? "wss:" : "ws:";
+  const ws = new WebSocket(target, {
+    headers: {
+      authorization: `Bearer ${l.secret()}`,
+      [INSTANCE_HEADER]: l.self(),
+    },
+    perMessageDeflate: false,
+  });
+  const link: Outbound = { ws, queue: [], used: false };
+  ws.on("open", () => {
+    for (const frame of link.queue) ws.send(frame);
+    link.queue = [];
+  });
+  ws.on(
+    "error",
+    (e) => l.log("warn", "peer link failed", { to, error: String(e) }),
+  );
+  ws.on("close", () => {
+    if (l.outbound.get(to) === link) l.outbound.delete(to);
+    if (link.used) l.onLinkBroke(to);
+  });
+  l.outbound.set(to, link);
+  return link;
+}
+
+/** An inbound link: authenticated with the cluster secret, then pieces in. */
+function accept(
+  l: Links,
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+): boolean {
+  if (new URL(req.url ?? "/", "http://x").pathname !== PEER_PATH) {
+    return false;
+  }
+  const token = bearerToken(req);
+  const from = req.headers[INSTANCE_HEADER];
+  if (
+    token === null || typeof from !== "string" ||
+    !secretsEqual(token, l.secret())
+  ) {
+    socket.on("error", () => {});
+    socket.end("HTTP/1.1 401 Unauthorized\r\nconnection: close\r\n\r\n");
+    return true;
+  }
+  l.wss.handleUpgrade(req, socket, head, (ws) => {
+    l.inbound.add(ws);
+    ws.on("message", (data: Buffer, isBinary: boolean) => {
+      if (!isBinary) return;
+      try {
+        l.onPiece(decodePiece(data), from);
+      } catch (e) {
+        l.log("warn", "unreadable peer frame", { from, error: String(e) });
+      }
+    });
+    ws.on("error", () => {});
+    ws.on("close", () => {
+      l.inbound.delete(ws);
+      l.onPeerGone(from);
+    });
+  });
+  return true;
 }

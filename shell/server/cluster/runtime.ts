@@ -799,7 +799,7 @@ export async function startClusterRuntime(
     if (routed.pieces !== null && "requestId" in event) {
       (outboxDirect ??= {})[String(event.requestId)] = routed.pieces;
     }
-    queue(event);
+    queue(routed.event);
   }
 
   engine.onStatus((s) => {
