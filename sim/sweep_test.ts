@@ -28,7 +28,7 @@ Deno.test(`fixed-seed sweep: ${DEFAULT_RUNS} random scenarios hold every invaria
   );
 });
 
-Deno.test("generator balance: the sweep exercises spec 004 and lifecycle, and keeps runs without them", () => {
+Deno.test("generator balance: the sweep exercises spec 004, lifecycle and endpoint restrictions, and keeps runs without them", () => {
   const n = 400;
   const counts = {
     singleTenant: 0,
@@ -44,6 +44,10 @@ Deno.test("generator balance: the sweep exercises spec 004 and lifecycle, and ke
     lifecycleTimedOut: 0,
     lifecycleWorkerLeft: 0,
     lifecycleRefused: 0,
+    // Issue 25: a dispatch some worker of the model could not take; a 404/501
+    // because no worker of the model takes the path or the body.
+    endpointsRestricted: 0,
+    endpointsRefused: 0,
   };
   const samples = fc.sample(fc.tuple(scenarioArb(), fc.nat()), {
     seed: 20260501,
@@ -62,6 +66,8 @@ Deno.test("generator balance: the sweep exercises spec 004 and lifecycle, and ke
     if (r.lifecycle.timedOut > 0) counts.lifecycleTimedOut++;
     if (r.lifecycle.workerLeft > 0) counts.lifecycleWorkerLeft++;
     if (r.lifecycle.refused > 0) counts.lifecycleRefused++;
+    if (r.sched.restrictedDispatches > 0) counts.endpointsRestricted++;
+    if (r.sched.pathRefusals > 0) counts.endpointsRefused++;
   }
   const text = JSON.stringify(counts);
   assert.ok(counts.singleTenant > n * 0.4, text);
@@ -75,4 +81,6 @@ Deno.test("generator balance: the sweep exercises spec 004 and lifecycle, and ke
   assert.ok(counts.lifecycleTimedOut > n * 0.04, text);
   assert.ok(counts.lifecycleWorkerLeft > n * 0.05, text);
   assert.ok(counts.lifecycleRefused > n * 0.1, text);
+  assert.ok(counts.endpointsRestricted > n * 0.1, text);
+  assert.ok(counts.endpointsRefused > n * 0.15, text);
 });

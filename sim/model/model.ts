@@ -97,6 +97,10 @@ export type SchedStats = {
   rateLimited: number;
   /** Dispatches that went to the key's remembered worker. */
   affinityHits: number;
+  /** Issue 25: dispatches of a request some registered worker of its model could not take. */
+  restrictedDispatches: number;
+  /** Issue 25: refusals because no worker of the model takes the path (404) or the body (501). */
+  pathRefusals: number;
 };
 
 /** Lifecycle statistics the scenario tests assert on (issue 9). */
@@ -270,6 +274,8 @@ export class Model {
     admitted: 0,
     rateLimited: 0,
     affinityHits: 0,
+    restrictedDispatches: 0,
+    pathRefusals: 0,
   };
   // -- lifecycle (issue 9) -------------------------------------------------------
   readonly tasks = new Map<string, MTask>();

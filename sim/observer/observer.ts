@@ -352,6 +352,10 @@ export class Observer {
         nr,
         f.error.code,
       );
+      const held = [...m.workers.values()].some((x) =>
+        x.registered && (x.acked.has(nr.model) || x.wildcard)
+      );
+      if (held) m.sched.pathRefusals++;
     }
     if (nr !== null && nr.id === f.requestId && !m.reqs.has(nr.id)) {
       endsExactlyOnce.refusedOnce(m, check, nr);
@@ -513,6 +517,12 @@ export class Observer {
     if (w === undefined || !w.registered) return;
     eligibleWorker.dispatchedToNotDraining(check, id, conn, w);
     dispatchOnlyToAccepting.dispatchedToAccepting(m, check, id, conn, r, w);
+    if (
+      [...m.workers.values()].some((x) =>
+        x.registered && (x.acked.has(r.model) || x.wildcard) &&
+        !m.accepts(x, r)
+      )
+    ) m.sched.restrictedDispatches++;
     retryElsewhere.circuitLetsDispatch(m, check, id, conn, w);
     retryElsewhere.notBackToRefuser(m, check, id, conn, r, w);
     neverRunTwiceForSize.notRedispatchedWhenTooLarge(check, id, r);

@@ -199,13 +199,7 @@ export function handleHttp(
   }
   if (req.method === "GET" && path === "/health") return health(res, deps);
   if (req.method === "GET" && path === "/v1/models") {
-    // Issue 24: with keys required the model list wants a client key too (the
-    // SDKs send theirs on models.list); either header, as on /v1/messages.
-    const access = deps.authorize?.(req, "anthropic");
-    if (access?.kind === "denied") {
-      req.resume();
-      return sendError(res, "openai", access.error);
-    }
+    if (modelsDenied(req, res, deps)) return;
     return sendJson(res, 200, modelList(deps.state));
   }
   if (path === "/v1/worker/connect") {
@@ -225,6 +219,7 @@ export function handleHttp(
   // Issue 25: GET /v1/models/{id} from the live workers, then every other
   // /v1/ path (and the operator's FORWARD_PATH_PREFIXES) to a worker.
   if (req.method === "GET" && path.startsWith("/v1/models/")) {
+    if (modelsDenied(req, res, deps)) return;
     return retrieveModel(res, deps, path);
   }
   if (isForwarded(path, deps.forwardPathPrefixes ?? [])) {
@@ -243,6 +238,23 @@ export function handleHttp(
     "openai",
     badRequest("not_found", `no route for ${req.method} ${path}`, 404),
   );
+}
+
+/**
+ * Issue 24: with keys required the model routes (the list, and one model,
+ * issue 25) want a client key too (the SDKs send theirs on models.list and
+ * models.retrieve); either header, as on /v1/messages. True when refused.
+ */
+function modelsDenied(
+  req: IncomingMessage,
+  res: ServerResponse,
+  deps: HttpDeps,
+): boolean {
+  const access = deps.authorize?.(req, "anthropic");
+  if (access?.kind !== "denied") return false;
+  req.resume();
+  sendError(res, "openai", access.error);
+  return true;
 }
 
 /** GET /v1/models/{id}: the OpenAI model object, or 404 in the OpenAI error shape. */

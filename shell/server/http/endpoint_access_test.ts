@@ -193,6 +193,13 @@ Deno.test("issue 24.7 /v1/models wants a client key when keys are required (401 
     });
     assert.equal(anthropic.status, 200);
     await anthropic.body?.cancel();
+    // Issue 25: one model (models.retrieve) likewise.
+    const one = await get(relay, "/v1/models/m1", null);
+    assert.equal(one.status, 401);
+    await one.body?.cancel();
+    const oneOk = await get(relay, "/v1/models/m1", key);
+    assert.equal(oneOk.status, 200);
+    assert.equal((await oneOk.json()).id, "m1");
   } finally {
     await w.close();
     await relay.close();
