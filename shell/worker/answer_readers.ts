@@ -25,6 +25,7 @@ import {
   tokenCountsFromTail,
 } from "./usage.ts";
 import { newUtf8Passage } from "./utf8_passage.ts";
+import { newSseEventPassage } from "../../core/protocol/sse_events.ts";
 
 // Hop-by-hop or recomputed by fetch: never copied between the two hops.
 export const SKIPPED_HEADERS = new Set([
@@ -220,16 +221,27 @@ export function readAnswer(
   // body-bytes-v1 (issue 25): an answer that is not text keeps its bytes.
   if (sink.bodyBytes === true && !isTextType(answer.headers["content-type"])) {
     if (!request.is_streaming) return readWholeBytes(answer);
-    if (ok && sink.chunkBytes) return readStreamBytes(answer, true);
+    if (ok && sink.chunkBytes) return readStreamBytes(answer, true, false);
   }
+  const sse = isEventStream(answer.headers["content-type"]);
   // chunk-bytes-v1: a successful stream is read as bytes (readStreamBytes).
   if (request.is_streaming && ok && sink.chunkBytes) {
-    return readStreamBytes(answer);
+    return readStreamBytes(answer, false, sse);
   }
   if (!request.is_streaming && ok && sink.bodyChunks) readInPieces(answer);
   // Errors of a streaming request arrive as one JSON body: pass it whole.
   else if (!request.is_streaming || !ok) readWhole(answer, ok);
-  else readStream(answer);
+  else readStream(answer, sse);
+}
+
+/**
+ * Whether a stream is server-sent events, whose reads are passed on whole
+ * events at a time (C60): a `text/event-stream` content type. Anything else
+ * (NDJSON, plain text) has no events to keep whole and passes as read.
+ */
+function isEventStream(contentType: string | undefined): boolean {
+  return contentType !== undefined &&
+    contentType.trimStart().toLowerCase().startsWith("text/event-stream");
 }
 
 /**
@@ -323,17 +335,24 @@ function readWhole(a: Answer, ok: boolean): void {
 
 /**
  * A stream: each socket read's text is passed on, reads of one turn joined (a
- * microtask flush), and scanned for the usage numbers on the way.
+ * microtask flush), and scanned for the usage numbers on the way. An SSE
+ * stream's unfinished last event is held back until it is whole (C60): a break
+ * then drops it, and the server's error event starts a fresh event.
  */
-function readStream(a: Answer): void {
+function readStream(a: Answer, sse: boolean): void {
   const usage = newUsageScan();
+  const events = sse ? newSseEventPassage<string>("") : null;
   let pending = "";
+  const pass = (text: string) => {
+    if (text === "") return;
+    a.send(text);
+    scanChunk(usage, text);
+  };
   const flush = () => {
     if (pending === "" || a.settled()) return;
     const text = pending;
     pending = "";
-    a.send(text);
-    scanChunk(usage, text);
+    pass(events === null ? text : events.pass(text));
   };
   onText(a.body, (s) => {
     if (s === "") return;
@@ -341,6 +360,7 @@ function readStream(a: Answer): void {
     pending += s;
   }, () => {
     flush();
+    if (events !== null && !a.settled()) pass(events.end());
     streamEnded(a, scanResult(usage));
   });
 }
@@ -361,18 +381,25 @@ function streamEnded(a: Answer, tokenCounts: Completion["token_counts"]): void {
 /**
  * readStream for chunk-bytes-v1 (issue 18): each turn's reads leave as one
  * chunk of bytes, never decoded (utf8_passage.ts holds back a split character
- * and keeps invalid input exactly as the text path delivers it, C45).
+ * and keeps invalid input exactly as the text path delivers it, C45), an SSE
+ * stream's unfinished last event held back as readStream holds it (C60);
+ * `raw` (body-bytes-v1): a binary stream's bytes as they are.
  */
-function readStreamBytes(a: Answer, raw = false): void {
+function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
   const usage = newUsageByteScan();
   const utf8 = newUtf8Passage();
+  const events = sse ? newSseEventPassage<Uint8Array>(EMPTY_BYTES) : null;
   let pending: Buffer[] = [];
+  const send = (out: Buffer) => {
+    if (out.length === 0) return;
+    a.send(out);
+    scanBytes(usage, out);
+  };
   const pass = (bytes: Buffer) => {
     // raw (body-bytes-v1, a binary answer): the bytes as they are.
     const out = raw ? bytes : utf8.pass(bytes);
     if (out.length === 0) return;
-    a.send(out);
-    scanBytes(usage, out);
+    send(events === null ? out : asBuffer(events.pass(out)));
   };
   const flush = () => {
     if (pending.length === 0 || a.settled()) return;
@@ -389,9 +416,10 @@ function readStreamBytes(a: Answer, raw = false): void {
     flush();
     if (!a.settled() && !raw) {
       const rest = utf8.end();
-      if (rest.length > 0) {
-        a.send(rest);
-        scanBytes(usage, rest);
+      if (events === null) send(rest);
+      else {
+        if (rest.length > 0) send(asBuffer(events.pass(rest)));
+        send(asBuffer(events.end()));
       }
     }
     streamEnded(a, scanBytesResult(usage));
@@ -452,4 +480,13 @@ function readWholeBytes(a: Answer): void {
         },
     });
   });
+}
+
+const EMPTY_BYTES: Uint8Array = Buffer.alloc(0);
+
+/** The passage's bytes as a Buffer (a view when it made a plain Uint8Array). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes)
+    ? bytes
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
 }

@@ -1,0 +1,99 @@
+// Issue 24, the worker's half, with real processes: a server and a worker, each
+// a `deno run` child, in front of raw TCP backends (e2e/_raw_backend.ts) that
+// misbehave on the wire exactly as the review's did. Each test is named after
+// the item it proves.
+import assert from "node:assert/strict";
+import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
+import { httpChunk, rawBackend } from "./_raw_backend.ts";
+import { startServer, startWorker, withChildren } from "./_faults.ts";
+
+const MODEL = "raw-model";
+
+const SSE_HEAD =
+  "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+Deno.test("issue 24.1: a break mid-event reaches the openai and Anthropic SDKs as an APIError carrying backend_stream_broken", async () => {
+  const backend = await rawBackend((socket, r) => {
+    const anthropic = r.path === "/v1/messages";
+    const first = anthropic
+      ? 'event: message_start\ndata: {"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"raw-model","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":0}}}\n\n'
+      : 'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"raw-model","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}\n\n';
+    const half = anthropic
+      ? 'event: content_block_delta\ndata: {"type"'
+      : 'data: {"choices"';
+    socket.write(SSE_HEAD + httpChunk(first));
+    setTimeout(() => socket.write(httpChunk(half)), 50);
+    setTimeout(() => socket.resetAndDestroy(), 150);
+  }, [MODEL]);
+  try {
+    await withChildren(async (started) => {
+      const server = await startServer(started);
+      await startWorker(started, "breaks", server, backend.url);
+
+      const openai = new OpenAI({
+        baseURL: `${server}/v1`,
+        apiKey: "unused",
+        maxRetries: 0,
+        timeout: 20_000,
+      });
+      const got: string[] = [];
+      const openaiError = await (async () => {
+        try {
+          const stream = await openai.chat.completions.create({
+            model: MODEL,
+            stream: true,
+            messages: [{ role: "user", content: "Hello!" }],
+          });
+          for await (const c of stream) {
+            got.push(c.choices[0]?.delta.content ?? "");
+          }
+          return null;
+        } catch (e) {
+          return e;
+        }
+      })();
+      assert.deepEqual(got, ["Hi"]);
+      assert.ok(
+        openaiError instanceof OpenAI.APIError,
+        `openai SDK threw ${String(openaiError)}`,
+      );
+      assert.equal(openaiError.code, "backend_stream_broken");
+
+      const anthropic = new Anthropic({
+        baseURL: server,
+        apiKey: "unused",
+        maxRetries: 0,
+        timeout: 20_000,
+      });
+      const events: string[] = [];
+      const anthropicError = await (async () => {
+        try {
+          const stream = await anthropic.messages.create({
+            model: MODEL,
+            max_tokens: 5,
+            stream: true,
+            messages: [{ role: "user", content: "Hello!" }],
+          });
+          for await (const e of stream) events.push(e.type);
+          return null;
+        } catch (e) {
+          return e;
+        }
+      })();
+      assert.deepEqual(events, ["message_start"]);
+      assert.ok(
+        anthropicError instanceof Anthropic.APIError,
+        `Anthropic SDK threw ${String(anthropicError)}`,
+      );
+      assert.equal(
+        (anthropicError.error as { error?: { code?: string } }).error?.code,
+        "backend_stream_broken",
+      );
+    });
+  } finally {
+    await backend.close();
+  }
+});
