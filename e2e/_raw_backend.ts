@@ -13,6 +13,8 @@ export type RawRequest = {
   /** 1-based: the nth request overall, and on its socket. */
   nth: number;
   onSocket: number;
+  /** Which connection carried it (1-based, in accept order). */
+  conn: number;
 };
 
 export type RawBackend = {
@@ -36,7 +38,7 @@ export async function rawBackend(
   const sockets = new Set<net.Socket>();
   let connections = 0;
   const server = net.createServer((socket) => {
-    connections++;
+    const conn = ++connections;
     sockets.add(socket);
     socket.on("close", () => sockets.delete(socket));
     socket.on("error", () => {});
@@ -59,6 +61,7 @@ export async function rawBackend(
           body,
           nth: requests.length + 1,
           onSocket: ++onSocket,
+          conn,
         };
         requests.push(r);
         if (method === "GET" && path === "/v1/models") {

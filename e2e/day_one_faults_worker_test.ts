@@ -97,3 +97,86 @@ Deno.test("issue 24.1: a break mid-event reaches the openai and Anthropic SDKs a
     await backend.close();
   }
 });
+
+const JSON_ANSWER =
+  '{"id":"c1","object":"chat.completion","created":1,"model":"raw-model","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}';
+
+/** POST /v1/chat/completions (not streaming): status, body text. */
+async function ask(server: string): Promise<{ status: number; text: string }> {
+  const res = await fetch(`${server}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [{ role: "user", content: "Hello!" }],
+    }),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
+Deno.test("issue 24.5: a complete answer followed by stray bytes is delivered once and its connection closed, never reused", async () => {
+  const strays = [
+    // Content-Length 5 bytes short of what is sent.
+    `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${JSON_ANSWER.length}\r\n\r\n${JSON_ANSWER}oops!`,
+    // A chunked body, then bytes after its last chunk.
+    `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n${
+      httpChunk(JSON_ANSWER)
+    }0\r\n\r\nGARBAGE`,
+  ];
+  for (const answer of strays) {
+    const backend = await rawBackend((socket) => socket.write(answer), [MODEL]);
+    try {
+      await withChildren(async (started) => {
+        const server = await startServer(started);
+        await startWorker(started, "strays", server, backend.url);
+        for (let i = 1; i <= 3; i++) {
+          const r = await ask(server);
+          assert.equal(r.status, 200, r.text);
+          assert.equal(r.text, JSON_ANSWER);
+        }
+        const posts = backend.requests.filter((r) => r.method === "POST");
+        assert.equal(posts.length, 3, "each inference ran once");
+        // A connection per request: none was handed on after its stray bytes.
+        assert.equal(new Set(posts.map((r) => r.conn)).size, 3);
+        assert.ok(posts.every((r) => r.onSocket === 1));
+      });
+    } finally {
+      await backend.close();
+    }
+  }
+});
+
+Deno.test("issue 24.5: a backend answering invalid HTTP gets one 502 backend_protocol_error, no rerun, and stays in routing", async () => {
+  let garbage = true;
+  const backend = await rawBackend((socket) => {
+    if (garbage) socket.end("HTTP/1.1 2x0 NOPE\r\n\r\n");
+    else {
+      socket.write(
+        `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${JSON_ANSWER.length}\r\n\r\n${JSON_ANSWER}`,
+      );
+    }
+  }, [MODEL]);
+  try {
+    await withChildren(async (started) => {
+      const server = await startServer(started);
+      await startWorker(started, "garbage", server, backend.url);
+      for (let i = 0; i < 4; i++) {
+        const r = await ask(server);
+        assert.equal(r.status, 502, r.text);
+        assert.equal(JSON.parse(r.text).error.code, "backend_protocol_error");
+      }
+      const posts = () =>
+        backend.requests.filter((r) => r.method === "POST").length;
+      assert.equal(posts(), 4, "one backend call per request, no reruns");
+      // Four in a row would have opened the unavailability circuit (3 do):
+      // the worker is still routed to, at once.
+      garbage = false;
+      const t0 = performance.now();
+      const ok = await ask(server);
+      assert.equal(ok.status, 200, ok.text);
+      assert.ok(performance.now() - t0 < 3_000, "waited for a circuit");
+    });
+  } finally {
+    await backend.close();
+  }
+});

@@ -143,6 +143,24 @@ export const BODY_PIECE_CHARS = 1024 * 1024;
 /** How often a paused read looks again whether the link has room. */
 const ROOM_POLL_MS = 5;
 
+/**
+ * The answer to a backend whose bytes were not HTTP/1.1 (issue 24.5, C61): a
+ * 502 the client gets at once. Not `backend_unavailable`: the backend is up
+ * and may well have run the inference, so neither another attempt nor the
+ * server's unavailability circuit is right for it.
+ */
+export function protocolErrorAnswer(
+  request: RequestMessage,
+  message: string,
+): Completion {
+  return failure(
+    request,
+    502,
+    "backend_protocol_error",
+    `the backend's answer is not valid HTTP/1.1: ${message}`,
+  );
+}
+
 function tooLarge(request: RequestMessage): Completion {
   return failure(
     request,
@@ -165,6 +183,8 @@ export type Call = {
   done(outcome: BackendOutcome): void;
   /** No complete answer: unavailable, or broken once started. */
   failed(why: string): void;
+  /** The backend's bytes are not HTTP (C61): a 502, or broken once started. */
+  invalid(why: string): void;
   settled(): boolean;
   /** Whether any byte of the answer went to the proxy. */
   started(): boolean;

@@ -9,11 +9,13 @@ import https from "node:https";
 import { urlToHttpOptions } from "node:url";
 import { exchange, type RequestTarget } from "./http1/exchange.ts";
 import { FORWARDED_HEADERS } from "../../core/mod.ts";
+import { assertNever } from "../../core/assert_never.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
 import {
   type AnswerSink,
   type BackendOutcome,
   type Call,
+  protocolErrorAnswer,
   readAnswer,
   SKIPPED_HEADERS,
 } from "./answer_readers.ts";
@@ -154,9 +156,18 @@ export function forwardToBackendVia(
         `backend unreachable at ${backendUrl}: ${(e as Error).message}`,
       );
     }
+    /** Not HTTP: a 502 before any byte went out, else a broken stream (C61). */
+    const invalid = (why: string) =>
+      started
+        ? failed(`backend response failed: ${why}`)
+        : done({
+          kind: "completed",
+          completion: protocolErrorAnswer(request, why),
+        });
     const call: Call = {
       done,
       failed,
+      invalid,
       settled: () => settled,
       started: () => started,
       markStarted: () => {
@@ -200,12 +211,18 @@ function viaOwnClient(
       ),
     data: (bytes) => onData(bytes),
     end: () => onEnd(),
-    failed: (kind, message) =>
-      call.failed(
-        kind === "unreachable"
-          ? `backend unreachable at ${backendUrl}: ${message}`
-          : message,
-      ),
+    failed: (kind, message) => {
+      switch (kind) {
+        case "unreachable":
+          return call.failed(`backend unreachable at ${backendUrl}: ${message}`);
+        case "broken":
+          return call.failed(message);
+        case "invalid":
+          return call.invalid(message);
+        default:
+          return assertNever(kind);
+      }
+    },
   });
   return () => ex.destroy();
 }
@@ -244,6 +261,11 @@ function viaNode(
     );
   });
   req.on("error", (e) => {
+    // node's parser errors (HPE_*): the backend answered, not in HTTP (C61).
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && code.startsWith("HPE_")) {
+      return call.invalid(e.message);
+    }
     call.failed(`backend unreachable at ${backendUrl}: ${e.message}`);
   });
   req.end(bodyOf(request));

@@ -6,12 +6,21 @@
 // What the caller sees is what it saw of node:http in Deno 2.9:
 //
 // - `failed("unreachable", message)` before the response head: refused,
-//   reset, closed ("socket hang up") or malformed ("Parse Error: …");
+//   reset or closed ("socket hang up");
 // - `response` with the status and the headers node would have built, then
 //   `data` (body bytes, split as they arrive) and `end`;
 // - after the head, `failed("broken", …)` when the body is cut short (the
 //   backend closed mid-answer) and `failed("unreachable", …)` when the socket
-//   fails (node emits the socket's error on the request then).
+//   fails (node emits the socket's error on the request then);
+// - `failed("invalid", "Parse Error: …")`, head or no head, when the backend's
+//   bytes are not HTTP/1.1 (issue 24.5, C61: the backend is up, its answer is
+//   wrong; node reports these as errors like any other).
+//
+// Where node differs, on purpose (issue 24.5, C61): bytes after a complete
+// message (a Content-Length too short, `0\r\n\r\nGARBAGE`) are not parsed as
+// a next response that fails the request: the answer is delivered and the
+// connection closed, never reused, since nothing it carries next can be
+// trusted.
 //
 // A request on a reused connection that fails before any response head is
 // sent once more on another connection when its head and body are at most
@@ -43,8 +52,11 @@ export type ExchangeEvents = {
   response(head: ResponseHead): void;
   data(bytes: Buffer): void;
   end(): void;
-  failed(kind: "unreachable" | "broken", message: string): void;
+  failed(kind: FailureKind, message: string): void;
 };
+
+/** How an exchange failed (see the top of this file). */
+export type FailureKind = "unreachable" | "broken" | "invalid";
 
 /** What the caller can do to an exchange. */
 export type Exchange = {
@@ -58,9 +70,6 @@ export type Exchange = {
 
 /** Deno's MAX_RETRY_DATA_SIZE: larger requests are not resent. */
 const RETRY_BYTES_MAX = 1024 * 1024;
-
-const EMPTY = Buffer.alloc(0);
-const IGNORED: ParserEvents = { head() {}, body() {}, complete() {} };
 
 /** Held while paused: body bytes, or the end of the message. */
 type Held = Buffer | "end";
@@ -113,26 +122,12 @@ export function exchange(
   };
 
   /**
-   * The message is complete (in the read `bytes`): frees the connection and
-   * ends the body. Bytes after the message in the same read are parsed as a
-   * next response, as node parses them: invalid, they fail the request (node
-   * reports the parser's error before the response's deferred 'end'); valid,
-   * they close the connection all the same.
+   * The message is complete: frees the connection and ends the body. Bytes
+   * after the message in the same read are stray (no request is waiting for
+   * them): the answer stands, the connection is closed (C61).
    */
-  const completed = (bytes: Buffer) => {
-    if (after > 0) {
-      try {
-        feed(
-          newResponseParser(),
-          bytes.subarray(bytes.length - after),
-          IGNORED,
-        );
-      } catch (e) {
-        if (!isParseError(e)) throw e;
-        return fail("unreachable", e.message);
-      }
-      complete = { ...complete!, keepAlive: false };
-    }
+  const completed = () => {
+    if (after > 0) strayBytes();
     freeWhenDone();
     if (paused) held.push("end");
     else finishBody();
@@ -151,7 +146,12 @@ export function exchange(
     conn.socket.destroy();
   };
 
-  const fail = (kind: "unreachable" | "broken", message: string) => {
+  /** Bytes nobody asked for: this connection is closed once the answer is read. */
+  const strayBytes = () => {
+    complete = { ...complete!, keepAlive: false };
+  };
+
+  const fail = (kind: FailureKind, message: string) => {
     if (over) return;
     over = true;
     drop();
@@ -183,15 +183,17 @@ export function exchange(
 
   const user: ConnectionUser = {
     data: (bytes) => {
-      const wasComplete = complete !== null;
+      // A later read after the complete message (the request still being
+      // written, or its end held by a pause): stray too (C61).
+      if (complete !== null) return strayBytes();
       try {
         feed(parser, bytes, parserEvents);
       } catch (e) {
         if (!isParseError(e)) throw e;
         // node emits the parser's error on the request, head or no head.
-        return fail("unreachable", e.message);
+        return fail("invalid", e.message);
       }
-      if (!wasComplete && complete !== null) completed(bytes);
+      if (complete !== null) completed();
     },
     end: () => closed(),
     error: (e) => {
@@ -208,7 +210,7 @@ export function exchange(
   const closed = () => {
     if (parser.head === null) return beforeHead("socket hang up");
     if (complete !== null) return;
-    if (finish(parser, parserEvents)) completed(EMPTY);
+    if (finish(parser, parserEvents)) completed();
     else cutShort();
   };
 
