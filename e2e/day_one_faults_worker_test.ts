@@ -180,3 +180,72 @@ Deno.test("issue 24.5: a backend answering invalid HTTP gets one 502 backend_pro
     await backend.close();
   }
 });
+
+/** A chat answer whose content names the question it answers. */
+function answerTo(question: string): string {
+  return JSON.stringify({
+    id: "c1",
+    object: "chat.completion",
+    created: 1,
+    model: MODEL,
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: `answer to ${question}` },
+      finish_reason: "stop",
+    }],
+  });
+}
+
+function http200(json: string): string {
+  return `HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${json.length}\r\n\r\n${json}`;
+}
+
+Deno.test("issue 24.6: a late unsolicited answer on a kept-alive connection never becomes another request's answer", async () => {
+  /** Each connection's last answer, which a buggy backend sends twice. */
+  const last = new Map<number, string>();
+  const backend = await rawBackend((socket, r) => {
+    if (r.method !== "POST") {
+      return socket.write(
+        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+      );
+    }
+    const question = JSON.parse(r.body).messages[0].content as string;
+    const answer = http200(answerTo(question));
+    if (r.onSocket > 1) {
+      // The previous answer again, at once, then this one: on a reused
+      // connection the first looks exactly like this request's answer.
+      socket.write(last.get(r.conn)!);
+      setTimeout(() => socket.write(answer), 50);
+    } else if (
+      r.conn === backend.requests.find((q) => q.method === "POST")?.conn
+    ) {
+      // The very first answer comes with a stray copy of itself behind it.
+      socket.write(answer + answer);
+    } else socket.write(answer);
+    last.set(r.conn, answer);
+  }, [MODEL]);
+  try {
+    await withChildren(async (started) => {
+      const server = await startServer(started);
+      await startWorker(started, "late", server, backend.url);
+      const wrong: string[] = [];
+      for (let i = 1; i <= 30; i++) {
+        const res = await fetch(`${server}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            model: MODEL,
+            messages: [{ role: "user", content: `q${i}` }],
+          }),
+        });
+        const text = await res.text();
+        assert.equal(res.status, 200, text);
+        const content = JSON.parse(text).choices[0].message.content;
+        if (content !== `answer to q${i}`) wrong.push(`q${i} got "${content}"`);
+      }
+      assert.deepEqual(wrong, []);
+    });
+  } finally {
+    await backend.close();
+  }
+});

@@ -158,12 +158,10 @@ export function forwardToBackendVia(
     }
     /** Not HTTP: a 502 before any byte went out, else a broken stream (C61). */
     const invalid = (why: string) =>
-      started
-        ? failed(`backend response failed: ${why}`)
-        : done({
-          kind: "completed",
-          completion: protocolErrorAnswer(request, why),
-        });
+      started ? failed(`backend response failed: ${why}`) : done({
+        kind: "completed",
+        completion: protocolErrorAnswer(request, why),
+      });
     const call: Call = {
       done,
       failed,
@@ -214,7 +212,9 @@ function viaOwnClient(
     failed: (kind, message) => {
       switch (kind) {
         case "unreachable":
-          return call.failed(`backend unreachable at ${backendUrl}: ${message}`);
+          return call.failed(
+            `backend unreachable at ${backendUrl}: ${message}`,
+          );
         case "broken":
           return call.failed(message);
         case "invalid":

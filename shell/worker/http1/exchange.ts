@@ -30,6 +30,7 @@
 import {
   type Connection,
   type ConnectionUser,
+  distrust,
   releaseConnection,
   takeConnection,
 } from "./connection_pool.ts";
@@ -146,9 +147,13 @@ export function exchange(
     conn.socket.destroy();
   };
 
-  /** Bytes nobody asked for: this connection is closed once the answer is read. */
+  /**
+   * Bytes nobody asked for: this connection is closed once the answer is
+   * read, and the backend is not trusted with reuse again (C62).
+   */
   const strayBytes = () => {
     complete = { ...complete!, keepAlive: false };
+    distrust(conn.origin, "bytes after a complete answer");
   };
 
   const fail = (kind: FailureKind, message: string) => {
