@@ -13,8 +13,6 @@ const MODEL = "raw-model";
 const SSE_HEAD =
   "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
 
-const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 Deno.test("issue 24.1: a break mid-event reaches the openai and Anthropic SDKs as an APIError carrying backend_stream_broken", async () => {
   const backend = await rawBackend((socket, r) => {
     const anthropic = r.path === "/v1/messages";
@@ -244,6 +242,59 @@ Deno.test("issue 24.6: a late unsolicited answer on a kept-alive connection neve
         if (content !== `answer to q${i}`) wrong.push(`q${i} got "${content}"`);
       }
       assert.deepEqual(wrong, []);
+    });
+  } finally {
+    await backend.close();
+  }
+});
+
+Deno.test("issue 24.7: a backend that never sends a response head frees the slot after BACKEND_HEAD_TIMEOUT_SECS and the request runs again", async () => {
+  let hung: import("node:net").Socket | null = null;
+  let hungClosedAt = 0;
+  const backend = await rawBackend((socket, r) => {
+    if (r.method !== "POST") {
+      return socket.write(
+        "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+      );
+    }
+    if (hung === null) {
+      // Takes the first request and never answers it.
+      hung = socket;
+      socket.on("close", () => hungClosedAt = performance.now());
+      return;
+    }
+    socket.write(http200(answerTo("again")));
+  }, [MODEL]);
+  try {
+    await withChildren(async (started) => {
+      const server = await startServer(started);
+      await startWorker(started, "hangs", server, backend.url, {
+        BACKEND_HEAD_TIMEOUT_SECS: "1",
+        MAX_CONCURRENT: "1",
+      });
+      const t0 = performance.now();
+      const res = await fetch(`${server}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: MODEL,
+          messages: [{ role: "user", content: "q1" }],
+        }),
+        signal: AbortSignal.timeout(20_000),
+      });
+      const text = await res.text();
+      // The one slot was freed: the requeued request ran on the same worker.
+      assert.equal(res.status, 200, text);
+      assert.equal(
+        JSON.parse(text).choices[0].message.content,
+        "answer to again",
+      );
+      const waited = performance.now() - t0;
+      assert.ok(
+        waited >= 900 && waited < 15_000,
+        `answered after ${waited} ms`,
+      );
+      assert.ok(hungClosedAt > 0, "the worker closed the silent connection");
     });
   } finally {
     await backend.close();

@@ -189,6 +189,8 @@ export type Call = {
   /** Whether any byte of the answer went to the proxy. */
   started(): boolean;
   markStarted(): void;
+  /** The response head arrived (BACKEND_HEAD_TIMEOUT_SECS stops counting). */
+  headArrived(): void;
   /** Stops the backend call. */
   destroy(): void;
 };

@@ -81,7 +81,15 @@ function targetOf(href: string): Target {
 }
 
 /** Where the backend is and the key it wants (BACKEND_API_KEY), if any. */
-export type Backend = { url: string; apiKey: string | null };
+export type Backend = {
+  url: string;
+  apiKey: string | null;
+  /**
+   * BACKEND_HEAD_TIMEOUT_SECS in ms (C63): the longest wait for the response
+   * head; 0 or absent, no limit of the worker's own.
+   */
+  headTimeoutMs?: number;
+};
 
 /** The worker's own backend key replaces whatever the client sent. */
 function authorize(headers: Record<string, string>, backend: Backend): void {
@@ -131,9 +139,11 @@ export function forwardToBackendVia(
     let settled = false;
     /** Whether any byte of the answer went to the proxy. */
     let started = false;
+    let headTimer: ReturnType<typeof setTimeout> | undefined;
     const done = (o: BackendOutcome) => {
       if (settled) return;
       settled = true;
+      clearTimeout(headTimer);
       signal.removeEventListener("abort", onAbort);
       resolve(signal.aborted ? { kind: "cancelled" } : o);
     };
@@ -171,12 +181,26 @@ export function forwardToBackendVia(
       markStarted: () => {
         started = true;
       },
+      headArrived: () => clearTimeout(headTimer),
       destroy: () => stop(),
     };
     stop = target.plain !== null && via === "own"
       ? viaOwnClient(target.plain, headers, request, sink, call, backendUrl)
       : viaNode(target.options, headers, request, sink, call, backendUrl);
     signal.addEventListener("abort", onAbort, { once: true });
+    const headMs = backend.headTimeoutMs ?? 0;
+    if (headMs > 0 && !settled) {
+      // C63: a backend that takes the request and never answers frees the
+      // slot after this long; nothing went out, so another worker may run it.
+      headTimer = setTimeout(() => {
+        stop();
+        failed(
+          `backend sent no response head within ${
+            headMs / 1000
+          } s (BACKEND_HEAD_TIMEOUT_SECS)`,
+        );
+      }, headMs);
+    }
   });
 }
 
@@ -192,7 +216,8 @@ function viaOwnClient(
   let onData = (_: Buffer) => {};
   let onEnd = () => {};
   const ex = exchange(methodOf(request), target, headers, bodyOf(request), {
-    response: (head) =>
+    response: (head) => {
+      call.headArrived();
       readAnswer(
         head.status,
         head.headers,
@@ -206,7 +231,8 @@ function viaOwnClient(
         request,
         sink,
         call,
-      ),
+      );
+    },
     data: (bytes) => onData(bytes),
     end: () => onEnd(),
     failed: (kind, message) => {
@@ -244,6 +270,7 @@ function viaNode(
     headers,
     agent: tls ? HTTPS_AGENT : HTTP_AGENT,
   }, (res) => {
+    call.headArrived();
     onBroken(res, call);
     readAnswer(
       res.statusCode ?? 502,

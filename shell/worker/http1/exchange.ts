@@ -22,11 +22,19 @@
 // connection closed, never reused, since nothing it carries next can be
 // trusted.
 //
-// A request on a reused connection that fails before any response head is
-// sent once more on another connection when its head and body are at most
-// 1 MiB: Deno's ClientRequest does that (maybeRetryRequest: a keep-alive
-// socket the backend closed while idle), node's does not. The request may
-// have reached the backend; Deno resends it all the same, so do we.
+// No request is ever sent twice by this client (issue 24.7, C63). A POST is
+// resent only when no byte of it can have reached the backend, which is Go's
+// rule for non-idempotent requests (net/http: only a "nothing written"
+// error), and node's (its Agent never resends). An idle connection the
+// backend has closed is never used: it leaves the pool when its FIN or reset
+// arrives, and one found closed or half-closed when taken is skipped before
+// any byte is written (connection_pool.ts). Once the request is written, a
+// close or reset before the response head (a stale keep-alive socket, or a
+// backend that read the request and died) is `failed("unreachable")`: the
+// worker reports backend_unavailable and the server decides, with its
+// requeue cap and its unavailability circuit, whether the request runs again.
+// Deno's ClientRequest resent such a request up to 1 MiB (maybeRetryRequest)
+// without knowing whether the backend had begun it; this client did too.
 import {
   type Connection,
   type ConnectionUser,
@@ -69,9 +77,6 @@ export type Exchange = {
   isPaused(): boolean;
 };
 
-/** Deno's MAX_RETRY_DATA_SIZE: larger requests are not resent. */
-const RETRY_BYTES_MAX = 1024 * 1024;
-
 /** Held while paused: body bytes, or the end of the message. */
 type Held = Buffer | "end";
 
@@ -93,7 +98,6 @@ export function exchange(
   const wire = typeof body === "string"
     ? requestHead(method, target, headers) + body
     : Buffer.concat([Buffer.from(requestHead(method, target, headers)), body]);
-  let retryable = Buffer.byteLength(wire) <= RETRY_BYTES_MAX;
   let conn: Connection;
   let parser: ResponseParser;
   /** Over: completed, failed or destroyed; nothing more is reported. */
@@ -163,16 +167,8 @@ export function exchange(
     events.failed(kind, message);
   };
 
-  /** A failure before the response head: resent once if the socket was stale. */
-  const beforeHead = (message: string) => {
-    if (over) return;
-    if (conn.reused && retryable && parser.head === null) {
-      retryable = false;
-      drop();
-      return start();
-    }
-    fail("unreachable", message);
-  };
+  /** A failure before the response head: never resent (see the top). */
+  const beforeHead = (message: string) => fail("unreachable", message);
 
   /** Hands the connection back once the response is read and the request written. */
   const freeWhenDone = () => {
