@@ -306,6 +306,33 @@ function spliceErrorIntoStream(): ReduceFn {
   };
 }
 
+function partialEventThenNext(): ReduceFn {
+  // A relay that splits events: each stream's first chunk loses its blank
+  // line (cut in the received event itself, so the chunk written is still the
+  // worker's own), and the next chunk's event is glued onto an unfinished one
+  // (C60).
+  const cut = new Set<string>();
+  return (state, event) => {
+    if (
+      event.kind === "chunkReceived" && !cut.has(event.requestId) &&
+      state.requests.get(event.requestId)?.isStreaming === true
+    ) {
+      cut.add(event.requestId);
+      const end = lastBlankLine(event.chunk);
+      if (end > 0) event.chunk = event.chunk.slice(0, end);
+    }
+    return reduce(state, event);
+  };
+}
+
+/** Where a chunk's trailing "\n\n" starts, or -1. */
+function lastBlankLine(c: string | Uint8Array): number {
+  const n = c.length;
+  if (n < 2) return -1;
+  const at = (i: number) => typeof c === "string" ? c.charCodeAt(i) : c[i]!;
+  return at(n - 1) === 10 && at(n - 2) === 10 ? n - 2 : -1;
+}
+
 function requeueToSameWorker(): ReduceFn {
   // A refused request forgets which worker refused it, and no backend circuit opens.
   return (state, event) => {
@@ -482,6 +509,13 @@ export const MUTANTS: readonly Mutant[] = [
     name: "splice_error_into_stream",
     breaks: "issue 14.4 a failure after the first byte is an SSE error event",
     make: spliceErrorIntoStream,
+    scenario: "real_faults",
+  },
+  {
+    name: "partial_event_then_next",
+    breaks:
+      "issue 24.1 a stream never carries a partial event followed by another event",
+    make: partialEventThenNext,
     scenario: "real_faults",
   },
   {

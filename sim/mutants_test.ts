@@ -31,6 +31,7 @@ const EXPECTED: Record<string, string[]> = {
   no_lifecycle_timeout: ["lifecycleTaskEndsOnce"],
   lifecycle_ignores_target: ["lifecycleOnlyToCapable"],
   splice_error_into_stream: ["streamCarriesOnlyBackendBytes"],
+  partial_event_then_next: ["wholeSseEvents"],
   requeue_to_same_worker: ["retryElsewhere"],
   requeue_oversized: ["neverRunTwiceForSize"],
   drain_as_empty_models: ["drainingModelsStayRoutable"],

@@ -53,6 +53,11 @@ export function chunkText(conn: string, requestId: string, i: number): string {
   return `${conn}|${requestId}|${i};`;
 }
 
+/** A stream's chunk: one whole server-sent event carrying a piece (C60). */
+export function sseEvent(text: string): string {
+  return `data: ${text}\n\n`;
+}
+
 /** Statuses a failing backend answers with. */
 const ERROR_STATUSES = [400, 404, 413, 429, 500, 503];
 
@@ -198,6 +203,12 @@ export class VirtualBackend {
     }
     if (job.fate === "dieMidStream" && job.sent === job.dieAfter) {
       this.#jobs.delete(requestId);
+      // It dies inside its next event: half of it was sent (C60).
+      this.#host.report(now, {
+        kind: "chunkRead",
+        requestId,
+        chunk: `data: ${chunkText(conn, requestId, job.sent)}`,
+      });
       // What the worker's backend client reports for a broken answer.
       return this.#host.report(now, {
         kind: "backendFinished",
@@ -212,7 +223,7 @@ export class VirtualBackend {
       });
     }
     if (job.sent < job.total) {
-      const chunk = chunkText(conn, requestId, job.sent);
+      const chunk = sseEvent(chunkText(conn, requestId, job.sent));
       job.sent++;
       this.#schedule(now + draw(this.#prng, this.#spec.chunkGapMs), job);
       return this.#host.report(now, { kind: "chunkRead", requestId, chunk });

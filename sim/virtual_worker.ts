@@ -23,6 +23,10 @@ import {
   type WorkerEvent,
   type WorkerState,
 } from "../core/worker/decide.ts";
+import {
+  newSseEventPassage,
+  type SseEventPassage,
+} from "../core/protocol/sse_events.ts";
 import type { Prng } from "./prng.ts";
 import type { WorkerFault, WorkerSpec } from "./scenario.ts";
 import { chunkText, VirtualBackend } from "./virtual_backend.ts";
@@ -66,6 +70,8 @@ export class VirtualWorker {
   /** Timer generations: re-arming a timer supersedes the earlier one. */
   #timers = new Map<string, number>();
   #timerGen = 0;
+  /** Each stream's unfinished SSE event, held back (C60). */
+  #events = new Map<string, SseEventPassage<string>>();
   /** Core events to step once the current actions are done (socket close). */
   #deferred: WorkerEvent[] = [];
   #running = false;
@@ -145,8 +151,49 @@ export class VirtualWorker {
 
   // ---- the worker core and its actions --------------------------------------------
 
+  /**
+   * What the worker shell's readers do with a backend's stream (C60): our
+   * worker holds back an unfinished SSE event (the real passage,
+   * core/protocol/sse_events.ts), passes it on once whole or at a normal end,
+   * and drops it on a break; an original-style worker passes reads as they
+   * come. Returns the events the core sees.
+   */
+  #readerEvents(e: WorkerEvent): WorkerEvent[] {
+    if (this.#speaks() === null) return [e];
+    switch (e.kind) {
+      case "chunkRead": {
+        if (typeof e.chunk !== "string") return [e];
+        let p = this.#events.get(e.requestId);
+        if (p === undefined) {
+          p = newSseEventPassage<string>("");
+          this.#events.set(e.requestId, p);
+        }
+        const out = p.pass(e.chunk);
+        return out === "" ? [] : [{ ...e, chunk: out }];
+      }
+      case "backendFinished": {
+        const rest = this.#events.get(e.requestId)?.end() ?? "";
+        this.#events.delete(e.requestId);
+        return rest === "" || e.completion.status_code >= 400
+          ? [e]
+          : [{ kind: "chunkRead", requestId: e.requestId, chunk: rest }, e];
+      }
+      case "backendUnavailable":
+      case "backendStreamBroken":
+        this.#events.delete(e.requestId);
+        return [e];
+      default:
+        return [e];
+    }
+  }
+
   /** Steps the real worker core and carries out its actions, in order. */
   #step(now: number, e: WorkerEvent): void {
+    if (this.#core === null) return;
+    for (const x of this.#readerEvents(e)) this.#stepCore(now, x);
+  }
+
+  #stepCore(now: number, e: WorkerEvent): void {
     const core = this.#core;
     if (core === null) return;
     // The worker shell reads a stream as bytes once chunk-bytes-v1 is acked.
@@ -315,6 +362,7 @@ export class VirtualWorker {
   #lost(now: number): void {
     this.conn = null;
     this.#backend.dropAll();
+    this.#events.clear();
     this.#silenced.clear();
     this.#timers.clear();
     // In the heal phase every host comes back (TigerBeetle's liveness mode).

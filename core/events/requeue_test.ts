@@ -155,6 +155,8 @@ Deno.test("C23 a request is requeued at most 3 times, then 503 requeue_exhausted
   assert.equal(err.status, 503);
   assert.equal(err.code, "requeue_exhausted");
   assert.match(err.message, /requeue attempts exhausted/);
+  // Issue 24.5: attempts are counted, not workers (often one worker, retried).
+  assert.match(err.message, /failed 4 attempts/);
   assert.equal(err.retryAfterSecs, 1);
   const fin = only(effects, "requestFinished");
   assert.equal(fin.outcome, "failed");

@@ -324,9 +324,11 @@ export function requeueOrFail(
     const error = clientError(
       503,
       "requeue_exhausted",
-      `requeue attempts exhausted: the request failed on ${
+      // "attempts", not "workers" (issue 24.5, C61): with one worker serving
+      // the model, every attempt was on the same one.
+      `requeue attempts exhausted: the request failed ${
         request.requeueCount + 1
-      } workers (${cause})`,
+      } attempts (${cause})`,
       state.config.retryAfterSecs,
     );
     fail(state, request, error, "failed", out);

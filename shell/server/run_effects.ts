@@ -23,6 +23,7 @@ import type {
   LifecycleCallers,
 } from "./http/clients.ts";
 import { errorBody, errorHeaders, sseErrorEvent } from "./http/errors.ts";
+import { endsOnEventBoundary } from "../../core/protocol/sse_events.ts";
 import { compactHead, sendAdminError, sendJson } from "./http/http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./http/tenancy.ts";
 
@@ -139,6 +140,9 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         if (c === undefined || c.stalled) return;
         headPending.delete(c.res);
         c.res.write(effect.chunk);
+        if (effect.chunk.length > 0) {
+          c.midEvent = !endsOnEventBoundary(effect.chunk);
+        }
         if (c.res.writableLength > deps.clientBufferBytes) {
           c.stalled = true;
           deps.submit({
@@ -165,6 +169,18 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         if (c.stalled) {
           // Its buffer is full, so an error event could not arrive anyway; keeping
           // the socket would keep every buffered byte for as long as it stays open.
+          c.res.destroy();
+          return;
+        }
+        if (effect.error !== null && c.midEvent === true) {
+          // C60: the bytes sent end inside an event, which cannot be taken
+          // back. The error event glued onto it would read as corrupt JSON, so
+          // the body is cut instead (no last chunk): the client sees a broken
+          // response, never a malformed event.
+          deps.log("warn", "stream broken mid-event, client connection cut", {
+            request_id: effect.requestId,
+            code: effect.error.code,
+          });
           c.res.destroy();
           return;
         }

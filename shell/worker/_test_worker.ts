@@ -25,6 +25,7 @@ export function testConfig(
     drainTimeoutSecs: 30,
     modelsRefreshSecs: 0,
     onServerShutdown: "exit",
+    backendHeadTimeoutSecs: 300,
     ...over,
   };
 }

@@ -25,6 +25,7 @@ import {
   tokenCountsFromTail,
 } from "./usage.ts";
 import { newUtf8Passage } from "./utf8_passage.ts";
+import { newSseEventPassage } from "../../core/protocol/sse_events.ts";
 
 // Hop-by-hop or recomputed by fetch: never copied between the two hops.
 export const SKIPPED_HEADERS = new Set([
@@ -142,6 +143,24 @@ export const BODY_PIECE_CHARS = 1024 * 1024;
 /** How often a paused read looks again whether the link has room. */
 const ROOM_POLL_MS = 5;
 
+/**
+ * The answer to a backend whose bytes were not HTTP/1.1 (issue 24.5, C61): a
+ * 502 the client gets at once. Not `backend_unavailable`: the backend is up
+ * and may well have run the inference, so neither another attempt nor the
+ * server's unavailability circuit is right for it.
+ */
+export function protocolErrorAnswer(
+  request: RequestMessage,
+  message: string,
+): Completion {
+  return failure(
+    request,
+    502,
+    "backend_protocol_error",
+    `the backend's answer is not valid HTTP/1.1: ${message}`,
+  );
+}
+
 function tooLarge(request: RequestMessage): Completion {
   return failure(
     request,
@@ -164,10 +183,14 @@ export type Call = {
   done(outcome: BackendOutcome): void;
   /** No complete answer: unavailable, or broken once started. */
   failed(why: string): void;
+  /** The backend's bytes are not HTTP (C61): a 502, or broken once started. */
+  invalid(why: string): void;
   settled(): boolean;
   /** Whether any byte of the answer went to the proxy. */
   started(): boolean;
   markStarted(): void;
+  /** The response head arrived (BACKEND_HEAD_TIMEOUT_SECS stops counting). */
+  headArrived(): void;
   /** Stops the backend call. */
   destroy(): void;
 };
@@ -220,16 +243,27 @@ export function readAnswer(
   // body-bytes-v1 (issue 25): an answer that is not text keeps its bytes.
   if (sink.bodyBytes === true && !isTextType(answer.headers["content-type"])) {
     if (!request.is_streaming) return readWholeBytes(answer);
-    if (ok && sink.chunkBytes) return readStreamBytes(answer, true);
+    if (ok && sink.chunkBytes) return readStreamBytes(answer, true, false);
   }
+  const sse = isEventStream(answer.headers["content-type"]);
   // chunk-bytes-v1: a successful stream is read as bytes (readStreamBytes).
   if (request.is_streaming && ok && sink.chunkBytes) {
-    return readStreamBytes(answer);
+    return readStreamBytes(answer, false, sse);
   }
   if (!request.is_streaming && ok && sink.bodyChunks) readInPieces(answer);
   // Errors of a streaming request arrive as one JSON body: pass it whole.
   else if (!request.is_streaming || !ok) readWhole(answer, ok);
-  else readStream(answer);
+  else readStream(answer, sse);
+}
+
+/**
+ * Whether a stream is server-sent events, whose reads are passed on whole
+ * events at a time (C60): a `text/event-stream` content type. Anything else
+ * (NDJSON, plain text) has no events to keep whole and passes as read.
+ */
+function isEventStream(contentType: string | undefined): boolean {
+  return contentType !== undefined &&
+    contentType.trimStart().toLowerCase().startsWith("text/event-stream");
 }
 
 /**
@@ -323,17 +357,24 @@ function readWhole(a: Answer, ok: boolean): void {
 
 /**
  * A stream: each socket read's text is passed on, reads of one turn joined (a
- * microtask flush), and scanned for the usage numbers on the way.
+ * microtask flush), and scanned for the usage numbers on the way. An SSE
+ * stream's unfinished last event is held back until it is whole (C60): a break
+ * then drops it, and the server's error event starts a fresh event.
  */
-function readStream(a: Answer): void {
+function readStream(a: Answer, sse: boolean): void {
   const usage = newUsageScan();
+  const events = sse ? newSseEventPassage<string>("") : null;
   let pending = "";
+  const pass = (text: string) => {
+    if (text === "") return;
+    a.send(text);
+    scanChunk(usage, text);
+  };
   const flush = () => {
     if (pending === "" || a.settled()) return;
     const text = pending;
     pending = "";
-    a.send(text);
-    scanChunk(usage, text);
+    pass(events === null ? text : events.pass(text));
   };
   onText(a.body, (s) => {
     if (s === "") return;
@@ -341,6 +382,7 @@ function readStream(a: Answer): void {
     pending += s;
   }, () => {
     flush();
+    if (events !== null && !a.settled()) pass(events.end());
     streamEnded(a, scanResult(usage));
   });
 }
@@ -361,18 +403,25 @@ function streamEnded(a: Answer, tokenCounts: Completion["token_counts"]): void {
 /**
  * readStream for chunk-bytes-v1 (issue 18): each turn's reads leave as one
  * chunk of bytes, never decoded (utf8_passage.ts holds back a split character
- * and keeps invalid input exactly as the text path delivers it, C45).
+ * and keeps invalid input exactly as the text path delivers it, C45), an SSE
+ * stream's unfinished last event held back as readStream holds it (C60);
+ * `raw` (body-bytes-v1): a binary stream's bytes as they are.
  */
-function readStreamBytes(a: Answer, raw = false): void {
+function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
   const usage = newUsageByteScan();
   const utf8 = newUtf8Passage();
+  const events = sse ? newSseEventPassage<Uint8Array>(EMPTY_BYTES) : null;
   let pending: Buffer[] = [];
+  const send = (out: Buffer) => {
+    if (out.length === 0) return;
+    a.send(out);
+    scanBytes(usage, out);
+  };
   const pass = (bytes: Buffer) => {
     // raw (body-bytes-v1, a binary answer): the bytes as they are.
     const out = raw ? bytes : utf8.pass(bytes);
     if (out.length === 0) return;
-    a.send(out);
-    scanBytes(usage, out);
+    send(events === null ? out : asBuffer(events.pass(out)));
   };
   const flush = () => {
     if (pending.length === 0 || a.settled()) return;
@@ -389,9 +438,10 @@ function readStreamBytes(a: Answer, raw = false): void {
     flush();
     if (!a.settled() && !raw) {
       const rest = utf8.end();
-      if (rest.length > 0) {
-        a.send(rest);
-        scanBytes(usage, rest);
+      if (events === null) send(rest);
+      else {
+        if (rest.length > 0) send(asBuffer(events.pass(rest)));
+        send(asBuffer(events.end()));
       }
     }
     streamEnded(a, scanBytesResult(usage));
@@ -452,4 +502,13 @@ function readWholeBytes(a: Answer): void {
         },
     });
   });
+}
+
+const EMPTY_BYTES: Uint8Array = Buffer.alloc(0);
+
+/** The passage's bytes as a Buffer (a view when it made a plain Uint8Array). */
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes)
+    ? bytes
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
 }

@@ -9,11 +9,13 @@ import https from "node:https";
 import { urlToHttpOptions } from "node:url";
 import { exchange, type RequestTarget } from "./http1/exchange.ts";
 import { FORWARDED_HEADERS } from "../../core/mod.ts";
+import { assertNever } from "../../core/assert_never.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
 import {
   type AnswerSink,
   type BackendOutcome,
   type Call,
+  protocolErrorAnswer,
   readAnswer,
   SKIPPED_HEADERS,
 } from "./answer_readers.ts";
@@ -79,7 +81,15 @@ function targetOf(href: string): Target {
 }
 
 /** Where the backend is and the key it wants (BACKEND_API_KEY), if any. */
-export type Backend = { url: string; apiKey: string | null };
+export type Backend = {
+  url: string;
+  apiKey: string | null;
+  /**
+   * BACKEND_HEAD_TIMEOUT_SECS in ms (C63): the longest wait for the response
+   * head; 0 or absent, no limit of the worker's own.
+   */
+  headTimeoutMs?: number;
+};
 
 /** The worker's own backend key replaces whatever the client sent. */
 function authorize(headers: Record<string, string>, backend: Backend): void {
@@ -129,9 +139,11 @@ export function forwardToBackendVia(
     let settled = false;
     /** Whether any byte of the answer went to the proxy. */
     let started = false;
+    let headTimer: ReturnType<typeof setTimeout> | undefined;
     const done = (o: BackendOutcome) => {
       if (settled) return;
       settled = true;
+      clearTimeout(headTimer);
       signal.removeEventListener("abort", onAbort);
       resolve(signal.aborted ? { kind: "cancelled" } : o);
     };
@@ -154,20 +166,41 @@ export function forwardToBackendVia(
         `backend unreachable at ${backendUrl}: ${(e as Error).message}`,
       );
     }
+    /** Not HTTP: a 502 before any byte went out, else a broken stream (C61). */
+    const invalid = (why: string) =>
+      started ? failed(`backend response failed: ${why}`) : done({
+        kind: "completed",
+        completion: protocolErrorAnswer(request, why),
+      });
     const call: Call = {
       done,
       failed,
+      invalid,
       settled: () => settled,
       started: () => started,
       markStarted: () => {
         started = true;
       },
+      headArrived: () => clearTimeout(headTimer),
       destroy: () => stop(),
     };
     stop = target.plain !== null && via === "own"
       ? viaOwnClient(target.plain, headers, request, sink, call, backendUrl)
       : viaNode(target.options, headers, request, sink, call, backendUrl);
     signal.addEventListener("abort", onAbort, { once: true });
+    const headMs = backend.headTimeoutMs ?? 0;
+    if (headMs > 0 && !settled) {
+      // C63: a backend that takes the request and never answers frees the
+      // slot after this long; nothing went out, so another worker may run it.
+      headTimer = setTimeout(() => {
+        stop();
+        failed(
+          `backend sent no response head within ${
+            headMs / 1000
+          } s (BACKEND_HEAD_TIMEOUT_SECS)`,
+        );
+      }, headMs);
+    }
   });
 }
 
@@ -183,7 +216,8 @@ function viaOwnClient(
   let onData = (_: Buffer) => {};
   let onEnd = () => {};
   const ex = exchange(methodOf(request), target, headers, bodyOf(request), {
-    response: (head) =>
+    response: (head) => {
+      call.headArrived();
       readAnswer(
         head.status,
         head.headers,
@@ -197,15 +231,24 @@ function viaOwnClient(
         request,
         sink,
         call,
-      ),
+      );
+    },
     data: (bytes) => onData(bytes),
     end: () => onEnd(),
-    failed: (kind, message) =>
-      call.failed(
-        kind === "unreachable"
-          ? `backend unreachable at ${backendUrl}: ${message}`
-          : message,
-      ),
+    failed: (kind, message) => {
+      switch (kind) {
+        case "unreachable":
+          return call.failed(
+            `backend unreachable at ${backendUrl}: ${message}`,
+          );
+        case "broken":
+          return call.failed(message);
+        case "invalid":
+          return call.invalid(message);
+        default:
+          return assertNever(kind);
+      }
+    },
   });
   return () => ex.destroy();
 }
@@ -227,6 +270,7 @@ function viaNode(
     headers,
     agent: tls ? HTTPS_AGENT : HTTP_AGENT,
   }, (res) => {
+    call.headArrived();
     onBroken(res, call);
     readAnswer(
       res.statusCode ?? 502,
@@ -244,6 +288,11 @@ function viaNode(
     );
   });
   req.on("error", (e) => {
+    // node's parser errors (HPE_*): the backend answered, not in HTTP (C61).
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && code.startsWith("HPE_")) {
+      return call.invalid(e.message);
+    }
     call.failed(`backend unreachable at ${backendUrl}: ${e.message}`);
   });
   req.end(bodyOf(request));

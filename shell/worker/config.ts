@@ -37,6 +37,8 @@ export type WorkerConfig = {
   onServerShutdown: OnServerShutdown;
   /** ENDPOINT_PREFIXES (issue 25): the paths this worker serves; empty or absent = every path. */
   endpointPrefixes?: string[];
+  /** Longest wait for a backend's response head, in seconds (0 = none; C63). */
+  backendHeadTimeoutSecs: number;
 };
 
 export const WORKER_OPTIONS: OptionSpec[] = [
@@ -114,6 +116,15 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     default: "60",
     min: 0,
     help: "re-list discovered models this often (0 = never)",
+  },
+  {
+    flag: "backend-head-timeout-secs",
+    env: "BACKEND_HEAD_TIMEOUT_SECS",
+    kind: "int",
+    default: "300",
+    min: 0,
+    help:
+      "longest wait for the backend's response head (a non-streaming answer's comes when it is done); then the request fails as backend_unavailable and its slot is freed (0 = no limit)",
   },
   {
     flag: "on-server-shutdown",
@@ -227,6 +238,7 @@ export function parseWorkerConfig(
     modelsRefreshSecs: int(values, "models-refresh-secs"),
     onServerShutdown,
     endpointPrefixes: parseModels(str(values, "endpoint-prefixes")),
+    backendHeadTimeoutSecs: int(values, "backend-head-timeout-secs"),
   };
 }
 

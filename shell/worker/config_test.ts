@@ -98,3 +98,19 @@ Deno.test("issue 14.10: BACKEND_API_KEY is read from the environment or --backen
     "sk-flag",
   );
 });
+
+Deno.test("issue 24.7: BACKEND_HEAD_TIMEOUT_SECS defaults to 300 s, is read from env and flag, 0 turns it off", () => {
+  assert.equal(parse({ WORKER_SECRET: "s" })!.backendHeadTimeoutSecs, 300);
+  assert.equal(
+    parse({ WORKER_SECRET: "s", BACKEND_HEAD_TIMEOUT_SECS: "0" })!
+      .backendHeadTimeoutSecs,
+    0,
+  );
+  assert.equal(
+    parse({ WORKER_SECRET: "s", BACKEND_HEAD_TIMEOUT_SECS: "9" }, [
+      "--backend-head-timeout-secs",
+      "60",
+    ])!.backendHeadTimeoutSecs,
+    60,
+  );
+});

@@ -76,7 +76,11 @@ export function startWorker(
     random: deps.random,
   });
   const backend = makeBackendCalls({
-    backend: { url: config.backendUrl, apiKey: config.backendApiKey },
+    backend: {
+      url: config.backendUrl,
+      apiKey: config.backendApiKey,
+      headTimeoutMs: config.backendHeadTimeoutSecs * 1000,
+    },
     dispatch,
     track,
     bodyChunks: () => state.extensions.includes(EXTENSION_BODY_CHUNKS),

@@ -1,6 +1,7 @@
 // Entry for `deno task worker`: read the configuration, learn the models, connect
 // out to the proxy, and turn SIGTERM/SIGINT into a drain.
 import { makeLogger } from "../log.ts";
+import { setDistrustListener } from "./http1/connection_pool.ts";
 import { OptionError } from "../options.ts";
 import { listBackendModels } from "./backend_client.ts";
 import { parseWorkerConfig, type WorkerConfig, workerHelp } from "./config.ts";
@@ -29,6 +30,16 @@ async function main(): Promise<number> {
   const config = readConfig();
   if (typeof config === "number") return config;
   const log = makeLogger(config.logLevel, config.logFormat, "worker");
+  setDistrustListener((backend, why) =>
+    log(
+      "warn",
+      "backend sent bytes nobody asked for: its connections are no longer reused",
+      {
+        backend,
+        why,
+      },
+    )
+  );
   let models = config.models;
   if (models === null) {
     try {

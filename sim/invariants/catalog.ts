@@ -49,6 +49,8 @@ export const INVARIANTS = {
     "C28 issue 14.1 a worker draining itself (drain-v1) keeps its models known: requests for them queue, never 404, until it disconnects",
   dispatchOnlyToAccepting:
     "I25 a request is dispatched only to a worker that accepts its path (endpoint_prefixes) and its body (body-bytes-v1 for one that is not text), and refused for want of one only when no worker of its model does",
+  wholeSseEvents:
+    "C60 issue 24.1 a stream never carries a partial event followed by another event: no chunk starts an event while the stream ends inside one, and our worker's stream breaks only between events",
   liveness:
     "C34 heal phase: every request and lifecycle task ends within bounded steps",
 } as const;

@@ -141,6 +141,8 @@ export type MReq = {
   /** Issue 25: the path it calls, and whether its body is not text. */
   path: string;
   binary: boolean;
+  /** The stream's bytes so far end inside an SSE event (C60). */
+  midEvent: boolean;
 };
 
 export type MWorker = {

@@ -4,10 +4,14 @@
 
 export type Piece = { conn: string; rid: string; tag: string };
 
-/** Parses `conn|request|i;` pieces. */
+/** The blank line that ends the event before a piece, and the `data: ` before it. */
+const SSE_FRAMING = /^\s*(?:data: )?/;
+
+/** Parses `conn|request|i;` pieces (a stream's come as `data: …\n\n` events). */
 export function pieces(text: string): Piece[] {
   const out: Piece[] = [];
-  for (const p of text.split(";")) {
+  for (const raw of text.split(";")) {
+    const p = raw.replace(SSE_FRAMING, "");
     if (p.length === 0) continue;
     const [conn = "", rid = "", tag = ""] = p.split("|");
     out.push({ conn, rid, tag });

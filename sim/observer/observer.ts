@@ -46,6 +46,7 @@ import * as rateLimit from "../invariants/rate_limit.ts";
 import * as requeueCap from "../invariants/requeue_cap.ts";
 import * as retryElsewhere from "../invariants/retry_elsewhere.ts";
 import * as streamCarriesOnlyBackendBytes from "../invariants/stream_carries_only_backend_bytes.ts";
+import * as wholeSseEvents from "../invariants/whole_sse_events.ts";
 import {
   clampMax,
   type LifecycleStats,
@@ -308,6 +309,12 @@ export class Observer {
           m.event,
           f.error,
         );
+        wholeSseEvents.breaksBetweenEvents(
+          check,
+          r,
+          r.conn === null ? undefined : m.workers.get(r.conn),
+          f.error,
+        );
         return m.end(r, f.kind, f.error?.code ?? "");
       }
       case "requestFinished":
@@ -417,7 +424,10 @@ export class Observer {
     if (r === null) return;
     streamCarriesOnlyBackendBytes.failureNotWritten(check, id, m.event);
     chunkFromAssigned.chunkWrittenFromItsWorker(check, r, m.event, chunk);
-    for (const p of pieces(chunkAsText(chunk))) {
+    const text = chunkAsText(chunk);
+    wholeSseEvents.noEventAfterPartial(check, r, text);
+    wholeSseEvents.afterChunk(r, text);
+    for (const p of pieces(text)) {
       noSplice.streamFromOneWorker(check, r, p);
       r.chunkConn ??= p.conn;
       chunkFromAssigned.pieceFromAssigned(check, r, p);
@@ -693,5 +703,6 @@ function arrivingRequest(
     chunkConn: null,
     path: e.endpointPath,
     binary: e.bodyBase64 === true,
+    midEvent: false,
   };
 }

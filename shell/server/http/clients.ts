@@ -9,6 +9,11 @@ export type ClientContext = {
   /** Set once the core ended the request, so a later socket close is not a cancel. */
   ended: boolean;
   stalled: boolean;
+  /**
+   * The stream's bytes so far end inside an SSE event (C60: only an
+   * original-dialect worker forwards half an event; ours hold it back).
+   */
+  midEvent?: boolean;
 };
 
 export type Clients = Map<string, ClientContext>;

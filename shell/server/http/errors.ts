@@ -55,6 +55,9 @@ export function errorBody(api: ClientApi, error: ClientError): string {
       error: {
         type: anthropicType(error.status),
         message: error.message,
+        // The relay's own code too (C60): Anthropic's types are few, and a
+        // client must tell backend_stream_broken from any other api_error.
+        code: error.code,
         ...details(error),
       },
     });

@@ -107,13 +107,37 @@ async function run(
   return { outcome, chunks: chunks.join("") };
 }
 
-/** What must agree: the message of a failure is left out (wording may differ). */
+/**
+ * What must agree: the message of a failure is left out (wording may differ),
+ * so is the parser's message in a backend_protocol_error answer (C61).
+ */
 function comparable(s: Seen) {
   const o = s.outcome;
+  if (isProtocolErrorAnswer(o)) {
+    return { outcome: "backend_protocol_error", chunks: s.chunks };
+  }
   return {
     outcome: o.kind === "failed" ? { kind: o.kind, code: o.code } : o,
     chunks: s.chunks,
   };
+}
+
+function isProtocolErrorAnswer(o: BackendOutcome): boolean {
+  return o.kind === "completed" &&
+    o.completion.body.includes('"backend_protocol_error"');
+}
+
+/**
+ * The one difference on purpose (issue 24.5, C61): bytes after a complete
+ * message fail the request in node (its parser reads them as a next response)
+ * while ours delivers the answer and closes the connection.
+ */
+function strayBytesDelivered(node: Seen, own: Seen): boolean {
+  const n = node.outcome;
+  const nodeParseError = isProtocolErrorAnswer(n) ||
+    (n.kind === "failed" && n.message.includes("Parse Error"));
+  return nodeParseError && own.outcome.kind === "completed" &&
+    !isProtocolErrorAnswer(own.outcome);
 }
 
 // ---- generators ----
@@ -342,13 +366,14 @@ Deno.test("issue 18: our HTTP/1.1 client and node:http agree on random answers s
             headers: { "x-request-id": "abc", "user-agent": "ua/1" },
           }) as RequestMessage;
           const seen: Record<string, ReturnType<typeof comparable>> = {};
+          const raw: Record<string, Seen> = {};
           const from = backend.received.length;
           for (const via of ["node", "own"] as const) {
-            seen[via] = comparable(
-              await run(via, backend.url, request, kind.over),
-            );
+            raw[via] = await run(via, backend.url, request, kind.over);
+            seen[via] = comparable(raw[via]);
             await backend.settle();
           }
+          if (strayBytesDelivered(raw.node!, raw.own!)) return;
           assert.deepEqual(
             seen.own,
             seen.node,

@@ -14,6 +14,14 @@
 // - idle connections are unref'd (they keep no process alive) and have TCP
 //   keep-alive on (1 s), as the Agent's.
 //
+// Where it differs from the Agent, on purpose (issue 24.6, C62): a backend
+// that sends bytes nobody asked for (on an idle connection, or after a
+// complete answer) has answered some request twice, and HTTP/1.1 cannot tell
+// such a late answer from the real one once the next request is on its way.
+// So the connection is closed, and the backend is no longer trusted with
+// reuse at all: every later request to it gets a connection of its own, for
+// as long as the worker runs (a log line says so, once).
+//
 // Each socket gets its listeners once, at creation; they pass events on to
 // whoever uses the connection (`user`): adding and removing listeners per
 // request is part of what made node:http's per-request cost (issue 18).
@@ -48,6 +56,33 @@ const HINT = /^timeout=(\d+)/;
 
 const IDLE = new Map<string, Connection[]>();
 
+/** Origins that sent bytes nobody asked for: never reused again (C62). */
+const DISTRUSTED = new Set<string>();
+
+/** Hears each origin's first unsolicited bytes (the worker logs them). */
+let onDistrust: (origin: string, why: string) => void = () => {};
+
+/** Sets who hears that an origin is no longer trusted with reuse. */
+export function setDistrustListener(
+  f: (origin: string, why: string) => void,
+): void {
+  onDistrust = f;
+}
+
+/** `origin` sent bytes nobody asked for: none of its connections is reused again. */
+export function distrust(origin: string, why: string): void {
+  if (DISTRUSTED.has(origin)) return;
+  DISTRUSTED.add(origin);
+  for (const conn of IDLE.get(origin) ?? []) conn.socket.destroy();
+  IDLE.delete(origin);
+  onDistrust(origin, why);
+}
+
+/** Whether connections to `host:port` are still reused (tests). */
+export function reusesConnections(host: string, port: number): boolean {
+  return !DISTRUSTED.has(`${host}:${port}`);
+}
+
 /** A connection to `host:port`: the last idle one that is still open, or a new one. */
 export function takeConnection(host: string, port: number): Connection {
   const origin = `${host}:${port}`;
@@ -77,9 +112,12 @@ function connect(host: string, port: number, origin: string): Connection {
   };
   socket.on("data", (b: Buffer) => {
     if (conn.user !== null) conn.user.data(b);
-    // Nothing is owed on an idle connection: a backend that talks anyway
-    // cannot be trusted with the next request.
-    else socket.destroy();
+    else {
+      // Nothing is owed on an idle connection: a backend that talks anyway
+      // cannot be trusted with the next request (C62).
+      socket.destroy();
+      distrust(origin, "bytes on an idle keep-alive connection");
+    }
   });
   socket.on("end", () => conn.user?.end());
   socket.on("error", (e: Error) => conn.user?.error(e));
@@ -105,7 +143,10 @@ export function releaseConnection(
     : HINT.exec(keepAliveHeader);
   const hintTooShort = hint !== null &&
     Number(hint[1]) * 1000 - HINT_MARGIN_MS <= 0;
-  if (socket.destroyed || !socket.writable || hintTooShort) {
+  if (
+    socket.destroyed || !socket.writable || hintTooShort ||
+    DISTRUSTED.has(conn.origin)
+  ) {
     socket.destroy();
     return;
   }
@@ -131,10 +172,11 @@ export function idleConnections(host: string, port: number): number {
   return IDLE.get(`${host}:${port}`)?.length ?? 0;
 }
 
-/** Closes every idle connection (tests, shutdown). */
-export function closeIdleConnections(): void {
+/** Closes every idle connection (tests, shutdown); tests forget distrust too. */
+export function closeIdleConnections(forgetDistrust = false): void {
   for (const idle of [...IDLE.values()]) {
     for (const conn of [...idle]) conn.socket.destroy();
   }
   IDLE.clear();
+  if (forgetDistrust) DISTRUSTED.clear();
 }

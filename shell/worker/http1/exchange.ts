@@ -6,21 +6,39 @@
 // What the caller sees is what it saw of node:http in Deno 2.9:
 //
 // - `failed("unreachable", message)` before the response head: refused,
-//   reset, closed ("socket hang up") or malformed ("Parse Error: …");
+//   reset or closed ("socket hang up");
 // - `response` with the status and the headers node would have built, then
 //   `data` (body bytes, split as they arrive) and `end`;
 // - after the head, `failed("broken", …)` when the body is cut short (the
 //   backend closed mid-answer) and `failed("unreachable", …)` when the socket
-//   fails (node emits the socket's error on the request then).
+//   fails (node emits the socket's error on the request then);
+// - `failed("invalid", "Parse Error: …")`, head or no head, when the backend's
+//   bytes are not HTTP/1.1 (issue 24.5, C61: the backend is up, its answer is
+//   wrong; node reports these as errors like any other).
 //
-// A request on a reused connection that fails before any response head is
-// sent once more on another connection when its head and body are at most
-// 1 MiB: Deno's ClientRequest does that (maybeRetryRequest: a keep-alive
-// socket the backend closed while idle), node's does not. The request may
-// have reached the backend; Deno resends it all the same, so do we.
+// Where node differs, on purpose (issue 24.5, C61): bytes after a complete
+// message (a Content-Length too short, `0\r\n\r\nGARBAGE`) are not parsed as
+// a next response that fails the request: the answer is delivered and the
+// connection closed, never reused, since nothing it carries next can be
+// trusted.
+//
+// No request is ever sent twice by this client (issue 24.7, C63). A POST is
+// resent only when no byte of it can have reached the backend, which is Go's
+// rule for non-idempotent requests (net/http: only a "nothing written"
+// error), and node's (its Agent never resends). An idle connection the
+// backend has closed is never used: it leaves the pool when its FIN or reset
+// arrives, and one found closed or half-closed when taken is skipped before
+// any byte is written (connection_pool.ts). Once the request is written, a
+// close or reset before the response head (a stale keep-alive socket, or a
+// backend that read the request and died) is `failed("unreachable")`: the
+// worker reports backend_unavailable and the server decides, with its
+// requeue cap and its unavailability circuit, whether the request runs again.
+// Deno's ClientRequest resent such a request up to 1 MiB (maybeRetryRequest)
+// without knowing whether the backend had begun it; this client did too.
 import {
   type Connection,
   type ConnectionUser,
+  distrust,
   releaseConnection,
   takeConnection,
 } from "./connection_pool.ts";
@@ -43,8 +61,11 @@ export type ExchangeEvents = {
   response(head: ResponseHead): void;
   data(bytes: Buffer): void;
   end(): void;
-  failed(kind: "unreachable" | "broken", message: string): void;
+  failed(kind: FailureKind, message: string): void;
 };
+
+/** How an exchange failed (see the top of this file). */
+export type FailureKind = "unreachable" | "broken" | "invalid";
 
 /** What the caller can do to an exchange. */
 export type Exchange = {
@@ -55,12 +76,6 @@ export type Exchange = {
   resume(): void;
   isPaused(): boolean;
 };
-
-/** Deno's MAX_RETRY_DATA_SIZE: larger requests are not resent. */
-const RETRY_BYTES_MAX = 1024 * 1024;
-
-const EMPTY = Buffer.alloc(0);
-const IGNORED: ParserEvents = { head() {}, body() {}, complete() {} };
 
 /** Held while paused: body bytes, or the end of the message. */
 type Held = Buffer | "end";
@@ -83,7 +98,6 @@ export function exchange(
   const wire = typeof body === "string"
     ? requestHead(method, target, headers) + body
     : Buffer.concat([Buffer.from(requestHead(method, target, headers)), body]);
-  let retryable = Buffer.byteLength(wire) <= RETRY_BYTES_MAX;
   let conn: Connection;
   let parser: ResponseParser;
   /** Over: completed, failed or destroyed; nothing more is reported. */
@@ -113,26 +127,12 @@ export function exchange(
   };
 
   /**
-   * The message is complete (in the read `bytes`): frees the connection and
-   * ends the body. Bytes after the message in the same read are parsed as a
-   * next response, as node parses them: invalid, they fail the request (node
-   * reports the parser's error before the response's deferred 'end'); valid,
-   * they close the connection all the same.
+   * The message is complete: frees the connection and ends the body. Bytes
+   * after the message in the same read are stray (no request is waiting for
+   * them): the answer stands, the connection is closed (C61).
    */
-  const completed = (bytes: Buffer) => {
-    if (after > 0) {
-      try {
-        feed(
-          newResponseParser(),
-          bytes.subarray(bytes.length - after),
-          IGNORED,
-        );
-      } catch (e) {
-        if (!isParseError(e)) throw e;
-        return fail("unreachable", e.message);
-      }
-      complete = { ...complete!, keepAlive: false };
-    }
+  const completed = () => {
+    if (after > 0) strayBytes();
     freeWhenDone();
     if (paused) held.push("end");
     else finishBody();
@@ -151,23 +151,24 @@ export function exchange(
     conn.socket.destroy();
   };
 
-  const fail = (kind: "unreachable" | "broken", message: string) => {
+  /**
+   * Bytes nobody asked for: this connection is closed once the answer is
+   * read, and the backend is not trusted with reuse again (C62).
+   */
+  const strayBytes = () => {
+    complete = { ...complete!, keepAlive: false };
+    distrust(conn.origin, "bytes after a complete answer");
+  };
+
+  const fail = (kind: FailureKind, message: string) => {
     if (over) return;
     over = true;
     drop();
     events.failed(kind, message);
   };
 
-  /** A failure before the response head: resent once if the socket was stale. */
-  const beforeHead = (message: string) => {
-    if (over) return;
-    if (conn.reused && retryable && parser.head === null) {
-      retryable = false;
-      drop();
-      return start();
-    }
-    fail("unreachable", message);
-  };
+  /** A failure before the response head: never resent (see the top). */
+  const beforeHead = (message: string) => fail("unreachable", message);
 
   /** Hands the connection back once the response is read and the request written. */
   const freeWhenDone = () => {
@@ -183,15 +184,17 @@ export function exchange(
 
   const user: ConnectionUser = {
     data: (bytes) => {
-      const wasComplete = complete !== null;
+      // A later read after the complete message (the request still being
+      // written, or its end held by a pause): stray too (C61).
+      if (complete !== null) return strayBytes();
       try {
         feed(parser, bytes, parserEvents);
       } catch (e) {
         if (!isParseError(e)) throw e;
         // node emits the parser's error on the request, head or no head.
-        return fail("unreachable", e.message);
+        return fail("invalid", e.message);
       }
-      if (!wasComplete && complete !== null) completed(bytes);
+      if (complete !== null) completed();
     },
     end: () => closed(),
     error: (e) => {
@@ -208,7 +211,7 @@ export function exchange(
   const closed = () => {
     if (parser.head === null) return beforeHead("socket hang up");
     if (complete !== null) return;
-    if (finish(parser, parserEvents)) completed(EMPTY);
+    if (finish(parser, parserEvents)) completed();
     else cutShort();
   };
 
