@@ -8,11 +8,12 @@ import type { Effect, TokenLimit } from "../../core/mod.ts";
 import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
-/** Refusals the core decides before the token limits are consulted. */
+/** Refusals the core decides before the token limits are consulted (core/events/on_request_received.ts `refusal`). */
 const BEFORE_TOKENS = new Set([
   "shutting_down",
   "provider_disabled",
   "model_not_found",
+  "binary_body_unsupported",
 ]);
 
 const CODES = new Set(["token_rate_limited", "token_budget_exceeded"]);
