@@ -42,6 +42,9 @@ const HELP = `deno task bench:e2e [options]
   --out <dir>       where the JSON goes (default bench/results)
   --cluster <n>     n relay instances on a private redis-server (issue 16):
                     clients call the first, workers attach to the last
+  --ledger          issue 26: (d) and (g) twice in this run, on a relay whose
+                    usage ledger is on (admin token, a database file under
+                    --out) and on one whose ledger is off (USAGE_RETENTION_DAYS=0)
 
   BACKEND_URL=http://host:port   measure against a running llama-server,
                     Ollama or vLLM instead of the mock (smaller sizes)
@@ -57,6 +60,7 @@ const { values } = parseArgs({
     "cpu-prof": { type: "string" },
     cluster: { type: "string" },
     "no-nginx": { type: "boolean" },
+    ledger: { type: "boolean" },
     out: { type: "string", default: `${ROOT}bench/results` },
     help: { type: "boolean" },
   },
@@ -179,6 +183,7 @@ async function phase(
   withStamp: boolean,
   withNginx: boolean,
   run: (c: Ctx) => Promise<void>,
+  serverEnv: Record<string, string> = {},
 ): Promise<void> {
   const setup = await setUp({
     backendUrl,
@@ -187,6 +192,7 @@ async function phase(
     withStamp,
     nginx: withNginx,
     workerMaxConcurrent: 256,
+    serverEnv,
     ...(values.cluster === undefined
       ? {}
       : { cluster: Number(values.cluster) }),
@@ -291,6 +297,38 @@ if (only.has("e") || (only.has("f") && !real)) {
     if (only.has("e")) results.push(await scenarioE(c, size.eWorkers));
     if (only.has("f") && !real) results.push(await scenarioF(c, 5000, 1000));
   });
+}
+
+// Issue 26: the usage ledger's cost, on and off in one run, on otherwise equal
+// relays (both with an admin token, so both open the database file), in the
+// order on, off, off, on so that a load drifting over the run weighs on both.
+if (values.ledger === true) {
+  await Deno.mkdir(values.out, { recursive: true });
+  for (const [i, on] of [true, false, false, true].entries()) {
+    const db = `${values.out}/ledger-${Deno.pid}-${i}.db`;
+    await phase(false, false, async (c) => {
+      const tag = `${on ? " ledger on" : " ledger off"} #${i < 2 ? 1 : 2}`;
+      const d = await scenarioD(
+        { ...c, rounds: rounds(3) },
+        size.dRequests,
+        size.dConcurrency,
+        5,
+      );
+      const g = await scenarioG(
+        { ...c, rounds: rounds(3) },
+        size.gRequests,
+        size.gTokens,
+      );
+      results.push({ ...d, id: d.id + tag }, { ...g, id: g.id + tag });
+    }, {
+      MODELRELAY_ADMIN_TOKEN: "bench-ledger",
+      MODELRELAY_DB_PATH: db,
+      USAGE_RETENTION_DAYS: on ? "30" : "0",
+    });
+    for (const f of [db, `${db}-journal`, `${db}-wal`, `${db}-shm`]) {
+      await Deno.remove(f).catch(() => {});
+    }
+  }
 }
 
 results.sort((x, y) => x.id.localeCompare(y.id));

@@ -10,6 +10,26 @@ export type ProviderConfig = {
 /** A request budget per sliding window (spec 004: `TENANT_RATE_LIMIT_<tenant>=100req/min`). */
 export type RateLimit = { limit: number; windowMs: number };
 
+/**
+ * A token allowance per sliding window (issue 26): `20000tok/min` (a token rate
+ * limit) or `5000000tok/day` (a token budget). A request's prompt plus
+ * completion tokens count when it finishes.
+ */
+export type TokenLimit = { tokens: number; windowMs: number };
+
+/**
+ * The API key a request was made with, as the shell read it (issue 26): named
+ * in its usage record, and its own limits apply beside its tenant's. Carried in
+ * the event, so every replica of the core decides the same.
+ */
+export type KeyRef = {
+  id: string;
+  name: string;
+  rateLimit: RateLimit | null;
+  tokenRateLimit: TokenLimit | null;
+  tokenBudget: TokenLimit | null;
+};
+
 export type Config = {
   providers: ProviderConfig[];
   /** Provider that client requests go to (PROVIDER_NAME). */
@@ -86,6 +106,11 @@ export type Config = {
   /** Per-tenant limits; `defaultRateLimit` applies to tenants not listed (null = none). */
   rateLimits: Record<string, RateLimit>;
   defaultRateLimit: RateLimit | null;
+  /** Issue 26: token rate limits and budgets per tenant, with defaults for tenants not listed (null = none). */
+  tokenRateLimits: Record<string, TokenLimit>;
+  defaultTokenRateLimit: TokenLimit | null;
+  tokenBudgets: Record<string, TokenLimit>;
+  defaultTokenBudget: TokenLimit | null;
   /** Cache affinity: remembered keys (LRU) and the load margin the preferred worker may exceed the least-loaded one by. */
   affinityKeysMax: number;
   affinityLoadMargin: number;
@@ -142,6 +167,10 @@ export const DEFAULT_CONFIG: Config = {
   priorityWeights: { high: 8, normal: 4, low: 1 },
   rateLimits: {},
   defaultRateLimit: null,
+  tokenRateLimits: {},
+  defaultTokenRateLimit: null,
+  tokenBudgets: {},
+  defaultTokenBudget: null,
   affinityKeysMax: 10_000,
   affinityLoadMargin: 2,
   lifecycleTasksMax: 256,

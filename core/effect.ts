@@ -24,6 +24,18 @@ export type CacheReport = { hit: boolean; tokensReused: number };
  * failed at once; `finished` it ended while the caller waited; `pending` the
  * wait ran out first.
  */
+/**
+ * A request's tokens as its usage record keeps them (issue 26); null = the
+ * answer did not say. `estimated`: completion counts the stream's content
+ * deltas because the backend sent no usage.
+ */
+export type TokenUsage = {
+  prompt: number | null;
+  completion: number | null;
+  cached: number | null;
+  estimated: boolean;
+};
+
 export type LifecycleReplyKind =
   | "accepted"
   | "refused"
@@ -100,6 +112,15 @@ export type Effect =
     requeues: number;
     /** What the backend's final answer said about its cache; null when nothing. */
     cacheReport: CacheReport | null;
+    /** Issue 26 (the usage ledger): the API key, null when none. */
+    keyId: string | null;
+    keyName: string | null;
+    /** The model the client named (an alias), and the one it was routed and served as (`model`). */
+    modelAsked: string;
+    modelServed: string;
+    /** The worker that last held it; null when it never left the queue. */
+    workerName: string | null;
+    usage: TokenUsage;
   }
   /** A lifecycle task changed (progress, completion, failure). */
   | { kind: "lifecycleTaskChanged"; task: LifecycleTaskView }

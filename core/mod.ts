@@ -3,10 +3,12 @@ export { reduce, type Reduced } from "./reduce.ts";
 export {
   type Config,
   DEFAULT_CONFIG,
+  type KeyRef,
   makeConfig,
   MODEL_LOAD_MS_MAX,
   type ProviderConfig,
   type RateLimit,
+  type TokenLimit,
 } from "./config.ts";
 export type {
   ChunkData,
@@ -26,6 +28,7 @@ export type {
   LifecycleReplyKind,
   LogLevel,
   Outcome,
+  TokenUsage,
 } from "./effect.ts";
 export {
   initialState,

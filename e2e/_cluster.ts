@@ -30,6 +30,10 @@ export type ClusterOptions = {
   workers: { name: string; maxConcurrent: number }[];
   /** Mock pace, ms per word (non-streaming answers wait words × this). */
   delayMs?: number;
+  /** More server settings (issue 26: admin token, keys, limits). */
+  serverEnv?: Record<string, string>;
+  /** More models the mock lists besides MODEL. */
+  extraModels?: string[];
 };
 
 /** The first `n` words of the mock answer, as the mock streams them. */
@@ -52,13 +56,13 @@ export async function withCluster(
     const mock = await startMockProcess({
       script: "e2e/_mock_with_stats.ts",
       delayMs: opts.delayMs ?? 30,
-      models: [MODEL, "error-400", "error-404"],
+      models: [MODEL, "error-400", "error-404", ...(opts.extraModels ?? [])],
     });
     started.push(mock.child);
     const statsUrl = (await mock.child.waitForLine(/stats on (\S+)/))[1]!;
     const server = await startServerProcess({
       secret: SECRET,
-      env: { TICK_MS: "20" },
+      env: { TICK_MS: "20", ...opts.serverEnv },
     });
     started.push(server.child);
     const results = await Promise.allSettled(

@@ -5,7 +5,7 @@
 // which spec 004 features (tenants, priorities, cache keys, rate limits, odd
 // weights): runs without them stay single-tenant, single-class as before.
 import fc from "fast-check";
-import type { Priority, RateLimit } from "../core/mod.ts";
+import type { Priority, RateLimit, TokenLimit } from "../core/mod.ts";
 import { EXTENSION_CAPABILITIES, EXTENSION_LIFECYCLE } from "../core/mod.ts";
 import {
   type BackendPlan,
@@ -306,6 +306,27 @@ function rateLimitArb(): fc.Arbitrary<RateLimit> {
   });
 }
 
+/**
+ * Issue 26: token limits derived from the request limits already drawn (a
+ * `map` draws nothing, so every seed keeps the scenario it had): about eight
+ * tokens a request, near what an answer here uses (3 prompt tokens plus one a
+ * chunk), so either limit may bind first.
+ */
+function withTokenLimits(c: ScenarioConfig): ScenarioConfig {
+  const tokenRateLimits: Record<string, TokenLimit> = {};
+  for (const [tenant, l] of Object.entries(c.rateLimits ?? {})) {
+    tokenRateLimits[tenant] = { tokens: l.limit * 8, windowMs: l.windowMs };
+  }
+  const d = c.defaultRateLimit ?? null;
+  return {
+    ...c,
+    tokenRateLimits,
+    defaultTokenBudget: d === null
+      ? null
+      : { tokens: d.limit * 20, windowMs: d.windowMs * 3 },
+  };
+}
+
 /** Spec 004 settings for the features the swarm turned on. */
 function config004Arb(
   on: ReadonlySet<SwarmKind>,
@@ -332,7 +353,7 @@ function config004Arb(
     lifecycleTaskTimeoutMs: on.has("lifecycle")
       ? fc.integer({ min: 300, max: 4_000 })
       : fc.constant(3_000),
-  });
+  }).map(withTokenLimits);
 }
 
 /** A random scenario, small enough for thousands per minute. */

@@ -10,6 +10,7 @@ import {
 import type { ReduceFn } from "./run_scenario.ts";
 import { pieceArrived, receiverDue } from "../core/cluster/mod.ts";
 import type { DataPathInvariant, DataPathRules } from "./data_path_world.ts";
+import { chargeTokens } from "../core/state/token_limit.ts";
 
 export type Mutant = {
   name: string;
@@ -198,6 +199,30 @@ function rateCountsRefused(): ReduceFn {
       const times = state.rateWindows.get(tenant) ?? [];
       times.push(event.atMs);
       state.rateWindows.set(tenant, times);
+    }
+    return out;
+  };
+}
+
+function tokensCountedAtAdmission(): ReduceFn {
+  // Issue 26: a request's tokens charged when it is admitted (the prompt, all
+  // that is known then) instead of when it finishes: long answers go uncounted.
+  return (state, event) => {
+    const out = reduce(state, event);
+    for (const f of out.effects) {
+      if (f.kind !== "requestFinished") continue;
+      const tokens = (f.usage.prompt ?? 0) + (f.usage.completion ?? 0);
+      for (const kind of ["rate", "budget"]) {
+        const w = state.tokenWindows.get(`${kind}|tenant:${f.tenant}`);
+        const last = w?.buckets[w.buckets.length - 1];
+        if (w === undefined || last === undefined || tokens === 0) continue;
+        last.tokens -= tokens;
+        w.total -= tokens;
+      }
+    }
+    if (event.kind === "requestReceived") {
+      const admitted = state.requests.get(event.requestId);
+      if (admitted !== undefined) chargeTokens(state, admitted, 3);
     }
     return out;
   };
@@ -463,6 +488,11 @@ export const MUTANTS: readonly Mutant[] = [
     breaks: "004 the rate window slides over admission times",
     make: rateForgetsWindow,
     scenario: "rate_limited_tenants",
+  },
+  {
+    name: "tokens_counted_at_admission",
+    breaks: "issue 26 a request's tokens count when it finishes",
+    make: tokensCountedAtAdmission,
   },
   {
     name: "tenant_queue_unbounded",

@@ -23,6 +23,7 @@ const EXPECTED: Record<string, string[]> = {
   fifo_ignoring_tenants: ["fairnessBound"],
   rate_counts_refused: ["rateLimit"],
   rate_forgets_window: ["rateLimit"],
+  tokens_counted_at_admission: ["tokenLimit"],
   tenant_queue_unbounded: ["queueBound"],
   affinity_ignores_load: ["cacheAffinity"],
   lifecycle_to_unnegotiated: ["extensionFramesOnlyToNegotiated"],

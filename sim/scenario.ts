@@ -2,7 +2,7 @@
 // fleets with failure plans, durations. Everything random inside a run (arrival
 // jitter, speeds, delays) is drawn from the run's seed, so `--scenario NAME
 // --seed N` is one exact run.
-import type { Priority, RateLimit } from "../core/mod.ts";
+import type { Priority, RateLimit, TokenLimit } from "../core/mod.ts";
 
 /** Inclusive integer range [lo, hi]. */
 export type Range = readonly [number, number];
@@ -174,6 +174,9 @@ export type ScenarioConfig = {
   priorityWeights?: { high: number; normal: number; low: number };
   rateLimits?: Record<string, RateLimit>;
   defaultRateLimit?: RateLimit | null;
+  /** Issue 26: token rate limits per tenant and a default token budget. */
+  tokenRateLimits?: Record<string, TokenLimit>;
+  defaultTokenBudget?: TokenLimit | null;
   affinityLoadMargin?: number;
   /** Issue 9: a lifecycle task part with no final report fails after this long. */
   lifecycleTaskTimeoutMs?: number;
@@ -217,6 +220,8 @@ export const SIM_CONFIG_DEFAULTS: Required<ScenarioConfig> = {
   priorityWeights: { high: 8, normal: 4, low: 1 },
   rateLimits: {},
   defaultRateLimit: null,
+  tokenRateLimits: {},
+  defaultTokenBudget: null,
   affinityLoadMargin: 2,
   lifecycleTaskTimeoutMs: 3_000,
   responseBodyCharsMax: 6_000,

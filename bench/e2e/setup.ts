@@ -54,6 +54,8 @@ export async function setUp(opts: {
   cluster?: number;
   /** Put nginx in front of the backend(s) as a third path (bench:e2e, not bench:ci). */
   nginx: boolean;
+  /** More relay server settings (issue 26: the usage ledger on or off). */
+  serverEnv?: Record<string, string>;
   log: (line: string) => void;
 }): Promise<Setup> {
   const procs: Proc[] = [];
@@ -109,7 +111,10 @@ export async function setUp(opts: {
         ...(opts.cpuProfDir === undefined
           ? {}
           : { cpuProfDir: `${opts.cpuProfDir}/i${i}` }),
-        ...(redis === null ? {} : { env: { CLUSTER_URL: redis.url } }),
+        env: {
+          ...opts.serverEnv,
+          ...(redis === null ? {} : { CLUSTER_URL: redis.url }),
+        },
       });
       procs.push(one.proc);
       instances.push(one);

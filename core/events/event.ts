@@ -1,5 +1,6 @@
 // The inputs of the core: facts in the past tense, stamped by the shell (or the
 // simulator's virtual clock) with a monotonic `atMs`. Plain data only.
+import type { KeyRef } from "../config.ts";
 import type { DecodeError } from "../protocol/decode.ts";
 import type {
   LifecycleOperation,
@@ -156,6 +157,10 @@ export type Event =
     priority?: Priority;
     /** Cache affinity key (X-Cache-Tag, prompt_cache_key or user); absent or null = none. */
     cacheKey?: string | null;
+    /** The client's API key and its limits (issue 26); absent = none. */
+    key?: KeyRef | null;
+    /** The model the client named when `model` is its alias target (issue 26's record); absent = `model`. */
+    modelAsked?: string;
   }
   | { kind: "clientDisconnected"; atMs: number; requestId: RequestId }
   /** The shell's per-stream buffer for a slow client hit its cap. */

@@ -20,6 +20,7 @@ import {
 } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
 import type { ChunkData } from "../vocabulary.ts";
+import { countDeltas } from "../state/usage.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 import { protocolViolation } from "./on_worker_frame_invalid.ts";
@@ -206,6 +207,10 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
     request.status.charsStreamed > state.config.streamCharsMax
   ) {
     return cutOversized(state, request, e.workerId, out);
+  }
+  // Issue 26: a stream without usage is estimated from its deltas (read only).
+  if (request.deltas !== null) {
+    request.deltas += countDeltas(e.chunk, request.endpointPath);
   }
   out.push({ kind: "writeChunk", requestId: request.id, chunk: e.chunk });
 }

@@ -21,6 +21,7 @@ import {
   pumpQueue,
 } from "../state/requests.ts";
 import type { State } from "../state/state.ts";
+import { countDeltas } from "../state/usage.ts";
 import { releaseSlot } from "../state/workers.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
@@ -52,7 +53,15 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
           "upstream_error",
           `the backend failed with status ${e.statusCode} after the stream started`,
         );
-        fail(state, request, error, "failed", out, cacheReport);
+        fail(
+          state,
+          request,
+          error,
+          "failed",
+          out,
+          cacheReport,
+          e.tokenCounts,
+        );
       } else {
         if (e.body.length > 0) {
           out.push({
@@ -61,8 +70,19 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
             chunk: e.body,
           });
         }
+        if (request.deltas !== null && e.body.length > 0) {
+          request.deltas += countDeltas(e.body, request.endpointPath);
+        }
         out.push({ kind: "endStream", requestId: request.id, error: null });
-        finish(state, request, "completed", e.statusCode, out, cacheReport);
+        finish(
+          state,
+          request,
+          "completed",
+          e.statusCode,
+          out,
+          cacheReport,
+          e.tokenCounts,
+        );
       }
     } else if (
       request.bodyBytes + e.body.length > answerBytesMax(state.config)
@@ -77,7 +97,15 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         "response_too_large",
         `response exceeded the ${max} character limit`,
       );
-      fail(state, request, error, "failed", out, cacheReport);
+      fail(
+        state,
+        request,
+        error,
+        "failed",
+        out,
+        cacheReport,
+        e.tokenCounts,
+      );
     } else {
       out.push({
         kind: "respond",
@@ -92,7 +120,15 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         ...(e.bodyBase64 === undefined ? {} : { bodyBase64: e.bodyBase64 }),
       });
       handOverBodyPieces(state, request);
-      finish(state, request, "completed", e.statusCode, out, cacheReport);
+      finish(
+        state,
+        request,
+        "completed",
+        e.statusCode,
+        out,
+        cacheReport,
+        e.tokenCounts,
+      );
     }
     releaseSlot(state, worker, e.requestId);
     out.push({

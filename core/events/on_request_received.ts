@@ -10,7 +10,10 @@ import {
   queueOf,
   tenantQueueIsFull,
 } from "../state/queue.ts";
-import { admitRate } from "../state/rate_limit.ts";
+import { admitRate, admitRateOf } from "../state/rate_limit.ts";
+import { admitTokens, type TokenVerdict } from "../state/token_limit.ts";
+import { countsDeltas, NO_USAGE } from "../state/usage.ts";
+import type { KeyRef } from "../config.ts";
 import {
   clientError,
   dispatch,
@@ -51,7 +54,49 @@ function reject(e: E, error: ClientError, out: Effect[]): void {
     firstByteMs: null,
     requeues: 0,
     cacheReport: null,
+    keyId: e.key?.id ?? null,
+    keyName: e.key?.name ?? null,
+    modelAsked: e.modelAsked ?? e.model,
+    modelServed: e.model,
+    workerName: null,
+    usage: NO_USAGE,
   });
+}
+
+/** 429 for a tenant or key at or over a token limit (issue 26), with when it has room. */
+function tokenLimited(e: E, verdict: TokenVerdict, out: Effect[]): void {
+  if (verdict.ok) return;
+  const error = clientError(
+    429,
+    verdict.code,
+    `${verdict.who} used ${verdict.used} of its ${verdict.limit.tokens} tokens per ${
+      windowName(verdict.limit.windowMs)
+    }${verdict.code === "token_budget_exceeded" ? " budget" : ""}`,
+    Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)),
+  );
+  error.details = {
+    limit: verdict.limit.tokens,
+    remaining: 0,
+    resetInMs: verdict.retryAfterMs,
+  };
+  out.push({
+    kind: "log",
+    level: "info",
+    message: "token limited",
+    fields: { request_id: e.requestId, code: verdict.code, who: verdict.who },
+  });
+  reject(e, error, out);
+}
+
+function windowName(ms: number): string {
+  const names: Record<number, string> = {
+    1000: "second",
+    60_000: "minute",
+    3_600_000: "hour",
+    86_400_000: "day",
+    [30 * 86_400_000]: "30 days",
+  };
+  return names[ms] ?? `${ms} ms`;
 }
 
 /** Why a request cannot be admitted before any limit is counted, or null. */
@@ -126,6 +171,33 @@ function queueFull(
   return error;
 }
 
+/** An API key's own request limit (issue 26): false when it refused (429 sent). */
+function admitKeyRate(
+  state: State,
+  key: KeyRef,
+  e: E,
+  out: Effect[],
+): boolean {
+  const limit = key.rateLimit!;
+  const rate = admitRateOf(state, state.keyRateWindows, key.id, limit);
+  if (rate.ok) return true;
+  const error = clientError(
+    429,
+    "rate_limit_exceeded",
+    `API key ${key.id} exceeded ${limit.limit} requests per ${
+      windowName(limit.windowMs)
+    }`,
+    Math.max(1, Math.ceil(rate.retryAfterMs / 1000)),
+  );
+  error.details = {
+    limit: limit.limit,
+    remaining: 0,
+    resetInMs: rate.retryAfterMs,
+  };
+  reject(e, error, out);
+  return false;
+}
+
 export function onRequestReceived(state: State, e: E, out: Effect[]): void {
   if (state.requests.has(e.requestId)) {
     throw new Error(`Request id "${e.requestId}" is already in use`);
@@ -134,6 +206,12 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
   const refused = refusal(state, e, provider);
   if (refused !== null) return reject(e, refused, out);
   const tenant = e.tenant ?? "default";
+  const key = e.key ?? null;
+
+  // Issue 26: token limits count finished requests only, so they are checked
+  // first and count nothing; the request limits below count the admitted one.
+  const tokens = admitTokens(state, tenant, key);
+  if (!tokens.ok) return tokenLimited(e, tokens, out);
 
   // Spec 004: the rate limit is checked before queueing; a refused request is not counted.
   const rate = admitRate(state, tenant);
@@ -161,6 +239,7 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     });
     return reject(e, error, out);
   }
+  if (key?.rateLimit != null && !admitKeyRate(state, key, e, out)) return;
 
   const request: Request = {
     id: e.requestId,
@@ -190,6 +269,9 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     priority: e.priority ?? "normal",
     cacheKey: e.cacheKey ?? null,
     status: { kind: "queued", queueDeadlineAtMs: 0 },
+    key,
+    modelAsked: e.modelAsked ?? e.model,
+    deltas: countsDeltas(e.endpointPath, e.isStreaming, e.body) ? 0 : null,
   };
   // FIFO (C9): while requests for this model wait, a newcomer waits with them and
   // the scheduler (queue.ts) decides the order.

@@ -14,6 +14,7 @@ import type { Request, State, Worker } from "../state/state.ts";
 import { recentAuthFailures } from "./on_worker_connect_attempted.ts";
 import type { Event } from "./event.ts";
 import { pruneRateWindows } from "../state/rate_limit.ts";
+import { pruneTokenWindows } from "../state/token_limit.ts";
 import {
   expireLifecycleParts,
   expireLifecycleReplies,
@@ -180,6 +181,7 @@ export function onTick(state: State, e: E, out: Effect[]): void {
     recentAuthFailures(state, ip);
   }
   pruneRateWindows(state);
+  pruneTokenWindows(state);
   if (state.lifecycleTasks.size > 0) expireLifecycleParts(state, out);
   // After the parts: a task that just failed by its deadline answers "finished".
   if (state.lifecycleReplies.size > 0) expireLifecycleReplies(state, out);

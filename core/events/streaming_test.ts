@@ -56,6 +56,12 @@ Deno.test("C14 status, headers and body reach the client unchanged", () => {
       requeues: 0,
       tenant: "default",
       cacheReport: null,
+      keyId: null,
+      keyName: null,
+      modelAsked: "m",
+      modelServed: "m",
+      workerName: "w1",
+      usage: { prompt: null, completion: null, cached: null, estimated: false },
     },
   ]);
   assert.equal(only(effects, "respond").body, body);
@@ -148,6 +154,13 @@ Deno.test("C15 chunks are written in order, as the exact same strings, with star
       requeues: 0,
       tenant: "default",
       cacheReport: null,
+      keyId: null,
+      keyName: null,
+      modelAsked: "m",
+      modelServed: "m",
+      workerName: "w1",
+      // Issue 26: no usage in the stream, so its two content deltas are the estimate.
+      usage: { prompt: null, completion: 2, cached: null, estimated: true },
     },
   ]);
   assert.equal(state.requests.size, 0);

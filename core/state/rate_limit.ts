@@ -13,9 +13,14 @@ export function limitFor(state: State, tenant: string): RateLimit | null {
   return state.config.rateLimits[tenant] ?? state.config.defaultRateLimit;
 }
 
-function recent(state: State, tenant: string, windowMs: number): number[] {
+function recent(
+  state: State,
+  tenant: string,
+  windowMs: number,
+  windows: Map<string, number[]> = state.rateWindows,
+): number[] {
   const since = state.nowMs - windowMs;
-  const times = state.rateWindows.get(tenant) ?? [];
+  const times = windows.get(tenant) ?? [];
   let drop = 0;
   while (drop < times.length && times[drop]! <= since) drop++;
   if (drop > 0) times.splice(0, drop);
@@ -26,7 +31,17 @@ function recent(state: State, tenant: string, windowMs: number): number[] {
 export function admitRate(state: State, tenant: string): RateVerdict {
   const limit = limitFor(state, tenant);
   if (limit === null) return { ok: true };
-  const times = recent(state, tenant, limit.windowMs);
+  return admitRateOf(state, state.rateWindows, tenant, limit);
+}
+
+/** admitRate over any subject's windows (an API key's own limit, issue 26). */
+export function admitRateOf(
+  state: State,
+  windows: Map<string, number[]>,
+  subject: string,
+  limit: RateLimit,
+): RateVerdict {
+  const times = recent(state, subject, limit.windowMs, windows);
   if (times.length >= limit.limit) {
     return {
       ok: false,
@@ -35,7 +50,7 @@ export function admitRate(state: State, tenant: string): RateVerdict {
     };
   }
   times.push(state.nowMs);
-  state.rateWindows.set(tenant, times);
+  windows.set(subject, times);
   return { ok: true };
 }
 
@@ -45,5 +60,13 @@ export function pruneRateWindows(state: State): void {
     const limit = limitFor(state, tenant);
     const times = limit === null ? [] : recent(state, tenant, limit.windowMs);
     if (times.length === 0) state.rateWindows.delete(tenant);
+  }
+  // Key windows (issue 26) are dropped once their newest admission is older
+  // than any limit a key may have (a day), since the core keeps no key table.
+  for (const [id, times] of state.keyRateWindows) {
+    const newest = times[times.length - 1];
+    if (newest === undefined || newest <= state.nowMs - 86_400_000) {
+      state.keyRateWindows.delete(id);
+    }
   }
 }

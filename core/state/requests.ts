@@ -3,11 +3,13 @@
 // from state and emits exactly one `requestFinished` (C34: ends exactly once).
 import type { CacheReport, ClientError, Effect, Outcome } from "../effect.ts";
 import type { Headers } from "../vocabulary.ts";
-import type { CancelReason } from "../protocol/messages.ts";
+import type { CancelReason, TokenCounts } from "../protocol/messages.ts";
 import { dequeue, enqueue, markServed, nextToDispatch } from "./queue.ts";
 import { recordAffinity } from "./routing.ts";
 import type { Request, State, Worker } from "./state.ts";
 import { releaseSlot, syncRoute } from "./workers.ts";
+import { chargeTokens } from "./token_limit.ts";
+import { tokensOf, usageOf } from "./usage.ts";
 
 /**
  * Request headers a worker may see (C13), plus the spec 004 request headers the
@@ -24,6 +26,9 @@ export const FORWARDED_HEADERS: ReadonlySet<string> = new Set([
   "x-priority",
   "x-cache-mode",
   "x-cache-tag",
+  // Issue 26: W3C trace context (the relay sets traceparent to its own span).
+  "traceparent",
+  "tracestate",
 ]);
 
 export function forwardableHeaders(headers: Headers): Headers {
@@ -99,7 +104,8 @@ export function dropBodyPieces(state: State, request: Request): void {
 
 /**
  * Removes the request and reports how it ended. The caller emits the client
- * effect; a request the backend answered passes on the backend's cache report.
+ * effect; a request the backend answered passes on the backend's cache report
+ * and token counts, which its tenant's and key's token limits are charged.
  */
 export function finish(
   state: State,
@@ -108,6 +114,7 @@ export function finish(
   status: number,
   out: Effect[],
   cacheReport: CacheReport | null = null,
+  tokenCounts: TokenCounts | null = null,
 ): void {
   if (request.status.kind === "queued") {
     dequeue(state, request);
@@ -122,6 +129,11 @@ export function finish(
   }
   state.requests.delete(request.id);
   dropBodyPieces(state, request);
+  const usage = usageOf(request, tokenCounts, cacheReport);
+  chargeTokens(state, request, tokensOf(usage));
+  const workerId = request.status.kind === "queued"
+    ? null
+    : request.status.workerId;
   out.push({
     kind: "requestFinished",
     requestId: request.id,
@@ -137,6 +149,14 @@ export function finish(
       : null,
     requeues: request.requeueCount,
     cacheReport,
+    keyId: request.key?.id ?? null,
+    keyName: request.key?.name ?? null,
+    modelAsked: request.modelAsked,
+    modelServed: request.model,
+    workerName: workerId === null
+      ? null
+      : state.workers.get(workerId)?.name ?? null,
+    usage,
   });
 }
 
@@ -148,6 +168,7 @@ export function fail(
   outcome: Outcome,
   out: Effect[],
   cacheReport: CacheReport | null = null,
+  tokenCounts: TokenCounts | null = null,
 ): void {
   if (request.status.kind === "streaming") {
     out.push({ kind: "endStream", requestId: request.id, error });
@@ -162,7 +183,7 @@ export function fail(
       queueWaitMs: request.queueWaitMs + waiting,
     });
   }
-  finish(state, request, outcome, error.status, out, cacheReport);
+  finish(state, request, outcome, error.status, out, cacheReport, tokenCounts);
 }
 
 /** Sends `request` to `worker`, reserving the slot atomically (C8, C13). */

@@ -1,6 +1,8 @@
 // The whole state of the relay core: plain objects and Maps keyed by id, owned by
 // whoever holds it (shell or simulator) and updated in place by the reducer.
-import type { Config } from "../config.ts";
+import type { Config, KeyRef, TokenLimit } from "../config.ts";
+
+export type { KeyRef };
 import type { LoadBuckets } from "./load_buckets.ts";
 import type { RunnerCapabilities } from "../protocol/messages.ts";
 import type {
@@ -138,6 +140,26 @@ export type Request = {
   /** Cache affinity key, null when none or X-Cache-Mode: none. */
   cacheKey: string | null;
   status: RequestStatus;
+  /** The API key it was made with (issue 26), null when keys are not required. */
+  key: KeyRef | null;
+  /** The model the client named (an alias of `model`, or `model` itself). */
+  modelAsked: string;
+  /**
+   * Content deltas streamed so far, counted only for a chat or completions
+   * stream that did not ask for usage (issue 26: the estimate); null = not counted.
+   */
+  deltas: number | null;
+};
+
+/**
+ * Tokens charged to one token limit's sliding window (issue 26, token_limit.ts):
+ * oldest bucket first, each `bucketMs` wide.
+ */
+export type TokenWindow = {
+  limit: TokenLimit;
+  bucketMs: number;
+  buckets: Array<{ atMs: number; tokens: number }>;
+  total: number;
 };
 
 /** One tenant's queued requests within a priority class: a FIFO per model, by `enqueueSeq`. */
@@ -198,6 +220,10 @@ export type State = {
   shutdownCompleted: boolean;
   /** tenant -> admission times inside the current window (sliding-window rate limit). */
   rateWindows: Map<string, number[]>;
+  /** API key id -> admission times inside its request-rate window (issue 26). */
+  keyRateWindows: Map<string, number[]>;
+  /** `rate|tenant:<t>`, `budget|key:<id>`… -> tokens charged in the window (issue 26). */
+  tokenWindows: Map<string, TokenWindow>;
   /** provider|model|cacheKey -> worker that served it last; Map order is the LRU order. */
   affinity: Map<string, WorkerId>;
   /** Moving averages of dispatch-to-end and queue-wait times (Retry-After estimate). */
@@ -267,6 +293,8 @@ export function initialState(config: Config, nowMs = 0): State {
     shutdownDeadlineAtMs: null,
     shutdownCompleted: false,
     rateWindows: new Map(),
+    keyRateWindows: new Map(),
+    tokenWindows: new Map(),
     affinity: new Map(),
     serviceMsAvg: 0,
     queueWaitMsAvg: 0,

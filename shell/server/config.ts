@@ -4,6 +4,7 @@ import {
   type Config as CoreConfig,
   makeConfig,
   type RateLimit,
+  type TokenLimit,
 } from "../../core/mod.ts";
 import {
   isLogLevel,
@@ -185,7 +186,23 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "",
     help:
-      "per-tenant limit for tenants without their own, e.g. 100req/min (none = unlimited); one tenant's: TENANT_RATE_LIMIT_<tenant>=500req/min",
+      "per-tenant limit for tenants without their own, e.g. 100req/min or 100req/min,20000tok/min (none = unlimited); one tenant's: TENANT_RATE_LIMIT_<tenant>=500req/min",
+  },
+  {
+    flag: "default-token-budget",
+    env: "DEFAULT_TOKEN_BUDGET",
+    kind: "string",
+    default: "",
+    help:
+      "token budget of tenants without their own, e.g. 5000000tok/day (or tok/hour, tok/month; none = unlimited); one tenant's: TENANT_TOKEN_BUDGET_<tenant>=...",
+  },
+  {
+    flag: "usage-retention-days",
+    env: "USAGE_RETENTION_DAYS",
+    kind: "string",
+    default: "30",
+    help:
+      "days the usage ledger keeps each request's record in MODELRELAY_DB_PATH (0 = no ledger)",
   },
   {
     flag: "tenant-max-queue-len",
@@ -227,6 +244,21 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     min: 1,
     help:
       "distinct OP_TOKEN_SIGNERS names an op token must list (the M of M-of-N)",
+  },
+  {
+    flag: "otel-exporter-otlp-endpoint",
+    env: "OTEL_EXPORTER_OTLP_ENDPOINT",
+    kind: "string",
+    default: "",
+    help:
+      "OTLP/HTTP collector (e.g. http://127.0.0.1:4318): each request's spans go to <endpoint>/v1/traces (unset = none; traceparent is passed to backends either way)",
+  },
+  {
+    flag: "otel-service-name",
+    env: "OTEL_SERVICE_NAME",
+    kind: "string",
+    default: "modelrelay",
+    help: "service.name of the spans sent to OTEL_EXPORTER_OTLP_ENDPOINT",
   },
   {
     flag: "metrics-token",
@@ -363,6 +395,8 @@ export type ServerConfig = {
   adminToken: string;
   requireApiKeys: boolean;
   dbPath: string;
+  /** USAGE_RETENTION_DAYS (issue 26): 0 = the usage ledger is off; absent = 30. */
+  usageRetentionDays?: number;
   maxBodyBytes: number;
   clientBufferBytes: number;
   tickMs: number;
@@ -377,6 +411,9 @@ export type ServerConfig = {
   opTokenKeyPath?: string;
   opTokenSigners?: string[];
   opTokenMinSigners?: number;
+  /** Issue 26: OTEL_EXPORTER_OTLP_ENDPOINT ("" or absent = no span export) and OTEL_SERVICE_NAME. */
+  otlpEndpoint?: string;
+  otelServiceName?: string;
   /** Bearer token for /metrics besides the admin token; absent = none. */
   metricsToken?: string;
   /** CORS for /v1/*: ["*"] or exact origins; absent = ["*"]. */
@@ -449,7 +486,57 @@ export function parseRateLimit(name: string, raw: string): RateLimit {
   return { limit: Number(m[1]), windowMs };
 }
 
+const TOKENS = /^(\d+)\s*tok\/(s|sec|second|m|min|minute|h|hour)$/i;
+const BUDGET = /^(\d+)\s*tok\/(h|hour|d|day|month)$/i;
+const HOUR_MS = 3_600_000;
+const DAY_MS = 24 * HOUR_MS;
+
+/**
+ * Parses a rate limit with its optional token part (issue 26):
+ * `100req/min`, `20000tok/min` or both, comma-separated.
+ */
+export function parseRateSpec(
+  name: string,
+  raw: string,
+): { req: RateLimit | null; tok: TokenLimit | null } {
+  let req: RateLimit | null = null;
+  let tok: TokenLimit | null = null;
+  const wrong = () =>
+    new OptionError(
+      `${name} must look like 100req/min, 20000tok/min or 100req/min,20000tok/min (req or tok per s, min or hour), got "${raw}"`,
+    );
+  for (const part of raw.split(",").map((p) => p.trim())) {
+    const m = TOKENS.exec(part);
+    if (m !== null && Number(m[1]) >= 1 && tok === null) {
+      const unit = m[2]!.toLowerCase()[0];
+      const windowMs = unit === "s" ? 1000 : unit === "m" ? 60_000 : HOUR_MS;
+      tok = { tokens: Number(m[1]), windowMs };
+    } else if (RATE.test(part) && req === null) {
+      req = parseRateLimit(name, part);
+    } else throw wrong();
+  }
+  return { req, tok };
+}
+
+/** Parses a token budget (issue 26): `5000000tok/day`, or tok/hour, tok/month (30 days). */
+export function parseTokenBudget(name: string, raw: string): TokenLimit {
+  const m = BUDGET.exec(raw.trim());
+  if (m === null || Number(m[1]) < 1) {
+    throw new OptionError(
+      `${name} must look like 5000000tok/day (or tok/hour, tok/month), got "${raw}"`,
+    );
+  }
+  const unit = m[2]!.toLowerCase();
+  const windowMs = unit[0] === "h"
+    ? HOUR_MS
+    : unit === "month"
+    ? 30 * DAY_MS
+    : DAY_MS;
+  return { tokens: Number(m[1]), windowMs };
+}
+
 const TENANT_LIMIT_PREFIX = "TENANT_RATE_LIMIT_";
+const TENANT_BUDGET_PREFIX = "TENANT_TOKEN_BUDGET_";
 
 export function loadServerConfig(
   args: string[],
@@ -486,6 +573,7 @@ export function loadServerConfig(
       adminToken: str(values, "admin-token"),
       requireApiKeys: bool(values, "require-api-keys"),
       dbPath: str(values, "db-path"),
+      usageRetentionDays: usageRetentionDays(values),
       maxBodyBytes: int(values, "max-body-bytes"),
       clientBufferBytes: int(values, "client-buffer-bytes"),
       tickMs: int(values, "tick-ms"),
@@ -499,6 +587,8 @@ export function loadServerConfig(
       opTokenSigners,
       opTokenMinSigners,
       metricsToken: str(values, "metrics-token"),
+      otlpEndpoint: str(values, "otel-exporter-otlp-endpoint"),
+      otelServiceName: str(values, "otel-service-name"),
       corsAllowOrigins: parseCorsOrigins(str(values, "cors-allow-origins")),
       forwardPathPrefixes: parseForwardPrefixes(
         str(values, "forward-path-prefixes"),
@@ -562,27 +652,68 @@ function providerName(values: OptionValues): string {
 }
 
 /** `TENANT_RATE_LIMIT_<tenant>` variables, then DEFAULT_RATE_LIMIT, which wins over `..._default`. */
+type TenantLimits = {
+  rateLimits: Record<string, RateLimit>;
+  defaultRateLimit: RateLimit | null;
+  tokenRateLimits: Record<string, TokenLimit>;
+  defaultTokenRateLimit: TokenLimit | null;
+  tokenBudgets: Record<string, TokenLimit>;
+  defaultTokenBudget: TokenLimit | null;
+};
+
 function tenantRateLimits(
   values: OptionValues,
   allEnv: Record<string, string>,
-): {
-  rateLimits: Record<string, RateLimit>;
-  defaultRateLimit: RateLimit | null;
-} {
-  const rateLimits: Record<string, RateLimit> = {};
-  let defaultRateLimit: RateLimit | null = null;
+): TenantLimits {
+  const l: TenantLimits = {
+    rateLimits: {},
+    defaultRateLimit: null,
+    tokenRateLimits: {},
+    defaultTokenRateLimit: null,
+    tokenBudgets: {},
+    defaultTokenBudget: null,
+  };
+  const setRate = (tenant: string | null, name: string, raw: string) => {
+    const { req, tok } = parseRateSpec(name, raw);
+    if (tenant === null) {
+      l.defaultRateLimit = req;
+      l.defaultTokenRateLimit = tok;
+      return;
+    }
+    if (req !== null) l.rateLimits[tenant] = req;
+    if (tok !== null) l.tokenRateLimits[tenant] = tok;
+  };
   for (const [name, raw] of Object.entries(allEnv)) {
-    if (!name.startsWith(TENANT_LIMIT_PREFIX) || raw.trim() === "") continue;
-    const tenant = name.slice(TENANT_LIMIT_PREFIX.length);
-    // The spec's example sets the default as TENANT_RATE_LIMIT_default.
-    if (tenant === "default") defaultRateLimit = parseRateLimit(name, raw);
-    else rateLimits[tenant] = parseRateLimit(name, raw);
+    if (raw.trim() === "") continue;
+    if (name.startsWith(TENANT_LIMIT_PREFIX)) {
+      const tenant = name.slice(TENANT_LIMIT_PREFIX.length);
+      // The spec's example sets the default as TENANT_RATE_LIMIT_default.
+      setRate(tenant === "default" ? null : tenant, name, raw);
+    } else if (name.startsWith(TENANT_BUDGET_PREFIX)) {
+      const tenant = name.slice(TENANT_BUDGET_PREFIX.length);
+      const budget = parseTokenBudget(name, raw);
+      if (tenant === "default") l.defaultTokenBudget = budget;
+      else l.tokenBudgets[tenant] = budget;
+    }
   }
   const defaultRaw = str(values, "default-rate-limit");
-  if (defaultRaw !== "") {
-    defaultRateLimit = parseRateLimit("DEFAULT_RATE_LIMIT", defaultRaw);
+  if (defaultRaw !== "") setRate(null, "DEFAULT_RATE_LIMIT", defaultRaw);
+  const budgetRaw = str(values, "default-token-budget");
+  if (budgetRaw !== "") {
+    l.defaultTokenBudget = parseTokenBudget("DEFAULT_TOKEN_BUDGET", budgetRaw);
   }
-  return { rateLimits, defaultRateLimit };
+  return l;
+}
+
+/** USAGE_RETENTION_DAYS: a whole number of days, 0 turning the ledger off. */
+function usageRetentionDays(values: OptionValues): number {
+  const raw = str(values, "usage-retention-days").trim();
+  if (!/^\d{1,5}$/.test(raw)) {
+    throw new OptionError(
+      `USAGE_RETENTION_DAYS (--usage-retention-days) must be a whole number of days (0 = no usage ledger), got "${raw}"`,
+    );
+  }
+  return Number(raw);
 }
 
 /** TENANT_MAX_QUEUE_LEN, defaulting to the whole queue's bound. */
@@ -635,12 +766,10 @@ function maxConnectionsSetting(values: OptionValues): "auto" | number {
 /** The core's settings: what the reducer decides with (and the cluster's version gate digests). */
 function coreConfigOf(
   values: OptionValues,
-  o: {
+  o: TenantLimits & {
     provider: string;
     queueLenMax: number;
     tenantQueueLenMax: number;
-    rateLimits: Record<string, RateLimit>;
-    defaultRateLimit: RateLimit | null;
   },
 ): CoreConfig {
   return makeConfig({
@@ -650,6 +779,10 @@ function coreConfigOf(
     tenantQueueLenMax: o.tenantQueueLenMax,
     rateLimits: o.rateLimits,
     defaultRateLimit: o.defaultRateLimit,
+    tokenRateLimits: o.tokenRateLimits,
+    defaultTokenRateLimit: o.defaultTokenRateLimit,
+    tokenBudgets: o.tokenBudgets,
+    defaultTokenBudget: o.defaultTokenBudget,
     affinityLoadMargin: int(values, "affinity-load-margin"),
     queueTimeoutMs: int(values, "queue-timeout-secs") * 1000,
     requestTimeoutMs: int(values, "request-timeout-secs") * 1000,

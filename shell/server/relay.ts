@@ -34,10 +34,17 @@ import { tenantMismatch } from "./http/tenancy.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { Metrics } from "./ops/metrics.ts";
+import { openUsageLedger, type UsageLedger } from "./ops/usage_ledger.ts";
+import { makeTracer, type Tracer } from "./ops/tracing.ts";
 import { handlePages } from "./ops/pages.ts";
 import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
 
-export type Relay = RunningServer & { metrics: Metrics; keys: KeyStore | null };
+export type Relay = RunningServer & {
+  metrics: Metrics;
+  keys: KeyStore | null;
+  /** The usage ledger (issue 26); null when off. */
+  ledger: UsageLedger | null;
+};
 
 /** Whether the key database is needed: keys are managed via the admin API and checked when required. */
 export function needsKeyStore(config: ServerConfig): boolean {
@@ -185,6 +192,13 @@ export function makeAuthorize(
     return {
       kind: "granted",
       grant: { tenant, maxPriority: key.maxPriority },
+      key: {
+        id: key.id,
+        name: key.name ?? key.id,
+        rateLimit: key.limits?.rateLimit ?? null,
+        tokenRateLimit: key.limits?.tokenRateLimit ?? null,
+        tokenBudget: key.limits?.tokenBudget ?? null,
+      },
     };
   };
 }
@@ -199,6 +213,9 @@ export type RelayRoutesDeps = {
   metrics: Metrics;
   server: () => RunningServer | null;
   lifecycle: LifecycleRoutes | null;
+  /** Issue 26: the usage ledger (null = off) and the tracer; absent = none. */
+  ledger?: UsageLedger | null;
+  tracer?: Tracer | null;
 };
 
 export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
@@ -223,6 +240,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
         now: nowMs,
         wallNow: Date.now,
         bodyTimeoutMs: d.admin.bodyTimeoutMs,
+        ledger: d.ledger ?? null,
       })
     ) return true;
     return handlePages(req, res, url, {
@@ -233,7 +251,15 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
 
   return {
     onEvent: (e) => metrics.onEvent(e),
-    onEffect: (e) => metrics.onEffect(e),
+    onEffect: (e) => {
+      metrics.onEffect(e);
+      if (e.kind === "requestFinished") {
+        const wall = Date.now();
+        d.ledger?.record(e, wall);
+        d.tracer?.finish(e, wall);
+      }
+    },
+    ...(d.tracer == null ? {} : { trace: d.tracer.start }),
     authorize: d.authorize,
     extraRoutes,
   };
@@ -299,7 +325,24 @@ export async function startRelay(
     : null;
   const keys = clusterKeys ??
     (needsKeyStore(config) && db !== null ? keyStoreOn(db) : null);
+  // Issue 26: the ledger is kept where it can be read (the admin API), in the
+  // same file as the keys; USAGE_RETENTION_DAYS=0 turns it off.
+  const retention = config.usageRetentionDays ?? 30;
+  const ledger = db !== null && needsKeyStore(config) && retention > 0
+    ? openUsageLedger(
+      db,
+      retention,
+      (e) => log("error", "usage records not written", { error: String(e) }),
+    )
+    : null;
+  const tracer = makeTracer(
+    config.otlpEndpoint ?? "",
+    config.otelServiceName ?? "modelrelay",
+    (e) => log("warn", "spans not exported", { error: String(e) }),
+  );
   const closeDb = () => {
+    void tracer.close();
+    ledger?.close();
     keys?.close();
     if (db?.isOpen === true) db.close();
   };
@@ -347,6 +390,8 @@ export async function startRelay(
     metrics,
     server: () => running,
     lifecycle,
+    ledger,
+    tracer,
   });
   try {
     running = await startServer(config, log, {
@@ -365,12 +410,15 @@ export async function startRelay(
     ...server,
     metrics,
     keys,
+    ledger,
     shutdown: async () => {
       await server.shutdown();
+      await tracer.close();
       closeDb();
     },
     close: async () => {
       await server.close();
+      await tracer.close();
       closeDb();
     },
   };

@@ -61,6 +61,8 @@ export type ServerHooks = {
   onEffect?: (effect: Effect) => void;
   extraRoutes?: HttpDeps["extraRoutes"];
   authorize?: HttpDeps["authorize"];
+  /** Issue 26: traceparent for each request (ops/tracing.ts). */
+  trace?: HttpDeps["trace"];
   /** Lifecycle calls awaiting their answer, registered by the lifecycle routes. */
   lifecycleCallers?: LifecycleCallers;
 };
@@ -300,6 +302,7 @@ function httpDepsFor(
       ? {}
       : { extraRoutes: hooks.extraRoutes }),
     ...(hooks.authorize === undefined ? {} : { authorize: hooks.authorize }),
+    ...(hooks.trace === undefined ? {} : { trace: hooks.trace }),
     ...(cluster === null ? {} : {
       clusterHealth: () => ({
         up: cluster.up,

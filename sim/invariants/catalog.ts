@@ -31,6 +31,8 @@ export const INVARIANTS = {
     "004 while low stays dispatchable, at most sum over higher classes of (floor(w/w_low)+1) dispatches pass before a low one",
   rateLimit:
     "004 per tenant, admissions in any sliding window never exceed the limit; 429 only when the window is full (never under- or over-counted)",
+  tokenLimit:
+    "issue 26 per tenant, a request is admitted only while its finished requests' tokens in the window are below each token limit (so a window holds at most the limit plus the tokens in flight when it was reached); a token 429 only when the window holds the limit",
   cacheAffinity:
     "004 a cache key goes to the worker that served it last unless that worker is busier than the least-loaded one by more than the margin",
   extensionFramesOnlyToNegotiated:

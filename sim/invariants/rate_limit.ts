@@ -10,6 +10,9 @@ const BEFORE_RATE = new Set([
   "provider_disabled",
   "model_not_found",
   "binary_body_unsupported",
+  // Issue 26: token limits are consulted first and count nothing.
+  "token_rate_limited",
+  "token_budget_exceeded",
 ]);
 
 /** `code`: how the new request ended in its arrival step (null: still open). */

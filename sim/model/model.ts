@@ -40,6 +40,8 @@ const OBSERVED_CONFIG = [
   "priorityWeights",
   "rateLimits",
   "defaultRateLimit",
+  "tokenRateLimits",
+  "defaultTokenBudget",
   "affinityLoadMargin",
   "lifecycleTaskTimeoutMs",
   "backendFailuresMax",
@@ -265,6 +267,8 @@ export class Model {
   lowRun = 0;
   /** tenant -> admission times still inside its window. */
   readonly windows = new Map<string, number[]>();
+  /** Issue 26: tenant -> tokens of its finished requests, [time, tokens]. */
+  readonly tokenCharges = new Map<string, Array<[number, number]>>();
   /** model|cacheKey -> the connection that served it last. */
   readonly affinity = new Map<string, string>();
   readonly sched: SchedStats = {

@@ -43,6 +43,7 @@ import * as observerAgrees from "../invariants/observer_agrees.ts";
 import * as priorityOrder from "../invariants/priority_order.ts";
 import * as queueBound from "../invariants/queue_bound.ts";
 import * as rateLimit from "../invariants/rate_limit.ts";
+import * as tokenLimit from "../invariants/token_limit.ts";
 import * as requeueCap from "../invariants/requeue_cap.ts";
 import * as retryElsewhere from "../invariants/retry_elsewhere.ts";
 import * as streamCarriesOnlyBackendBytes from "../invariants/stream_carries_only_backend_bytes.ts";
@@ -412,6 +413,7 @@ export class Observer {
       m.endedNow.get(f.requestId),
     );
     m.finishedNow.add(f.requestId);
+    tokenLimit.charge(m, f);
     requeueCap.finishedWithinCap(m, check, f.requestId, f.requeues);
     endsExactlyOnce.rejectedOnlyOnArrival(m, check, f);
     return;
@@ -609,6 +611,7 @@ export class Observer {
     if (nr !== null) {
       const ended = m.endedNow.get(nr.id);
       rateLimit.admittedWithinLimit(m, check, nr, ended?.code ?? null);
+      tokenLimit.admittedBelowTokenLimit(m, check, nr, ended?.code ?? null);
       let tenantQueued = 0;
       for (const q of m.reqs.values()) {
         if (q.status === "queued" && q.tenant === nr.tenant) tenantQueued++;

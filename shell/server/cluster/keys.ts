@@ -10,9 +10,11 @@ import {
   hashKey,
   KEY_DISPLAY_PREFIX_CHARS,
   KEY_PREFIX,
+  type KeyLimitsText,
   type KeyScope,
   type KeyStore,
   newApiKey,
+  parseKeyLimits,
   UNSCOPED,
   type VerifiedKey,
 } from "../ops/api_keys.ts";
@@ -101,6 +103,11 @@ export class ClusterKeyStore implements KeyStore {
         maxPriority: isPriority(maxPriority) ? maxPriority : "normal",
         mayNameTenants: note.mayNameTenants === 1,
         prefix: typeof note.prefix === "string" ? note.prefix : null,
+        // Issue 26: a key's own limits (absent from older notes: none).
+        rateLimit: typeof note.rateLimit === "string" ? note.rateLimit : null,
+        tokenBudget: typeof note.tokenBudget === "string"
+          ? note.tokenBudget
+          : null,
       });
     } else if (note.t === "keyRevoked" && typeof note.id === "string") {
       this.#drop(note.id);
@@ -114,7 +121,12 @@ export class ClusterKeyStore implements KeyStore {
     return { cluster: this.#cluster, engine: this.#engine };
   }
 
-  create(name: string, nowMs: number, scope: KeyScope = UNSCOPED): CreatedKey {
+  create(
+    name: string,
+    nowMs: number,
+    scope: KeyScope = UNSCOPED,
+    limits: KeyLimitsText = {},
+  ): CreatedKey {
     const { cluster, engine } = this.#engineOrThrow();
     const key = newApiKey();
     const id = "key_" + randomBytes(8).toString("hex");
@@ -126,6 +138,8 @@ export class ClusterKeyStore implements KeyStore {
       createdAtMs: nowMs,
       lastUsedAtMs: null,
       prefix: key.slice(0, KEY_DISPLAY_PREFIX_CHARS),
+      rateLimit: limits.rateLimit ?? null,
+      tokenBudget: limits.tokenBudget ?? null,
     };
     this.#put(stored);
     // Stored first, announced second: an instance that loads the records and
@@ -141,6 +155,8 @@ export class ClusterKeyStore implements KeyStore {
         maxPriority: stored.maxPriority,
         mayNameTenants: stored.mayNameTenants ? 1 : 0,
         prefix: stored.prefix,
+        rateLimit: stored.rateLimit ?? null,
+        tokenBudget: stored.tokenBudget ?? null,
       })
     ).catch((e) =>
       this.#log("error", "API key not shared with the cluster", {
@@ -175,12 +191,21 @@ export class ClusterKeyStore implements KeyStore {
   verify(key: string): VerifiedKey | null {
     if (!key.startsWith(KEY_PREFIX)) return null;
     const s = this.#byHash.get(hashKey(key));
-    return s === undefined ? null : {
+    if (s === undefined) return null;
+    let limits;
+    try {
+      limits = parseKeyLimits(s);
+    } catch {
+      limits = { rateLimit: null, tokenRateLimit: null, tokenBudget: null };
+    }
+    return {
       id: s.id,
+      name: s.name,
       tenant: s.tenant,
       maxPriority: s.maxPriority,
       // Records from before issue 24 lack the flag: the safe behaviour.
       mayNameTenants: s.mayNameTenants === true,
+      limits,
     };
   }
 

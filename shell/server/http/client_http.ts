@@ -8,6 +8,7 @@ import type {
   ClientError,
   ClusterHealth,
   Event,
+  KeyRef,
   State,
 } from "../../../core/mod.ts";
 import {
@@ -57,6 +58,8 @@ export type HttpDeps = {
   ) => boolean;
   /** CORS_ALLOW_ORIGINS for /v1/*; absent = no CORS headers. */
   corsAllowOrigins?: readonly string[];
+  /** Issue 26: sets the request's traceparent in `headers` (tracing.ts); absent = none. */
+  trace?: (requestId: string, headers: Record<string, string>) => void;
   /** Client auth for inference routes; absent = everyone, as claimed. */
   authorize?: (req: IncomingMessage, api: ClientApi) => Access;
   /** Cluster mode: this instance's view of the shared log, for /health. */
@@ -112,7 +115,12 @@ function apiOf(path: string): ClientApi {
 /** A client's access: refused with an error, or let in with what its key allows (null: no key needed). */
 export type Access =
   | { kind: "denied"; error: ClientError }
-  | { kind: "granted"; grant: KeyGrant | null };
+  | {
+    kind: "granted";
+    grant: KeyGrant | null;
+    /** The key, named in usage records and limited by its own limits (issue 26). */
+    key?: KeyRef | null;
+  };
 
 function sendError(
   res: ServerResponse,
@@ -125,6 +133,15 @@ function sendError(
 
 function badRequest(code: string, message: string, status = 400): ClientError {
   return { status, code, message };
+}
+
+function traced(
+  deps: HttpDeps,
+  requestId: string,
+  headers: Record<string, string>,
+): Record<string, string> {
+  deps.trace?.(requestId, headers);
+  return headers;
 }
 
 function lowercaseHeaders(req: IncomingMessage): Record<string, string> {
@@ -292,7 +309,9 @@ function modelAndBody(
   bytes: Buffer,
   deps: HttpDeps,
   anyPath: boolean,
-): { found: FoundModel; body: string; base64: boolean } | ClientError {
+):
+  | { found: FoundModel; body: string; base64: boolean; asked?: string }
+  | ClientError {
   const utf8 = anyPath ? isUtf8(bytes) : true;
   const text = utf8 ? bytes.toString("utf8") : null;
   let found: FoundModel | ClientError;
@@ -318,9 +337,11 @@ function modelAndBody(
     multipartBoundary(req.headers["content-type"]),
   );
   if (found.source === "header") req.headers["x-model"] = target;
+  const asked = found.model;
   found.model = target;
   return {
     found,
+    asked,
     body: utf8 ? renamed.toString("utf8") : renamed.toString("base64"),
     base64: !utf8,
   };
@@ -383,13 +404,15 @@ function handleInference(
       endpointPath: path,
       ...(anyPath ? { method: req.method ?? "POST" } : {}),
       model: parsed.model,
+      ...(named.asked === undefined ? {} : { modelAsked: named.asked }),
       isStreaming: parsed.stream,
       body: named.body,
       ...(named.base64 ? { bodyBase64: true } : {}),
-      headers: lowercaseHeaders(req),
+      headers: traced(deps, requestId, lowercaseHeaders(req)),
       tenant: tenancy.tenant,
       priority: tenancy.priority,
       cacheKey: tenancy.cacheKey,
+      key: access.key ?? null,
     });
   }, (error) => sendError(res, api, error));
 }

@@ -10,6 +10,10 @@ import { readJsonBody } from "../http/body.ts";
 import { sendAdminError, sendJson } from "../http/http_reply.ts";
 import { bearerToken, secretsEqual } from "../secret.ts";
 import { isPriority, isTenantId, TENANT_RULE } from "../http/tenancy.ts";
+import { parseKeyLimits } from "./api_keys.ts";
+import type { KeyLimitsText } from "./api_keys.ts";
+import type { UsageLedger } from "./usage_ledger.ts";
+import { sendRequests, sendUsage } from "./usage_http.ts";
 
 export type AdminDeps = {
   adminToken: string;
@@ -23,6 +27,8 @@ export type AdminDeps = {
   wallNow: () => number;
   /** BODY_TIMEOUT_SECS in ms. */
   bodyTimeoutMs: number;
+  /** The usage ledger (issue 26); null or absent when it is off. */
+  ledger?: UsageLedger | null;
 };
 
 const ADMIN_BODY_MAX = 16 * 1024;
@@ -59,6 +65,8 @@ function keyJson(k: ApiKeyInfo): Record<string, unknown> {
     max_priority: k.maxPriority,
     may_name_tenants: k.mayNameTenants,
     prefix: k.prefix,
+    rate_limit: k.rateLimit ?? null,
+    token_budget: k.tokenBudget ?? null,
     // A revoked key is deleted, so every key listed is live.
     revoked: false,
   };
@@ -82,6 +90,24 @@ function scopeOf(body: Record<string, unknown>): KeyScope | string {
     return 'a key bound to a "tenant" cannot have "may_name_tenants": it is that tenant';
   }
   return { tenant, maxPriority, mayNameTenants };
+}
+
+/** `rate_limit` and `token_budget` of a POST /admin/keys body (issue 26), or what is wrong with them. */
+function limitsOf(body: Record<string, unknown>): KeyLimitsText | string {
+  const rateLimit = body.rate_limit ?? null;
+  const tokenBudget = body.token_budget ?? null;
+  if (rateLimit !== null && typeof rateLimit !== "string") {
+    return '"rate_limit" must be a string like "100req/min,20000tok/min"';
+  }
+  if (tokenBudget !== null && typeof tokenBudget !== "string") {
+    return '"token_budget" must be a string like "5000000tok/day"';
+  }
+  try {
+    parseKeyLimits({ rateLimit, tokenBudget });
+  } catch (e) {
+    return (e as Error).message;
+  }
+  return { rateLimit, tokenBudget };
 }
 
 /** The JSON body (empty = {}); size and time bounds refuse in readBody. */
@@ -229,6 +255,14 @@ export function handleAdmin(
     sendJson(res, 200, deps.metrics.stats(state, deps.now()));
     return true;
   }
+  if (path === "/admin/usage" || path === "/admin/requests") {
+    if (!only("GET")) return true;
+    req.resume();
+    const ledger = deps.ledger ?? null;
+    if (path === "/admin/usage") sendUsage(res, url, ledger, deps.wallNow());
+    else sendRequests(res, url, ledger);
+    return true;
+  }
   if (path === "/admin/keys" || path.startsWith("/admin/keys/")) {
     return handleKeys(req, res, path, method, deps);
   }
@@ -265,8 +299,12 @@ function createKey(
     if (typeof scope === "string") {
       return sendAdminError(res, 400, "invalid_scope", scope);
     }
+    const limits = limitsOf(value as Record<string, unknown>);
+    if (typeof limits === "string") {
+      return sendAdminError(res, 400, "invalid_limit", limits);
+    }
     try {
-      const k = keys.create(name.trim(), deps.wallNow(), scope);
+      const k = keys.create(name.trim(), deps.wallNow(), scope, limits);
       // The original's fields (`secret`, `prefix`, `revoked`); `key` too,
       // which this relay's earlier releases returned.
       sendJson(res, 201, {

@@ -7,7 +7,8 @@
 // they carry.
 import { createHash, randomBytes } from "node:crypto";
 import { DatabaseSync } from "node:sqlite";
-import type { Priority } from "../../../core/mod.ts";
+import type { Priority, RateLimit, TokenLimit } from "../../../core/mod.ts";
+import { parseRateSpec, parseTokenBudget } from "../config.ts";
 
 /**
  * What a key may do: its tenant, its highest priority, and (issue 24) whether
@@ -38,7 +39,17 @@ export function keyTenant(key: KeyScope & { id: string }): string | null {
   return key.mayNameTenants ? null : key.id;
 }
 
-export type ApiKeyInfo = KeyScope & {
+/**
+ * A key's own limits as given to POST /admin/keys (issue 26), in the env
+ * syntax: `rate_limit` "100req/min,20000tok/min", `token_budget`
+ * "5000000tok/day"; null = none. Optional: a store without them has none.
+ */
+export type KeyLimitsText = {
+  rateLimit?: string | null;
+  tokenBudget?: string | null;
+};
+
+export type ApiKeyInfo = KeyScope & KeyLimitsText & {
   id: string;
   name: string;
   createdAtMs: number;
@@ -49,11 +60,41 @@ export type ApiKeyInfo = KeyScope & {
 
 export type CreatedKey = ApiKeyInfo & { key: string };
 
-/** A live key: its id and scope. */
-export type VerifiedKey = KeyScope & { id: string };
+/** A live key: its id and scope (and, issue 26, its name and limits where the store keeps them). */
+export type VerifiedKey = KeyScope & {
+  id: string;
+  name?: string;
+  limits?: KeyLimits;
+};
+
+/** A key's limits parsed, as the core applies them. */
+export type KeyLimits = {
+  rateLimit: RateLimit | null;
+  tokenRateLimit: TokenLimit | null;
+  tokenBudget: TokenLimit | null;
+};
+
+/** Parses a key's limit texts; throws OptionError naming the field when one is malformed. */
+export function parseKeyLimits(t: KeyLimitsText): KeyLimits {
+  const rate = t.rateLimit == null
+    ? { req: null, tok: null }
+    : parseRateSpec('"rate_limit"', t.rateLimit);
+  return {
+    rateLimit: rate.req,
+    tokenRateLimit: rate.tok,
+    tokenBudget: t.tokenBudget == null
+      ? null
+      : parseTokenBudget('"token_budget"', t.tokenBudget),
+  };
+}
 
 export interface KeyStore {
-  create(name: string, nowMs: number, scope?: KeyScope): CreatedKey;
+  create(
+    name: string,
+    nowMs: number,
+    scope?: KeyScope,
+    limits?: KeyLimitsText,
+  ): CreatedKey;
   list(): ApiKeyInfo[];
   /** false when no key has this id. */
   revoke(id: string): boolean;
@@ -107,6 +148,32 @@ const MIGRATIONS: readonly string[] = [
   // Issue 24: only keys created with may_name_tenants may name tenants; every
   // existing key gets 0, so a tenantless key becomes its own tenant.
   `ALTER TABLE api_keys ADD COLUMN may_name_tenants INTEGER NOT NULL DEFAULT 0`,
+  // Issue 26: a key's own limits (as given), and the usage ledger: one row per
+  // finished request, the newest found by id (the cursor of GET /admin/requests).
+  `ALTER TABLE api_keys ADD COLUMN rate_limit TEXT;
+   ALTER TABLE api_keys ADD COLUMN token_budget TEXT;
+   CREATE TABLE usage_records (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     at_ms INTEGER NOT NULL,
+     request_id TEXT NOT NULL,
+     key_id TEXT,
+     key_name TEXT,
+     tenant TEXT NOT NULL,
+     model TEXT NOT NULL,
+     model_served TEXT NOT NULL,
+     worker TEXT,
+     endpoint TEXT NOT NULL,
+     outcome TEXT NOT NULL,
+     status INTEGER NOT NULL,
+     queue_wait_ms INTEGER NOT NULL,
+     first_byte_ms INTEGER,
+     duration_ms INTEGER NOT NULL,
+     prompt_tokens INTEGER,
+     completion_tokens INTEGER,
+     cached_tokens INTEGER,
+     estimated INTEGER NOT NULL
+   );
+   CREATE INDEX usage_records_at ON usage_records (at_ms)`,
 ];
 /** The schema version that made tenantless keys their own tenants (issue 24). */
 const SAFE_KEYS_VERSION = 5;
@@ -129,6 +196,8 @@ function scopeFromRow(r: Row): KeyScope {
 function infoFromRow(r: Row): ApiKeyInfo {
   return {
     ...scopeFromRow(r),
+    rateLimit: r.rate_limit == null ? null : String(r.rate_limit),
+    tokenBudget: r.token_budget == null ? null : String(r.token_budget),
     id: String(r.id),
     name: String(r.name),
     createdAtMs: Number(r.created_at_ms),
@@ -294,24 +363,31 @@ class SqliteKeyStore implements KeyStore {
   constructor(db: DatabaseSync) {
     this.#db = db;
     this.#insert = db.prepare(
-      "INSERT INTO api_keys (id, name, key_hash, created_at_ms, tenant, max_priority, prefix, may_name_tenants) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+      "INSERT INTO api_keys (id, name, key_hash, created_at_ms, tenant, max_priority, prefix, may_name_tenants, rate_limit, token_budget) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     );
     this.#list = db.prepare(
-      "SELECT id, name, created_at_ms, last_used_at_ms, tenant, max_priority, prefix, may_name_tenants FROM api_keys ORDER BY created_at_ms, id",
+      "SELECT id, name, created_at_ms, last_used_at_ms, tenant, max_priority, prefix, may_name_tenants, rate_limit, token_budget FROM api_keys ORDER BY created_at_ms, id",
     );
     this.#delete = db.prepare("DELETE FROM api_keys WHERE id = ?");
     this.#byHash = db.prepare(
-      "SELECT id, tenant, max_priority, may_name_tenants FROM api_keys WHERE key_hash = ?",
+      "SELECT id, name, tenant, max_priority, may_name_tenants, rate_limit, token_budget FROM api_keys WHERE key_hash = ?",
     );
     this.#touch = db.prepare(
       "UPDATE api_keys SET last_used_at_ms = ? WHERE id = ?",
     );
   }
 
-  create(name: string, nowMs: number, scope: KeyScope = UNSCOPED): CreatedKey {
+  create(
+    name: string,
+    nowMs: number,
+    scope: KeyScope = UNSCOPED,
+    limits: KeyLimitsText = {},
+  ): CreatedKey {
     const key = newApiKey();
     const id = "key_" + randomBytes(8).toString("hex");
     const prefix = key.slice(0, KEY_DISPLAY_PREFIX_CHARS);
+    const rateLimit = limits.rateLimit ?? null;
+    const tokenBudget = limits.tokenBudget ?? null;
     this.#insert.run(
       id,
       name,
@@ -321,9 +397,13 @@ class SqliteKeyStore implements KeyStore {
       scope.maxPriority,
       prefix,
       scope.mayNameTenants ? 1 : 0,
+      rateLimit,
+      tokenBudget,
     );
     return {
       ...scope,
+      rateLimit,
+      tokenBudget,
       id,
       name,
       createdAtMs: nowMs,
@@ -346,9 +426,21 @@ class SqliteKeyStore implements KeyStore {
     if (!key.startsWith(KEY_PREFIX)) return null;
     // Looked up by hash: timing reveals nothing about stored keys' text.
     const row = this.#byHash.get(hashKey(key));
-    return row === undefined
-      ? null
-      : { ...scopeFromRow(row), id: String(row.id) };
+    if (row === undefined) return null;
+    const texts = infoFromRow({ ...row, prefix: null });
+    let limits: KeyLimits;
+    try {
+      limits = parseKeyLimits(texts);
+    } catch {
+      // Written by hand past the admin API's checks: the key stays usable, unlimited by it.
+      limits = { rateLimit: null, tokenRateLimit: null, tokenBudget: null };
+    }
+    return {
+      ...scopeFromRow(row),
+      id: String(row.id),
+      name: texts.name,
+      limits,
+    };
   }
 
   touch(id: string, nowMs: number): void {

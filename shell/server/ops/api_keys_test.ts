@@ -372,9 +372,12 @@ Deno.test("a key database of schema 2 is migrated: its keys stay valid, unbound,
       // upgrade says so once.
       assert.deepEqual(store.verify("mr-old-key"), {
         id: "key_old",
+        name: "old",
         tenant: null,
         maxPriority: "normal",
         mayNameTenants: false,
+        // Issue 26: an older key has no limits of its own.
+        limits: { rateLimit: null, tokenRateLimit: null, tokenBudget: null },
       });
       assert.equal(notes.length, 1);
       assert.match(notes[0]![0], /their own tenant/);

@@ -241,3 +241,126 @@ Deno.test({
     }
   },
 });
+
+/** Answers each request frame with a JSON body and its token counts (prompt 10, completion 5). */
+function respondWithUsage(w: Awaited<ReturnType<typeof registeredWorker>>) {
+  const onMessage = (e: MessageEvent) => {
+    const f = JSON.parse(e.data as string);
+    if (f.type !== "request") return;
+    w.send({
+      type: "response_complete",
+      request_id: f.request_id,
+      status_code: 200,
+      headers: { "content-type": "application/json" },
+      body:
+        '{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}',
+      token_counts: {
+        prompt_tokens: 10,
+        completion_tokens: 5,
+        total_tokens: 15,
+      },
+    });
+  };
+  w.ws.addEventListener("message", onMessage);
+  return () => w.ws.removeEventListener("message", onMessage);
+}
+
+Deno.test({
+  name:
+    "issue 26 /dashboard shows usage by key, tenant and model and a request log that filters",
+  ...SANITIZE,
+  fn: async () => {
+    const relay = await startTestRelay(
+      testConfig({}, { adminToken: ADMIN_TOKEN, requireApiKeys: true }),
+    );
+    let browser;
+    try {
+      const keys: Array<{ id: string; secret: string }> = [];
+      for (
+        const [name, tenant] of [["web app", "web"], ["batch jobs", "batch"]]
+      ) {
+        keys.push(
+          await (await admin(relay, "/admin/keys", {
+            method: "POST",
+            body: JSON.stringify({ name, tenant }),
+          })).json(),
+        );
+      }
+      const w = await registeredWorker(relay, {
+        worker_name: "gpu-usage",
+        models: ["llama3.2:3b", "qwen2.5:7b"],
+        max_concurrent: 4,
+      });
+      const stop = respondWithUsage(w);
+      // web: 1 x llama, batch: 2 x llama + 3 x qwen.
+      const plan: Array<[number, string, number]> = [
+        [0, "llama3.2:3b", 1],
+        [1, "llama3.2:3b", 2],
+        [1, "qwen2.5:7b", 3],
+      ];
+      for (const [k, model, n] of plan) {
+        for (let i = 0; i < n; i++) {
+          const res = await fetch(`${relay.url}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${keys[k]!.secret}` },
+            body: chatBody(model, false),
+          });
+          assert.equal(res.status, 200);
+          await res.text();
+        }
+      }
+      browser = await launchBrowser();
+      const page = await browser.context.newPage();
+      page.setDefaultTimeout(10_000);
+      const errors = watchErrors(page);
+      await page.goto(`${relay.url}/dashboard`);
+      await page.fill("#token", ADMIN_TOKEN);
+      await page.click("#connect");
+      await page.locator("#dash").waitFor({ state: "visible" });
+      const row = (table: string, group: string) =>
+        page.locator(`#usage-${table} tr[data-group="${group}"]`);
+      await row("tenant", "batch").waitFor();
+      assert.match(
+        (await row("tenant", "batch").textContent())!,
+        /^batch5502?5$/,
+      );
+      assert.match((await row("tenant", "web").textContent())!, /^web1105$/);
+      assert.match(
+        (await row("model", "qwen2.5:7b").textContent())!,
+        /^qwen2\.5:7b33015$/,
+      );
+      assert.match((await row("key", keys[0]!.id).textContent())!, /1105$/);
+      // The day view counts the same requests.
+      await page.selectOption("#usage-period", "86400");
+      await row("model", "llama3.2:3b").waitFor();
+      assert.match(
+        (await row("model", "llama3.2:3b").textContent())!,
+        /^llama3\.2:3b33015$/,
+      );
+      // The request log: newest first, then filtered to one tenant.
+      await page.locator("#log tr[data-request-id]").first().waitFor();
+      assert.equal(await page.locator("#log tr[data-request-id]").count(), 6);
+      assert.match(
+        (await page.locator("#log tr[data-request-id]").first().textContent())!,
+        /batch jobs.*batch.*qwen2\.5:7b.*gpu-usage.*\/v1\/chat\/completions.*200 completed.*10.*5/,
+      );
+      await screenshot(page, "dashboard-usage");
+      await page.fill("#log-tenant", "web");
+      await page.click("#log-filter button[type=submit]");
+      await page.locator("#log tr[data-request-id]", { hasText: "web app" })
+        .waitFor();
+      for (let i = 0; i < 50; i++) {
+        if (await page.locator("#log tr[data-request-id]").count() === 1) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.equal(await page.locator("#log tr[data-request-id]").count(), 1);
+      await screenshot(page, "dashboard-request-log-filtered");
+      assert.deepEqual(errors, []);
+      stop();
+      await w.close();
+    } finally {
+      await browser?.close();
+      await relay.close();
+    }
+  },
+});

@@ -127,6 +127,8 @@ export class Metrics {
   workerRejections = 0;
   /** tenant SEP outcome -> count (spec 004 per-tenant counters). */
   readonly tenantRequests = new Map<string, number>();
+  /** Issue 26: tenant|model|kind (prompt, completion) -> tokens of finished requests. */
+  readonly tokens = new Map<string, number>();
   /** tenant -> requests refused with 429 (rate limit). */
   readonly rateLimited = new Map<string, number>();
   /** model -> responses whose backend reported X-Cache-Hit: true. */
@@ -222,6 +224,17 @@ export class Metrics {
       this.firstByteSeconds.observe(e.firstByteMs / 1000);
     }
     this.requeues += e.requeues;
+    const model = capped(this.#models, e.model);
+    if (e.usage.prompt !== null && e.usage.prompt > 0) {
+      inc(this.tokens, tenant + SEP + model + SEP + "prompt", e.usage.prompt);
+    }
+    if (e.usage.completion !== null && e.usage.completion > 0) {
+      inc(
+        this.tokens,
+        tenant + SEP + model + SEP + "completion",
+        e.usage.completion,
+      );
+    }
   }
 
   requestsByOutcome(): Record<string, number> {
@@ -236,6 +249,13 @@ export class Metrics {
       out[outcome] = (out[outcome] ?? 0) + n;
     }
     return out;
+  }
+
+  /** Prompt plus completion tokens of every finished request (issue 26). */
+  tokensTotal(): number {
+    let n = 0;
+    for (const v of this.tokens.values()) n += v;
+    return n;
   }
 
   requestsTotal(): number {
@@ -265,6 +285,8 @@ export class Metrics {
       requeues_total: this.requeues,
       cancels_by_reason: Object.fromEntries(this.cancels),
       chunks_streamed_total: this.chunks,
+      // Issue 26: modelrelay_tokens_total summed (the dashboard's tokens/s).
+      tokens_total: this.tokensTotal(),
       bytes_streamed_total: this.bytes,
       auth_failures: Object.fromEntries(this.authFailures),
       latency_ms: {
@@ -359,6 +381,13 @@ export const METRICS: readonly MetricDef[] = [
     help:
       "Inference requests that ended, by tenant (X-Tenant-ID or the key's tenant) and outcome.",
     value: (m) => byLabels(m.tenantRequests, ["tenant", "outcome"]),
+  },
+  {
+    name: "modelrelay_tokens_total",
+    type: "counter",
+    help:
+      "Tokens of finished requests, by tenant, model and kind (prompt or completion; estimated completions included).",
+    value: (m) => byLabels(m.tokens, ["tenant", "model", "kind"]),
   },
   {
     name: "modelrelay_rate_limited_total",

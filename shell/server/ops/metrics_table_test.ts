@@ -17,6 +17,12 @@ function finished(model: string, tenant: string): Effect {
     firstByteMs: null,
     requeues: 0,
     cacheReport: null,
+    keyId: null,
+    keyName: null,
+    modelAsked: model,
+    modelServed: model,
+    workerName: null,
+    usage: { prompt: null, completion: null, cached: null, estimated: false },
   };
 }
 

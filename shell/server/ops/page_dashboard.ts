@@ -63,6 +63,34 @@ export const DASHBOARD_HTML = `<!doctype html>
       <section class="panel"><h2>Queues</h2><table><tbody id="queues"></tbody></table></section>
       <section class="panel"><h2>Outcomes</h2><table><tbody id="outcomes"></tbody></table></section>
     </div>
+    <section class="panel" id="usage-panel">
+      <h2>Usage <select id="usage-period"><option value="3600">last hour</option><option value="86400">last day</option></select></h2>
+      <div class="legend"><span><i class="c-tok"></i>tokens/s (prompt + completion)</span></div>
+      <canvas id="tok-chart" width="1100" height="120"></canvas>
+      <div class="cards three">
+        <div><h3>By key</h3><table><thead><tr><th>Key</th><th class="num">Requests</th><th class="num">Prompt</th><th class="num">Completion</th></tr></thead><tbody id="usage-key"></tbody></table></div>
+        <div><h3>By tenant</h3><table><thead><tr><th>Tenant</th><th class="num">Requests</th><th class="num">Prompt</th><th class="num">Completion</th></tr></thead><tbody id="usage-tenant"></tbody></table></div>
+        <div><h3>By model</h3><table><thead><tr><th>Model</th><th class="num">Requests</th><th class="num">Prompt</th><th class="num">Completion</th></tr></thead><tbody id="usage-model"></tbody></table></div>
+      </div>
+      <p id="usage-off" class="muted hidden">The usage ledger is off (USAGE_RETENTION_DAYS=0).</p>
+    </section>
+
+    <section class="panel" id="log-panel">
+      <h2>Request log</h2>
+      <form id="log-filter" class="filters">
+        <input id="log-key" placeholder="key id" size="18">
+        <input id="log-tenant" placeholder="tenant" size="12">
+        <input id="log-model" placeholder="model" size="14">
+        <input id="log-status" placeholder="status (429, failed)" size="16">
+        <button type="submit">Filter</button>
+        <button id="log-next" class="secondary" type="button">Older</button>
+      </form>
+      <table>
+        <thead><tr><th>Time</th><th>Key</th><th>Tenant</th><th>Model</th><th>Worker</th><th>Endpoint</th><th>Status</th><th class="num">Prompt</th><th class="num">Completion</th><th class="num">Duration</th></tr></thead>
+        <tbody id="log"></tbody>
+      </table>
+    </section>
+
     <section class="panel">
       <h2>API keys</h2>
       <table>
@@ -134,7 +162,9 @@ export const DASHBOARD_JS = `"use strict";
         $("dash").classList.remove("hidden");
       }
       render(res[0], res[1].workers);
-      if (polls++ % KEYS_EVERY === 0) api("/admin/keys").then(function (k) { renderKeys(k.keys); }, function () {});
+      if (polls % KEYS_EVERY === 0) api("/admin/keys").then(function (k) { renderKeys(k.keys); }, function () {});
+      if (polls % KEYS_EVERY === 0) { loadUsage(); if (logCursor === null) loadLog(); }
+      polls++;
       text("conn", "live");
       timer = setTimeout(poll, POLL_MS);
     }).catch(function (e) {
@@ -147,18 +177,20 @@ export const DASHBOARD_JS = `"use strict";
 
   function render(s, workers) {
     var now = performance.now();
-    var reqRate = 0, chunkRate = 0, byteRate = 0;
+    var reqRate = 0, chunkRate = 0, byteRate = 0, tokRate = 0;
     if (prev !== null) {
       var dt = (now - prev.at) / 1000;
       if (dt > 0) {
         reqRate = Math.max(0, (s.requests_total - prev.s.requests_total) / dt);
         chunkRate = Math.max(0, (s.chunks_streamed_total - prev.s.chunks_streamed_total) / dt);
         byteRate = Math.max(0, (s.bytes_streamed_total - prev.s.bytes_streamed_total) / dt);
+        tokRate = Math.max(0, ((s.tokens_total || 0) - (prev.s.tokens_total || 0)) / dt);
       }
       history.push({ req: reqRate, chunks: chunkRate });
       if (history.length > HISTORY) history.shift();
     }
     prev = { at: now, s: s };
+    if (history.length > 0) history[history.length - 1].tok = tokRate;
     text("workers-connected", s.workers_connected);
     text("in-flight", s.in_flight);
     text("queue-depth", s.queue_depth);
@@ -175,6 +207,90 @@ export const DASHBOARD_JS = `"use strict";
     outcomes.requeues = s.requeues_total;
     renderPairs("outcomes", outcomes);
     drawChart();
+    drawTokens();
+  }
+
+  // -- usage (issue 26): GET /admin/usage by key, tenant and model; the request log.
+  var logCursor = null;
+  function loadUsage() {
+    var secs = Number($("usage-period").value);
+    var to = Date.now() / 1000;
+    ["key", "tenant", "model"].forEach(function (g) {
+      api("/admin/usage?group_by=" + g + "&from=" + (to - secs).toFixed(3) + "&to=" + to.toFixed(3)).then(function (u) {
+        $("usage-off").classList.add("hidden");
+        renderUsage("usage-" + g, g, u.groups);
+      }, function () { $("usage-off").classList.remove("hidden"); });
+    });
+  }
+  function renderUsage(id, g, groups) {
+    var body = $(id);
+    body.textContent = "";
+    if (groups.length === 0) { var tr0 = el("tr"); tr0.appendChild(el("td", "none", "muted")); body.appendChild(tr0); }
+    groups.forEach(function (x) {
+      var tr = el("tr");
+      tr.setAttribute("data-group", x[g] === null ? "" : x[g]);
+      var name = el("td");
+      name.appendChild(el("div", x[g] === null ? "(none)" : g === "key" && x.key_name ? x.key_name : x[g]));
+      if (g === "key" && x[g] !== null) name.appendChild(el("div", x[g], "muted"));
+      tr.appendChild(name);
+      tr.appendChild(el("td", x.requests, "num"));
+      tr.appendChild(el("td", x.prompt_tokens, "num"));
+      tr.appendChild(el("td", x.completion_tokens + (x.estimated_requests > 0 ? "*" : ""), "num"));
+      body.appendChild(tr);
+    });
+  }
+  function logQuery() {
+    var q = ["limit=25"];
+    [["key", "log-key"], ["tenant", "log-tenant"], ["model", "log-model"], ["status", "log-status"]].forEach(function (p) {
+      var v = $(p[1]).value.trim();
+      if (v !== "") q.push(p[0] + "=" + encodeURIComponent(v));
+    });
+    if (logCursor !== null) q.push("cursor=" + logCursor);
+    return "/admin/requests?" + q.join("&");
+  }
+  function loadLog() {
+    api(logQuery()).then(function (r) {
+      var body = $("log");
+      body.textContent = "";
+      if (r.requests.length === 0) { var tr0 = el("tr"); tr0.appendChild(el("td", "no requests", "muted")); body.appendChild(tr0); }
+      r.requests.forEach(function (x) {
+        var tr = el("tr");
+        tr.setAttribute("data-request-id", x.request_id);
+        tr.appendChild(el("td", x.at.slice(11, 19)));
+        tr.appendChild(el("td", x.key_name === null ? "-" : x.key_name));
+        tr.appendChild(el("td", x.tenant));
+        tr.appendChild(el("td", x.model));
+        tr.appendChild(el("td", x.worker === null ? "-" : x.worker));
+        tr.appendChild(el("td", x.endpoint));
+        tr.appendChild(el("td", x.status + " " + x.outcome, x.status >= 400 ? "error" : ""));
+        tr.appendChild(el("td", x.prompt_tokens === null ? "-" : x.prompt_tokens, "num"));
+        tr.appendChild(el("td", x.completion_tokens === null ? "-" : x.completion_tokens + (x.estimated ? "*" : ""), "num"));
+        tr.appendChild(el("td", fmtMs(x.duration_ms), "num"));
+        body.appendChild(tr);
+      });
+      $("log-next").disabled = r.next_cursor === null;
+      $("log-next").setAttribute("data-cursor", r.next_cursor === null ? "" : r.next_cursor);
+    }, function () {});
+  }
+  function drawTokens() {
+    var c = $("tok-chart");
+    var ctx = c.getContext("2d");
+    var w = c.width, h = c.height;
+    ctx.clearRect(0, 0, w, h);
+    if (history.length < 2) return;
+    var max = 1;
+    history.forEach(function (p) { if ((p.tok || 0) > max) max = p.tok; });
+    ctx.strokeStyle = "#d29922";
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    history.forEach(function (p, i) {
+      var x = w - (history.length - 1 - i) * (w / (HISTORY - 1));
+      var y = h - 4 - (h - 20) * (p.tok || 0) / max;
+      if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+    });
+    ctx.stroke();
+    ctx.fillStyle = "#d29922";
+    ctx.fillText("max " + max.toFixed(1), 4, 12);
   }
 
   function renderWorkers(workers) {
@@ -291,6 +407,16 @@ export const DASHBOARD_JS = `"use strict";
     token = $("token").value.trim();
     sessionStorage.setItem(KEY, token);
     start();
+  });
+  $("usage-period").addEventListener("change", loadUsage);
+  $("log-filter").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    logCursor = null;
+    loadLog();
+  });
+  $("log-next").addEventListener("click", function () {
+    var next = $("log-next").getAttribute("data-cursor");
+    if (next) { logCursor = next; loadLog(); }
   });
   $("logout").addEventListener("click", function () {
     sessionStorage.removeItem(KEY);

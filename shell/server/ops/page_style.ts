@@ -56,6 +56,9 @@ canvas { width: 100%; height: 180px; display: block; }
 .legend span { margin-right: 14px; font-size: 12px; }
 .legend i.c-req { background: #4fa3ff; }
 .legend i.c-chunks { background: #3fb950; }
+.legend i.c-tok { background: #d29922; }
+.filters { display: flex; gap: 8px; flex-wrap: wrap; margin-bottom: 10px; }
+h3 { font-size: 13px; margin: 10px 0 6px; }
 .cards.three { grid-template-columns: 1fr 1fr 1fr; }
 .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
   margin-right: 4px; vertical-align: -1px; }

@@ -1,0 +1,156 @@
+// Token rate limits and budgets (issue 26), per tenant and per API key. A
+// request's tokens (prompt plus completion) are charged when it finishes, to
+// the window of every limit that applies to it; a new request is refused while
+// any of those windows holds as many tokens as its limit, so what is admitted
+// in a window never exceeds the limit plus what was in flight when it filled.
+//
+// Windows slide. Each keeps at most 60 buckets of `windowMs / 60` (a second for
+// tok/min, 24 minutes for tok/day): memory stays bounded whatever the traffic,
+// and a bucket leaves the window only once all of it is older than the window,
+// so the count errs on the side of the limit (never under-counted).
+import type { TokenLimit } from "../config.ts";
+import type { KeyRef, Request, State, TokenWindow } from "./state.ts";
+
+export type TokenLimitKind = "rate" | "budget";
+
+export type TokenVerdict =
+  | { ok: true }
+  | {
+    ok: false;
+    code: "token_rate_limited" | "token_budget_exceeded";
+    /** "tenant acme" or "API key key_…", for the message. */
+    who: string;
+    limit: TokenLimit;
+    used: number;
+    retryAfterMs: number;
+  };
+
+/** One limit that applies to a request: where its window lives and what it allows. */
+type Applied = {
+  windowKey: string;
+  kind: TokenLimitKind;
+  who: string;
+  limit: TokenLimit;
+};
+
+const BUCKETS = 60;
+
+function applied(state: State, tenant: string, key: KeyRef | null): Applied[] {
+  const c = state.config;
+  const out: Applied[] = [];
+  const add = (
+    kind: TokenLimitKind,
+    subject: string,
+    who: string,
+    limit: TokenLimit | null,
+  ) => {
+    if (limit !== null) {
+      out.push({ windowKey: `${kind}|${subject}`, kind, who, limit });
+    }
+  };
+  // Budgets first: when both are reached, the longer wait is the one to tell.
+  add(
+    "budget",
+    `tenant:${tenant}`,
+    `tenant ${tenant}`,
+    c.tokenBudgets[tenant] ?? c.defaultTokenBudget,
+  );
+  if (key !== null) {
+    add("budget", `key:${key.id}`, `API key ${key.id}`, key.tokenBudget);
+  }
+  add(
+    "rate",
+    `tenant:${tenant}`,
+    `tenant ${tenant}`,
+    c.tokenRateLimits[tenant] ?? c.defaultTokenRateLimit,
+  );
+  if (key !== null) {
+    add("rate", `key:${key.id}`, `API key ${key.id}`, key.tokenRateLimit);
+  }
+  return out;
+}
+
+/** Drops the buckets wholly older than the window. */
+function expire(w: TokenWindow, nowMs: number): void {
+  let drop = 0;
+  while (
+    drop < w.buckets.length &&
+    w.buckets[drop]!.atMs + w.bucketMs + w.limit.windowMs <= nowMs
+  ) {
+    w.total -= w.buckets[drop]!.tokens;
+    drop++;
+  }
+  if (drop > 0) w.buckets.splice(0, drop);
+}
+
+/** When the window will hold fewer tokens than its limit again. */
+function retryAfterMs(w: TokenWindow, nowMs: number): number {
+  let total = w.total;
+  for (const b of w.buckets) {
+    total -= b.tokens;
+    if (total < w.limit.tokens) {
+      return b.atMs + w.bucketMs + w.limit.windowMs - nowMs;
+    }
+  }
+  return w.limit.windowMs; // not reached: total >= limit implies a bucket
+}
+
+/** Whether a new request of `tenant` (made with `key`) may be admitted now; counts nothing. */
+export function admitTokens(
+  state: State,
+  tenant: string,
+  key: KeyRef | null,
+): TokenVerdict {
+  for (const a of applied(state, tenant, key)) {
+    const w = state.tokenWindows.get(a.windowKey);
+    if (w === undefined) continue;
+    expire(w, state.nowMs);
+    if (w.total >= a.limit.tokens) {
+      return {
+        ok: false,
+        code: a.kind === "rate"
+          ? "token_rate_limited"
+          : "token_budget_exceeded",
+        who: a.who,
+        limit: a.limit,
+        used: w.total,
+        retryAfterMs: retryAfterMs(w, state.nowMs),
+      };
+    }
+  }
+  return { ok: true };
+}
+
+/** Charges a finished request's tokens to every window that applies to it. */
+export function chargeTokens(
+  state: State,
+  request: Request,
+  tokens: number,
+): void {
+  if (tokens <= 0) return;
+  for (const a of applied(state, request.tenant, request.key)) {
+    let w = state.tokenWindows.get(a.windowKey);
+    if (
+      w === undefined || w.limit.windowMs !== a.limit.windowMs ||
+      w.limit.tokens !== a.limit.tokens
+    ) {
+      // A key re-read with another limit starts a window of that limit's shape.
+      const bucketMs = Math.max(1, Math.floor(a.limit.windowMs / BUCKETS));
+      w = { limit: a.limit, bucketMs, buckets: [], total: 0 };
+      state.tokenWindows.set(a.windowKey, w);
+    }
+    const atMs = Math.floor(state.nowMs / w.bucketMs) * w.bucketMs;
+    const last = w.buckets[w.buckets.length - 1];
+    if (last !== undefined && last.atMs === atMs) last.tokens += tokens;
+    else w.buckets.push({ atMs, tokens });
+    w.total += tokens;
+  }
+}
+
+/** Drops expired buckets and empty windows (on tick, so memory stays bounded). */
+export function pruneTokenWindows(state: State): void {
+  for (const [key, w] of state.tokenWindows) {
+    expire(w, state.nowMs);
+    if (w.buckets.length === 0) state.tokenWindows.delete(key);
+  }
+}

@@ -1,0 +1,143 @@
+// What a finished request used (issue 26): the backend's own counts wherever its
+// answer carried `usage` (the worker reads them into response_complete's
+// `token_counts`), else, for a chat or completions stream that did not ask for
+// usage, the number of content deltas streamed as the completion tokens, marked
+// estimated. Counting only reads the chunks: the client gets every byte as is.
+import type { CacheReport, TokenUsage } from "../effect.ts";
+import type { TokenCounts } from "../protocol/messages.ts";
+import type { ChunkData } from "../vocabulary.ts";
+import type { Request } from "./state.ts";
+
+/** Where each streamed delta carries its text: chat `delta.content`, completions `text`. */
+const DELTA_FIELD: Record<string, string> = {
+  "/v1/chat/completions": '"content":',
+  "/v1/completions": '"text":',
+};
+
+const ASKS_USAGE = /"include_usage"\s*:\s*true/;
+
+/**
+ * Whether the request's stream is to be counted: a chat or completions stream
+ * whose body does not ask for usage (`stream_options.include_usage`), since
+ * only then would the backend's answer carry none.
+ */
+export function countsDeltas(
+  endpointPath: string,
+  isStreaming: boolean,
+  body: string,
+): boolean {
+  return isStreaming && DELTA_FIELD[endpointPath] !== undefined &&
+    !ASKS_USAGE.test(body);
+}
+
+const encoder = new TextEncoder();
+
+/** A field's bytes and Horspool's skip table for them (how far to jump on each byte). */
+type Needle = { bytes: Uint8Array; skip: Uint8Array };
+
+function needle(text: string): Needle {
+  const bytes = encoder.encode(text);
+  const skip = new Uint8Array(256).fill(bytes.length);
+  for (let i = 0; i < bytes.length - 1; i++) {
+    skip[bytes[i]!] = bytes.length - 1 - i;
+  }
+  return { bytes, skip };
+}
+
+const DELTA_BYTES: Record<string, Needle> = Object.fromEntries(
+  Object.entries(DELTA_FIELD).map(([k, v]) => [k, needle(v)]),
+);
+
+const QUOTE = 0x22;
+const SPACE = 0x20;
+
+/**
+ * The non-empty string values of the route's delta field in `chunk`: each is
+ * one content delta (one token, as OpenAI-style servers stream them). A field
+ * split across two chunks is missed: an estimate, said so in the record.
+ */
+export function countDeltas(chunk: ChunkData, endpointPath: string): number {
+  return typeof chunk === "string"
+    ? countInText(chunk, DELTA_FIELD[endpointPath] ?? '"content":')
+    : countInBytes(
+      chunk,
+      DELTA_BYTES[endpointPath] ?? DELTA_BYTES["/v1/chat/completions"]!,
+    );
+}
+
+function countInText(text: string, field: string): number {
+  let n = 0;
+  for (let at = text.indexOf(field); at !== -1; at = text.indexOf(field, at)) {
+    at += field.length;
+    while (text.charCodeAt(at) === SPACE) at++;
+    if (text.charCodeAt(at) === QUOTE && text.charCodeAt(at + 1) !== QUOTE) {
+      n++;
+    }
+  }
+  return n;
+}
+
+/**
+ * countInText over bytes, without decoding: Horspool's search jumps up to the
+ * field's length at a time (jumping from quote to quote with the native
+ * indexOf measured 1.9 µs a chunk: the bytes[] reads are what cost).
+ */
+function countInBytes(bytes: Uint8Array, field: Needle): number {
+  const f = field.bytes;
+  const last = f.length - 1;
+  let n = 0;
+  for (let at = 0; at + f.length <= bytes.length;) {
+    const tail = bytes[at + last]!;
+    if (tail === f[last]) {
+      let i = last - 1;
+      while (i >= 0 && bytes[at + i] === f[i]) i--;
+      if (i < 0) {
+        let v = at + f.length;
+        while (bytes[v] === SPACE) v++;
+        if (bytes[v] === QUOTE && bytes[v + 1] !== QUOTE) n++;
+        at = v;
+        continue;
+      }
+    }
+    at += field.skip[tail]!;
+  }
+  return n;
+}
+
+/** The usage record of a request as it ends. */
+export function usageOf(
+  request: Request,
+  counts: TokenCounts | null,
+  cacheReport: CacheReport | null,
+): TokenUsage {
+  const cached = cacheReport?.hit === true ? cacheReport.tokensReused : null;
+  if (counts !== null) {
+    const prompt = counts.prompt_tokens ?? null;
+    const total = counts.total_tokens ?? null;
+    const completion = counts.completion_tokens ??
+      (total !== null && prompt !== null ? total - prompt : null);
+    return { prompt, completion, cached, estimated: false };
+  }
+  if (request.deltas !== null && request.deltas > 0) {
+    return {
+      prompt: null,
+      completion: request.deltas,
+      cached,
+      estimated: true,
+    };
+  }
+  return { prompt: null, completion: null, cached, estimated: false };
+}
+
+/** What a limit counts of a usage: prompt plus completion, the unknown as 0. */
+export function tokensOf(usage: TokenUsage): number {
+  return (usage.prompt ?? 0) + (usage.completion ?? 0);
+}
+
+/** The usage of a request that never reached a backend. */
+export const NO_USAGE: TokenUsage = {
+  prompt: null,
+  completion: null,
+  cached: null,
+  estimated: false,
+};

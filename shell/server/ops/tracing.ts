@@ -1,0 +1,299 @@
+// Traces (issue 26). Every request carries a W3C `traceparent` to its backend:
+// the client's trace continued, or one started here. With
+// OTEL_EXPORTER_OTLP_ENDPOINT set, each finished request also becomes spans,
+// sent in batches as OTLP/HTTP JSON to <endpoint>/v1/traces:
+//
+//   modelrelay.request      the relay's server span (parent: the client's span)
+//   ├ modelrelay.queue_wait arrival until dispatch
+//   └ modelrelay.dispatch   dispatch until the end; its id is the backend's parent
+//     ├ modelrelay.first_byte   dispatch until the first byte
+//     └ modelrelay.completion   first byte (or dispatch) until the end
+//
+// The spans are built from the request's `requestFinished` (its times), so the
+// hot path only mints ids and sets a header; nothing is timed twice. Deno's
+// built-in OpenTelemetry instruments Deno.serve and fetch, neither of which the
+// client door uses (node:http), so the spans are written here instead.
+import { randomBytes } from "node:crypto";
+import type { Effect } from "../../../core/mod.ts";
+
+type Finished = Extract<Effect, { kind: "requestFinished" }>;
+
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+const ZERO_TRACE = "0".repeat(32);
+const ZERO_SPAN = "0".repeat(16);
+
+export type TraceIds = {
+  traceId: string;
+  /** The client's span, null when the trace started here. */
+  parentSpanId: string | null;
+  requestSpanId: string;
+  dispatchSpanId: string;
+  flags: string;
+};
+
+/** Random ids cut from a pooled 4 KiB draw: one crypto call per ~170 requests, not two per request. */
+let pool = randomBytes(0);
+let poolAt = 0;
+
+function hex(bytes: number): string {
+  if (poolAt + bytes > pool.length) {
+    pool = randomBytes(4096);
+    poolAt = 0;
+  }
+  const out = pool.toString("hex", poolAt, poolAt + bytes);
+  poolAt += bytes;
+  return out;
+}
+
+/** The client's traceparent, parsed; null when absent or malformed (then a trace starts here). */
+export function parseTraceparent(
+  value: string | undefined,
+): { traceId: string; spanId: string; flags: string } | null {
+  const m = value === undefined ? null : TRACEPARENT.exec(value.trim());
+  if (m === null || m[1] === ZERO_TRACE || m[2] === ZERO_SPAN) return null;
+  return { traceId: m[1]!, spanId: m[2]!, flags: m[3]! };
+}
+
+/**
+ * Continues or starts the request's trace and sets the traceparent the backend
+ * sees (the dispatch span as its parent). `headers` are the lowercased request
+ * headers the core will forward.
+ */
+export function traceRequest(headers: Record<string, string>): TraceIds {
+  const client = parseTraceparent(headers["traceparent"]);
+  const ids: TraceIds = {
+    traceId: client?.traceId ?? hex(16),
+    parentSpanId: client?.spanId ?? null,
+    requestSpanId: hex(8),
+    dispatchSpanId: hex(8),
+    flags: client?.flags ?? "01",
+  };
+  headers["traceparent"] =
+    `00-${ids.traceId}-${ids.dispatchSpanId}-${ids.flags}`;
+  return ids;
+}
+
+type Attr = {
+  key: string;
+  value: { stringValue: string } | { intValue: string };
+};
+
+export type OtlpSpan = {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  startTimeUnixNano: string;
+  endTimeUnixNano: string;
+  attributes: Attr[];
+  status: { code: number };
+};
+
+const KIND_INTERNAL = 1;
+const KIND_SERVER = 2;
+const KIND_CLIENT = 3;
+
+function nanos(ms: number): string {
+  return (BigInt(Math.round(ms * 1000)) * 1000n).toString();
+}
+
+function attrs(f: Finished): Attr[] {
+  const s = (key: string, v: string | null) =>
+    v === null ? [] : [{ key, value: { stringValue: v } }];
+  const i = (key: string, v: number | null) =>
+    v === null ? [] : [{ key, value: { intValue: String(v) } }];
+  return [
+    ...s("modelrelay.request_id", f.requestId),
+    ...s("http.route", f.route),
+    ...s("gen_ai.request.model", f.model),
+    ...s("modelrelay.tenant", f.tenant),
+    ...s("modelrelay.key_id", f.keyId),
+    ...s("modelrelay.worker", f.workerName),
+    ...s("modelrelay.outcome", f.outcome),
+    ...i("http.response.status_code", f.status),
+    ...i("gen_ai.usage.input_tokens", f.usage.prompt),
+    ...i("gen_ai.usage.output_tokens", f.usage.completion),
+  ];
+}
+
+/** The spans of one finished request that ended at wall time `endMs`. */
+export function spansOf(ids: TraceIds, f: Finished, endMs: number): OtlpSpan[] {
+  const startMs = endMs - f.durationMs;
+  const error = f.status >= 400 ? 2 : 1;
+  const span = (
+    name: string,
+    spanId: string,
+    parentSpanId: string | null,
+    kind: number,
+    from: number,
+    to: number,
+    attributes: Attr[] = [],
+  ): OtlpSpan => ({
+    traceId: ids.traceId,
+    spanId,
+    ...(parentSpanId === null ? {} : { parentSpanId }),
+    name,
+    kind,
+    startTimeUnixNano: nanos(from),
+    endTimeUnixNano: nanos(Math.max(from, to)),
+    attributes,
+    status: { code: error },
+  });
+  const out = [
+    span(
+      "modelrelay.request",
+      ids.requestSpanId,
+      ids.parentSpanId,
+      KIND_SERVER,
+      startMs,
+      endMs,
+      attrs(f),
+    ),
+    span(
+      "modelrelay.queue_wait",
+      hex(8),
+      ids.requestSpanId,
+      KIND_INTERNAL,
+      startMs,
+      startMs + f.queueWaitMs,
+    ),
+  ];
+  if (f.workerName === null) return out; // never left the queue
+  const dispatchedMs = startMs + f.queueWaitMs;
+  out.push(
+    span(
+      "modelrelay.dispatch",
+      ids.dispatchSpanId,
+      ids.requestSpanId,
+      KIND_CLIENT,
+      dispatchedMs,
+      endMs,
+    ),
+  );
+  const firstMs = f.firstByteMs === null ? null : startMs + f.firstByteMs;
+  if (firstMs !== null) {
+    out.push(
+      span(
+        "modelrelay.first_byte",
+        hex(8),
+        ids.dispatchSpanId,
+        KIND_INTERNAL,
+        dispatchedMs,
+        firstMs,
+      ),
+    );
+  }
+  out.push(
+    span(
+      "modelrelay.completion",
+      hex(8),
+      ids.dispatchSpanId,
+      KIND_INTERNAL,
+      firstMs ?? dispatchedMs,
+      endMs,
+    ),
+  );
+  return out;
+}
+
+export type Tracer = {
+  /** Sets the request's traceparent; remembers its ids when spans are exported. */
+  start(requestId: string, headers: Record<string, string>): void;
+  /** The request's spans, queued for export (no-op without an endpoint). */
+  finish(f: Finished, wallMs: number): void;
+  /** Sends what is queued now; resolves when the receiver answered. */
+  flush(): Promise<void>;
+  close(): Promise<void>;
+};
+
+export const EXPORT_MS = 1000;
+const BATCH_MAX = 512;
+const QUEUE_MAX = 8192;
+
+/** One OTLP/HTTP JSON export; a failure is reported, never thrown. */
+async function sendSpans(
+  url: string,
+  serviceName: string,
+  spans: OtlpSpan[],
+  onError: (e: unknown) => void,
+): Promise<void> {
+  const body = {
+    resourceSpans: [{
+      resource: {
+        attributes: [{
+          key: "service.name",
+          value: { stringValue: serviceName },
+        }],
+      },
+      scopeSpans: [{ scope: { name: "modelrelay" }, spans }],
+    }],
+  };
+  try {
+    const r = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    await r.body?.cancel();
+    if (!r.ok) throw new Error(`${url} answered ${r.status}`);
+  } catch (e) {
+    onError(e);
+  }
+}
+
+/**
+ * The relay's tracer. `endpoint` is OTEL_EXPORTER_OTLP_ENDPOINT ("" = no
+ * export: only traceparent propagation, and no per-request memory).
+ */
+export function makeTracer(
+  endpoint: string,
+  serviceName: string,
+  onError: (e: unknown) => void,
+): Tracer {
+  const exporting = endpoint !== "";
+  const url = endpoint.replace(/\/+$/, "") + "/v1/traces";
+  const open = new Map<string, TraceIds>();
+  let queue: OtlpSpan[] = [];
+  let timer: ReturnType<typeof setTimeout> | null = null;
+  let sending: Promise<void> = Promise.resolve();
+
+  const tracer: Tracer = {
+    start(requestId, headers) {
+      const ids = traceRequest(headers);
+      if (exporting) open.set(requestId, ids);
+    },
+    finish(f, wallMs) {
+      if (!exporting) return;
+      const ids = open.get(f.requestId);
+      if (ids === undefined) return; // refused before it was traced
+      open.delete(f.requestId);
+      // A receiver that cannot keep up loses spans, never the relay's memory.
+      if (queue.length < QUEUE_MAX) queue.push(...spansOf(ids, f, wallMs));
+      if (timer === null) {
+        timer = setTimeout(() => {
+          timer = null;
+          void tracer.flush();
+        }, EXPORT_MS);
+      }
+    },
+    flush() {
+      if (timer !== null) {
+        clearTimeout(timer);
+        timer = null;
+      }
+      while (queue.length > 0) {
+        const batch = queue.slice(0, BATCH_MAX);
+        queue = queue.slice(BATCH_MAX);
+        sending = sending.then(() =>
+          sendSpans(url, serviceName, batch, onError)
+        );
+      }
+      return sending;
+    },
+    async close() {
+      await tracer.flush();
+    },
+  };
+  return tracer;
+}

@@ -1,0 +1,136 @@
+// GET /admin/usage and GET /admin/requests (issue 26): the usage ledger read
+// back. Behind the admin token (admin.ts checks it before routing here).
+import type { ServerResponse } from "node:http";
+import { sendAdminError, sendJson } from "../http/http_reply.ts";
+import {
+  type GroupBy,
+  GROUPS,
+  type RequestFilter,
+  type UsageLedger,
+} from "./usage_ledger.ts";
+
+export const REQUESTS_LIMIT_MAX = 1000;
+export const REQUESTS_LIMIT_DEFAULT = 100;
+const DAY_MS = 86_400_000;
+const OUTCOMES = new Set(["completed", "failed", "cancelled", "rejected"]);
+
+/** A time given as RFC 3339 or unix seconds (fractions allowed), in ms; null when neither. */
+export function parseTime(raw: string): number | null {
+  const t = raw.trim();
+  if (/^\d+(\.\d+)?$/.test(t)) return Math.round(Number(t) * 1000);
+  // RFC 3339: a date, a time, and a zone (Z or an offset).
+  if (
+    !/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
+      .test(t)
+  ) return null;
+  const ms = Date.parse(t);
+  return Number.isNaN(ms) ? null : ms;
+}
+
+function disabled(res: ServerResponse): void {
+  sendAdminError(
+    res,
+    404,
+    "usage_ledger_disabled",
+    "the usage ledger is off: it is kept when the admin API or API keys are on and USAGE_RETENTION_DAYS is above 0",
+  );
+}
+
+/** GET /admin/usage?group_by=key|tenant|model|worker&from=&to= */
+export function sendUsage(
+  res: ServerResponse,
+  url: URL,
+  ledger: UsageLedger | null,
+  wallNow: number,
+): void {
+  if (ledger === null) return disabled(res);
+  const q = url.searchParams;
+  const groupBy = q.get("group_by") ?? "tenant";
+  if (!(GROUPS as readonly string[]).includes(groupBy)) {
+    return sendAdminError(
+      res,
+      400,
+      "invalid_group_by",
+      `group_by must be one of ${GROUPS.join(", ")}`,
+    );
+  }
+  const range: number[] = [];
+  for (
+    const [name, fallback] of [["from", wallNow - DAY_MS], [
+      "to",
+      wallNow,
+    ]] as const
+  ) {
+    const raw = q.get(name);
+    const ms = raw === null ? fallback : parseTime(raw);
+    if (ms === null) {
+      return sendAdminError(
+        res,
+        400,
+        `invalid_${name}`,
+        `${name} must be an RFC 3339 time (2026-11-25T10:00:00Z) or unix seconds`,
+      );
+    }
+    range.push(ms);
+  }
+  const [fromMs, toMs] = range as [number, number];
+  if (toMs < fromMs) {
+    return sendAdminError(res, 400, "invalid_range", "to is before from");
+  }
+  // `to` is included: a record stamped at the very instant counts.
+  const { totals, groups } = ledger.usage(groupBy as GroupBy, fromMs, toMs + 1);
+  sendJson(res, 200, {
+    from: new Date(fromMs).toISOString(),
+    to: new Date(toMs).toISOString(),
+    group_by: groupBy,
+    totals,
+    groups,
+  });
+}
+
+/** The filter of GET /admin/requests, or what is wrong with it. */
+export function requestFilter(q: URLSearchParams): RequestFilter | string {
+  const f: RequestFilter = { limit: REQUESTS_LIMIT_DEFAULT };
+  const limit = q.get("limit");
+  if (limit !== null) {
+    if (!/^\d+$/.test(limit) || Number(limit) < 1) {
+      return `limit must be a whole number from 1 to ${REQUESTS_LIMIT_MAX}`;
+    }
+    f.limit = Math.min(Number(limit), REQUESTS_LIMIT_MAX);
+  }
+  const cursor = q.get("cursor");
+  if (cursor !== null) {
+    if (!/^\d+$/.test(cursor)) {
+      return "cursor must be the next_cursor of the previous page";
+    }
+    f.before = Number(cursor);
+  }
+  for (const name of ["key", "tenant", "model"] as const) {
+    const v = q.get(name);
+    if (v !== null) f[name] = v;
+  }
+  const status = q.get("status");
+  if (status !== null) {
+    if (/^\d{3}$/.test(status)) f.status = Number(status);
+    else if (OUTCOMES.has(status)) f.outcome = status;
+    else {
+      return "status must be an HTTP status (429) or an outcome (completed, failed, cancelled, rejected)";
+    }
+  }
+  return f;
+}
+
+/** GET /admin/requests?key=&tenant=&model=&status=&limit=&cursor= (newest first). */
+export function sendRequests(
+  res: ServerResponse,
+  url: URL,
+  ledger: UsageLedger | null,
+): void {
+  if (ledger === null) return disabled(res);
+  const filter = requestFilter(url.searchParams);
+  if (typeof filter === "string") {
+    return sendAdminError(res, 400, "invalid_query", filter);
+  }
+  const { records, nextCursor } = ledger.requests(filter);
+  sendJson(res, 200, { requests: records, next_cursor: nextCursor });
+}
