@@ -22,7 +22,7 @@ import type {
 } from "./engine.ts";
 import { type ClusterUrl, parseClusterUrl } from "./redis_url.ts";
 import { logKeepingProblems, readLogSettings } from "./redis_checks.ts";
-import { type Link, makeLink, retrying } from "./redis_link.ts";
+import { type Link, LogLostError, makeLink, retrying } from "./redis_link.ts";
 
 export type RedisEngineOptions = {
   prefix?: string;
@@ -168,7 +168,10 @@ function redisEngine(c: Conns): ClusterEngine {
   const tail = tailTracker(key, prefix);
   const replicas = replicaWatch(cmd, c.waitMs, silenceMs, log);
   link.onLost((_, kind) => {
-    tail.forget();
+    // After a reset, what was tracked belongs to the old log. After silence it
+    // is kept: the reconnect checks the log against it (a hold that resumes
+    // must not miss a Redis that came back empty or lost its tail).
+    if (kind === "reset") tail.forget();
     // A silent Redis may keep its connections open: start them afresh, so the
     // first answer after the silence shows as a reconnect ("up").
     if (kind === "silent" && !closing) {
@@ -242,6 +245,7 @@ async function readLog(
   count: number,
 ): Promise<LogEntry[]> {
   const { reader, replicas, tail } = io;
+  tail.check(afterId);
   tail.reading(afterId);
   const entries = await retrying(
     io.link,
@@ -397,7 +401,17 @@ function watchConnections(
 function tailTracker(key: string, prefix: string) {
   let epoch: string | null = null;
   let last: string | null = null;
+  /** An entry found missing after a reconnect: no read may go on after it. */
+  let gone: string | null = null;
   return {
+    /** Refuses a read after an entry the log lost: it would skip the hole silently. */
+    check(afterId: string) {
+      if (afterId === gone) {
+        throw new LogLostError(
+          `the log lost its tail: entry ${afterId} is no longer in Redis; rejoin from the snapshot`,
+        );
+      }
+    },
     epoch(e: string) {
       epoch = e;
     },
@@ -427,6 +441,7 @@ function tailTracker(key: string, prefix: string) {
       const first = (await r.xrange(key, "-", "+", "COUNT", 1))[0]?.[0];
       // Trimmed past it (behind a snapshot) is not a loss.
       if (first !== undefined && idAfter(first, last)) return null;
+      gone = last;
       return `the log lost its tail: entry ${last}, applied here, is no longer in Redis (a failover to a replica that lagged?)`;
     },
   };

@@ -186,6 +186,9 @@ Deno.test("redis engine: a reconnect that finds the entry it read last gone (a l
       () => losses.includes("reset"),
       10_000,
     );
+    // Reading on from the lost entry would skip the hole: refused.
+    await assert.rejects(engine.read(read[2]!.id, 0, 10), /lost its tail/);
+    assert.equal((await engine.read(read[1]!.id, 0, 10)).length, 0);
   } finally {
     await engine.close();
     await redis.stop();
