@@ -172,14 +172,17 @@ function redisEngine(c: Conns): ClusterEngine {
     // is kept: the reconnect checks the log against it (a hold that resumes
     // must not miss a Redis that came back empty or lost its tail).
     if (kind === "reset") tail.forget();
-    // A silent Redis may keep its connections open: start them afresh, so the
-    // first answer after the silence shows as a reconnect ("up").
-    if (kind === "silent" && !closing) {
-      cmd.disconnect(true);
-      reader.disconnect(true);
+    // A silent Redis may keep its connections open: start those afresh, so
+    // the first answer after the silence shows as a reconnect ("up"). One
+    // already reconnecting is left alone (cut while Sentinel is asked, ioredis
+    // would give it up for good).
+    for (const r of [cmd, reader]) {
+      if (kind === "silent" && !closing && r.status === "ready") {
+        r.disconnect(true);
+      }
     }
   });
-  watchConnections(c, link, async () => {
+  watchConnections(c, link, () => closing, async () => {
     await checkSettings(cmd, log, false);
     await replicas.refresh();
     return await tail.regressed(reader);
@@ -362,6 +365,7 @@ async function readEntries(
 function watchConnections(
   c: Conns,
   link: Link,
+  closing: () => boolean,
   recheck: () => Promise<string | null>,
 ): void {
   let checking = false;
@@ -391,7 +395,16 @@ function watchConnections(
   };
   for (const r of [c.cmd, c.reader]) {
     r.on("close", () => link.blink());
-    r.on("end", () => link.blink());
+    r.on("end", () => {
+      link.blink();
+      // ioredis gave this connection up (its reconnect was cut): start it
+      // again; the engine alone decides when to stop trying.
+      if (!closing()) {
+        setTimeout(() => {
+          if (!closing() && r.status === "end") r.connect().catch(() => {});
+        }, 500);
+      }
+    });
     r.on("ready", () => void onReady());
     r.on("error", () => {}); // reported through the link; ioredis retries
   }

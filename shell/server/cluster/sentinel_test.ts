@@ -4,6 +4,7 @@
 // the mock backend behind a counting proxy, and two workers. `kill -9` of the
 // master under a steady load of 20 concurrent streams.
 import assert from "node:assert/strict";
+import { Redis } from "ioredis";
 import { waitUntil } from "../../procs.ts";
 import { answerWords } from "../../../e2e/_cluster.ts";
 import { encodeOpToken } from "../ops/op_token.ts";
@@ -276,7 +277,23 @@ async function failoverUnderLoad(
 
       // Keys and nonces are in the new master: an instance started now (it
       // reads them from Redis, not from a peer's memory) honours both.
-      assert.notEqual(await sentinel.master(), sentinel.servers[0]);
+      // Every instance is back in the cluster, with both workers.
+      await waitUntil("every instance up with both workers", async () => {
+        for (const i of f.instances) {
+          const h = await (await fetch(`${i.url}/health`)).json();
+          if (h.cluster?.up !== true || h.workers_connected !== 2) return false;
+        }
+        return true;
+      }, 15_000);
+      const master = await sentinel.master();
+      assert.notEqual(master, sentinel.servers[0]);
+      const r = new Redis(master.url);
+      try {
+        const keys = await r.hlen("mr:keys");
+        assert.equal(keys, 1, `API key records on the new master: ${keys}`);
+      } finally {
+        r.disconnect();
+      }
       const fresh = await f.addInstance();
       const late = await oneStream(fresh.url, key, "mark-late-0");
       assert.equal(late.kind, "complete", late.detail);
