@@ -197,10 +197,80 @@ async function fleetOnSentinel(
   }
 }
 
+/** Prints what the load saw around the kill and checks the issue's promises. */
+function checkOutcomes(
+  label: string,
+  f: Fleet,
+  out: Outcome[],
+  killedAt: number,
+  counts: Map<string, number>,
+  newMasterPort: number,
+): void {
+  const servedAgainMs = Math.min(
+    ...out.filter((o) => o.startedAt > killedAt && o.kind === "complete")
+      .map((o) => o.endedAt - killedAt),
+  );
+  const inFlight = out.filter((o) =>
+    o.startedAt <= killedAt && o.endedAt > killedAt
+  );
+  const count = (k: Outcome["kind"]) => out.filter((o) => o.kind === k).length;
+  const downLines =
+    f.instances.flatMap((i) =>
+      i.child.lines.filter((l) => l.includes("cluster log down"))
+    ).length;
+  console.log(
+    `sentinel failover (${label}): served again ${servedAgainMs} ms after the kill; ${out.length} requests: ${
+      count("complete")
+    } complete, ${count("error")} clean errors, ${
+      count("broken")
+    } broken; in flight at the kill: ${inFlight.length} (${
+      inFlight.filter((o) => o.kind === "complete").length
+    } completed); instances that declared the log down: ${downLines}; new master: ${newMasterPort}`,
+  );
+  assert.ok(servedAgainMs <= 15_000, `served again after ${servedAgainMs}`);
+  const broken = out.filter((o) => o.kind === "broken");
+  assert.deepEqual(broken, [], "every request completes or ends cleanly");
+  for (const o of out) {
+    const seen = counts.get(o.mark) ?? 0;
+    assert.ok(seen <= 1, `${o.mark} reached the backend ${seen} times`);
+    if (o.kind === "complete") assert.equal(seen, 1, o.mark);
+  }
+}
+
 /**
- * `kill -9` of the master under load; `env` adds instance settings. Returns
- * nothing: it asserts the issue's promises and prints the figures.
+ * After the failover: every instance is back with both workers, and the key
+ * and the spent nonce are in the new master: an instance started now (it reads
+ * them from Redis, not from a peer's memory) honours both.
  */
+async function keysAndNoncesSurvive(
+  f: Fleet,
+  key: string,
+  token: string,
+): Promise<void> {
+  await waitUntil("every instance up with both workers", async () => {
+    for (const i of f.instances) {
+      const h = await (await fetch(`${i.url}/health`)).json();
+      if (h.cluster?.up !== true || h.workers_connected !== 2) return false;
+    }
+    return true;
+  }, 15_000);
+  const master = await f.sentinel!.master();
+  assert.notEqual(master, f.sentinel!.servers[0]);
+  const r = new Redis(master.url);
+  try {
+    const keys = await r.hlen("mr:keys");
+    assert.equal(keys, 1, `API key records on the new master: ${keys}`);
+  } finally {
+    r.disconnect();
+  }
+  const fresh = await f.addInstance();
+  const late = await oneStream(fresh.url, key, "mark-late-0");
+  assert.equal(late.kind, "complete", late.detail);
+  assert.equal(await modelLoad(fresh.url, token), 409);
+  assert.equal(await modelLoad(f.instances[2]!.url, token), 409);
+}
+
+/** `kill -9` of the master under load; `env` adds instance settings. */
 async function failoverUnderLoad(
   label: string,
   env: Record<string, string>,
@@ -239,66 +309,9 @@ async function failoverUnderLoad(
       // Keep the load on a while after the recovery: it must hold.
       await new Promise((r) => setTimeout(r, 3_000));
       await load.stop();
-
-      const out = load.outcomes;
-      const servedAgainMs = Math.min(
-        ...out.filter((o) => o.startedAt > killedAt && o.kind === "complete")
-          .map((o) => o.endedAt - killedAt),
-      );
-      const inFlight = out.filter((o) =>
-        o.startedAt <= killedAt && o.endedAt > killedAt
-      );
-      const count = (k: Outcome["kind"]) =>
-        out.filter((o) => o.kind === k).length;
-      const downLines = f.instances.flatMap((i) =>
-        i.child.lines.filter((l) =>
-          l.includes("cluster log down")
-        )
-      ).length;
-      console.log(
-        `sentinel failover (${label}): served again ${servedAgainMs} ms after the kill; ${out.length} requests: ${
-          count("complete")
-        } complete, ${count("error")} clean errors, ${
-          count("broken")
-        } broken; in flight at the kill: ${inFlight.length} (${
-          inFlight.filter((o) => o.kind === "complete").length
-        } completed); instances that declared the log down: ${downLines}; new master: ${
-          (await sentinel.master()).port
-        }`,
-      );
-      assert.ok(servedAgainMs <= 15_000, `served again after ${servedAgainMs}`);
-      const broken = out.filter((o) => o.kind === "broken");
-      assert.deepEqual(broken, [], "every request completes or ends cleanly");
-      for (const o of out) {
-        const seen = proxy.counts.get(o.mark) ?? 0;
-        assert.ok(seen <= 1, `${o.mark} reached the backend ${seen} times`);
-        if (o.kind === "complete") assert.equal(seen, 1, o.mark);
-      }
-
-      // Keys and nonces are in the new master: an instance started now (it
-      // reads them from Redis, not from a peer's memory) honours both.
-      // Every instance is back in the cluster, with both workers.
-      await waitUntil("every instance up with both workers", async () => {
-        for (const i of f.instances) {
-          const h = await (await fetch(`${i.url}/health`)).json();
-          if (h.cluster?.up !== true || h.workers_connected !== 2) return false;
-        }
-        return true;
-      }, 15_000);
-      const master = await sentinel.master();
-      assert.notEqual(master, sentinel.servers[0]);
-      const r = new Redis(master.url);
-      try {
-        const keys = await r.hlen("mr:keys");
-        assert.equal(keys, 1, `API key records on the new master: ${keys}`);
-      } finally {
-        r.disconnect();
-      }
-      const fresh = await f.addInstance();
-      const late = await oneStream(fresh.url, key, "mark-late-0");
-      assert.equal(late.kind, "complete", late.detail);
-      assert.equal(await modelLoad(fresh.url, token), 409);
-      assert.equal(await modelLoad(f.instances[2]!.url, token), 409);
+      const newMaster = (await sentinel.master()).port;
+      checkOutcomes(label, f, load.outcomes, killedAt, proxy.counts, newMaster);
+      await keysAndNoncesSurvive(f, key, token);
     });
   } finally {
     await proxy.close();
