@@ -357,7 +357,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     default: "5000",
     min: 100,
     help:
-      "how long the cluster's Redis may be silent (no connection or no answer) before an instance declares the log lost; a dropped connection is retried meanwhile",
+      "how long a silent Redis (no connection or no answer) is waited for, commands held and retried, before the log counts as lost and new requests get 503",
   },
   {
     flag: "cluster-advertise-url",

@@ -397,15 +397,19 @@ export async function startRelay(
     running = await startServer(config, log, {
       ...hooks,
       lifecycleCallers: callers,
+      // Keys loaded before the port opens: a new instance never answers 401
+      // to a valid key (issue 23, found by the Sentinel test).
+      beforeListen: async (cluster) => {
+        if (clusterKeys !== null && cluster !== null) {
+          await clusterKeys.attach(cluster, cluster.engine);
+        }
+      },
     });
   } catch (e) {
     closeDb();
     throw e;
   }
   const server = running;
-  if (clusterKeys !== null && server.cluster !== undefined) {
-    await clusterKeys.attach(server.cluster, server.cluster.engine);
-  }
   return {
     ...server,
     metrics,

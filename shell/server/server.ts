@@ -65,6 +65,8 @@ export type ServerHooks = {
   trace?: HttpDeps["trace"];
   /** Lifecycle calls awaiting their answer, registered by the lifecycle routes. */
   lifecycleCallers?: LifecycleCallers;
+  /** Runs once the runtime is up, before the port opens (issue 23: the cluster's API keys load here). */
+  beforeListen?: (cluster: ClusterRuntime | null) => Promise<void>;
 };
 
 export async function startServer(
@@ -120,6 +122,12 @@ export async function startServer(
     log,
   });
   submit = withEventTap(runtime.submit, hooks.onEvent, log);
+  try {
+    await hooks.beforeListen?.(cluster);
+  } catch (e) {
+    await cluster?.close();
+    throw e;
+  }
   const httpDeps = httpDepsFor(config, state, clients, submit, hooks, cluster);
   server.on("upgrade", (req, socket, head) => {
     // Issue 23: another instance's link for answer bytes, on this same port.

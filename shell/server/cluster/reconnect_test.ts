@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { answerWords } from "../../../e2e/_cluster.ts";
+import { waitUntil } from "../../procs.ts";
 import { MODEL, withFleet } from "./_fleet.ts";
 
 const WORDS = 60;
@@ -72,5 +73,53 @@ Deno.test("cluster: CLIENT KILL of every instance's Redis connections, again and
         w.tail(10),
       );
     }
+  });
+});
+
+Deno.test("cluster: the log loses its tail under the instances (the last entry gone as a failover to a lagging replica leaves it, then the connections cut): every instance sees the reset, gives up what it held and serves again on the log as it is", async () => {
+  await withFleet({
+    workers: [
+      { name: "tail-w1", maxConcurrent: 4 },
+      { name: "tail-w2", maxConcurrent: 4 },
+    ],
+  }, async (f) => {
+    const admin = new Redis(f.redis.url);
+    try {
+      // Atomically: drop the newest entry, then cut every connection; retried
+      // if an entry landed between the look and the cut.
+      for (;;) {
+        await admin.watch("mr:log");
+        const [newest] = await admin.xrevrange("mr:log", "+", "-", "COUNT", 1);
+        const done = await admin.multi().xdel("mr:log", newest![0])
+          .client("KILL", "TYPE", "normal").exec();
+        if (done !== null) break;
+      }
+    } finally {
+      admin.disconnect();
+    }
+    const cutAt = Date.now();
+    await waitUntil(
+      "every instance to see the reset",
+      () =>
+        f.instances.every((i) =>
+          i.child.lines.some((l) => l.includes("cluster log reset"))
+        ),
+      10_000,
+    );
+    await waitUntil("every instance up with both workers", async () => {
+      for (const i of f.instances) {
+        const h = await (await fetch(`${i.url}/health`)).json();
+        if (h.cluster?.up !== true || h.workers_connected !== 2) return false;
+      }
+      return true;
+    }, 15_000);
+    for (const i of f.instances) {
+      assert.equal(await stream(i.url), answerWords(WORDS));
+    }
+    console.log(
+      `lost tail: every instance serving ${
+        Date.now() - cutAt
+      } ms after the cut`,
+    );
   });
 });

@@ -22,7 +22,7 @@ import type {
 } from "./engine.ts";
 import { type ClusterUrl, parseClusterUrl } from "./redis_url.ts";
 import { logKeepingProblems, readLogSettings } from "./redis_checks.ts";
-import { type Link, makeLink, retrying } from "./redis_link.ts";
+import { type Link, LogLostError, makeLink, retrying } from "./redis_link.ts";
 
 export type RedisEngineOptions = {
   prefix?: string;
@@ -168,15 +168,21 @@ function redisEngine(c: Conns): ClusterEngine {
   const tail = tailTracker(key, prefix);
   const replicas = replicaWatch(cmd, c.waitMs, silenceMs, log);
   link.onLost((_, kind) => {
-    tail.forget();
-    // A silent Redis may keep its connections open: start them afresh, so the
-    // first answer after the silence shows as a reconnect ("up").
-    if (kind === "silent" && !closing) {
-      cmd.disconnect(true);
-      reader.disconnect(true);
+    // After a reset, what was tracked belongs to the old log. After silence it
+    // is kept: the reconnect checks the log against it (a hold that resumes
+    // must not miss a Redis that came back empty or lost its tail).
+    if (kind === "reset") tail.forget();
+    // A silent Redis may keep its connections open: start those afresh, so
+    // the first answer after the silence shows as a reconnect ("up"). One
+    // already reconnecting is left alone (cut while Sentinel is asked, ioredis
+    // would give it up for good).
+    for (const r of [cmd, reader]) {
+      if (kind === "silent" && !closing && r.status === "ready") {
+        r.disconnect(true);
+      }
     }
   });
-  watchConnections(c, link, async () => {
+  watchConnections(c, link, () => closing, async () => {
     await checkSettings(cmd, log, false);
     await replicas.refresh();
     return await tail.regressed(reader);
@@ -242,6 +248,7 @@ async function readLog(
   count: number,
 ): Promise<LogEntry[]> {
   const { reader, replicas, tail } = io;
+  tail.check(afterId);
   tail.reading(afterId);
   const entries = await retrying(
     io.link,
@@ -358,6 +365,7 @@ async function readEntries(
 function watchConnections(
   c: Conns,
   link: Link,
+  closing: () => boolean,
   recheck: () => Promise<string | null>,
 ): void {
   let checking = false;
@@ -387,7 +395,16 @@ function watchConnections(
   };
   for (const r of [c.cmd, c.reader]) {
     r.on("close", () => link.blink());
-    r.on("end", () => link.blink());
+    r.on("end", () => {
+      link.blink();
+      // ioredis gave this connection up (its reconnect was cut): start it
+      // again; the engine alone decides when to stop trying.
+      if (!closing()) {
+        setTimeout(() => {
+          if (!closing() && r.status === "end") r.connect().catch(() => {});
+        }, 500);
+      }
+    });
     r.on("ready", () => void onReady());
     r.on("error", () => {}); // reported through the link; ioredis retries
   }
@@ -397,7 +414,17 @@ function watchConnections(
 function tailTracker(key: string, prefix: string) {
   let epoch: string | null = null;
   let last: string | null = null;
+  /** An entry found missing after a reconnect: no read may go on after it. */
+  let gone: string | null = null;
   return {
+    /** Refuses a read after an entry the log lost: it would skip the hole silently. */
+    check(afterId: string) {
+      if (afterId === gone) {
+        throw new LogLostError(
+          `the log lost its tail: entry ${afterId} is no longer in Redis; rejoin from the snapshot`,
+        );
+      }
+    },
     epoch(e: string) {
       epoch = e;
     },
@@ -427,6 +454,7 @@ function tailTracker(key: string, prefix: string) {
       const first = (await r.xrange(key, "-", "+", "COUNT", 1))[0]?.[0];
       // Trimmed past it (behind a snapshot) is not a loss.
       if (first !== undefined && idAfter(first, last)) return null;
+      gone = last;
       return `the log lost its tail: entry ${last}, applied here, is no longer in Redis (a failover to a replica that lagged?)`;
     },
   };

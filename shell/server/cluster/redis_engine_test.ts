@@ -9,6 +9,13 @@ import type { LogFields, LogLevel } from "../../log.ts";
 import type { EngineLoss, EngineStatus } from "./engine.ts";
 import { connectRedis } from "./redis_engine.ts";
 import { startRedis } from "./_redis.ts";
+import { DEFAULT_CONFIG } from "../../../core/config.ts";
+import {
+  applyRecord,
+  decodeRecord,
+  encodeRecord,
+  initialClusterState,
+} from "../../../core/cluster/mod.ts";
 import { startServerProcess } from "../../demo/cluster.ts";
 
 type Line = { level: LogLevel; message: string; fields: LogFields };
@@ -35,31 +42,49 @@ async function admin<T>(url: string, f: (r: Redis) => Promise<T>): Promise<T> {
   }
 }
 
-Deno.test("redis engine: CLIENT KILL of its connections mid-traffic: every append lands, in order, the blocked read returns them, and the log never reports down", async () => {
+Deno.test("redis engine: CLIENT KILL of its connections mid-traffic: every append lands, in order, the blocked read returns them, the log never reports down, and the replicas apply each record once", async () => {
   const redis = await startRedis();
   const engine = await connectRedis(redis.url, { logTimeoutMs: 3_000 });
+  const killer = new Redis(redis.url);
   try {
     const statuses: EngineStatus[] = [];
     engine.onStatus((s) => statuses.push(s));
     const reading = engine.read("0", 1_000, 1000);
     const appends: Promise<void>[] = [];
-    for (let i = 0; i < 400; i++) {
-      appends.push(engine.append(`e${i}`));
-      if (i % 100 === 50) {
-        await admin(redis.url, (r) => r.client("KILL", "TYPE", "normal"));
-      }
-      if (i % 20 === 0) await new Promise((r) => setTimeout(r, 5));
+    const kills: Promise<unknown>[] = [];
+    const N = 600;
+    for (let i = 0; i < N; i++) {
+      appends.push(engine.append(encodeRecord({
+        kind: "note",
+        instance: "i-test",
+        seq: i + 1,
+        appliedMs: null,
+        note: { n: i },
+      })));
+      // Cut while appends are on the wire: their answers are lost, they are resent.
+      if (i % 100 === 60) kills.push(killer.client("KILL", "TYPE", "normal"));
+      if (i % 25 === 0) await new Promise((r) => setTimeout(r, 3));
     }
-    await Promise.all(appends);
+    await Promise.all([...appends, ...kills]);
     const first = await reading;
-    assert.ok(first.length > 0, "the read blocked across the kill returned");
-    // Resent batches may land twice; in order, once each after dropping repeats.
+    assert.ok(first.length > 0, "the read blocked across the kills returned");
+    // Resent batches may land twice; applied, each record counts once, in order.
     const all = await engine.read("0", 0, 10_000);
-    const seen: string[] = [];
-    for (const e of all) if (!seen.includes(e.data)) seen.push(e.data);
-    assert.deepEqual(seen, Array.from({ length: 400 }, (_, i) => `e${i}`));
+    const cs = initialClusterState(DEFAULT_CONFIG);
+    const applied: unknown[] = [];
+    for (const e of all) {
+      const note = applyRecord(cs, decodeRecord(e.data), e.ms).note;
+      if (note !== null) applied.push(note.n);
+    }
+    assert.deepEqual(applied, Array.from({ length: N }, (_, i) => i));
+    console.log(
+      `CLIENT KILL x6 under ${N} appends: ${all.length} entries in the log, ${
+        all.length - N
+      } resent copies, each record applied once`,
+    );
     assert.deepEqual(statuses, []);
   } finally {
+    killer.disconnect();
     await engine.close();
     await redis.stop();
   }
@@ -186,6 +211,9 @@ Deno.test("redis engine: a reconnect that finds the entry it read last gone (a l
       () => losses.includes("reset"),
       10_000,
     );
+    // Reading on from the lost entry would skip the hole: refused.
+    await assert.rejects(engine.read(read[2]!.id, 0, 10), /lost its tail/);
+    assert.equal((await engine.read(read[1]!.id, 0, 10)).length, 0);
   } finally {
     await engine.close();
     await redis.stop();
@@ -261,5 +289,82 @@ Deno.test("server: CLUSTER_URL pointing at a Redis that may evict the log (allke
     assert.match(said, new RegExp(evicting.url.replaceAll(".", "\\.")));
   } finally {
     await evicting.stop();
+  }
+});
+
+/**
+ * A TCP relay to Redis that, when armed, passes the next XADD on and then cuts
+ * both sides before Redis's answer comes back: an append that landed but whose
+ * acknowledgement was lost.
+ */
+async function replyLosingRelay(redisPort: number) {
+  const { createServer, createConnection } = await import("node:net");
+  let armed = false;
+  let cuts = 0;
+  const server = createServer((client) => {
+    const upstream = createConnection({ host: "127.0.0.1", port: redisPort });
+    let cutting = false;
+    client.on("data", (b: Uint8Array) => {
+      upstream.write(b);
+      if (armed && /xadd/i.test(new TextDecoder().decode(b))) {
+        armed = false;
+        cutting = true;
+        cuts++;
+        // Long enough for Redis to run it; its answer is not passed on.
+        setTimeout(() => {
+          client.destroy();
+          upstream.destroy();
+        }, 50);
+      }
+    });
+    upstream.on("data", (b: Uint8Array) => {
+      if (!cutting) client.write(b);
+    });
+    client.on("error", () => upstream.destroy());
+    upstream.on("error", () => client.destroy());
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    arm: () => armed = true,
+    get cuts() {
+      return cuts;
+    },
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+Deno.test("redis engine: an append that landed but whose answer was lost is resent, lands twice, and the replicas apply it once", async () => {
+  const redis = await startRedis();
+  const relay = await replyLosingRelay(redis.port);
+  const engine = await connectRedis(relay.url, { logTimeoutMs: 3_000 });
+  try {
+    const record = (seq: number) =>
+      encodeRecord({
+        kind: "note",
+        instance: "i-test",
+        seq,
+        appliedMs: null,
+        note: { n: seq },
+      });
+    await engine.append(record(1));
+    relay.arm();
+    await engine.append(record(2));
+    await engine.append(record(3));
+    assert.equal(relay.cuts, 1);
+    const all = await engine.read("0", 0, 100);
+    const cs = initialClusterState(DEFAULT_CONFIG);
+    const applied = all.map((e) =>
+      applyRecord(cs, decodeRecord(e.data), e.ms).note?.n ?? null
+    );
+    // Record 2 is in the log twice; its second copy is applied as nothing.
+    assert.deepEqual(applied, [1, 2, null, 3]);
+  } finally {
+    await engine.close();
+    await relay.close();
+    await redis.stop();
   }
 });

@@ -802,8 +802,13 @@ export async function startClusterRuntime(
     queue(routed.event);
   }
 
-  engine.onStatus((s) => {
-    if (s === "down") lost("engine connection closed");
+  engine.onStatus((s, loss) => {
+    if (s !== "down") return;
+    if (loss?.kind !== "reset") return lost("engine connection closed");
+    // The log lost entries this replica applied, or was replaced (issue 23):
+    // a hold cannot resume on it, so what is held is given up at once.
+    lost(`log reset: ${loss.detail}`);
+    if (heldSince !== null) giveUp(`the log was reset: ${loss.detail}`);
   });
   await join();
   return {
