@@ -2,7 +2,7 @@
 // receiver maps (rules in core/cluster/data_path.ts) and moves answer pieces,
 // by a function call when the client is here, else over a peer link
 // (peer_link.ts). The cluster runtime calls it at four points: an event from a
-// worker (`fromWorker`), a record about to be applied (`beforeRecord`), an
+// worker (`routeWorkerEvent`), a record about to be applied (`beforeRecord`), an
 // effect of the replica (`onEffect`), and time (`tick`).
 import type { Effect, Event } from "../../../core/mod.ts";
 import {
@@ -56,9 +56,10 @@ export type DirectPath = {
    * An event from a worker socket held here: taken (a chunk the data path
    * carries), or the event to log (a completion without its body when the body
    * went direct) with how many pieces went direct before it (for the record's
-   * `direct`).
+   * `direct`). Log `event` as returned, never the one given: a completion's
+   * body that went direct must not reach the log (and the client) again.
    */
-  fromWorker(event: Event): Routed;
+  routeWorkerEvent(event: Event): Routed;
   /** A record is about to be applied here: its ends' piece counts. */
   beforeRecord(record: ClusterRecord): void;
   /** An effect of the replica; returns true when the data path carried it out or holds it. */
@@ -78,7 +79,7 @@ type Ends = DirectDeps & { senders: Senders; receivers: Receivers };
 export function makeDirectPath(d: DirectDeps): DirectPath {
   const c: Ends = { ...d, senders: new Map(), receivers: new Map() };
   return {
-    fromWorker: (event) => fromWorker(c, event),
+    routeWorkerEvent: (event) => fromWorker(c, event),
     beforeRecord(record) {
       if (record.kind !== "events" || record.direct === undefined) return;
       for (const [requestId, n] of Object.entries(record.direct)) {

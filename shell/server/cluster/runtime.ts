@@ -794,7 +794,7 @@ export async function startClusterRuntime(
       }
       localRequests.add(event.requestId);
     }
-    const routed = direct.fromWorker(event);
+    const routed = direct.routeWorkerEvent(event);
     if (routed.taken) return;
     if (routed.pieces !== null && "requestId" in event) {
       (outboxDirect ??= {})[String(event.requestId)] = routed.pieces;
