@@ -83,6 +83,8 @@ export type WorkerUpgrade = {
   close: () => void;
 };
 
+const NOT_ANSWERED_IN_TIME = "the relay did not answer in time: try again";
+
 export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
   // maxPayload in bytes: a UTF-8 character is at most 4 bytes.
   const wss = new WebSocketServer({
@@ -131,13 +133,7 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
 
   /** No answer in time: the worker is told to retry, the core forgets the attempt. */
   function unanswered(workerId: string): void {
-    if (
-      !refuse(
-        workerId,
-        TRY_AGAIN_CODE,
-        "the relay did not answer in time: try again",
-      )
-    ) return;
+    if (!refuse(workerId, TRY_AGAIN_CODE, NOT_ANSWERED_IN_TIME)) return;
     deps.submit({
       kind: "workerDisconnected",
       atMs: deps.now(),
@@ -182,16 +178,21 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
       pending: (id) => attempts.has(id),
       pendingIds: () => [...attempts.keys()],
     },
-    close: () => {
-      for (const a of attempts.values()) {
-        clearTimeout(a.timer);
-        a.socket.destroy();
-      }
-      attempts.clear();
-      wss.close();
-      refusals.close();
-    },
+    close: () => closeDoor(attempts, [wss, refusals]),
   };
+}
+
+/** The worker door shut: every held handshake cut, both WebSocket servers closed. */
+function closeDoor(
+  attempts: Map<string, Attempt>,
+  servers: WebSocketServer[],
+): void {
+  for (const a of attempts.values()) {
+    clearTimeout(a.timer);
+    a.socket.destroy();
+  }
+  attempts.clear();
+  for (const s of servers) s.close();
 }
 
 /**
