@@ -459,9 +459,7 @@ function resume(w: World, inst: Inst): void {
     lostAfterMs: HOLD_LIMIT_MS,
     epochNow: "e",
     epochMine: "e",
-    snapshotMs: null,
-    appliedMs: null,
-    snapshotEveryMs: 5_000,
+    lastEntryKept: true,
   });
   inst.heldSince = null;
   const held = inst.unacked.splice(0);

@@ -19,10 +19,12 @@ export type ResumeCheck = {
   /** The log's epoch now and the one this replica follows: a new epoch is a log that was reset. */
   epochNow: string;
   epochMine: string;
-  /** Log time of the stored snapshot (null: none) and of this replica's last entry. */
-  snapshotMs: number | null;
-  appliedMs: number | null;
-  snapshotEveryMs: number;
+  /**
+   * Whether the last entry this replica applied is still in the log (null:
+   * it applied none). Trims and a failover to a lagging replica both remove a
+   * prefix or a tail: with that entry in place, everything after it is too.
+   */
+  lastEntryKept: boolean | null;
 };
 
 export type ResumeDecision =
@@ -30,10 +32,11 @@ export type ResumeDecision =
   | { kind: "giveUp"; why: string };
 
 /**
- * Resume only when the tail after this replica's position is still all in the
- * log: the log was not reset, and no second snapshot was taken after that
- * position (each snapshot trims the log up to the previous one, so one
- * snapshot ahead still leaves this replica's tail in place).
+ * Resume only on the same log, within the hold limit, and when the tail after
+ * this replica's position is all there to catch up on. (A first version
+ * compared the stored snapshot's log time with this replica's: a log that was
+ * silent for longer than the snapshot period jumps in time without losing
+ * anything, and that rule gave up streams for nothing.)
  */
 export function resumeAfterHold(c: ResumeCheck): ResumeDecision {
   if (c.epochNow !== c.epochMine) {
@@ -42,11 +45,17 @@ export function resumeAfterHold(c: ResumeCheck): ResumeDecision {
   if (c.nowMs - c.heldSinceMs > c.lostAfterMs) {
     return { kind: "giveUp", why: "the log was unreachable too long" };
   }
-  if (
-    c.snapshotMs !== null && c.appliedMs !== null &&
-    c.snapshotMs - c.appliedMs > c.snapshotEveryMs
-  ) {
-    return { kind: "giveUp", why: "the log was trimmed past this replica" };
+  if (c.lastEntryKept === false) {
+    return {
+      kind: "giveUp",
+      why: "the log no longer holds this replica's last entry",
+    };
   }
   return { kind: "resume" };
+}
+
+/** The id just before `id` (`ms-seq`), to read `id` itself back with an "after" read. */
+export function idBefore(id: string): string {
+  const [ms = 0, seq = 0] = id.split("-").map(Number);
+  return seq > 0 ? `${ms}-${seq - 1}` : `${ms - 1}-18446744073709551615`;
 }

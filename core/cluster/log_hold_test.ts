@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { resumeAfterHold, type ResumeCheck } from "./log_hold.ts";
+import { idBefore, resumeAfterHold, type ResumeCheck } from "./log_hold.ts";
 
 const base: ResumeCheck = {
   heldSinceMs: 1_000,
@@ -7,25 +7,27 @@ const base: ResumeCheck = {
   lostAfterMs: 15_000,
   epochNow: "e1",
   epochMine: "e1",
-  snapshotMs: 90_000,
-  appliedMs: 91_000,
-  snapshotEveryMs: 5_000,
+  lastEntryKept: true,
 };
 
-Deno.test("log hold: a log that blinked and kept its entries is resumed under the same id", () => {
+Deno.test("log hold: a log that blinked and kept its entries is resumed under the same id, however long its silence in log time", () => {
   assert.deepEqual(resumeAfterHold(base), { kind: "resume" });
   assert.deepEqual(
-    resumeAfterHold({ ...base, snapshotMs: 95_000 }),
+    resumeAfterHold({ ...base, lastEntryKept: null }),
     { kind: "resume" },
-    "one snapshot ahead trims only up to the previous one",
   );
 });
 
-Deno.test("log hold: a reset log, a hold longer than the limit, or a tail trimmed away gives up what the instance holds", () => {
+Deno.test("log hold: a reset log, a hold longer than the limit, or a log without this replica's last entry (trimmed, or a failover that lost its tail) gives up what the instance holds", () => {
   assert.equal(resumeAfterHold({ ...base, epochNow: "e2" }).kind, "giveUp");
   assert.equal(resumeAfterHold({ ...base, nowMs: 16_001 }).kind, "giveUp");
   assert.equal(
-    resumeAfterHold({ ...base, snapshotMs: 96_001 }).kind,
+    resumeAfterHold({ ...base, lastEntryKept: false }).kind,
     "giveUp",
   );
+});
+
+Deno.test("log hold: the id before an entry id, to read that entry back", () => {
+  assert.equal(idBefore("1700-3"), "1700-2");
+  assert.equal(idBefore("1700-0"), "1699-18446744073709551615");
 });

@@ -47,6 +47,7 @@ export {
   type Senders,
 } from "./data_path.ts";
 export {
+  idBefore,
   LOG_HOLD_DEFAULTS,
   resumeAfterHold,
   type ResumeCheck,

@@ -170,6 +170,12 @@ Deno.test("cluster data path: no answer byte goes through Redis: a 10,000-chunk 
       atResume < text.length,
       "Redis came back before the stream ended",
     );
+    if (norm(text) !== expected) {
+      console.log(`ended with: ${text.slice(-300)}`);
+      for (const i of f.instances) {
+        console.log(`--- ${i.url}\n${i.child.lines.slice(-25).join("\n")}`);
+      }
+    }
     assert.equal(norm(text), expected);
     console.log(
       `paused 5 s mid-stream: ${
@@ -195,6 +201,10 @@ Deno.test("cluster data path: no answer byte goes through Redis: a 10,000-chunk 
     });
     await continued;
     assert.ok(stopped);
+    if (norm(localText) !== expected) {
+      console.log(`ended with: ${localText.slice(-400)}`);
+      console.log(home.child.lines.slice(-40).join("\n"));
+    }
     assert.equal(norm(localText), expected);
     await waitServing(home.url);
   });

@@ -32,6 +32,7 @@ import {
   digestOf,
   encodeRecord,
   encodeSnapshot,
+  idBefore,
   initialClusterState,
   type Liveness,
   LOG_HOLD_DEFAULTS,
@@ -504,16 +505,16 @@ export async function startClusterRuntime(
   async function resume(): Promise<void> {
     if (heldSince === null || closed) return;
     const current = await engine.epoch();
-    const snap = await engine.getSnapshot();
+    const last = lastId === "0"
+      ? null
+      : (await engine.read(idBefore(lastId), 0, 1))[0]?.id === lastId;
     const decision = resumeAfterHold({
       heldSinceMs: heldSince,
       nowMs: performance.now(),
       lostAfterMs: logLostMs,
       epochNow: current,
       epochMine: epoch,
-      snapshotMs: snap === null ? null : Number(snap.id.split("-")[0]),
-      appliedMs,
-      snapshotEveryMs,
+      lastEntryKept: last,
     });
     if (decision.kind === "giveUp") return giveUp(decision.why);
     for (;;) {
