@@ -382,7 +382,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     default: "15000",
     min: 1000,
     help:
-      "how long Redis may be unreachable before an instance gives up its streams and workers (until then they keep flowing; new requests get 503)",
+      "once the log is declared lost (CLUSTER_LOG_TIMEOUT_MS), how long an instance holds its streams and workers before it gives them up and rejoins (meanwhile they keep flowing; new requests get 503)",
   },
 ];
 
