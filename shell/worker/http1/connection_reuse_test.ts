@@ -273,3 +273,15 @@ Deno.test("issue 24.7: a reused connection reset before any answer byte is not r
   assert.equal(requests, 2, "sent once each");
   assert.equal(seen.connections, 1);
 });
+
+Deno.test("issue 24.5: a CR followed by another byte in a chunked answer's trailers, on a connection kept open, is a protocol error at once, as in node (found by the differential test, seed 1992336137)", async () => {
+  const seen = await bothClients(
+    (s) =>
+      s.write(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\u0000",
+      ),
+    async (url, via) => [await call(via, url)],
+  );
+  assert.equal(seen.outcomes.length, 1);
+  assert.match(seen.outcomes[0]!, /^completed 502 .*backend_protocol_error/);
+});

@@ -155,6 +155,18 @@ export function feed(
           if (stage.kind === "head" && p.headLines.length === 0) {
             if (!STATUS_LINE_START.test(p.line)) fail(p, "Invalid status line");
           }
+          // So is a CR followed by anything but LF (a line that would fail
+          // when it ends anyway): a backend that then keeps the connection
+          // open gets its protocol error now, not a hang-up later (C61).
+          const cr = p.line.indexOf("\r");
+          if (cr >= 0 && cr < p.line.length - 1) {
+            fail(
+              p,
+              stage.kind === "trailers"
+                ? "Expected LF after headers" // llhttp's words here
+                : "Missing expected LF after CR",
+            );
+          }
           break;
         }
         const line = p.line;
