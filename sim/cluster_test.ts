@@ -3,12 +3,11 @@ import {
   CLUSTER_FAULTS,
   CLUSTER_MUTANTS,
   type ClusterFault,
-  type ClusterInvariant,
-  type ClusterMutant,
   type ClusterRun,
   clusterScenario,
   runCluster,
 } from "./cluster_world.ts";
+import { CLUSTER_MUTANT_SPECS } from "./mutants.ts";
 
 /** Seeds of the CI sweep's cluster scenarios (`deno task test:core`). */
 const SWEEP_RUNS = 150;
@@ -19,10 +18,12 @@ function report(seed: bigint, run: ClusterRun): string {
     .join("\n");
 }
 
-Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, stall, duplicate appends, log stall, engine blip and log reset hold every fleet invariant`, () => {
+Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, stall, duplicate appends, log stall, engine blip, log reset, a graceful leave and a failover that loses the log's tail hold every fleet invariant`, () => {
   const seen = new Set<ClusterFault>();
   let deaths = 0;
   let digestChecks = 0;
+  let snapshots = 0;
+  let leaves = 0;
   for (let n = 0n; n < BigInt(SWEEP_RUNS); n++) {
     const seed = SWEEP_SEED + n;
     const s = clusterScenario(seed);
@@ -31,10 +32,15 @@ Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, sta
     for (const f of s.faults) seen.add(f);
     deaths += run.stats.deaths;
     digestChecks += run.stats.digestChecks;
+    snapshots += run.stats.snapshots;
+    leaves += run.stats.leaves;
   }
   assert.deepEqual([...seen].sort(), [...CLUSTER_FAULTS].sort());
   assert.ok(deaths > SWEEP_RUNS / 4, `only ${deaths} instance deaths`);
   assert.ok(digestChecks > SWEEP_RUNS * 50, `only ${digestChecks} digests`);
+  // Snapshots (and the trims behind them) and leaves happen in most runs.
+  assert.ok(snapshots > SWEEP_RUNS * 5, `only ${snapshots} snapshots`);
+  assert.ok(leaves > SWEEP_RUNS / 4, `only ${leaves} leaves`);
 });
 
 for (const fault of CLUSTER_FAULTS) {
@@ -54,28 +60,28 @@ for (const fault of CLUSTER_FAULTS) {
   });
 }
 
-/** The invariant each mutant must trip (proof that each invariant can fail). */
-const CATCHES: Record<ClusterMutant, ClusterInvariant> = {
-  noDedup: "streamExact",
-  noLiveness: "noHangOnInstanceDeath",
-  everyoneExecutes: "socketEffectsOnce",
-  applyTimeClock: "replicasAgree",
-};
+// Each mutant (sim/mutants.ts) must trip its invariant: proof that it can fail.
+Deno.test("every cluster mutant has an expected catcher", () => {
+  assert.deepEqual(
+    CLUSTER_MUTANT_SPECS.map((m) => m.name).sort(),
+    [...CLUSTER_MUTANTS].sort(),
+  );
+});
 
-for (const mutant of CLUSTER_MUTANTS) {
-  Deno.test(`cluster mutant "${mutant}" is caught by ${CATCHES[mutant]} within 20 seeds`, () => {
+for (const m of CLUSTER_MUTANT_SPECS) {
+  Deno.test(`cluster mutant "${m.name}" (breaks: ${m.breaks}) is caught by ${m.caughtBy} within 20 seeds`, () => {
     for (let seed = 1n; seed <= 20n; seed++) {
       const run = runCluster({
         seed,
         instances: 3,
         workers: 3,
-        requests: 50,
-        faults: [...CLUSTER_FAULTS],
+        requests: 60,
+        faults: m.faults ?? [...CLUSTER_FAULTS],
         rateLimited: true,
-      }, mutant);
-      if (run.violations.some((v) => v.invariant === CATCHES[mutant])) return;
+      }, m.name);
+      if (run.violations.some((v) => v.invariant === m.caughtBy)) return;
     }
-    assert.fail(`mutant ${mutant} survived 20 seeds`);
+    assert.fail(`mutant ${m.name} survived 20 seeds`);
   });
 }
 

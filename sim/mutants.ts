@@ -11,6 +11,11 @@ import type { ReduceFn } from "./run_scenario.ts";
 import { pieceArrived, receiverDue } from "../core/cluster/mod.ts";
 import type { DataPathInvariant, DataPathRules } from "./data_path_world.ts";
 import { chargeTokens } from "../core/state/token_limit.ts";
+import type {
+  ClusterFault,
+  ClusterInvariant,
+  ClusterMutant,
+} from "./cluster_world.ts";
 
 export type Mutant = {
   name: string;
@@ -643,5 +648,61 @@ export const DATA_PATH_MUTANTS: DataPathMutant[] = [
         receiverDue(rx, nowMs, idleMs, Number.POSITIVE_INFINITY),
       peerGone: () => [],
     },
+  },
+];
+
+// -- Broken cluster instances (issues 16, 23): run by sim/cluster_world.ts --------
+
+export type ClusterMutantSpec = {
+  /** The break, as sim/cluster_world.ts applies it (`runCluster(s, name)`). */
+  name: ClusterMutant;
+  breaks: string;
+  /** The invariant that must catch it within 20 seeds (sim/cluster_test.ts). */
+  caughtBy: ClusterInvariant;
+  /** The faults its runs face; absent: all of them. */
+  faults?: ClusterFault[];
+};
+
+export const CLUSTER_MUTANT_SPECS: ClusterMutantSpec[] = [
+  {
+    name: "noDedup",
+    breaks: "issue 16 a retried append is applied once",
+    caughtBy: "streamExact",
+  },
+  {
+    name: "noLiveness",
+    breaks: "issue 16 a dead instance's requests are requeued or ended",
+    caughtBy: "noHangOnInstanceDeath",
+  },
+  {
+    name: "everyoneExecutes",
+    breaks:
+      "issue 16 each socket effect is carried out by the one instance holding it (ownership.ts)",
+    caughtBy: "socketEffectsOnce",
+  },
+  {
+    name: "applyTimeClock",
+    breaks: "issue 16 every replica applies an entry at the log's time",
+    caughtBy: "replicasAgree",
+  },
+  {
+    name: "ignoreSnapshot",
+    breaks:
+      "issue 23 a joiner loads the snapshot before replaying the trimmed log",
+    caughtBy: "replicasAgree",
+  },
+  {
+    name: "handshakeLeaks",
+    breaks:
+      "issue 23 an instance cut off from its log answers every worker handshake (defect 1)",
+    caughtBy: "workersReturn",
+  },
+  {
+    name: "leaveAtOnce",
+    breaks:
+      "issue 23 a stopping instance drains what it holds before it leaves",
+    caughtBy: "leaveFinishesRequests",
+    // Other faults would disturb the leave it is judged on.
+    faults: ["leave"],
   },
 ];

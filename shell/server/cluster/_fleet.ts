@@ -62,13 +62,7 @@ export async function withFleet(
       sentinel = await startSentinelSet();
       redis = sentinel.servers[0]!;
     } else redis = await startRedis();
-    const mock = await startMockProcess({
-      script: "e2e/_mock_with_stats.ts",
-      delayMs: opts.delayMs ?? 30,
-      models: [MODEL],
-    });
-    started.push(mock.child);
-    const statsUrl = (await mock.child.waitForLine(/stats on (\S+)/))[1]!;
+    const { mock, statsUrl } = await startMock(opts, started);
     const env = { CLUSTER_URL: sentinel?.url ?? redis.url, ...opts.env };
     const startInstance = async (): Promise<Instance> => {
       const s = await startServerProcess({ secret: SECRET, env });
@@ -99,13 +93,7 @@ export async function withFleet(
       workers.push(child);
       workerConn.push(before);
     }
-    await waitUntil("every instance to see every worker", async () => {
-      for (const i of instances) {
-        const h = await (await fetch(`${i.url}/health`)).json();
-        if (h.workers_connected !== workers.length) return false;
-      }
-      return true;
-    });
+    await everyInstanceSees(instances, workers.length);
     await body({
       redis,
       sentinel,
@@ -136,4 +124,29 @@ export async function withFleet(
     if (sentinel !== null) await sentinel.stop();
     else await redis?.stop();
   }
+}
+
+async function everyInstanceSees(
+  instances: Instance[],
+  workers: number,
+): Promise<void> {
+  await waitUntil("every instance to see every worker", async () => {
+    for (const i of instances) {
+      const h = await (await fetch(`${i.url}/health`)).json();
+      if (h.workers_connected !== workers) return false;
+    }
+    return true;
+  });
+}
+
+/** The mock backend with its stats port. */
+async function startMock(opts: FleetOptions, started: Child[]) {
+  const mock = await startMockProcess({
+    script: "e2e/_mock_with_stats.ts",
+    delayMs: opts.delayMs ?? 30,
+    models: [MODEL],
+  });
+  started.push(mock.child);
+  const statsUrl = (await mock.child.waitForLine(/stats on (\S+)/))[1]!;
+  return { mock, statsUrl };
 }
