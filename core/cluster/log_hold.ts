@@ -53,9 +53,3 @@ export function resumeAfterHold(c: ResumeCheck): ResumeDecision {
   }
   return { kind: "resume" };
 }
-
-/** The id just before `id` (`ms-seq`), to read `id` itself back with an "after" read. */
-export function idBefore(id: string): string {
-  const [ms = 0, seq = 0] = id.split("-").map(Number);
-  return seq > 0 ? `${ms}-${seq - 1}` : `${ms - 1}-18446744073709551615`;
-}

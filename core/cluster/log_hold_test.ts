@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { idBefore, resumeAfterHold, type ResumeCheck } from "./log_hold.ts";
+import { resumeAfterHold, type ResumeCheck } from "./log_hold.ts";
 
 const base: ResumeCheck = {
   heldSinceMs: 1_000,
@@ -25,9 +25,4 @@ Deno.test("log hold: a reset log, a hold longer than the limit, or a log without
     resumeAfterHold({ ...base, lastEntryKept: false }).kind,
     "giveUp",
   );
-});
-
-Deno.test("log hold: the id before an entry id, to read that entry back", () => {
-  assert.equal(idBefore("1700-3"), "1700-2");
-  assert.equal(idBefore("1700-0"), "1699-18446744073709551615");
 });

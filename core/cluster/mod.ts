@@ -47,7 +47,6 @@ export {
   type Senders,
 } from "./data_path.ts";
 export {
-  idBefore,
   LOG_HOLD_DEFAULTS,
   resumeAfterHold,
   type ResumeCheck,

@@ -24,6 +24,7 @@ export function memoryEngine(): MemoryEngine {
       for (const w of [...waiters]) w();
       return Promise.resolve();
     },
+    holds: (id) => Promise.resolve(entries.some((e) => e.id === id)),
     async read(afterId, blockMs, count) {
       let out = after(afterId);
       if (out.length === 0 && blockMs > 0) {

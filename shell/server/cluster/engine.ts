@@ -35,6 +35,11 @@ export interface ClusterEngine {
   append(data: string): Promise<void>;
   /** Entries after `afterId` ("0" = from the start), waiting up to `blockMs` (at most 1 s) for one. */
   read(afterId: string, blockMs: number, count: number): Promise<LogEntry[]>;
+  /**
+   * Whether the log still holds entry `id` (a trim or a failover to a lagging
+   * replica removes it). Not a read: the engine's own tail check is untouched.
+   */
+  holds(id: string): Promise<boolean>;
   /** The log's epoch, created on first use: a new epoch means the log was reset. */
   epoch(): Promise<string>;
   /** Stores `value` under `key` unless set; returns what is stored. */

@@ -9,7 +9,6 @@ import {
   configDigest,
   decodeRecord,
   encodeRecord,
-  idBefore,
   REDUCER_VERSION,
 } from "../../../core/cluster/mod.ts";
 import {
@@ -338,11 +337,11 @@ function sendRecord(
 function readResume(io: InstanceIo): void {
   const { engine } = io.d;
   const last = io.inst.position;
-  // The last entry applied here, read back: a trim or a failover to a lagging
-  // replica removed it, or everything after it is still there to catch up on.
-  const kept = last === "0"
-    ? Promise.resolve(null)
-    : engine.read(idBefore(last), 0, 1).then((e) => e[0]?.id === last);
+  // Is the last entry applied here still in the log? A trim or a failover to
+  // a lagging replica removed it, or everything after it is there to catch up
+  // on. (Asked with holds(), not a read after a made-up id: the engine takes a
+  // read's id as this instance's position for its own tail check.)
+  const kept = last === "0" ? Promise.resolve(null) : engine.holds(last);
   Promise.all([engine.epoch(), kept]).then(
     ([epoch, lastEntryKept]) =>
       input(io, {

@@ -274,6 +274,7 @@ function sharedKeys(io: EngineIo): Pick<
   | "setIfAbsent"
   | "getSnapshot"
   | "putSnapshot"
+  | "holds"
   | "claimOnce"
   | "recordsAll"
   | "recordSet"
@@ -294,6 +295,8 @@ function sharedKeys(io: EngineIo): Pick<
         await cmd.set(`${prefix}${k}`, value, "NX");
         return (await cmd.get(`${prefix}${k}`)) ?? value;
       }),
+    holds: (id) =>
+      onCmd(async () => (await cmd.xrange(io.key, id, id)).length > 0),
     async getSnapshot() {
       const text = await onCmd(() => cmd.get(`${prefix}snap`));
       return text === null ? null : JSON.parse(text);

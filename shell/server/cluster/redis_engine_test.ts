@@ -220,6 +220,31 @@ Deno.test("redis engine: a reconnect that finds the entry it read last gone (a l
   }
 });
 
+Deno.test("redis engine: holds(id) tells whether the log still has an entry, and asking it leaves the tail check alone (a resume check once read back a made-up id, which the tail check then took for this instance's position and reported as a lost tail)", async () => {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
+  try {
+    const losses: EngineLoss["kind"][] = [];
+    engine.onStatus((_, loss) => {
+      if (loss !== null) losses.push(loss.kind);
+    });
+    await engine.epoch();
+    for (const d of ["a", "b"]) await engine.append(d);
+    const read = await engine.read("0", 0, 10);
+    assert.equal(await engine.holds(read[1]!.id), true);
+    assert.equal(await engine.holds("1-0"), false);
+    await admin(redis.url, (r) => r.client("KILL", "TYPE", "normal"));
+    await engine.append("c");
+    assert.equal((await engine.read(read[1]!.id, 0, 10)).length, 1);
+    assert.deepEqual(losses, []);
+    await admin(redis.url, (r) => r.xdel("mr:log", read[0]!.id));
+    assert.equal(await engine.holds(read[0]!.id), false);
+  } finally {
+    await engine.close();
+    await redis.stop();
+  }
+});
+
 Deno.test("redis engine: with a replica online, an append is acknowledged and a read's entries handed over only once the replica has them (WAIT)", async () => {
   const master = await startRedis({ name: "redis-master" });
   const replica = await startRedis({
