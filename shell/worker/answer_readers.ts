@@ -10,7 +10,11 @@ import { StringDecoder } from "node:string_decoder";
 import { isUtf8 } from "node:buffer";
 import type http from "node:http";
 import type { ResponseHeaders } from "./http1/header_lines.ts";
-import type { RequestMessage } from "../../core/protocol/mod.ts";
+import {
+  errorShapeOf,
+  type RequestMessage,
+  routeErrorBody,
+} from "../../core/protocol/mod.ts";
 import type { Completion } from "../../core/worker/decide.ts";
 import {
   keepTail,
@@ -46,18 +50,6 @@ function copyHeaders(from: Iterable<[string, string]>): Record<string, string> {
   return out;
 }
 
-/** The route's own error shape (Anthropic for /v1/messages, else OpenAI). */
-export function errorBody(
-  endpointPath: string,
-  code: string,
-  message: string,
-): string {
-  if (endpointPath.startsWith("/v1/messages")) {
-    return JSON.stringify({ type: "error", error: { type: code, message } });
-  }
-  return JSON.stringify({ error: { message, type: code, code } });
-}
-
 function failure(
   request: RequestMessage,
   status: number,
@@ -67,7 +59,11 @@ function failure(
   return {
     status_code: status,
     headers: { "content-type": "application/json" },
-    body: errorBody(request.endpoint_path, code, message),
+    body: routeErrorBody(errorShapeOf(request.endpoint_path), {
+      status,
+      code,
+      message,
+    }),
     token_counts: null,
   };
 }
