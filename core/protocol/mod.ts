@@ -3,3 +3,4 @@ export * from "./decode.ts";
 export * from "./encode.ts";
 export * from "./binary.ts";
 export * from "./error_body.ts";
+export * from "./frame_limit.ts";

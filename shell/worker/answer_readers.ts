@@ -12,6 +12,7 @@ import type http from "node:http";
 import type { ResponseHeaders } from "./http1/header_lines.ts";
 import {
   errorShapeOf,
+  PROTOCOL_FRAME_MAX,
   type RequestMessage,
   routeErrorBody,
 } from "../../core/protocol/mod.ts";
@@ -128,7 +129,7 @@ export type AnswerSink = {
  * frame costs the whole connection, and a scoped error would rerun the
  * inference elsewhere only to fail the same way.
  */
-export const RESPONSE_FRAME_BYTES_MAX = 16 * 1024 * 1024;
+export const RESPONSE_FRAME_BYTES_MAX = PROTOCOL_FRAME_MAX;
 
 /** Room for the frame's other fields (type, request id, status, token counts). */
 const FRAME_ENVELOPE_BYTES = 1024;
