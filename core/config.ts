@@ -1,5 +1,6 @@
 // Limits and timeouts of the core, as a plain object: the shell reads the
 // environment and builds one; the core never reads env (conventions §1, §4).
+import { PROTOCOL_FRAME_MAX } from "./protocol/frame_limit.ts";
 
 export type ProviderConfig = {
   name: string;
@@ -147,7 +148,7 @@ export const DEFAULT_CONFIG: Config = {
   cancelGraceMs: 5_000,
   drainTimeoutMs: 30_000,
   streamCharsMax: 64 * 1024 * 1024,
-  frameCharsMax: 16 * 1024 * 1024,
+  frameCharsMax: PROTOCOL_FRAME_MAX,
   responseBodyCharsMax: 64 * 1024 * 1024,
   responseBufferBytesMax: 512 * 1024 * 1024,
   modelGraceMs: 300_000,

@@ -3,7 +3,12 @@
 // the connection, or the worker is draining). Our server (it acked extensions)
 // understands scoped `error` frames as "try elsewhere"; the original server
 // closes the socket on any `error`, so it gets a plain response_complete.
-import { EXTENSION_BODY_CHUNKS, type WorkerMessage } from "../protocol/mod.ts";
+import {
+  errorShapeOf,
+  EXTENSION_BODY_CHUNKS,
+  routeErrorBody,
+  type WorkerMessage,
+} from "../protocol/mod.ts";
 import type { Completion, WorkerState } from "./worker_state.ts";
 
 /** Frame room left for the fields around a body (type, id, status, headers' JSON). */
@@ -12,20 +17,6 @@ const FRAME_OVERHEAD_CHARS = 1024;
 /** A server that listed any of our extensions is ours: it reads scoped errors as "retry elsewhere". */
 export function serverUnderstandsScopedErrors(state: WorkerState): boolean {
   return state.extensions.length > 0;
-}
-
-/** A JSON error body in the route's shape (Anthropic for /v1/messages, else OpenAI). */
-export function errorBody(
-  endpointPath: string | null,
-  code: string,
-  message: string,
-  anthropicType = "api_error",
-): string {
-  return JSON.stringify(
-    endpointPath?.startsWith("/v1/messages") === true
-      ? { type: "error", error: { type: anthropicType, message } }
-      : { error: { message, type: code, code } },
-  );
 }
 
 /**
@@ -38,8 +29,20 @@ export function errorBody(
 export function completionFrames(
   state: WorkerState,
   requestId: string,
+  endpointPath: string,
   c: Completion,
 ): WorkerMessage[] {
+  const tooLarge = (message: string): WorkerMessage => ({
+    type: "response_complete",
+    request_id: requestId,
+    status_code: 502,
+    headers: { "content-type": "application/json" },
+    body: routeErrorBody(errorShapeOf(endpointPath), {
+      status: 502,
+      code: "response_too_large",
+      message,
+    }),
+  });
   const complete = (body: string, status = c.status_code): WorkerMessage => ({
     type: "response_complete",
     request_id: requestId,
@@ -64,17 +67,9 @@ export function completionFrames(
         ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
       }];
     }
-    return [{
-      type: "response_complete",
-      request_id: requestId,
-      status_code: 502,
-      headers: { "content-type": "application/json" },
-      body: errorBody(
-        null,
-        "response_too_large",
-        `the backend's binary answer (${c.body_base64.length} base64 characters) does not fit one ${state.responseFrameCharsMax}-character frame`,
-      ),
-    }];
+    return [tooLarge(
+      `the backend's binary answer (${c.body_base64.length} base64 characters) does not fit one ${state.responseFrameCharsMax}-character frame`,
+    )];
   }
   // Cheap bound first: JSON escaping grows a character to at most 6.
   if (
@@ -83,13 +78,7 @@ export function completionFrames(
   if (!state.extensions.includes(EXTENSION_BODY_CHUNKS)) {
     const message =
       `the backend's answer of ${c.body.length} characters does not fit one ${state.responseFrameCharsMax}-character frame`;
-    return [{
-      type: "response_complete",
-      request_id: requestId,
-      status_code: 502,
-      headers: { "content-type": "application/json" },
-      body: errorBody(null, "response_too_large", message),
-    }];
+    return [tooLarge(message)];
   }
   // Pieces sized so that even an all-escaped piece fits a frame.
   const piece = Math.max(1, Math.floor(room / 6));

@@ -343,7 +343,9 @@ function onBackendFinished(
   requestId: string,
   c: Completion,
 ): WorkerAction[] {
-  if (!state.inFlight.delete(requestId)) return []; // Cancelled or disconnected meanwhile.
+  const endpointPath = state.inFlight.get(requestId);
+  if (endpointPath === undefined) return []; // Cancelled or disconnected meanwhile.
+  state.inFlight.delete(requestId);
   const out: WorkerAction[] = [];
   if (c.status_code >= 400) {
     out.push(
@@ -353,7 +355,9 @@ function onBackendFinished(
       }),
     );
   }
-  for (const m of completionFrames(state, requestId, c)) out.push(send(m));
+  for (const m of completionFrames(state, requestId, endpointPath, c)) {
+    out.push(send(m));
+  }
   out.push(...finishDrainIfIdle(state));
   return out;
 }

@@ -1,6 +1,11 @@
 // Small builders for the actions decide.ts returns.
-import { EXTENSION_DRAIN, type WorkerMessage } from "../protocol/mod.ts";
-import { errorBody, serverUnderstandsScopedErrors } from "./answers.ts";
+import {
+  errorShapeOf,
+  EXTENSION_DRAIN,
+  routeErrorBody,
+  type WorkerMessage,
+} from "../protocol/mod.ts";
+import { serverUnderstandsScopedErrors } from "./answers.ts";
 import type { LogFields, LogLevel } from "../log.ts";
 import type { WorkerAction, WorkerState } from "./worker_state.ts";
 
@@ -43,19 +48,16 @@ const NOT_ANSWERED = {
   worker_draining: {
     status: 503,
     code: "worker_draining",
-    anthropicType: "overloaded_error",
   },
   /** The backend refused or reset it before any byte: it did not start here. */
   backend_unavailable: {
     status: 502,
     code: "backend_unreachable",
-    anthropicType: "api_error",
   },
   /** The backend broke after part of the answer went out. */
   backend_stream_broken: {
     status: 502,
     code: "backend_error",
-    anthropicType: "api_error",
   },
 } as const;
 
@@ -78,12 +80,11 @@ export function notAnsweredMessage(
     request_id: requestId,
     status_code: fallback.status,
     headers: { "content-type": "application/json" },
-    body: errorBody(
-      endpointPath,
-      fallback.code,
+    body: routeErrorBody(errorShapeOf(endpointPath), {
+      status: fallback.status,
+      code: fallback.code,
       message,
-      fallback.anthropicType,
-    ),
+    }),
   };
 }
 

@@ -10,6 +10,7 @@ import {
   type LifecycleOperation,
   type LifecycleProgressStatus,
   type LifecycleRequestMessage,
+  PROTOCOL_FRAME_MAX,
   type RequestMessage,
   type RunnerCapabilities,
   type TokenCounts,
@@ -66,8 +67,8 @@ export const WORKER_EXTENSIONS = [
   EXTENSION_BODY_BYTES,
 ];
 
-/** Our server's default frame limit (core DEFAULT_CONFIG.frameCharsMax). */
-export const RESPONSE_FRAME_CHARS_MAX = 16 * 1024 * 1024;
+/** Our server's default frame limit (core DEFAULT_CONFIG.frameCharsMax): the protocol's. */
+export const RESPONSE_FRAME_CHARS_MAX = PROTOCOL_FRAME_MAX;
 
 export type WorkerEvent =
   | { kind: "socketOpened" }

@@ -10,7 +10,12 @@ import { StringDecoder } from "node:string_decoder";
 import { isUtf8 } from "node:buffer";
 import type http from "node:http";
 import type { ResponseHeaders } from "./http1/header_lines.ts";
-import type { RequestMessage } from "../../core/protocol/mod.ts";
+import {
+  errorShapeOf,
+  PROTOCOL_FRAME_MAX,
+  type RequestMessage,
+  routeErrorBody,
+} from "../../core/protocol/mod.ts";
 import type { Completion } from "../../core/worker/decide.ts";
 import {
   keepTail,
@@ -46,18 +51,6 @@ function copyHeaders(from: Iterable<[string, string]>): Record<string, string> {
   return out;
 }
 
-/** The route's own error shape (Anthropic for /v1/messages, else OpenAI). */
-export function errorBody(
-  endpointPath: string,
-  code: string,
-  message: string,
-): string {
-  if (endpointPath.startsWith("/v1/messages")) {
-    return JSON.stringify({ type: "error", error: { type: code, message } });
-  }
-  return JSON.stringify({ error: { message, type: code, code } });
-}
-
 function failure(
   request: RequestMessage,
   status: number,
@@ -67,7 +60,11 @@ function failure(
   return {
     status_code: status,
     headers: { "content-type": "application/json" },
-    body: errorBody(request.endpoint_path, code, message),
+    body: routeErrorBody(errorShapeOf(request.endpoint_path), {
+      status,
+      code,
+      message,
+    }),
     token_counts: null,
   };
 }
@@ -132,7 +129,7 @@ export type AnswerSink = {
  * frame costs the whole connection, and a scoped error would rerun the
  * inference elsewhere only to fail the same way.
  */
-export const RESPONSE_FRAME_BYTES_MAX = 16 * 1024 * 1024;
+export const RESPONSE_FRAME_BYTES_MAX = PROTOCOL_FRAME_MAX;
 
 /** Room for the frame's other fields (type, request id, status, token counts). */
 const FRAME_ENVELOPE_BYTES = 1024;

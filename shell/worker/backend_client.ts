@@ -23,7 +23,6 @@ export {
   type AnswerSink,
   type BackendOutcome,
   BODY_PIECE_CHARS,
-  errorBody,
   RESPONSE_FRAME_BYTES_MAX,
 } from "./answer_readers.ts";
 

@@ -13,6 +13,7 @@ import type {
 } from "../../../core/mod.ts";
 import {
   aliasTarget,
+  errorShapeOf,
   healthAnswer,
   modelById,
   modelList,
@@ -109,7 +110,7 @@ export function isForwarded(
 
 /** The error shape of a forwarded path: Anthropic's under /v1/messages, else OpenAI's. */
 function apiOf(path: string): ClientApi {
-  return path.startsWith("/v1/messages") ? "anthropic" : "openai";
+  return errorShapeOf(path);
 }
 
 /** A client's access: refused with an error, or let in with what its key allows (null: no key needed). */

@@ -2,36 +2,11 @@
 // {"error":{"message","type","code"}}, /v1/messages answers Anthropic's
 // {"type":"error","error":{"type","message"}}. Started streams end with an SSE
 // error event in the same shape instead (C24, C48).
-import type { ClientApi, ClientError } from "../../../core/mod.ts";
-
-function openAiType(status: number): string {
-  if (status === 401) return "authentication_error";
-  if (status === 403) return "permission_error";
-  if (status === 429) return "rate_limit_error";
-  if (status < 500) return "invalid_request_error";
-  return "server_error";
-}
-
-function anthropicType(status: number): string {
-  switch (status) {
-    case 401:
-      return "authentication_error";
-    case 403:
-      return "permission_error";
-    case 404:
-      return "not_found_error";
-    case 413:
-      return "request_too_large";
-    case 429:
-      return "rate_limit_error";
-    case 503:
-      return "overloaded_error";
-    case 504:
-      return "timeout_error";
-    default:
-      return status < 500 ? "invalid_request_error" : "api_error";
-  }
-}
+import {
+  type ClientApi,
+  type ClientError,
+  routeErrorBody,
+} from "../../../core/mod.ts";
 
 /**
  * Spec 004 detail fields go inside the error object (`limit`, `remaining`,
@@ -48,27 +23,13 @@ function details(error: ClientError): Record<string, number | string> {
   return out;
 }
 
+/** The client's error body in its route's shape (core/protocol/error_body.ts, shared with the worker). */
 export function errorBody(api: ClientApi, error: ClientError): string {
-  if (api === "anthropic") {
-    return JSON.stringify({
-      type: "error",
-      error: {
-        type: anthropicType(error.status),
-        message: error.message,
-        // The relay's own code too (C60): Anthropic's types are few, and a
-        // client must tell backend_stream_broken from any other api_error.
-        code: error.code,
-        ...details(error),
-      },
-    });
-  }
-  return JSON.stringify({
-    error: {
-      message: error.message,
-      type: openAiType(error.status),
-      code: error.code,
-      ...details(error),
-    },
+  return routeErrorBody(api, {
+    status: error.status,
+    code: error.code,
+    message: error.message,
+    details: details(error),
   });
 }
 
