@@ -360,18 +360,10 @@ async function driveBigBody(
   bodyMiB: number,
   serverEnv: string[],
 ): Promise<void> {
-  const srv = child(["--server-child", "relay", ...serverEnv], "--expose-gc");
-  const out = lines(srv.stdout);
-  const writer = srv.stdin.getWriter();
-  const ask = async (cmd: string) => {
-    await writer.write(new TextEncoder().encode(cmd + "\n"));
-    const r = await out.next();
-    if (r.done) throw new Error("the server child ended");
-    return JSON.parse(r.value);
-  };
-  const first = await out.next();
-  const port = String(first.value).replace(/^port /, "");
-  await new Promise((r) => setTimeout(r, 1500));
+  const { srv, ask, port } = await startServerChild([
+    "relay",
+    ...serverEnv,
+  ]);
   const s0 = await ask("rss");
   const started = performance.now();
   const ld = child([
@@ -395,13 +387,7 @@ async function driveBigBody(
   const s1 = await ask("rss");
   await new Promise((r) => setTimeout(r, 3000));
   const s2 = await ask("rss");
-  for (const p of [ld, srv]) {
-    try {
-      p.kill("SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }
+  killAll([ld, srv]);
   const mib = (kib: number) => Math.round(kib / 1024);
   console.log(JSON.stringify({
     server: "relay",
@@ -436,14 +422,11 @@ function child(args: string[], v8Flags: string): Deno.ChildProcess {
   }).spawn();
 }
 
-async function drive(
-  server: string,
-  load: string,
-  n: number,
-  snapshot: string | undefined,
-  maps: boolean,
-): Promise<void> {
-  const srv = child(["--server-child", server], "--expose-gc");
+/** Starts a server child (`--server-child ...args`), waits for its port and
+ * lets it settle; `ask` sends one command on its stdin and parses the JSON
+ * line it answers. */
+async function startServerChild(args: string[]) {
+  const srv = child(["--server-child", ...args], "--expose-gc");
   const out = lines(srv.stdout);
   const writer = srv.stdin.getWriter();
   const ask = async (cmd: string) => {
@@ -455,6 +438,27 @@ async function drive(
   const first = await out.next();
   const port = String(first.value).replace(/^port /, "");
   await new Promise((r) => setTimeout(r, 1500));
+  return { srv, ask, port };
+}
+
+function killAll(children: Deno.ChildProcess[]): void {
+  for (const p of children) {
+    try {
+      p.kill("SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+async function drive(
+  server: string,
+  load: string,
+  n: number,
+  snapshot: string | undefined,
+  maps: boolean,
+): Promise<void> {
+  const { srv, ask, port } = await startServerChild([server]);
   const s0: Stats = await ask("stats");
   const m0: Mapping[] = maps ? await ask("maps") : [];
   if (snapshot !== undefined) await ask(`snap ${snapshot}/n0.heapsnapshot`);
@@ -471,13 +475,7 @@ async function drive(
   const s1: Stats = await ask("stats");
   const m1: Mapping[] = maps ? await ask("maps") : [];
   if (snapshot !== undefined) await ask(`snap ${snapshot}/n1.heapsnapshot`);
-  for (const p of [ld, srv]) {
-    try {
-      p.kill("SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }
+  killAll([ld, srv]);
 
   const per = (a: number, b: number) => Math.round((b - a) / n * 100) / 100;
   const bySpace: Record<string, number> = {};
