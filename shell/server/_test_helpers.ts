@@ -154,3 +154,33 @@ export function postChat(
 ): Promise<Response> {
   return fetch(`${server.url}/v1/chat/completions`, { method: "POST", body });
 }
+
+/**
+ * On a server with queueLenMax 1 whose only worker `w` takes one request at a
+ * time: one request busy on `w`, one queued, and a third that the full queue
+ * refuses (`rejected`). `drain` answers the busy one ("1") and then the queued
+ * one ("2"), checks the busy one's body, and resolves with the queued one's
+ * response, unread.
+ */
+export async function overfullQueue(
+  server: TestServer,
+  w: TestWorker,
+): Promise<{ rejected: Response; drain: () => Promise<Response> }> {
+  const busy = postChat(server, chatBody());
+  const r1 = await w.next("request");
+  const queued = postChat(server, chatBody());
+  await waitFor(
+    "one queued request",
+    () => server.runtime.state.queues.get("local")!.length === 1,
+  );
+  const rejected = await postChat(server, chatBody());
+  const drain = async () => {
+    w.complete(r1, 200, "1");
+    const busyText = await (await busy).text();
+    if (busyText !== "1") throw new Error(`busy answered ${busyText}`);
+    const r2 = await w.next("request");
+    w.complete(r2, 200, "2");
+    return await queued;
+  };
+  return { rejected, drain };
+}

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import {
   chatBody,
+  overfullQueue,
   postChat,
   registeredWorker,
   startTestServer,
@@ -139,25 +140,14 @@ Deno.test("spec 004 queue full answers 503 with queueDepth and avgWaitMs in the 
   const server = await startTestServer(testConfig({ queueLenMax: 1 }));
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
-    const busy = postChat(server, chatBody());
-    const r1 = await w.next("request");
-    const queued = postChat(server, chatBody());
-    await waitFor(
-      "one queued",
-      () => server.runtime.state.queues.get("local")!.length === 1,
-    );
-    const res = await postChat(server, chatBody());
+    const { rejected: res, drain } = await overfullQueue(server, w);
     assert.equal(res.status, 503);
     assert.ok(Number(res.headers.get("retry-after")) >= 1);
     const body = await res.json();
     assert.equal(body.error.code, "queue_full");
     assert.equal(body.error.queueDepth, 1);
     assert.equal(typeof body.error.avgWaitMs, "number");
-    w.complete(r1, 200, "");
-    await (await busy).text();
-    const r2 = await w.next("request");
-    w.complete(r2, 200, "");
-    const q = await queued;
+    const q = await drain();
     assert.ok(Number(q.headers.get("x-queue-wait-ms")) >= 0);
     await q.text();
     await w.close();
