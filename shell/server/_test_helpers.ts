@@ -68,7 +68,12 @@ export type TestWorker = {
   /** Next frame of this type not yet taken. */
   next(type: string, timeoutMs?: number): Promise<Frame>;
   /** Answers `request` with a response_complete (status 200 unless given). */
-  complete(request: Frame, status?: number, body?: string): void;
+  complete(
+    request: Frame,
+    status?: number,
+    body?: string,
+    headers?: Record<string, string>,
+  ): void;
   close(): Promise<void>;
 };
 
@@ -95,11 +100,12 @@ export async function connectWorker(
     frames,
     closed,
     send: (frame) => ws.send(JSON.stringify(frame)),
-    complete(request, status = 200, body) {
+    complete(request, status = 200, body, headers) {
       ws.send(JSON.stringify({
         type: "response_complete",
         request_id: request.request_id,
         status_code: status,
+        ...(headers === undefined ? {} : { headers }),
         ...(body === undefined ? {} : { body }),
       }));
     },

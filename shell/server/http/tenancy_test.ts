@@ -10,6 +10,23 @@ import {
   waitFor,
 } from "../_test_helpers.ts";
 
+const JSON_TYPE = { "content-type": "application/json" };
+
+/** A whole chat completion answering "hi", as the SDK expects one. */
+function completion(id: string): string {
+  return JSON.stringify({
+    id,
+    object: "chat.completion",
+    created: 0,
+    model: "m1",
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: "hi" },
+      finish_reason: "stop",
+    }],
+  });
+}
+
 Deno.test("spec 004 tenant, priority and cache headers reach the worker; response headers are present", async () => {
   const server = await startTestServer();
   try {
@@ -34,16 +51,10 @@ Deno.test("spec 004 tenant, priority and cache headers reach the worker; respons
       "x-cache-mode": "prefix",
       "x-cache-tag": "session-1",
     });
-    w.send({
-      type: "response_complete",
-      request_id: req.request_id,
-      status_code: 200,
-      headers: {
-        "content-type": "application/json",
-        "x-cache-hit": "true",
-        "x-gpu-time-ms": "42",
-      },
-      body: "{}",
+    w.complete(req, 200, "{}", {
+      "content-type": "application/json",
+      "x-cache-hit": "true",
+      "x-gpu-time-ms": "42",
     });
     const res = await pending;
     await res.text();
@@ -201,23 +212,7 @@ Deno.test("spec 004 the official openai SDK honours Retry-After on 429 and then 
     const answer = (async () => {
       for (let i = 0; i < 2; i++) {
         const req = await w.next("request", 10_000);
-        w.send({
-          type: "response_complete",
-          request_id: req.request_id,
-          status_code: 200,
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({
-            id: `c${i}`,
-            object: "chat.completion",
-            created: 0,
-            model: "m1",
-            choices: [{
-              index: 0,
-              message: { role: "assistant", content: "hi" },
-              finish_reason: "stop",
-            }],
-          }),
-        });
+        w.complete(req, 200, completion(`c${i}`), JSON_TYPE);
       }
     })();
     const client = new OpenAI({
@@ -252,18 +247,6 @@ Deno.test("spec 004 the official openai SDK honours Retry-After on 503 queue_ful
   });
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
-    const completion = (id: string) =>
-      JSON.stringify({
-        id,
-        object: "chat.completion",
-        created: 0,
-        model: "m1",
-        choices: [{
-          index: 0,
-          message: { role: "assistant", content: "hi" },
-          finish_reason: "stop",
-        }],
-      });
     // One request holds the only slot, so the SDK's first attempt meets a full queue.
     const busy = postChat(server, chatBody());
     const r0 = await w.next("request");
@@ -283,22 +266,10 @@ Deno.test("spec 004 the official openai SDK honours Retry-After on 503 queue_ful
         server.runtime.state.requests.size === 1 &&
         performance.now() - started > 50,
     );
-    w.send({
-      type: "response_complete",
-      request_id: r0.request_id,
-      status_code: 200,
-      headers: { "content-type": "application/json" },
-      body: completion("c0"),
-    });
+    w.complete(r0, 200, completion("c0"), JSON_TYPE);
     await (await busy).text();
     const r1 = await w.next("request", 10_000);
-    w.send({
-      type: "response_complete",
-      request_id: r1.request_id,
-      status_code: 200,
-      headers: { "content-type": "application/json" },
-      body: completion("c1"),
-    });
+    w.complete(r1, 200, completion("c1"), JSON_TYPE);
     const result = await sdkCall;
     assert.equal(result.id, "c1");
     // The retry waited for Retry-After (1 s) rather than failing or hammering.
