@@ -300,7 +300,9 @@ async function bigBodyChild(
   base: string,
   bodyMiB: number,
 ): Promise<void> {
-  const { startBigBodyBackend } = await import("../e2e/_big_body_backend.ts");
+  const { bigChat, startBigBodyBackend } = await import(
+    "../e2e/_big_body_backend.ts"
+  );
   const { startWorkerProcess } = await import("../shell/demo/cluster.ts");
   const backend = await startBigBodyBackend(
     bodyMiB * 1024 * 1024,
@@ -313,41 +315,14 @@ async function bigBodyChild(
     backendUrl: backend.url,
     maxConcurrent: Math.max(4, n),
   });
-  const u = new URL(base);
-  const body = JSON.stringify({
-    model: "probe-model",
-    messages: [{ role: "user", content: "big" }],
-  });
-  const one = () =>
-    new Promise<{ status: number; bytes: number; error?: string }>(
-      (resolve, reject) => {
-        const req = http.request({
-          host: u.hostname,
-          port: Number(u.port),
-          path: "/v1/chat/completions",
-          method: "POST",
-          headers: {
-            "content-type": "application/json",
-            "content-length": String(body.length),
-          },
-        }, (res) => {
-          let bytes = 0;
-          let text = "";
-          res.on("data", (b: Uint8Array) => {
-            bytes += b.length;
-            if (text.length < 400) text += new TextDecoder().decode(b);
-          });
-          res.on("end", () =>
-            resolve({
-              status: res.statusCode ?? 0,
-              bytes,
-              ...(res.statusCode === 200 ? {} : { error: text.slice(0, 400) }),
-            }));
-        });
-        req.on("error", reject);
-        req.end(body);
-      },
-    );
+  const one = async () => {
+    const a = await bigChat(base, "probe-model", 400);
+    return {
+      status: a.status,
+      bytes: a.bytes,
+      ...(a.status === 200 ? {} : { error: a.head }),
+    };
+  };
   const results = await Promise.all(Array.from({ length: n }, one));
   await worker.stop(5_000);
   await backend.close();
