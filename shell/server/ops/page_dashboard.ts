@@ -3,23 +3,14 @@
 // GET /admin/keys every few seconds (keys change rarely). Rates and the
 // throughput chart are differences of the same counters /metrics exports.
 // Worker-supplied text is only ever set with textContent.
-export const DASHBOARD_HTML = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>ModelRelay dashboard</title>
-<link rel="stylesheet" href="/ui.css">
-<link rel="icon" href="data:,">
-</head>
-<body>
-<header>
-  <h1>ModelRelay</h1>
-  <nav><a href="/dashboard">Dashboard</a><a href="/setup">Connect a worker</a><a href="/metrics">Metrics</a></nav>
-  <span id="conn" class="muted"></span>
-</header>
-<main>
-  <section id="login" class="panel">
+import { pageHtml } from "./page_style.ts";
+
+export const DASHBOARD_HTML = pageHtml({
+  title: "ModelRelay dashboard",
+  header:
+    `  <nav><a href="/dashboard">Dashboard</a><a href="/setup">Connect a worker</a><a href="/metrics">Metrics</a></nav>
+  <span id="conn" class="muted"></span>`,
+  main: `  <section id="login" class="panel">
     <h2>Admin token</h2>
     <p class="muted">The dashboard reads the admin API. Enter the server's
       MODELRELAY_ADMIN_TOKEN; it stays in this browser tab only.</p>
@@ -101,11 +92,9 @@ export const DASHBOARD_HTML = `<!doctype html>
     </section>
     <p class="muted">Updated every second from /admin/stats and /admin/workers (the counters behind /metrics). <button id="logout" class="secondary" type="button">Forget token</button></p>
   </section>
-</main>
-<script src="/dashboard.js"></script>
-</body>
-</html>
-`;
+`,
+  script: "/dashboard.js",
+});
 
 export const DASHBOARD_JS = `"use strict";
 (function () {
