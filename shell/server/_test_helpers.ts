@@ -190,3 +190,22 @@ export async function overfullQueue(
   };
   return { rejected, drain };
 }
+
+/**
+ * A streaming chat request that `w` takes and starts with one chunk
+ * ("data: 1\n\n"); resolves with the request frame and the response, its head
+ * received and its body unread.
+ */
+export async function startedStream(
+  server: TestServer,
+  w: TestWorker,
+): Promise<{ req: Frame; res: Response }> {
+  const pending = postChat(server, chatBody("m1", true));
+  const req = await w.next("request");
+  w.send({
+    type: "response_chunk",
+    request_id: req.request_id,
+    chunk: "data: 1\n\n",
+  });
+  return { req, res: await pending };
+}

@@ -5,6 +5,7 @@ import {
   overfullQueue,
   postChat,
   registeredWorker,
+  startedStream,
   startTestServer,
   testConfig,
   waitFor,
@@ -63,14 +64,7 @@ Deno.test("spec 004 tenant, priority and cache headers reach the worker; respons
     assert.equal(res.headers.get("x-gpu-time-ms"), "42");
     assert.equal(res.headers.get("x-cache-tokens-reused"), "0");
     // A stream gets the defaults: its headers go out before the backend's are known.
-    const stream = postChat(server, chatBody("m1", true));
-    const sreq = await w.next("request");
-    w.send({
-      type: "response_chunk",
-      request_id: sreq.request_id,
-      chunk: "data: 1\n\n",
-    });
-    const sres = await stream;
+    const { req: sreq, res: sres } = await startedStream(server, w);
     assert.equal(sres.headers.get("x-cache-hit"), "false");
     assert.equal(sres.headers.get("x-queue-wait-ms"), "0");
     w.complete(sreq);
