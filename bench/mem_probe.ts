@@ -300,7 +300,9 @@ async function bigBodyChild(
   base: string,
   bodyMiB: number,
 ): Promise<void> {
-  const { startBigBodyBackend } = await import("../e2e/_big_body_backend.ts");
+  const { bigChat, startBigBodyBackend } = await import(
+    "../e2e/_big_body_backend.ts"
+  );
   const { startWorkerProcess } = await import("../shell/demo/cluster.ts");
   const backend = await startBigBodyBackend(
     bodyMiB * 1024 * 1024,
@@ -313,41 +315,14 @@ async function bigBodyChild(
     backendUrl: backend.url,
     maxConcurrent: Math.max(4, n),
   });
-  const u = new URL(base);
-  const body = JSON.stringify({
-    model: "probe-model",
-    messages: [{ role: "user", content: "big" }],
-  });
-  const one = () =>
-    new Promise<{ status: number; bytes: number; error?: string }>(
-      (resolve, reject) => {
-        const req = http.request({
-          host: u.hostname,
-          port: Number(u.port),
-          path: "/v1/chat/completions",
-          method: "POST",
-          headers: {
-            "content-type": "application/json",
-            "content-length": String(body.length),
-          },
-        }, (res) => {
-          let bytes = 0;
-          let text = "";
-          res.on("data", (b: Uint8Array) => {
-            bytes += b.length;
-            if (text.length < 400) text += new TextDecoder().decode(b);
-          });
-          res.on("end", () =>
-            resolve({
-              status: res.statusCode ?? 0,
-              bytes,
-              ...(res.statusCode === 200 ? {} : { error: text.slice(0, 400) }),
-            }));
-        });
-        req.on("error", reject);
-        req.end(body);
-      },
-    );
+  const one = async () => {
+    const a = await bigChat(base, "probe-model", 400);
+    return {
+      status: a.status,
+      bytes: a.bytes,
+      ...(a.status === 200 ? {} : { error: a.head }),
+    };
+  };
   const results = await Promise.all(Array.from({ length: n }, one));
   await worker.stop(5_000);
   await backend.close();
@@ -360,18 +335,10 @@ async function driveBigBody(
   bodyMiB: number,
   serverEnv: string[],
 ): Promise<void> {
-  const srv = child(["--server-child", "relay", ...serverEnv], "--expose-gc");
-  const out = lines(srv.stdout);
-  const writer = srv.stdin.getWriter();
-  const ask = async (cmd: string) => {
-    await writer.write(new TextEncoder().encode(cmd + "\n"));
-    const r = await out.next();
-    if (r.done) throw new Error("the server child ended");
-    return JSON.parse(r.value);
-  };
-  const first = await out.next();
-  const port = String(first.value).replace(/^port /, "");
-  await new Promise((r) => setTimeout(r, 1500));
+  const { srv, ask, port } = await startServerChild([
+    "relay",
+    ...serverEnv,
+  ]);
   const s0 = await ask("rss");
   const started = performance.now();
   const ld = child([
@@ -395,13 +362,7 @@ async function driveBigBody(
   const s1 = await ask("rss");
   await new Promise((r) => setTimeout(r, 3000));
   const s2 = await ask("rss");
-  for (const p of [ld, srv]) {
-    try {
-      p.kill("SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }
+  killAll([ld, srv]);
   const mib = (kib: number) => Math.round(kib / 1024);
   console.log(JSON.stringify({
     server: "relay",
@@ -436,14 +397,11 @@ function child(args: string[], v8Flags: string): Deno.ChildProcess {
   }).spawn();
 }
 
-async function drive(
-  server: string,
-  load: string,
-  n: number,
-  snapshot: string | undefined,
-  maps: boolean,
-): Promise<void> {
-  const srv = child(["--server-child", server], "--expose-gc");
+/** Starts a server child (`--server-child ...args`), waits for its port and
+ * lets it settle; `ask` sends one command on its stdin and parses the JSON
+ * line it answers. */
+async function startServerChild(args: string[]) {
+  const srv = child(["--server-child", ...args], "--expose-gc");
   const out = lines(srv.stdout);
   const writer = srv.stdin.getWriter();
   const ask = async (cmd: string) => {
@@ -455,6 +413,27 @@ async function drive(
   const first = await out.next();
   const port = String(first.value).replace(/^port /, "");
   await new Promise((r) => setTimeout(r, 1500));
+  return { srv, ask, port };
+}
+
+function killAll(children: Deno.ChildProcess[]): void {
+  for (const p of children) {
+    try {
+      p.kill("SIGKILL");
+    } catch {
+      // Already gone.
+    }
+  }
+}
+
+async function drive(
+  server: string,
+  load: string,
+  n: number,
+  snapshot: string | undefined,
+  maps: boolean,
+): Promise<void> {
+  const { srv, ask, port } = await startServerChild([server]);
   const s0: Stats = await ask("stats");
   const m0: Mapping[] = maps ? await ask("maps") : [];
   if (snapshot !== undefined) await ask(`snap ${snapshot}/n0.heapsnapshot`);
@@ -471,13 +450,7 @@ async function drive(
   const s1: Stats = await ask("stats");
   const m1: Mapping[] = maps ? await ask("maps") : [];
   if (snapshot !== undefined) await ask(`snap ${snapshot}/n1.heapsnapshot`);
-  for (const p of [ld, srv]) {
-    try {
-      p.kill("SIGKILL");
-    } catch {
-      // Already gone.
-    }
-  }
+  killAll([ld, srv]);
 
   const per = (a: number, b: number) => Math.round((b - a) / n * 100) / 100;
   const bySpace: Record<string, number> = {};

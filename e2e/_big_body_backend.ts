@@ -1,5 +1,5 @@
-// A raw backend for issue 24's memory tests and bench/mem_probe.ts: node:http on
-// loopback, answering `GET /v1/models` and every POST with one non-streaming
+// A raw backend for issue 24's memory tests and bench/mem_probe.ts (and the
+// client they both ask it through, `bigChat`): node:http on loopback, answering `GET /v1/models` and every POST with one non-streaming
 // chat completion of exactly `bytes` bytes (Content-Length, written in 1 MiB
 // pieces as the socket drains), so the answer's size is the test's to choose
 // and costs this process next to nothing.
@@ -86,4 +86,55 @@ export async function startBigBodyBackend(
         server.close(() => r());
       }),
   };
+}
+
+export type BigAnswer = {
+  status: number;
+  bytes: number;
+  /** The body's first `headChars` characters (at least). */
+  head: string;
+  retry: string;
+};
+
+/** One non-streaming chat request to `serverUrl`; the body is counted, only its
+ * start is kept. */
+export function bigChat(
+  serverUrl: string,
+  model: string,
+  headChars = 300,
+): Promise<BigAnswer> {
+  const u = new URL(serverUrl);
+  const body = JSON.stringify({
+    model,
+    messages: [{ role: "user", content: "a lot" }],
+  });
+  return new Promise((resolve, reject) => {
+    const req = http.request({
+      host: u.hostname,
+      port: Number(u.port),
+      path: "/v1/chat/completions",
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "content-length": String(new TextEncoder().encode(body).length),
+      },
+    }, (res) => {
+      let bytes = 0;
+      let head = "";
+      res.on("data", (b: Uint8Array) => {
+        bytes += b.length;
+        if (head.length < headChars) head += new TextDecoder().decode(b);
+      });
+      res.on("end", () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          bytes,
+          head: head.slice(0, headChars),
+          retry: String(res.headers["retry-after"] ?? ""),
+        }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
 }

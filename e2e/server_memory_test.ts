@@ -4,48 +4,10 @@
 // (MAX_BUFFERED_RESPONSE_BYTES) bounds what it holds. On main (3c0e934) one
 // such answer raised the server by ~680 MiB and three at once by ~1.5 GiB.
 import assert from "node:assert/strict";
-import http from "node:http";
-import { startBigBodyBackend } from "./_big_body_backend.ts";
+import { bigChat, startBigBodyBackend } from "./_big_body_backend.ts";
 import { rssMiB, startServer, startWorker, withChildren } from "./_faults.ts";
 
 const MIB = 1024 * 1024;
-
-type Answer = { status: number; bytes: number; head: string; retry: string };
-
-/** One non-streaming request; the body is counted, only its start is kept. */
-function bigChat(serverUrl: string): Promise<Answer> {
-  const u = new URL(serverUrl);
-  const body = JSON.stringify({
-    model: "big-model",
-    messages: [{ role: "user", content: "a lot" }],
-  });
-  return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: u.hostname,
-      port: Number(u.port),
-      path: "/v1/chat/completions",
-      method: "POST",
-      headers: { "content-type": "application/json" },
-    }, (res) => {
-      let bytes = 0;
-      let head = "";
-      res.on("data", (b: Uint8Array) => {
-        bytes += b.length;
-        if (head.length < 300) head += new TextDecoder().decode(b);
-      });
-      res.on("end", () =>
-        resolve({
-          status: res.statusCode ?? 0,
-          bytes,
-          head: head.slice(0, 300),
-          retry: String(res.headers["retry-after"] ?? ""),
-        }));
-      res.on("error", reject);
-    });
-    req.on("error", reject);
-    req.end(body);
-  });
-}
 
 /** Samples a process's RSS every 10 ms while `body` runs; the highest seen. */
 async function peakRssWhile<T>(
@@ -90,7 +52,7 @@ Deno.test("issue 24.2 bounded server memory: a raw backend's 200 MiB answer reac
     try {
       const { result, before, peak } = await peakRssWhile(
         pid,
-        () => bigChat(server),
+        () => bigChat(server, "big-model"),
       );
       assert.equal(result.status, 200, result.head);
       assert.equal(result.bytes, 200 * MIB);
@@ -119,7 +81,12 @@ Deno.test("issue 24.2 bounded server memory: three 200 MiB answers at once stay 
     try {
       const { result, before, peak } = await peakRssWhile(
         pid,
-        () => Promise.all([bigChat(server), bigChat(server), bigChat(server)]),
+        () =>
+          Promise.all([
+            bigChat(server, "big-model"),
+            bigChat(server, "big-model"),
+            bigChat(server, "big-model"),
+          ]),
       );
       for (const a of result) {
         if (a.status === 200) assert.equal(a.bytes, 200 * MIB);
@@ -137,7 +104,7 @@ Deno.test("issue 24.2 bounded server memory: three 200 MiB answers at once stay 
         `server RSS grew by ${Math.round(peak - before)} MiB`,
       );
       // Still serving, and the budget was given back.
-      const again = await bigChat(server);
+      const again = await bigChat(server, "big-model");
       assert.equal(again.status, 200, again.head);
     } finally {
       await backend.close();

@@ -263,64 +263,26 @@ export function postOnce(
     max_tokens: o.maxTokens,
     messages: [{ role: "user", content: "bench" }],
   });
-  return new Promise((resolve, reject) => {
-    const start = performance.now();
-    const timer = setTimeout(() => {
-      req.destroy();
-      reject(new Error(`${target.name}: request timed out`));
-    }, o.timeoutMs);
-    const req = http.request({
-      host: target.host,
-      port: target.port,
-      path: "/v1/chat/completions",
-      method: "POST",
-      agent: o.agent,
-      headers: {
-        "content-type": "application/json",
-        "content-length": String(body.length),
-      },
-    }, (res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (s: string) => text += s);
-      res.on("end", () => {
-        clearTimeout(timer);
-        if (res.statusCode !== 200) {
-          return reject(
-            new Error(`${target.name}: status ${res.statusCode}: ${text}`),
-          );
-        }
-        try {
-          const v = JSON.parse(text) as {
-            choices: { message: { content: string } }[];
-          };
-          const content = v.choices[0]?.message.content ?? "";
-          if (
-            o.checker === "mock" &&
-            content.trim() !==
-              MOCK_WORDS.slice(0, o.maxTokens).join(" ")
-          ) {
-            return reject(new Error(`${target.name}: wrong body ${text}`));
-          }
-          if (content === "") {
-            return reject(new Error(`${target.name}: empty answer ${text}`));
-          }
-        } catch (e) {
-          return reject(e);
-        }
-        resolve({ totalMs: performance.now() - start });
-      });
-      res.on("error", (e) => {
-        clearTimeout(timer);
-        reject(e);
-      });
-    });
-    req.on("error", (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    req.end(body);
-  });
+  return postJsonTimed(
+    target,
+    "/v1/chat/completions",
+    body,
+    o,
+    (status, text) => {
+      if (status !== 200) throw new Error(`status ${status}: ${text}`);
+      const v = JSON.parse(text) as {
+        choices: { message: { content: string } }[];
+      };
+      const content = v.choices[0]?.message.content ?? "";
+      if (
+        o.checker === "mock" &&
+        content.trim() !== MOCK_WORDS.slice(0, o.maxTokens).join(" ")
+      ) {
+        throw new Error(`wrong body ${text}`);
+      }
+      if (content === "") throw new Error(`empty answer ${text}`);
+    },
+  );
 }
 
 /**
@@ -336,6 +298,26 @@ export function embedOnce(
     input: o.inputs,
     encoding_format: "float",
   });
+  return postJsonTimed(target, "/v1/embeddings", body, o, (status, text) => {
+    const v = JSON.parse(text) as { data?: unknown[] };
+    if (status !== 200 || v.data?.length !== o.inputs.length) {
+      throw new Error(`status ${status}: ${text.slice(0, 200)}`);
+    }
+  });
+}
+
+/**
+ * One POST of the JSON `body` to `path`, read whole; `check` throws when the
+ * answer is wrong (its message is prefixed with the path's name). Resolves
+ * with the time from the start to the end of the answer.
+ */
+function postJsonTimed(
+  target: Target,
+  path: string,
+  body: string,
+  o: { agent: http.Agent; timeoutMs: number },
+  check: (status: number | undefined, text: string) => void,
+): Promise<PostResult> {
   return new Promise((resolve, reject) => {
     const start = performance.now();
     const timer = setTimeout(() => {
@@ -345,7 +327,7 @@ export function embedOnce(
     const req = http.request({
       host: target.host,
       port: target.port,
-      path: "/v1/embeddings",
+      path,
       method: "POST",
       agent: o.agent,
       headers: {
@@ -359,10 +341,7 @@ export function embedOnce(
       res.on("end", () => {
         clearTimeout(timer);
         try {
-          const v = JSON.parse(text) as { data?: unknown[] };
-          if (res.statusCode !== 200 || v.data?.length !== o.inputs.length) {
-            throw new Error(`status ${res.statusCode}: ${text.slice(0, 200)}`);
-          }
+          check(res.statusCode, text);
         } catch (e) {
           return reject(new Error(`${target.name}: ${(e as Error).message}`));
         }

@@ -200,6 +200,37 @@ function latency(
   };
 }
 
+type RateAndLatency = { rps: number; p50: number; p99: number };
+
+/** `requests` calls of `one`, `concurrency` at a time (60 s at most):
+ * requests per second and the latency percentiles of one round. */
+async function rateAndLatency(
+  requests: number,
+  concurrency: number,
+  one: () => Promise<{ totalMs: number }>,
+): Promise<Measured<RateAndLatency>> {
+  const start = performance.now();
+  const results = await pool(requests, concurrency, 60_000, one);
+  const secs = (performance.now() - start) / 1000;
+  const ms = results.map((r) => r.totalMs);
+  return {
+    value: {
+      rps: results.length / secs,
+      p50: percentile(ms, 50),
+      p99: percentile(ms, 99),
+    },
+    units: results.length,
+  };
+}
+
+function rateAndLatencyFigures(values: PerPath<RateAndLatency[]>): Figure[] {
+  return [
+    throughput("requests/s", "req/s", pick(values, (v) => v.rps), 0.5),
+    latency("latency p50", pick(values, (v) => v.p50)),
+    latency("latency p99", pick(values, (v) => v.p99)),
+  ];
+}
+
 /** (a) One stream of many small chunks: chunks per second. */
 export async function scenarioA(
   c: Ctx,
@@ -360,43 +391,22 @@ export async function scenarioD(
     c.paths,
     c.procs,
     "request",
-    async (t) => {
-      const start = performance.now();
-      const results = await pool(
-        requests,
-        concurrency,
-        60_000,
-        () =>
-          postOnce(t, {
-            model: c.model,
-            maxTokens,
-            checker: c.checker,
-            agent,
-            timeoutMs: 30_000,
-          }),
-      );
-      const secs = (performance.now() - start) / 1000;
-      const ms = results.map((r) => r.totalMs);
-      return {
-        value: {
-          rps: results.length / secs,
-          p50: percentile(ms, 50),
-          p99: percentile(ms, 99),
-        },
-        units: results.length,
-      };
-    },
+    (t) =>
+      rateAndLatency(requests, concurrency, () =>
+        postOnce(t, {
+          model: c.model,
+          maxTokens,
+          checker: c.checker,
+          agent,
+          timeoutMs: 30_000,
+        })),
   );
   agent.destroy();
   return {
     id: "d",
     title: `non-streaming, concurrency ${concurrency}`,
     params: { requests, concurrency, maxTokens, rounds: c.rounds },
-    figures: [
-      throughput("requests/s", "req/s", pick(values, (v) => v.rps), 0.5),
-      latency("latency p50", pick(values, (v) => v.p50)),
-      latency("latency p99", pick(values, (v) => v.p99)),
-    ],
+    figures: rateAndLatencyFigures(values),
     cpu,
   };
 }
@@ -695,26 +705,13 @@ export async function scenarioI(
     c.paths,
     c.procs,
     "request",
-    async (t) => {
-      const start = performance.now();
-      const results = await pool(
+    (t) =>
+      rateAndLatency(
         requests,
         concurrency,
-        60_000,
         () =>
           embedOnce(t, { model: c.model, inputs, agent, timeoutMs: 60_000 }),
-      );
-      const secs = (performance.now() - start) / 1000;
-      const ms = results.map((r) => r.totalMs);
-      return {
-        value: {
-          rps: results.length / secs,
-          p50: percentile(ms, 50),
-          p99: percentile(ms, 99),
-        },
-        units: results.length,
-      };
-    },
+      ),
   );
   agent.destroy();
   return {
@@ -722,11 +719,7 @@ export async function scenarioI(
     title:
       `embeddings, ${batch} inputs per request, concurrency ${concurrency}`,
     params: { requests, concurrency, batch, rounds: c.rounds },
-    figures: [
-      throughput("requests/s", "req/s", pick(values, (v) => v.rps), 0.5),
-      latency("latency p50", pick(values, (v) => v.p50)),
-      latency("latency p99", pick(values, (v) => v.p99)),
-    ],
+    figures: rateAndLatencyFigures(values),
     cpu,
   };
 }

@@ -13,11 +13,13 @@ import {
   newState,
   ofKind,
   queued,
+  requestEvent,
   sent,
   step,
 } from "../_testing.ts";
 import { modelById, modelList } from "../views/models.ts";
 import { aliasTarget } from "../state/aliases.ts";
+import type { State } from "../state/state.ts";
 
 Deno.test("register_ack echoes endpoint_prefixes only to a worker that sent them", () => {
   const s = newState();
@@ -76,23 +78,23 @@ Deno.test("no connected worker serving the model takes the path: 404 as for an u
   assert.deepEqual(err!.error.code, "model_not_found");
 });
 
+/** r1 at time 0: an audio upload whose body is not text (base64 on the wire). */
+function binaryRequest(s: State) {
+  return {
+    ...requestEvent(s, "r1", {
+      atMs: 0,
+      endpointPath: "/v1/audio/transcriptions",
+      body: "AAEC/w==",
+    }),
+    bodyBase64: true,
+  };
+}
+
 Deno.test("a body that is not text goes only to a worker with body-bytes-v1, as body_base64", () => {
   const s = newState();
   addWorker(s, "old", { maxConcurrent: 8 });
   addWorker(s, "new", { extensions: [EXTENSION_BODY_BYTES], maxConcurrent: 1 });
-  const e = step(s, {
-    kind: "requestReceived",
-    atMs: 0,
-    requestId: "r1",
-    api: "openai",
-    endpointPath: "/v1/audio/transcriptions",
-    method: "POST",
-    model: "m",
-    isStreaming: false,
-    body: "AAEC/w==",
-    bodyBase64: true,
-    headers: {},
-  });
+  const e = step(s, { ...binaryRequest(s), method: "POST" });
   const [frame] = sent(e, "request");
   assert.deepEqual(frame!.to, "new");
   assert.deepEqual(frame!.body, "");
@@ -103,18 +105,7 @@ Deno.test("a body that is not text goes only to a worker with body-bytes-v1, as 
 Deno.test("a body that is not text with only original-dialect workers: 501 binary_body_unsupported", () => {
   const s = newState();
   addWorker(s, "old");
-  const e = step(s, {
-    kind: "requestReceived",
-    atMs: 0,
-    requestId: "r1",
-    api: "openai",
-    endpointPath: "/v1/audio/transcriptions",
-    model: "m",
-    isStreaming: false,
-    body: "AAEC/w==",
-    bodyBase64: true,
-    headers: {},
-  });
+  const e = step(s, binaryRequest(s));
   const [err] = ofKind(e, "respondError");
   assert.deepEqual(err!.error.status, 501);
   assert.deepEqual(err!.error.code, "binary_body_unsupported");
@@ -124,16 +115,8 @@ Deno.test("every request frame carries method; GET stays GET", () => {
   const s = newState();
   addWorker(s, "a");
   const e = step(s, {
-    kind: "requestReceived",
-    atMs: 0,
-    requestId: "r1",
-    api: "openai",
-    endpointPath: "/v1/files",
+    ...requestEvent(s, "r1", { endpointPath: "/v1/files", body: "" }),
     method: "GET",
-    model: "m",
-    isStreaming: false,
-    body: "",
-    headers: {},
   });
   assert.deepEqual(sent(e, "request")[0]!.method, "GET");
   assert.deepEqual(sent(addRequest(s, "r2"), "request")[0]!.method, "POST");

@@ -46,22 +46,27 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
     }
     recordBackendSuccess(state, worker);
     const cacheReport = cacheReportOf(e.headers);
+    // Either way the request ends with what the backend reported of its cache
+    // and tokens.
+    const failWith = (error: ReturnType<typeof clientError>) =>
+      fail(state, request, error, "failed", out, cacheReport, e.tokenCounts);
+    const complete = () =>
+      finish(
+        state,
+        request,
+        "completed",
+        e.statusCode,
+        out,
+        cacheReport,
+        e.tokenCounts,
+      );
     if (request.status.kind === "streaming") {
       if (e.statusCode >= 400) {
-        const error = clientError(
+        failWith(clientError(
           502,
           "upstream_error",
           `the backend failed with status ${e.statusCode} after the stream started`,
-        );
-        fail(
-          state,
-          request,
-          error,
-          "failed",
-          out,
-          cacheReport,
-          e.tokenCounts,
-        );
+        ));
       } else {
         if (e.body.length > 0) {
           out.push({
@@ -74,15 +79,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
           request.deltas += countDeltas(e.body, request.endpointPath);
         }
         out.push({ kind: "endStream", requestId: request.id, error: null });
-        finish(
-          state,
-          request,
-          "completed",
-          e.statusCode,
-          out,
-          cacheReport,
-          e.tokenCounts,
-        );
+        complete();
       }
     } else if (
       request.bodyBytes + e.body.length > answerBytesMax(state.config)
@@ -92,20 +89,11 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
       // own frame (at most the frame limit) is already here: the budget is
       // not asked.
       const max = answerBytesMax(state.config);
-      const error = clientError(
+      failWith(clientError(
         502,
         "response_too_large",
         `response exceeded the ${max} character limit`,
-      );
-      fail(
-        state,
-        request,
-        error,
-        "failed",
-        out,
-        cacheReport,
-        e.tokenCounts,
-      );
+      ));
     } else {
       out.push({
         kind: "respond",
@@ -120,15 +108,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         ...(e.bodyBase64 === undefined ? {} : { bodyBase64: e.bodyBase64 }),
       });
       handOverBodyPieces(state, request);
-      finish(
-        state,
-        request,
-        "completed",
-        e.statusCode,
-        out,
-        cacheReport,
-        e.tokenCounts,
-      );
+      complete();
     }
     releaseSlot(state, worker, e.requestId);
     out.push({

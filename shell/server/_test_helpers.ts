@@ -68,7 +68,12 @@ export type TestWorker = {
   /** Next frame of this type not yet taken. */
   next(type: string, timeoutMs?: number): Promise<Frame>;
   /** Answers `request` with a response_complete (status 200 unless given). */
-  complete(request: Frame, status?: number, body?: string): void;
+  complete(
+    request: Frame,
+    status?: number,
+    body?: string,
+    headers?: Record<string, string>,
+  ): void;
   close(): Promise<void>;
 };
 
@@ -95,11 +100,12 @@ export async function connectWorker(
     frames,
     closed,
     send: (frame) => ws.send(JSON.stringify(frame)),
-    complete(request, status = 200, body) {
+    complete(request, status = 200, body, headers) {
       ws.send(JSON.stringify({
         type: "response_complete",
         request_id: request.request_id,
         status_code: status,
+        ...(headers === undefined ? {} : { headers }),
         ...(body === undefined ? {} : { body }),
       }));
     },
@@ -153,4 +159,53 @@ export function postChat(
   body: string = chatBody(),
 ): Promise<Response> {
   return fetch(`${server.url}/v1/chat/completions`, { method: "POST", body });
+}
+
+/**
+ * On a server with queueLenMax 1 whose only worker `w` takes one request at a
+ * time: one request busy on `w`, one queued, and a third that the full queue
+ * refuses (`rejected`). `drain` answers the busy one ("1") and then the queued
+ * one ("2"), checks the busy one's body, and resolves with the queued one's
+ * response, unread.
+ */
+export async function overfullQueue(
+  server: TestServer,
+  w: TestWorker,
+): Promise<{ rejected: Response; drain: () => Promise<Response> }> {
+  const busy = postChat(server, chatBody());
+  const r1 = await w.next("request");
+  const queued = postChat(server, chatBody());
+  await waitFor(
+    "one queued request",
+    () => server.runtime.state.queues.get("local")!.length === 1,
+  );
+  const rejected = await postChat(server, chatBody());
+  const drain = async () => {
+    w.complete(r1, 200, "1");
+    const busyText = await (await busy).text();
+    if (busyText !== "1") throw new Error(`busy answered ${busyText}`);
+    const r2 = await w.next("request");
+    w.complete(r2, 200, "2");
+    return await queued;
+  };
+  return { rejected, drain };
+}
+
+/**
+ * A streaming chat request that `w` takes and starts with one chunk
+ * ("data: 1\n\n"); resolves with the request frame and the response, its head
+ * received and its body unread.
+ */
+export async function startedStream(
+  server: TestServer,
+  w: TestWorker,
+): Promise<{ req: Frame; res: Response }> {
+  const pending = postChat(server, chatBody("m1", true));
+  const req = await w.next("request");
+  w.send({
+    type: "response_chunk",
+    request_id: req.request_id,
+    chunk: "data: 1\n\n",
+  });
+  return { req, res: await pending };
 }

@@ -3,6 +3,7 @@ import {
   chatBody,
   postChat,
   registeredWorker,
+  startedStream,
   startTestServer,
   waitFor,
 } from "./_test_helpers.ts";
@@ -111,14 +112,7 @@ Deno.test("C24 a stream cut by its worker's death ends with an SSE error event, 
   const server = await startTestServer();
   try {
     const a = await registeredWorker(server);
-    const pending = postChat(server, chatBody("m1", true));
-    const req = await a.next("request");
-    a.send({
-      type: "response_chunk",
-      request_id: req.request_id,
-      chunk: "data: 1\n\n",
-    });
-    const res = await pending;
+    const { res } = await startedStream(server, a);
     await a.close();
     const text = await res.text();
     assert.ok(text.startsWith("data: 1\n\n"));

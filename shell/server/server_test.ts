@@ -2,11 +2,11 @@ import assert from "node:assert/strict";
 import {
   chatBody,
   connectWorker,
+  overfullQueue,
   postChat,
   registeredWorker,
   startTestServer,
   testConfig,
-  waitFor,
 } from "./_test_helpers.ts";
 
 Deno.test("C3 a worker registers and gets register_ack with its id, models and version", async () => {
@@ -201,23 +201,11 @@ Deno.test("C9 queue full answers 503 with Retry-After and code queue_full", asyn
   const server = await startTestServer(testConfig({ queueLenMax: 1 }));
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
-    const first = postChat(server, chatBody());
-    const r1 = await w.next("request");
-    const second = postChat(server, chatBody());
-    await waitFor(
-      "one queued request",
-      async () =>
-        (await (await fetch(`${server.url}/health`)).json()).queue_depth === 1,
-    );
-    const third = await postChat(server, chatBody());
+    const { rejected: third, drain } = await overfullQueue(server, w);
     assert.equal(third.status, 503);
     assert.equal(third.headers.get("retry-after"), "1");
     assert.equal((await third.json()).error.code, "queue_full");
-    w.complete(r1, 200, "1");
-    assert.equal(await (await first).text(), "1");
-    const r2 = await w.next("request");
-    w.complete(r2, 200, "2");
-    assert.equal(await (await second).text(), "2");
+    assert.equal(await (await drain()).text(), "2");
     await w.close();
   } finally {
     await server.close();

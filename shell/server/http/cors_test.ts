@@ -182,16 +182,10 @@ Deno.test("a backend's own CORS headers never override the relay's", async () =>
       body: chatBody(),
     });
     const req = await w.next("request");
-    w.send({
-      type: "response_complete",
-      request_id: req.request_id,
-      status_code: 200,
-      headers: {
-        "content-type": "application/json",
-        "access-control-allow-origin": "*",
-        "access-control-allow-credentials": "true",
-      },
-      body: "{}",
+    w.complete(req, 200, "{}", {
+      "content-type": "application/json",
+      "access-control-allow-origin": "*",
+      "access-control-allow-credentials": "true",
     });
     const res = await pending;
     await res.text();

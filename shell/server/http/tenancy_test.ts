@@ -2,12 +2,31 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import {
   chatBody,
+  overfullQueue,
   postChat,
   registeredWorker,
+  startedStream,
   startTestServer,
   testConfig,
   waitFor,
 } from "../_test_helpers.ts";
+
+const JSON_TYPE = { "content-type": "application/json" };
+
+/** A whole chat completion answering "hi", as the SDK expects one. */
+function completion(id: string): string {
+  return JSON.stringify({
+    id,
+    object: "chat.completion",
+    created: 0,
+    model: "m1",
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: "hi" },
+      finish_reason: "stop",
+    }],
+  });
+}
 
 Deno.test("spec 004 tenant, priority and cache headers reach the worker; response headers are present", async () => {
   const server = await startTestServer();
@@ -33,16 +52,10 @@ Deno.test("spec 004 tenant, priority and cache headers reach the worker; respons
       "x-cache-mode": "prefix",
       "x-cache-tag": "session-1",
     });
-    w.send({
-      type: "response_complete",
-      request_id: req.request_id,
-      status_code: 200,
-      headers: {
-        "content-type": "application/json",
-        "x-cache-hit": "true",
-        "x-gpu-time-ms": "42",
-      },
-      body: "{}",
+    w.complete(req, 200, "{}", {
+      "content-type": "application/json",
+      "x-cache-hit": "true",
+      "x-gpu-time-ms": "42",
     });
     const res = await pending;
     await res.text();
@@ -51,14 +64,7 @@ Deno.test("spec 004 tenant, priority and cache headers reach the worker; respons
     assert.equal(res.headers.get("x-gpu-time-ms"), "42");
     assert.equal(res.headers.get("x-cache-tokens-reused"), "0");
     // A stream gets the defaults: its headers go out before the backend's are known.
-    const stream = postChat(server, chatBody("m1", true));
-    const sreq = await w.next("request");
-    w.send({
-      type: "response_chunk",
-      request_id: sreq.request_id,
-      chunk: "data: 1\n\n",
-    });
-    const sres = await stream;
+    const { req: sreq, res: sres } = await startedStream(server, w);
     assert.equal(sres.headers.get("x-cache-hit"), "false");
     assert.equal(sres.headers.get("x-queue-wait-ms"), "0");
     w.complete(sreq);
@@ -139,25 +145,14 @@ Deno.test("spec 004 queue full answers 503 with queueDepth and avgWaitMs in the 
   const server = await startTestServer(testConfig({ queueLenMax: 1 }));
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
-    const busy = postChat(server, chatBody());
-    const r1 = await w.next("request");
-    const queued = postChat(server, chatBody());
-    await waitFor(
-      "one queued",
-      () => server.runtime.state.queues.get("local")!.length === 1,
-    );
-    const res = await postChat(server, chatBody());
+    const { rejected: res, drain } = await overfullQueue(server, w);
     assert.equal(res.status, 503);
     assert.ok(Number(res.headers.get("retry-after")) >= 1);
     const body = await res.json();
     assert.equal(body.error.code, "queue_full");
     assert.equal(body.error.queueDepth, 1);
     assert.equal(typeof body.error.avgWaitMs, "number");
-    w.complete(r1, 200, "");
-    await (await busy).text();
-    const r2 = await w.next("request");
-    w.complete(r2, 200, "");
-    const q = await queued;
+    const q = await drain();
     assert.ok(Number(q.headers.get("x-queue-wait-ms")) >= 0);
     await q.text();
     await w.close();
@@ -211,23 +206,7 @@ Deno.test("spec 004 the official openai SDK honours Retry-After on 429 and then 
     const answer = (async () => {
       for (let i = 0; i < 2; i++) {
         const req = await w.next("request", 10_000);
-        w.send({
-          type: "response_complete",
-          request_id: req.request_id,
-          status_code: 200,
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({
-            id: `c${i}`,
-            object: "chat.completion",
-            created: 0,
-            model: "m1",
-            choices: [{
-              index: 0,
-              message: { role: "assistant", content: "hi" },
-              finish_reason: "stop",
-            }],
-          }),
-        });
+        w.complete(req, 200, completion(`c${i}`), JSON_TYPE);
       }
     })();
     const client = new OpenAI({
@@ -262,18 +241,6 @@ Deno.test("spec 004 the official openai SDK honours Retry-After on 503 queue_ful
   });
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
-    const completion = (id: string) =>
-      JSON.stringify({
-        id,
-        object: "chat.completion",
-        created: 0,
-        model: "m1",
-        choices: [{
-          index: 0,
-          message: { role: "assistant", content: "hi" },
-          finish_reason: "stop",
-        }],
-      });
     // One request holds the only slot, so the SDK's first attempt meets a full queue.
     const busy = postChat(server, chatBody());
     const r0 = await w.next("request");
@@ -293,22 +260,10 @@ Deno.test("spec 004 the official openai SDK honours Retry-After on 503 queue_ful
         server.runtime.state.requests.size === 1 &&
         performance.now() - started > 50,
     );
-    w.send({
-      type: "response_complete",
-      request_id: r0.request_id,
-      status_code: 200,
-      headers: { "content-type": "application/json" },
-      body: completion("c0"),
-    });
+    w.complete(r0, 200, completion("c0"), JSON_TYPE);
     await (await busy).text();
     const r1 = await w.next("request", 10_000);
-    w.send({
-      type: "response_complete",
-      request_id: r1.request_id,
-      status_code: 200,
-      headers: { "content-type": "application/json" },
-      body: completion("c1"),
-    });
+    w.complete(r1, 200, completion("c1"), JSON_TYPE);
     const result = await sdkCall;
     assert.equal(result.id, "c1");
     // The retry waited for Retry-After (1 s) rather than failing or hammering.

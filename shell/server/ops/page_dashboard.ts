@@ -3,23 +3,14 @@
 // GET /admin/keys every few seconds (keys change rarely). Rates and the
 // throughput chart are differences of the same counters /metrics exports.
 // Worker-supplied text is only ever set with textContent.
-export const DASHBOARD_HTML = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>ModelRelay dashboard</title>
-<link rel="stylesheet" href="/ui.css">
-<link rel="icon" href="data:,">
-</head>
-<body>
-<header>
-  <h1>ModelRelay</h1>
-  <nav><a href="/dashboard">Dashboard</a><a href="/setup">Connect a worker</a><a href="/metrics">Metrics</a></nav>
-  <span id="conn" class="muted"></span>
-</header>
-<main>
-  <section id="login" class="panel">
+import { pageHtml } from "./page_style.ts";
+
+export const DASHBOARD_HTML = pageHtml({
+  title: "ModelRelay dashboard",
+  header:
+    `  <nav><a href="/dashboard">Dashboard</a><a href="/setup">Connect a worker</a><a href="/metrics">Metrics</a></nav>
+  <span id="conn" class="muted"></span>`,
+  main: `  <section id="login" class="panel">
     <h2>Admin token</h2>
     <p class="muted">The dashboard reads the admin API. Enter the server's
       MODELRELAY_ADMIN_TOKEN; it stays in this browser tab only.</p>
@@ -101,11 +92,9 @@ export const DASHBOARD_HTML = `<!doctype html>
     </section>
     <p class="muted">Updated every second from /admin/stats and /admin/workers (the counters behind /metrics). <button id="logout" class="secondary" type="button">Forget token</button></p>
   </section>
-</main>
-<script src="/dashboard.js"></script>
-</body>
-</html>
-`;
+`,
+  script: "/dashboard.js",
+});
 
 export const DASHBOARD_JS = `"use strict";
 (function () {
@@ -126,6 +115,20 @@ export const DASHBOARD_JS = `"use strict";
     if (content !== undefined && content !== null) e.textContent = String(content);
     if (cls) e.className = cls;
     return e;
+  }
+  // A cell naming a row: its name, and under it (muted) its id when it has one.
+  function nameCell(name, id) {
+    var td = el("td");
+    td.appendChild(el("div", name));
+    if (id !== null) td.appendChild(el("div", id, "muted"));
+    return td;
+  }
+  // Empties the table body with this id; with no rows to come, one muted row says none.
+  function emptyTable(id, rows, none) {
+    var body = $(id);
+    body.textContent = "";
+    if (rows === 0) { var tr0 = el("tr"); tr0.appendChild(el("td", none, "muted")); body.appendChild(tr0); }
+    return body;
   }
   function fmtMs(v) { return v === null || v === undefined ? "-" : v < 1000 ? v + " ms" : (v / 1000).toFixed(1) + " s"; }
   function ago(secs) { return secs < 60 ? secs + " s" : secs < 3600 ? Math.round(secs / 60) + " min" : (secs / 3600).toFixed(1) + " h"; }
@@ -223,16 +226,11 @@ export const DASHBOARD_JS = `"use strict";
     });
   }
   function renderUsage(id, g, groups) {
-    var body = $(id);
-    body.textContent = "";
-    if (groups.length === 0) { var tr0 = el("tr"); tr0.appendChild(el("td", "none", "muted")); body.appendChild(tr0); }
+    var body = emptyTable(id, groups.length, "none");
     groups.forEach(function (x) {
       var tr = el("tr");
       tr.setAttribute("data-group", x[g] === null ? "" : x[g]);
-      var name = el("td");
-      name.appendChild(el("div", x[g] === null ? "(none)" : g === "key" && x.key_name ? x.key_name : x[g]));
-      if (g === "key" && x[g] !== null) name.appendChild(el("div", x[g], "muted"));
-      tr.appendChild(name);
+      tr.appendChild(nameCell(x[g] === null ? "(none)" : g === "key" && x.key_name ? x.key_name : x[g], g === "key" ? x[g] : null));
       tr.appendChild(el("td", x.requests, "num"));
       tr.appendChild(el("td", x.prompt_tokens, "num"));
       tr.appendChild(el("td", x.completion_tokens + (x.estimated_requests > 0 ? "*" : ""), "num"));
@@ -300,9 +298,7 @@ export const DASHBOARD_JS = `"use strict";
     workers.forEach(function (w) {
       var tr = el("tr");
       tr.setAttribute("data-worker-id", w.id);
-      var name = el("td");
-      name.appendChild(el("div", w.name));
-      name.appendChild(el("div", w.id, "muted"));
+      var name = nameCell(w.name, w.id);
       if (w.draining) name.appendChild(el("span", "draining", "tag warn"));
       tr.appendChild(name);
       var models = el("td");
@@ -335,16 +331,11 @@ export const DASHBOARD_JS = `"use strict";
   }
 
   function renderKeys(keys) {
-    var body = $("keys");
-    body.textContent = "";
-    if (keys.length === 0) { var tr0 = el("tr"); tr0.appendChild(el("td", "none (POST /admin/keys)", "muted")); body.appendChild(tr0); }
+    var body = emptyTable("keys", keys.length, "none (POST /admin/keys)");
     keys.forEach(function (k) {
       var tr = el("tr");
       tr.setAttribute("data-key-id", k.id);
-      var name = el("td");
-      name.appendChild(el("div", k.name));
-      name.appendChild(el("div", k.id, "muted"));
-      tr.appendChild(name);
+      tr.appendChild(nameCell(k.name, k.id));
       tr.appendChild(k.tenant === null ? el("td", "any (X-Tenant-ID)", "muted") : el("td", k.tenant));
       tr.appendChild(el("td", k.max_priority));
       tr.appendChild(el("td", k.created_at ? k.created_at.slice(0, 19).replace("T", " ") : "-"));

@@ -2,25 +2,15 @@
 // exact worker command with this server's URL, and polls the public
 // GET /setup/status until a new worker registers. The worker secret typed here
 // never leaves the browser: it only fills in the command.
+import { pageHtml } from "./page_style.ts";
 
 /** The Deno this server runs on: the version the README pins, stated nowhere else. */
 const DENO_VERSION = Deno.version.deno;
-export const SETUP_HTML = `<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>ModelRelay: connect a worker</title>
-<link rel="stylesheet" href="/ui.css">
-<link rel="icon" href="data:,">
-</head>
-<body>
-<header>
-  <h1>ModelRelay</h1>
-  <nav><a href="/dashboard">Dashboard</a><a href="/setup">Connect a worker</a></nav>
-</header>
-<main>
-  <section class="panel step">
+export const SETUP_HTML = pageHtml({
+  title: "ModelRelay: connect a worker",
+  header:
+    `  <nav><a href="/dashboard">Dashboard</a><a href="/setup">Connect a worker</a></nav>`,
+  main: `  <section class="panel step">
     <div class="n">1</div>
     <div class="body">
       <h2>Worker machine</h2>
@@ -85,11 +75,9 @@ export const SETUP_HTML = `<!doctype html>
       <p id="status-detail" class="muted"></p>
     </div>
   </section>
-</main>
-<script src="/setup.js"></script>
-</body>
-</html>
-`;
+`,
+  script: "/setup.js",
+});
 
 export const SETUP_JS = `"use strict";
 (function () {

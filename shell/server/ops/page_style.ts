@@ -1,4 +1,4 @@
-// Shared stylesheet of /dashboard and /setup.
+// Shared stylesheet and page frame of /dashboard and /setup.
 export const PAGE_CSS = `
 :root { --bg: #0f1419; --panel: #182029; --line: #2a3642; --text: #dde3ea;
   --muted: #8b98a5; --accent: #4fa3ff; --ok: #3fb950; --warn: #d29922; --bad: #f85149; }
@@ -63,3 +63,33 @@ h3 { font-size: 13px; margin: 10px 0 6px; }
 .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
   margin-right: 4px; vertical-align: -1px; }
 `;
+
+/**
+ * The frame /dashboard and /setup share: the head (title, the stylesheet
+ * above), the header (the heading, then `header`'s lines: the nav and what
+ * else the page shows there), `main`'s sections, and the page's one script.
+ */
+export function pageHtml(
+  p: { title: string; header: string; main: string; script: string },
+): string {
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${p.title}</title>
+<link rel="stylesheet" href="/ui.css">
+<link rel="icon" href="data:,">
+</head>
+<body>
+<header>
+  <h1>ModelRelay</h1>
+${p.header}
+</header>
+<main>
+${p.main}</main>
+<script src="${p.script}"></script>
+</body>
+</html>
+`;
+}
