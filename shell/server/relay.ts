@@ -12,6 +12,7 @@ import {
   type FleetUsageDeps,
   type FleetView,
   handleUsagePeer,
+  peersToAsk,
   sendFleetRequests,
   sendFleetUsage,
 } from "./cluster/usage_fleet.ts";
@@ -291,10 +292,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
 function fleetView(c: ClusterRuntime): FleetView {
   return {
     self: () => c.instanceId,
-    peers: () =>
-      [...c.cluster.instances]
-        .filter(([id]) => id !== c.instanceId)
-        .map(([id, v]) => ({ id, url: v.peerUrl })),
+    peers: () => peersToAsk(c.cluster.instances, c.instanceId),
     secret: () => c.peerSecret(),
   };
 }

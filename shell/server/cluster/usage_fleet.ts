@@ -90,6 +90,36 @@ async function askFleet<T>(
   return out;
 }
 
+/**
+ * The instances to ask besides `self`, once per address: an instance that
+ * rejoined under a new id may still be listed under its old one until the
+ * log declares that dead, and asking the same process twice (or itself)
+ * would count its records twice. Of ids sharing an address, the one heard
+ * from last is kept.
+ */
+export function peersToAsk(
+  instances: ReadonlyMap<string, { lastSeenMs: number; peerUrl?: string }>,
+  self: string,
+): { id: string; url: string | undefined }[] {
+  const selfUrl = instances.get(self)?.peerUrl;
+  const byUrl = new Map<string, { id: string; lastSeenMs: number }>();
+  const out: { id: string; url: string | undefined }[] = [];
+  for (const [id, v] of instances) {
+    if (id === self) continue;
+    if (v.peerUrl === undefined) {
+      out.push({ id, url: undefined });
+      continue;
+    }
+    if (v.peerUrl === selfUrl) continue;
+    const seen = byUrl.get(v.peerUrl);
+    if (seen === undefined || v.lastSeenMs > seen.lastSeenMs) {
+      byUrl.set(v.peerUrl, { id, lastSeenMs: v.lastSeenMs });
+    }
+  }
+  for (const [url, { id }] of byUrl) out.push({ id, url });
+  return out;
+}
+
 const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null;
 
