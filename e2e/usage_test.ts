@@ -167,6 +167,17 @@ async function everyEndpoint(c: Cluster, key: string): Promise<Seen[]> {
     prompt: final.usage.input_tokens,
     completion: final.usage.output_tokens,
   });
+  // Embeddings (issue 25 routes them): the backend's prompt count; its total
+  // equals it, so the completion is 0 (total - prompt), not unknown.
+  for (const input of ["embed these four words", ["alpha beta", "gamma"]]) {
+    const emb = await oa.embeddings.create({ model: MODEL, input });
+    assert.ok(emb.usage.prompt_tokens > 0);
+    seen.push({
+      endpoint: "/v1/embeddings",
+      prompt: emb.usage.prompt_tokens,
+      completion: emb.usage.total_tokens - emb.usage.prompt_tokens,
+    });
+  }
   return seen;
 }
 
@@ -280,7 +291,10 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
             }
           }
         }
-        const to = Date.now();
+        // The server stamps a record when the request finishes, which may be a
+        // moment after the client has its answer: a second of slack (nothing
+        // else is asked meanwhile).
+        const to = Date.now() + 1_000;
         for (const group of ["key", "tenant", "model", "worker"]) {
           const u = await admin(
             c,
@@ -353,11 +367,11 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
         assert.equal(byTenant.length, 7); // 6 in the matrix, 1 by alias
         assert.ok(byTenant.every((r) => r.key_id === k3.id));
         const ok200 = await records(c, "status=200");
-        // 7 through everyEndpoint, 1 raw stream, 12 in the matrix, 1 by alias.
-        assert.equal(ok200.length, 7 + 1 + 12 + 1);
+        // 9 through everyEndpoint, 1 raw stream, 12 in the matrix, 1 by alias.
+        assert.equal(ok200.length, 9 + 1 + 12 + 1);
         assert.equal(
           (await records(c, "status=completed&limit=1000")).length,
-          21,
+          23,
         );
         assert.equal((await records(c, "status=429")).length, 0);
         // Pages of 4, newest first, each record once.

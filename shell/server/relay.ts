@@ -6,7 +6,16 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { ClientApi, ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
-import { handleAdmin } from "./ops/admin.ts";
+import { type AdminDeps, handleAdmin } from "./ops/admin.ts";
+import type { ClusterRuntime } from "./cluster/runtime.ts";
+import {
+  type FleetUsageDeps,
+  type FleetView,
+  handleUsagePeer,
+  peersToAsk,
+  sendFleetRequests,
+  sendFleetUsage,
+} from "./cluster/usage_fleet.ts";
 import type { LifecycleCallers } from "./http/clients.ts";
 import { sendAdminError } from "./http/http_reply.ts";
 import type { DatabaseSync } from "node:sqlite";
@@ -216,6 +225,8 @@ export type RelayRoutesDeps = {
   /** Issue 26: the usage ledger (null = off) and the tracer; absent = none. */
   ledger?: UsageLedger | null;
   tracer?: Tracer | null;
+  /** Where a fleet-wide usage query logs a missing peer (issue 26); absent = nowhere. */
+  log?: Logger;
 };
 
 export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
@@ -230,6 +241,11 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
     if (url.pathname === "/metrics") {
       return serveMetrics(req, res, s, d.policy, metrics);
     }
+    const cluster = s?.cluster;
+    if (
+      cluster !== undefined &&
+      handleUsagePeer(req, res, url, d.ledger ?? null, cluster.peerSecret())
+    ) return true;
     if (
       handleAdmin(req, res, url, {
         adminToken: d.admin.adminToken,
@@ -241,6 +257,13 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
         wallNow: Date.now,
         bodyTimeoutMs: d.admin.bodyTimeoutMs,
         ledger: d.ledger ?? null,
+        ...(cluster === undefined || d.ledger == null ? {} : {
+          usageFleet: fleetUsageRoute({
+            ledger: d.ledger,
+            fleet: fleetView(cluster),
+            log: d.log ?? (() => {}),
+          }),
+        }),
       })
     ) return true;
     return handlePages(req, res, url, {
@@ -262,6 +285,32 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
     ...(d.tracer == null ? {} : { trace: d.tracer.start }),
     authorize: d.authorize,
     extraRoutes,
+  };
+}
+
+/** What the fleet-wide usage queries see of the cluster: itself, its live peers, the secret. */
+function fleetView(c: ClusterRuntime): FleetView {
+  return {
+    self: () => c.instanceId,
+    peers: () => peersToAsk(c.cluster.instances, c.instanceId),
+    secret: () => c.peerSecret(),
+  };
+}
+
+/** /admin/usage and /admin/requests for the whole fleet; a local failure answers 500. */
+function fleetUsageRoute(
+  d: FleetUsageDeps,
+): NonNullable<AdminDeps["usageFleet"]> {
+  return (path, url, res) => {
+    const answer = path === "/admin/usage"
+      ? sendFleetUsage(res, url, d, Date.now())
+      : sendFleetRequests(res, url, d);
+    answer.catch((e) => {
+      d.log("error", "fleet usage query failed", { error: String(e) });
+      if (!res.headersSent) {
+        sendAdminError(res, 500, "internal_error", "the usage query failed");
+      }
+    });
   };
 }
 
@@ -392,6 +441,7 @@ export async function startRelay(
     lifecycle,
     ledger,
     tracer,
+    log,
   });
   try {
     running = await startServer(config, log, {

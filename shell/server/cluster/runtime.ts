@@ -47,6 +47,8 @@ export type ClusterRuntime = Runtime & {
   onRejoined(listener: (fresh: boolean) => void): void;
   /** Where peers send this instance answer pieces (CLUSTER_ADVERTISE_URL, issue 23). */
   advertise(url: string): void;
+  /** The cluster secret in use (CLUSTER_SECRET or the generated one; "" before the first join). */
+  peerSecret(): string;
   /** Takes an HTTP upgrade that is a peer link (issue 23); false for any other. */
   peerUpgrade: (
     req: IncomingMessage,
@@ -97,6 +99,7 @@ export async function startClusterRuntime(
     advertise(url) {
       io.peerUrl = url;
     },
+    peerSecret: () => io.peerSecret,
     peerUpgrade: (req, socket, head) => io.links.onUpgrade(req, socket, head),
     close: () => closeInstance(io),
   };

@@ -29,6 +29,12 @@ export type AdminDeps = {
   bodyTimeoutMs: number;
   /** The usage ledger (issue 26); null or absent when it is off. */
   ledger?: UsageLedger | null;
+  /** Cluster mode (issue 26): the usage routes answered for the whole fleet (cluster/usage_fleet.ts). */
+  usageFleet?: (
+    path: "/admin/usage" | "/admin/requests",
+    url: URL,
+    res: ServerResponse,
+  ) => void;
 };
 
 const ADMIN_BODY_MAX = 16 * 1024;
@@ -259,8 +265,11 @@ export function handleAdmin(
     if (!only("GET")) return true;
     req.resume();
     const ledger = deps.ledger ?? null;
-    if (path === "/admin/usage") sendUsage(res, url, ledger, deps.wallNow());
-    else sendRequests(res, url, ledger);
+    if (ledger !== null && deps.usageFleet !== undefined) {
+      deps.usageFleet(path, url, res);
+    } else if (path === "/admin/usage") {
+      sendUsage(res, url, ledger, deps.wallNow());
+    } else sendRequests(res, url, ledger);
     return true;
   }
   if (path === "/admin/keys" || path.startsWith("/admin/keys/")) {

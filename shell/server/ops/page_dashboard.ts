@@ -243,7 +243,7 @@ export const DASHBOARD_JS = `"use strict";
       var v = $(p[1]).value.trim();
       if (v !== "") q.push(p[0] + "=" + encodeURIComponent(v));
     });
-    if (logCursor !== null) q.push("cursor=" + logCursor);
+    if (logCursor !== null) q.push("cursor=" + encodeURIComponent(logCursor));
     return "/admin/requests?" + q.join("&");
   }
   function loadLog() {

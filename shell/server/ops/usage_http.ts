@@ -27,7 +27,7 @@ export function parseTime(raw: string): number | null {
   return Number.isNaN(ms) ? null : ms;
 }
 
-function disabled(res: ServerResponse): void {
+export function disabled(res: ServerResponse): void {
   sendAdminError(
     res,
     404,
@@ -36,23 +36,23 @@ function disabled(res: ServerResponse): void {
   );
 }
 
-/** GET /admin/usage?group_by=key|tenant|model|worker&from=&to= */
-export function sendUsage(
-  res: ServerResponse,
-  url: URL,
-  ledger: UsageLedger | null,
+/** A usage query's range (both ends in ms, `to` included) and grouping. */
+export type UsageQuery = { groupBy: GroupBy; fromMs: number; toMs: number };
+
+/** What is wrong with a query: the admin error to answer. */
+export type QueryError = { code: string; message: string };
+
+/** The query of GET /admin/usage, `from` and `to` defaulting to the last 24 hours before `wallNow`. */
+export function usageQuery(
+  q: URLSearchParams,
   wallNow: number,
-): void {
-  if (ledger === null) return disabled(res);
-  const q = url.searchParams;
+): UsageQuery | QueryError {
   const groupBy = q.get("group_by") ?? "tenant";
   if (!(GROUPS as readonly string[]).includes(groupBy)) {
-    return sendAdminError(
-      res,
-      400,
-      "invalid_group_by",
-      `group_by must be one of ${GROUPS.join(", ")}`,
-    );
+    return {
+      code: "invalid_group_by",
+      message: `group_by must be one of ${GROUPS.join(", ")}`,
+    };
   }
   const range: number[] = [];
   for (
@@ -64,28 +64,50 @@ export function sendUsage(
     const raw = q.get(name);
     const ms = raw === null ? fallback : parseTime(raw);
     if (ms === null) {
-      return sendAdminError(
-        res,
-        400,
-        `invalid_${name}`,
-        `${name} must be an RFC 3339 time (2026-11-25T10:00:00Z) or unix seconds`,
-      );
+      return {
+        code: `invalid_${name}`,
+        message:
+          `${name} must be an RFC 3339 time (2026-11-25T10:00:00Z) or unix seconds`,
+      };
     }
     range.push(ms);
   }
   const [fromMs, toMs] = range as [number, number];
   if (toMs < fromMs) {
-    return sendAdminError(res, 400, "invalid_range", "to is before from");
+    return { code: "invalid_range", message: "to is before from" };
+  }
+  return { groupBy: groupBy as GroupBy, fromMs, toMs };
+}
+
+/** The JSON of GET /admin/usage for a query and its sums. */
+export function usageBody(
+  query: UsageQuery,
+  part: { totals: unknown; groups: unknown },
+): Record<string, unknown> {
+  return {
+    from: new Date(query.fromMs).toISOString(),
+    to: new Date(query.toMs).toISOString(),
+    group_by: query.groupBy,
+    totals: part.totals,
+    groups: part.groups,
+  };
+}
+
+/** GET /admin/usage?group_by=key|tenant|model|worker&from=&to= */
+export function sendUsage(
+  res: ServerResponse,
+  url: URL,
+  ledger: UsageLedger | null,
+  wallNow: number,
+): void {
+  if (ledger === null) return disabled(res);
+  const query = usageQuery(url.searchParams, wallNow);
+  if ("code" in query) {
+    return sendAdminError(res, 400, query.code, query.message);
   }
   // `to` is included: a record stamped at the very instant counts.
-  const { totals, groups } = ledger.usage(groupBy as GroupBy, fromMs, toMs + 1);
-  sendJson(res, 200, {
-    from: new Date(fromMs).toISOString(),
-    to: new Date(toMs).toISOString(),
-    group_by: groupBy,
-    totals,
-    groups,
-  });
+  const part = ledger.usage(query.groupBy, query.fromMs, query.toMs + 1);
+  sendJson(res, 200, usageBody(query, part));
 }
 
 /** The filter of GET /admin/requests, or what is wrong with it. */

@@ -77,6 +77,11 @@ export type UsageLedger = {
     records: UsageRecord[];
     nextCursor: string | null;
   };
+  /** Cluster mode: records in the fleet's order after a cursor (see requestsByTime). */
+  requestsByTime(
+    filter: RequestFilter,
+    after: TimeCursor | null,
+  ): UsageRecord[];
   /** Deletes records older than the retention; returns how many. */
   prune(wallMs: number): number;
   close(): void;
@@ -201,11 +206,10 @@ function usageBetween(
   return { totals, groups };
 }
 
-/** One page of records, newest first, and the cursor of the next. */
-function requestsPage(
-  db: DatabaseSync,
+/** The WHERE clauses (and their arguments) of a filter's key, tenant, model and status. */
+function filterClauses(
   filter: RequestFilter,
-): { records: UsageRecord[]; nextCursor: string | null } {
+): { clauses: string[]; args: (string | number)[] } {
   const clauses: string[] = [];
   const args: (string | number)[] = [];
   const eq = (column: string, v: string | number | undefined) => {
@@ -222,14 +226,27 @@ function requestsPage(
   }
   eq("status", filter.status);
   eq("outcome", filter.outcome);
+  return { clauses, args };
+}
+
+const whereOf = (clauses: string[]) =>
+  clauses.length === 0 ? "" : `WHERE ${clauses.join(" AND ")}`;
+
+/** One page of records, newest first, and the cursor of the next. */
+function requestsPage(
+  db: DatabaseSync,
+  filter: RequestFilter,
+): { records: UsageRecord[]; nextCursor: string | null } {
+  const { clauses, args } = filterClauses(filter);
   if (filter.before !== undefined) {
     clauses.push("id < ?");
     args.push(filter.before);
   }
-  const where = clauses.length === 0 ? "" : `WHERE ${clauses.join(" AND ")}`;
   // One more than asked: whether a next page exists.
   const rows = db.prepare(
-    `SELECT id, ${COLUMNS} FROM usage_records ${where} ORDER BY id DESC LIMIT ?`,
+    `SELECT id, ${COLUMNS} FROM usage_records ${
+      whereOf(clauses)
+    } ORDER BY id DESC LIMIT ?`,
   ).all(...args, filter.limit + 1).map(recordOf);
   const more = rows.length > filter.limit;
   const records = more ? rows.slice(0, filter.limit) : rows;
@@ -237,6 +254,31 @@ function requestsPage(
     records,
     nextCursor: more ? String(records[records.length - 1]!.id) : null,
   };
+}
+
+/** A place in the fleet's order (newest first by time, then by request id). */
+export type TimeCursor = { atMs: number; requestId: string };
+
+/**
+ * Up to `filter.limit` records in the fleet's order, after `after` (cluster
+ * mode, issue 26): the order every instance shares, since a record's local id
+ * means nothing on another instance. `filter.before` is not used.
+ */
+function requestsByTime(
+  db: DatabaseSync,
+  filter: RequestFilter,
+  after: TimeCursor | null,
+): UsageRecord[] {
+  const { clauses, args } = filterClauses(filter);
+  if (after !== null) {
+    clauses.push("(at_ms < ? OR (at_ms = ? AND request_id < ?))");
+    args.push(after.atMs, after.atMs, after.requestId);
+  }
+  return db.prepare(
+    `SELECT id, ${COLUMNS} FROM usage_records ${
+      whereOf(clauses)
+    } ORDER BY at_ms DESC, request_id DESC LIMIT ?`,
+  ).all(...args, filter.limit).map(recordOf);
 }
 
 /**
@@ -296,6 +338,10 @@ export function openUsageLedger(
     requests(filter) {
       ledger.flush();
       return requestsPage(db, filter);
+    },
+    requestsByTime(filter, after) {
+      ledger.flush();
+      return requestsByTime(db, filter, after);
     },
     prune(wallMs) {
       lastPruneMs = wallMs;

@@ -191,3 +191,26 @@ Deno.test("issue 26 modelrelay_tokens_total counts prompt and completion tokens 
   );
   assert.doesNotMatch(text, /tokens_total\{tenant="beta"/);
 });
+
+Deno.test("issue 26 requestsByTime lists newest first by time then request id, after a fleet cursor, with the filter", () => {
+  withLedger(30, (ledger) => {
+    // Recorded out of time order: the fleet's order is by time, not by row id.
+    ledger.record(finished({ requestId: "r-b" }), 5_000);
+    ledger.record(finished({ requestId: "r-a" }), 5_000);
+    ledger.record(finished({ requestId: "r-c" }), 4_000);
+    ledger.record(finished({ requestId: "r-d", tenant: "beta" }), 6_000);
+    ledger.record(finished({ requestId: "r-e" }), 7_000);
+    const ids = (after: { atMs: number; requestId: string } | null) =>
+      ledger.requestsByTime({ limit: 10, tenant: "acme" }, after).map((r) =>
+        r.request_id
+      );
+    assert.deepEqual(ids(null), ["r-e", "r-b", "r-a", "r-c"]);
+    assert.deepEqual(ids({ atMs: 5_000, requestId: "r-b" }), ["r-a", "r-c"]);
+    assert.deepEqual(ids({ atMs: 5_000, requestId: "r-a" }), ["r-c"]);
+    assert.deepEqual(ids({ atMs: 4_000, requestId: "r-c" }), []);
+    assert.deepEqual(
+      ledger.requestsByTime({ limit: 2 }, null).map((r) => r.request_id),
+      ["r-e", "r-d"],
+    );
+  });
+});
