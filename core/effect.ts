@@ -8,6 +8,7 @@ import type {
   Headers,
   LifecycleTaskView,
   RequestId,
+  StreamHead,
   WorkerId,
 } from "./vocabulary.ts";
 
@@ -77,8 +78,16 @@ export type Effect =
     error: ClientError;
     queueWaitMs?: number;
   }
-  /** Open an SSE response (status 200); chunks follow. */
-  | { kind: "startStream"; requestId: RequestId; queueWaitMs?: number }
+  /**
+   * Open a streamed response; chunks follow. Without `head`, the relay's SSE
+   * head (status 200); with it (stream-head-v1, issue 25), the backend's.
+   */
+  | {
+    kind: "startStream";
+    requestId: RequestId;
+    queueWaitMs?: number;
+    head?: StreamHead;
+  }
   /**
    * Write the chunk byte for byte (C15): a string UTF-8 encoded, bytes
    * (chunk-bytes-v1) as they are.

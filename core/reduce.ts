@@ -27,6 +27,7 @@ import { onTick } from "./events/on_tick.ts";
 import { onWorkerConnectAttempted } from "./events/on_worker_connect_attempted.ts";
 import { onWorkerDisconnected } from "./events/on_worker_disconnected.ts";
 import { onWorkerErrorReceived } from "./events/on_worker_error_received.ts";
+import { onHeadReceived } from "./events/on_head_received.ts";
 import {
   onWorkerFrameInvalid,
   protocolViolation,
@@ -56,6 +57,7 @@ export function reduce(state: State, event: Event): Reduced {
       }
       break;
     case "completeReceived":
+    case "headReceived":
     case "pongReceived":
     case "modelsUpdateReceived":
     case "workerErrorReceived":
@@ -73,6 +75,9 @@ export function reduce(state: State, event: Event): Reduced {
       switch (event.kind) {
         case "completeReceived":
           onCompleteReceived(state, event, out);
+          break;
+        case "headReceived":
+          onHeadReceived(state, event, out);
           break;
         case "pongReceived":
           onPongReceived(state, event, out);

@@ -15,6 +15,8 @@ export type Headers = Record<string, string>;
  * stream limit counts.
  */
 export type ChunkData = string | Uint8Array;
+/** A streamed answer's head as the backend gave it (stream-head-v1, issue 25). */
+export type StreamHead = { status: number; headers: Headers };
 /** Spec 004 priority classes (X-Priority). */
 export type Priority = "high" | "normal" | "low";
 

@@ -3,7 +3,8 @@
 // `endpoint_prefixes` field, answers pings, and forwards each `request` frame's
 // text body to the backend with the frame's `method`, answering with one
 // `response_complete` whose body is the backend's answer as text — what the
-// Rust worker does for a non-streaming request.
+// Rust worker does for a non-streaming request; a streaming one's text leaves
+// as `response_chunk` frames first.
 export type OriginalWorker = {
   /** Request frames received, as parsed JSON. */
   requests: Record<string, unknown>[];
@@ -55,12 +56,27 @@ export function startOriginalWorker(opts: {
     res.headers.forEach((v, k) => {
       if (k !== "content-length" && k !== "transfer-encoding") headers[k] = v;
     });
+    let body = "";
+    if (m.is_streaming === true && res.ok && res.body !== null) {
+      // A stream, as the Rust worker sends one: response_chunk frames of the
+      // decoded text as read, then a response_complete with the headers.
+      const decoder = new TextDecoder();
+      for await (const bytes of res.body) {
+        const chunk = decoder.decode(bytes, { stream: true });
+        if (chunk === "") continue;
+        ws.send(JSON.stringify({
+          type: "response_chunk",
+          request_id: m.request_id,
+          chunk,
+        }));
+      }
+    } else body = await res.text();
     ws.send(JSON.stringify({
       type: "response_complete",
       request_id: m.request_id,
       status_code: res.status,
       headers,
-      body: await res.text(),
+      body,
     }));
   };
   return {

@@ -3,6 +3,7 @@
 // workers, plus an in-process worker of the original dialect. Each answer is
 // compared with the same call made directly to the backend.
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI, { toFile } from "openai";
@@ -95,7 +96,8 @@ Deno.test("issue 25: every /v1 endpoint through the relay with the official SDKs
   try {
     const backend = await mock(started);
     const url = await server(started, {
-      MODEL_ALIASES: "text-embedding-3-small=mock-model,gpt-4o-mini=mock-model",
+      MODEL_ALIASES:
+        "text-embedding-3-small=mock-model,gpt-4o-mini=mock-model,whisper-large=whisper-1",
       FORWARD_PATH_PREFIXES: "/tokenize",
     });
     await worker(started, url, backend.url, "ours");
@@ -182,6 +184,36 @@ Deno.test("issue 25: every /v1 endpoint through the relay with the official SDKs
         const sent = captured.find((b) => b.length > 0)!;
         assert.ok(sent.length > file.length);
         assert.equal(r.text, `sha256:${sha256(sent)}`);
+      },
+    );
+
+    await t.step(
+      "audio.transcriptions.create with an alias: the backend receives the target's name in the multipart model field, every other byte unchanged",
+      async () => {
+        const captured: Uint8Array[] = [];
+        const capturing: typeof fetch = async (input, init) => {
+          const req = new Request(input, init);
+          captured.push(new Uint8Array(await req.clone().arrayBuffer()));
+          return await fetch(req);
+        };
+        const file = audioFile();
+        const r = await openai(`${url}/v1`, capturing).audio.transcriptions
+          .create({
+            model: "whisper-large",
+            file: await toFile(file, "speech.wav", { type: "audio/wav" }),
+          });
+        const sent = Buffer.from(captured.find((b) => b.length > 0)!);
+        // What the backend should get: the SDK's bytes with only the model
+        // field's value replaced (latin1 keeps every byte as one character).
+        const field = 'name="model"\r\n\r\n';
+        const text = sent.toString("latin1");
+        assert.equal(text.split(`${field}whisper-large\r\n`).length, 2);
+        const expected = Buffer.from(
+          text.replace(`${field}whisper-large\r\n`, `${field}whisper-1\r\n`),
+          "latin1",
+        );
+        assert.equal(expected.length, sent.length - 4);
+        assert.equal(r.text, `sha256:${sha256(expected)}`);
       },
     );
 

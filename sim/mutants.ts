@@ -27,6 +27,17 @@ export type Mutant = {
   scenario?: string;
 };
 
+/** startStream forgets the worker's head: the client gets the SSE head. */
+function dropStreamHead(): ReduceFn {
+  return (state, event) => {
+    const out = reduce(state, event);
+    for (const f of out.effects) {
+      if (f.kind === "startStream") delete f.head;
+    }
+    return out;
+  };
+}
+
 function skipRequeueCap(): ReduceFn {
   return (state, event) => {
     if (state.config.requeueCountMax < 1_000) {
@@ -573,6 +584,12 @@ export const MUTANTS: readonly Mutant[] = [
       "issue 14.1 a draining worker's models stay routable until it disconnects",
     make: drainAsEmptyModels,
     scenario: "real_faults",
+  },
+  {
+    name: "drop_stream_head",
+    breaks:
+      "C108 a stream whose worker sent its head (stream-head-v1) opens with it",
+    make: dropStreamHead,
   },
   {
     name: "ignore_endpoint_prefixes",

@@ -37,6 +37,7 @@ const EXPECTED: Record<string, string[]> = {
   requeue_oversized: ["neverRunTwiceForSize"],
   drain_as_empty_models: ["drainingModelsStayRoutable"],
   ignore_endpoint_prefixes: ["dispatchOnlyToAccepting"],
+  drop_stream_head: ["streamHeadFromItsWorker"],
 };
 
 Deno.test("every mutant has an expected catcher", () => {

@@ -289,6 +289,7 @@ export const OUR_EXTENSIONS: string[] = [
   "body-chunks-v1",
   "chunk-bytes-v1",
   "body-bytes-v1",
+  "stream-head-v1",
 ];
 
 /** A backend fault plan with every share zero unless overridden. */

@@ -83,6 +83,10 @@ export function eventLine(e: Event): string {
       return `${e.atMs} E complete ${e.workerId} ${e.requestId} ${e.statusCode} ${
         short(e.body)
       }`;
+    case "headReceived":
+      return `${e.atMs} E head ${e.workerId} ${e.requestId} ${e.statusCode} ${
+        e.headers["content-type"] ?? "-"
+      }`;
     case "workerErrorReceived":
       return `${e.atMs} E workerError ${e.workerId} ${e.requestId} ${e.code}`;
     case "workerFrameInvalid":

@@ -158,18 +158,42 @@ export class VirtualWorker {
    * and drops it on a break; an original-style worker passes reads as they
    * come. Returns the events the core sees.
    */
+  /**
+   * A stream's head as a backend would send it: NDJSON for about half the
+   * requests (the worker core sends those), SSE for the rest (it sends
+   * none), chosen from the id so the run's random draws stay as they were.
+   * It names its sender, so the observer can tell whose head a client got.
+   */
+  #headRead(requestId: string): WorkerEvent {
+    const ndjson = requestId.charCodeAt(requestId.length - 1) % 2 === 1;
+    return {
+      kind: "headRead",
+      requestId,
+      status: 200,
+      headers: {
+        "content-type": ndjson ? "application/x-ndjson" : "text/event-stream",
+        "x-sim-head": `${this.conn}|${requestId}`,
+      },
+    };
+  }
+
   #readerEvents(e: WorkerEvent): WorkerEvent[] {
     if (this.#speaks() === null) return [e];
     switch (e.kind) {
       case "chunkRead": {
         if (typeof e.chunk !== "string") return [e];
         let p = this.#events.get(e.requestId);
+        // The first read of a stream: the shell passes its head first
+        // (stream-head-v1, C108; the worker core decides whether it leaves).
+        const first: WorkerEvent[] = p === undefined
+          ? [this.#headRead(e.requestId)]
+          : [];
         if (p === undefined) {
           p = newSseEventPassage<string>("");
           this.#events.set(e.requestId, p);
         }
         const out = p.pass(e.chunk);
-        return out === "" ? [] : [{ ...e, chunk: out }];
+        return out === "" ? first : [...first, { ...e, chunk: out }];
       }
       case "backendFinished": {
         const rest = this.#events.get(e.requestId)?.end() ?? "";

@@ -79,6 +79,15 @@ export type Event =
     /** body-bytes-v1: the answer's body is not text, base64 (issue 25); absent = text. */
     bodyBase64?: string;
   }
+  /** stream-head-v1 (issue 25): a streamed answer's status and headers, before its first chunk. */
+  | {
+    kind: "headReceived";
+    atMs: number;
+    workerId: WorkerId;
+    requestId: RequestId;
+    statusCode: number;
+    headers: Headers;
+  }
   | {
     kind: "workerErrorReceived";
     atMs: number;

@@ -36,6 +36,15 @@ export function eventFromFrame(
         tokenCounts: m.token_counts ?? null,
         ...(m.body_base64 == null ? {} : { bodyBase64: m.body_base64 }),
       };
+    case "response_head":
+      return {
+        kind: "headReceived",
+        atMs,
+        workerId,
+        requestId: m.request_id,
+        statusCode: m.status_code,
+        headers: m.headers,
+      };
     case "pong":
       return {
         kind: "pongReceived",

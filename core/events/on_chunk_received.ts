@@ -197,6 +197,8 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
       kind: "startStream",
       requestId: request.id,
       queueWaitMs: request.queueWaitMs,
+      // stream-head-v1 (issue 25): the backend's head, once per stream.
+      ...(s.head === undefined ? {} : { head: s.head }),
     });
   } else if (s.kind === "streaming") {
     s.charsStreamed += e.chunk.length;

@@ -48,6 +48,13 @@ export const EXTENSION_CHUNK_BYTES = "chunk-bytes-v1";
  * only to a worker that negotiated it.
  */
 export const EXTENSION_BODY_BYTES = "body-bytes-v1";
+/**
+ * stream-head-v1 (issue 25): before the first chunk of a streamed answer that
+ * is not server-sent events, the worker sends `response_head` with the
+ * backend's status and headers; the server answers the client with them
+ * instead of its fixed SSE head. One frame per stream, none per chunk.
+ */
+export const EXTENSION_STREAM_HEAD = "stream-head-v1";
 export const SUPPORTED_EXTENSIONS: readonly string[] = [
   EXTENSION_CAPABILITIES,
   EXTENSION_LIFECYCLE,
@@ -55,6 +62,7 @@ export const SUPPORTED_EXTENSIONS: readonly string[] = [
   EXTENSION_BODY_CHUNKS,
   EXTENSION_CHUNK_BYTES,
   EXTENSION_BODY_BYTES,
+  EXTENSION_STREAM_HEAD,
 ];
 export const LIFECYCLE_OPERATIONS = [
   "model-load",
@@ -152,6 +160,13 @@ export const responseCompleteSchema = z.object({
   /** body-bytes-v1: a body that is not text, base64 (then `body` is empty). */
   body_base64: z.string().nullish(),
 });
+/** Extension frame (stream-head-v1): a streamed answer's head, before its first chunk. */
+export const responseHeadSchema = z.object({
+  type: z.literal("response_head"),
+  request_id: z.string(),
+  status_code: z.number().int().min(100).max(999),
+  headers: headerMap,
+});
 export const pongSchema = z.object({
   type: z.literal("pong"),
   current_load: count.nullish(),
@@ -188,6 +203,7 @@ export const workerMessageSchema = z.discriminatedUnion("type", [
   workerErrorSchema,
   capabilitiesSchema,
   lifecycleProgressSchema,
+  responseHeadSchema,
 ]);
 export type WorkerMessage = z.infer<typeof workerMessageSchema>;
 /** Every frame type a worker may send, read off the schemas so no list drifts. */

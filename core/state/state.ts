@@ -11,6 +11,7 @@ import type {
   LifecycleTask,
   Priority,
   RequestId,
+  StreamHead,
   WorkerId,
 } from "../vocabulary.ts";
 
@@ -83,7 +84,16 @@ export type BackendHealth =
 
 export type RequestStatus =
   | { kind: "queued"; queueDeadlineAtMs: number }
-  | { kind: "dispatched"; workerId: WorkerId; dispatchedAtMs: number }
+  | {
+    kind: "dispatched";
+    workerId: WorkerId;
+    dispatchedAtMs: number;
+    /**
+     * stream-head-v1 (issue 25): the head this dispatch's worker sent before
+     * its first chunk; a requeue drops it with the dispatch.
+     */
+    head?: StreamHead;
+  }
   | {
     kind: "streaming";
     workerId: WorkerId;

@@ -33,6 +33,7 @@ import {
   onLifecycleUpdate,
 } from "./decide_lifecycle.ts";
 import { completionFrames } from "./answers.ts";
+import { streamHeadActions } from "./stream_head.ts";
 import {
   advertised,
   log,
@@ -63,6 +64,13 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
       // Hot path: one lookup; nothing after a cancel or a disconnect.
       if (!state.inFlight.has(event.requestId)) return [];
       return [chunkAction(state, event.requestId, event.chunk)];
+    case "headRead":
+      return streamHeadActions(
+        state,
+        event.requestId,
+        event.status,
+        event.headers,
+      );
     case "backendFinished":
       return onBackendFinished(state, event.requestId, event.completion);
     case "backendUnavailable":

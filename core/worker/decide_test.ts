@@ -60,6 +60,7 @@ Deno.test("opening the socket registers with the bridge protocol version and cur
       "body-chunks-v1",
       "chunk-bytes-v1",
       "body-bytes-v1",
+      "stream-head-v1",
     ],
   });
 });

@@ -7,6 +7,7 @@ import {
   EXTENSION_CHUNK_BYTES,
   EXTENSION_DRAIN,
   EXTENSION_LIFECYCLE,
+  EXTENSION_STREAM_HEAD,
   type LifecycleOperation,
   type LifecycleProgressStatus,
   type LifecycleRequestMessage,
@@ -65,6 +66,7 @@ export const WORKER_EXTENSIONS = [
   EXTENSION_BODY_CHUNKS,
   EXTENSION_CHUNK_BYTES,
   EXTENSION_BODY_BYTES,
+  EXTENSION_STREAM_HEAD,
 ];
 
 /** Our server's default frame limit (core DEFAULT_CONFIG.frameCharsMax): the protocol's. */
@@ -85,6 +87,16 @@ export type WorkerEvent =
    * its bytes, whole UTF-8 characters (the shell holds a split one back, C45).
    */
   | { kind: "chunkRead"; requestId: string; chunk: string | Uint8Array }
+  /**
+   * A streamed answer's head (stream-head-v1, issue 25): read before its
+   * first chunk; the backend's headers, hop-by-hop ones dropped.
+   */
+  | {
+    kind: "headRead";
+    requestId: string;
+    status: number;
+    headers: Record<string, string>;
+  }
   | { kind: "backendFinished"; requestId: string; completion: Completion }
   /**
    * The backend refused or reset the connection before any response byte

@@ -16,6 +16,7 @@ import {
   type Event,
   lifecycleAnswer,
 } from "../../core/mod.ts";
+import type { StreamHead } from "../../core/vocabulary.ts";
 import type { Logger } from "../log.ts";
 import type {
   ClientContext,
@@ -172,6 +173,16 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
           c.res.destroy();
           return;
         }
+        if (effect.error !== null && c.rawStream === true) {
+          // stream-head-v1: NDJSON or audio bytes take no SSE error event;
+          // the body is cut (no last chunk) so the client sees it broken.
+          deps.log("warn", "stream broken, client connection cut", {
+            request_id: effect.requestId,
+            code: effect.error.code,
+          });
+          c.res.destroy();
+          return;
+        }
         if (effect.error !== null && c.midEvent === true) {
           // C60: the bytes sent end inside an event, which cannot be taken
           // back. The error event glued onto it would read as corrupt JSON, so
@@ -249,11 +260,17 @@ function startStream(
   // Chunks go out as they come: without TCP_NODELAY, a chunk that follows
   // an unacknowledged one waits for the client's delayed ACK (~40 ms).
   c.res.socket?.setNoDelay(true);
-  c.res.writeHead(200, {
-    ...SSE_HEADERS,
-    ...CACHE_HEADER_DEFAULTS,
-    "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
-  });
+  if (effect.head === undefined) {
+    c.res.writeHead(200, {
+      ...SSE_HEADERS,
+      ...CACHE_HEADER_DEFAULTS,
+      "x-queue-wait-ms": String(effect.queueWaitMs ?? 0),
+    });
+  } else {
+    const head = streamHead(effect.head, effect.queueWaitMs ?? 0);
+    c.rawStream = !isEventStream(head.headers["content-type"]);
+    c.res.writeHead(head.status, head.headers);
+  }
   compactHead(c.res);
   // The core follows startStream with the first chunk's writeChunk: the
   // head leaves in that chunk's write, one write less per stream (issue
@@ -264,6 +281,32 @@ function startStream(
       c.res.flushHeaders();
     }
   });
+}
+
+/**
+ * stream-head-v1 (issue 25): the backend's status and headers for a stream,
+ * filtered as a whole answer's are (no length: node frames the stream), with
+ * the spec 004 headers, and nginx's buffering off unless the backend said.
+ */
+export function streamHead(
+  from: StreamHead,
+  queueWaitMs: number,
+): { status: number; headers: Record<string, string> } {
+  const headers: Record<string, string> = {
+    ...CACHE_HEADER_DEFAULTS,
+    "x-accel-buffering": "no",
+  };
+  for (const k in from.headers) {
+    const lower = k.toLowerCase();
+    if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = from.headers[k]!;
+  }
+  headers["x-queue-wait-ms"] = String(queueWaitMs);
+  return safeHead(from.status, headers);
+}
+
+function isEventStream(contentType: string | undefined): boolean {
+  return contentType !== undefined &&
+    contentType.trimStart().toLowerCase().startsWith("text/event-stream");
 }
 
 function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {

@@ -117,6 +117,11 @@ export type AnswerSink = {
    * stream's chunks with no UTF-8 repair). Absent = false.
    */
   bodyBytes?: boolean;
+  /**
+   * A streamed answer's head, before its first chunk (stream-head-v1, issue
+   * 25; the worker core decides whether it is sent). Absent = not passed on.
+   */
+  head?(status: number, headers: Record<string, string>): void;
   /** False while the link to the proxy holds too much unsent: reading pauses. */
   hasRoom(): boolean;
 };
@@ -237,6 +242,8 @@ export function readAnswer(
       pauseWhileFull(body, sink, call.settled);
     },
   };
+  // stream-head-v1 (issue 25): a stream's head goes ahead of its chunks.
+  if (request.is_streaming && ok) sink.head?.(status, answer.headers);
   // body-bytes-v1 (issue 25): an answer that is not text keeps its bytes.
   if (sink.bodyBytes === true && !isTextType(answer.headers["content-type"])) {
     if (!request.is_streaming) return readWholeBytes(answer);

@@ -45,6 +45,8 @@ export function makeBackendCalls(deps: BackendCallsDeps): BackendCalls {
         forwardToBackend(deps.backend, request, controller.signal, {
           chunk: (chunk) =>
             deps.dispatch({ kind: "chunkRead", requestId: id, chunk }),
+          head: (status, headers) =>
+            deps.dispatch({ kind: "headRead", requestId: id, status, headers }),
           bodyChunks: deps.bodyChunks(),
           chunkBytes: deps.chunkBytes(),
           bodyBytes: deps.bodyBytes(),

@@ -53,6 +53,8 @@ export const INVARIANTS = {
     "I25 a request is dispatched only to a worker that accepts its path (endpoint_prefixes) and its body (body-bytes-v1 for one that is not text), and refused for want of one only when no worker of its model does",
   wholeSseEvents:
     "C60 issue 24.1 a stream never carries a partial event followed by another event: no chunk starts an event while the stream ends inside one, and our worker's stream breaks only between events",
+  streamHeadFromItsWorker:
+    "C108 issue 25 a stream opens with the head its committing worker sent in this dispatch (stream-head-v1), never an earlier worker's, and never without it",
   liveness:
     "C34 heal phase: every request and lifecycle task ends within bounded steps",
 } as const;

@@ -13,6 +13,7 @@ import type {
   Priority,
 } from "../../core/mod.ts";
 import { EXTENSION_BODY_BYTES, EXTENSION_LIFECYCLE } from "../../core/mod.ts";
+import type { StreamHead } from "../../core/vocabulary.ts";
 
 /** The priority classes, highest first. */
 export const CLASSES: readonly Priority[] = ["high", "normal", "low"];
@@ -145,6 +146,8 @@ export type MReq = {
   binary: boolean;
   /** The stream's bytes so far end inside an SSE event (C60). */
   midEvent: boolean;
+  /** stream-head-v1 (C108): the head its worker sent in this dispatch. */
+  head?: StreamHead;
 };
 
 export type MWorker = {

@@ -9,6 +9,7 @@ import {
   type Effect,
   type Event,
   EXTENSION_CAPABILITIES,
+  EXTENSION_STREAM_HEAD,
   piecesAsText,
   type State,
   SUPPORTED_EXTENSIONS,
@@ -48,6 +49,7 @@ import * as requeueCap from "../invariants/requeue_cap.ts";
 import * as retryElsewhere from "../invariants/retry_elsewhere.ts";
 import * as streamCarriesOnlyBackendBytes from "../invariants/stream_carries_only_backend_bytes.ts";
 import * as wholeSseEvents from "../invariants/whole_sse_events.ts";
+import * as streamHead from "../invariants/stream_head_from_its_worker.ts";
 import {
   clampMax,
   type LifecycleStats,
@@ -160,6 +162,18 @@ export class Observer {
       }
       case "modelsUpdateReceived":
         return this.#modelsUpdated(e);
+      case "headReceived": {
+        // The core keeps a negotiated worker's head for its own stream that
+        // has not started (core/events/on_head_received.ts).
+        const w = m.workers.get(e.workerId);
+        const r = m.reqs.get(e.requestId);
+        if (
+          w?.registered === true && w.ext.has(EXTENSION_STREAM_HEAD) &&
+          r !== undefined && r.conn === w.conn && r.streaming &&
+          r.status === "dispatched"
+        ) r.head = { status: e.statusCode, headers: e.headers };
+        return;
+      }
       case "chunkReceived": {
         const w = m.workers.get(e.workerId);
         const r = m.reqs.get(e.requestId);
@@ -286,6 +300,7 @@ export class Observer {
         );
         if (r === null) return;
         chunkFromAssigned.streamStartsOnItsChunk(check, r, m.event);
+        streamHead.opensWithItsHead(check, r, f.head);
         r.status = "streaming";
         return;
       }
@@ -583,6 +598,7 @@ export class Observer {
     else m.dequeued(r);
     r.status = "dispatched";
     r.conn = conn;
+    delete r.head; // a new dispatch: the next head is its worker's
     w.assigned.add(r.id);
     w.lastDispatch = ++m.dispatches;
     m.sync(w);

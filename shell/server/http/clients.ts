@@ -14,6 +14,11 @@ export type ClientContext = {
    * original-dialect worker forwards half an event; ours hold it back).
    */
   midEvent?: boolean;
+  /**
+   * The stream went out with the backend's head and is not server-sent
+   * events (stream-head-v1, issue 25): an SSE error event cannot be appended.
+   */
+  rawStream?: boolean;
 };
 
 export type Clients = Map<string, ClientContext>;

@@ -76,6 +76,7 @@ Deno.test("op token: every failed check has its own status and message, and the 
       "body-chunks-v1",
       "chunk-bytes-v1",
       "body-bytes-v1",
+      "stream-head-v1",
     ]);
     const cases: [string, unknown, number, string, RegExp][] = [
       [
