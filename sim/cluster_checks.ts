@@ -6,6 +6,8 @@ export type ClusterInvariant =
   | "replicasAgree"
   | "socketEffectsOnce"
   | "fleetRateLimit"
+  /** Issue 26: fleet-wide, tokens admitted ≤ limit + tokens in flight when it was reached (cluster_tokens.ts). */
+  | "fleetTokenLimit"
   | "noHangOnInstanceDeath"
   | "endsOnce"
   | "streamExact"

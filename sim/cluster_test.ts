@@ -24,6 +24,7 @@ Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, sta
   let digestChecks = 0;
   let snapshots = 0;
   let leaves = 0;
+  let tokenReaches = 0;
   for (let n = 0n; n < BigInt(SWEEP_RUNS); n++) {
     const seed = SWEEP_SEED + n;
     const s = clusterScenario(seed);
@@ -34,6 +35,7 @@ Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, sta
     digestChecks += run.stats.digestChecks;
     snapshots += run.stats.snapshots;
     leaves += run.stats.leaves;
+    tokenReaches += run.stats.tokenLimitReached;
   }
   assert.deepEqual([...seen].sort(), [...CLUSTER_FAULTS].sort());
   assert.ok(deaths > SWEEP_RUNS / 4, `only ${deaths} instance deaths`);
@@ -41,10 +43,17 @@ Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, sta
   // Snapshots (and the trims behind them) and leaves happen in most runs.
   assert.ok(snapshots > SWEEP_RUNS * 5, `only ${snapshots} snapshots`);
   assert.ok(leaves > SWEEP_RUNS / 4, `only ${leaves} leaves`);
+  // fleetTokenLimit judges something: the token-limited tenant (half the
+  // scenarios) reaches its limit in most of them.
+  assert.ok(
+    tokenReaches > SWEEP_RUNS / 4,
+    `only ${tokenReaches} token limits reached`,
+  );
 });
 
 for (const fault of CLUSTER_FAULTS) {
   Deno.test(`cluster scenario: three instances, fault "${fault}" alone, seeds 1-10 hold every fleet invariant`, () => {
+    let reached = 0;
     for (let seed = 1n; seed <= 10n; seed++) {
       const run = runCluster({
         seed,
@@ -53,10 +62,14 @@ for (const fault of CLUSTER_FAULTS) {
         requests: 50,
         faults: [fault],
         rateLimited: true,
+        tokenLimited: true,
       });
       assert.equal(run.violations.length, 0, report(seed, run));
       assert.ok(run.stats.ended > 20);
+      reached += run.stats.tokenLimitReached;
     }
+    // Tenant "a"'s token limit is reached, so fleetTokenLimit was put to work.
+    assert.ok(reached >= 5, `token limit reached in only ${reached} runs`);
   });
 }
 
@@ -78,12 +91,34 @@ for (const m of CLUSTER_MUTANT_SPECS) {
         requests: 60,
         faults: m.faults ?? [...CLUSTER_FAULTS],
         rateLimited: true,
+        tokenLimited: true,
       }, m.name);
       if (run.violations.some((v) => v.invariant === m.caughtBy)) return;
     }
     assert.fail(`mutant ${m.name} survived 20 seeds`);
   });
 }
+
+Deno.test("fleetTokenLimit holds for the real code on the 20 seeds that catch tokensPerInstance, the limit reached in most", () => {
+  let reached = 0;
+  for (let seed = 1n; seed <= 20n; seed++) {
+    const run = runCluster({
+      seed,
+      instances: 3,
+      workers: 3,
+      requests: 60,
+      faults: [...CLUSTER_FAULTS],
+      rateLimited: true,
+      tokenLimited: true,
+    });
+    const broken = run.violations.filter((v) =>
+      v.invariant === "fleetTokenLimit"
+    );
+    assert.deepEqual(broken, [], `seed ${seed}`);
+    reached += run.stats.tokenLimitReached;
+  }
+  assert.ok(reached >= 10, `token limit reached in only ${reached} runs`);
+});
 
 Deno.test("cluster runs are deterministic: one seed, one outcome", () => {
   const s = clusterScenario(7n);

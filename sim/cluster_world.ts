@@ -18,8 +18,10 @@ import {
   stepInstance,
 } from "../core/cluster/instance.ts";
 import { ownerOf } from "../core/cluster/ownership.ts";
+import type { TokenCounts } from "../core/protocol/messages.ts";
 import {
   type ClusterRecord,
+  decodeRecord,
   encodeRecord,
   initialClusterState,
   stateDigest,
@@ -56,6 +58,17 @@ import {
   RATE_LIMIT,
   violate,
 } from "./cluster_checks.ts";
+import {
+  fleetTokenLimitBroken,
+  newTokenLedger,
+  TOKEN_LIMIT,
+  TOKEN_TENANT,
+  tokenCharged,
+  tokenDispatched,
+  tokenEntryRead,
+  type TokenLedger,
+  tokensOfRequest,
+} from "./cluster_tokens.ts";
 import { EventQueue } from "./event_queue.ts";
 import { Prng } from "./prng.ts";
 
@@ -90,7 +103,9 @@ export type ClusterMutant =
   /** An instance cut off from its log drops a worker's handshake unanswered (issue 23 defect 1). */
   | "handshakeLeaks"
   /** A stopping instance quits at once, ending its clients' requests. */
-  | "leaveAtOnce";
+  | "leaveAtOnce"
+  /** Issue 26: each replica charges only the tokens of requests whose client it holds. */
+  | "tokensPerInstance";
 export const CLUSTER_MUTANTS: readonly ClusterMutant[] = [
   "noDedup",
   "noLiveness",
@@ -99,6 +114,7 @@ export const CLUSTER_MUTANTS: readonly ClusterMutant[] = [
   "ignoreSnapshot",
   "handshakeLeaks",
   "leaveAtOnce",
+  "tokensPerInstance",
 ];
 
 export type ClusterScenario = {
@@ -109,6 +125,8 @@ export type ClusterScenario = {
   faults: ClusterFault[];
   /** Tenant "rl" is limited to RATE_LIMIT admissions per minute. */
   rateLimited: boolean;
+  /** Tenant TOKEN_TENANT is limited to TOKEN_LIMIT tokens per minute (issue 26). */
+  tokenLimited: boolean;
 };
 
 export type { ClusterInvariant };
@@ -123,6 +141,8 @@ export type ClusterRun = {
     digestChecks: number;
     snapshots: number;
     leaves: number;
+    /** Log histories in which the token-limited tenant reached its limit (issue 26). */
+    tokenLimitReached: number;
   };
 };
 
@@ -249,6 +269,10 @@ type World = {
    * tail (the admissions it lost are forgotten with it).
    */
   dispatchedRl: Map<number, Set<string>>;
+  /** The fleet's token admissions and charges, as the log orders them (issue 26). */
+  tokens: TokenLedger;
+  /** The entry being applied is its first read: its charges count (cluster_tokens.ts). */
+  tokenFirstRead: boolean;
   history: number;
   dead: Set<string>;
   leaves: Leave[];
@@ -269,6 +293,7 @@ export function clusterScenario(seed: bigint): ClusterScenario {
     requests: p.int(20, 60),
     faults: CLUSTER_FAULTS.filter(() => p.chance(1, 2)),
     rateLimited: p.chance(1, 2),
+    tokenLimited: p.chance(1, 2),
   };
 }
 
@@ -464,13 +489,18 @@ function readEntry(w: World, inst: Inst, entry: LogEntry): void {
       view.seq = Math.max(0, view.seq - 1);
     }
   }
+  const firstRead = tokenEntryRead(w.tokens, w.history, entry);
   // The mutant stamps events with each replica's own reading time.
   const read = w.mutant === "applyTimeClock"
     ? { ...entry, ms: w.now + inst.idx }
+    : w.mutant === "tokensPerInstance"
+    ? ownTokensOnly(inst, entry)
     : entry;
   w.applying = entry;
+  w.tokenFirstRead = firstRead;
   feed(w, inst, { kind: "entryRead", entry: read });
   w.applying = null;
+  w.tokenFirstRead = false;
   const [ms = 0, seq = 0] = entry.id.split("-").map(Number);
   if ((ms + seq) % DIGEST_EVERY !== 0 || inst.s.position !== entry.id) return;
   const key = `${w.log.epoch}:${entry.id}`;
@@ -487,11 +517,38 @@ function readEntry(w: World, inst: Inst, entry: LogEntry): void {
   }
 }
 
+/**
+ * The tokensPerInstance mutant: this replica sees the token counts of the
+ * completions of its own clients' requests only, so each instance decides the
+ * token limit on the share of the traffic it holds.
+ */
+function ownTokensOnly(inst: Inst, entry: LogEntry): LogEntry {
+  const record = decodeRecord(entry.data);
+  if (record.kind !== "events") return entry;
+  const events = record.events.map((e) =>
+    e.kind === "completeReceived" && !inst.clients.has(e.requestId)
+      ? { ...e, tokenCounts: null }
+      : e
+  );
+  return { ...entry, data: encodeRecord({ ...record, events }) };
+}
+
 /** The shell's ownership filter: only what this instance holds runs here. */
 function execute(w: World, inst: Inst, effect: Effect, n: number): void {
   const owner = ownerOf(effect);
   if (effect.kind === "log" && effect.message === "cluster instance is gone") {
     w.dead.add(String(effect.fields.instance));
+  }
+  if (
+    w.tokenFirstRead && effect.kind === "requestFinished" &&
+    effect.outcome === "completed" && effect.tenant === TOKEN_TENANT
+  ) {
+    tokenCharged(
+      w.tokens,
+      w.history,
+      effect.requestId,
+      tokensOfId(effect.requestId),
+    );
   }
   const all = w.mutant === "everyoneExecutes";
   const key = `${w.log.epoch}:${w.applying?.id}:${n}`;
@@ -532,6 +589,9 @@ function toWorker(w: World, inst: Inst, effect: Effect, key: string): void {
       const set = w.dispatchedRl.get(w.history) ?? new Set();
       set.add(m.request_id);
       w.dispatchedRl.set(w.history, set);
+    }
+    if (w.clients.get(m.request_id)?.tenant === TOKEN_TENANT) {
+      tokenDispatched(w.tokens, w.history, m.request_id);
     }
     conn.jobs.add(m.request_id);
     w.queue.push(w.now + w.prng.int(5, 40), {
@@ -720,9 +780,24 @@ function job(w: World, a: Extract<Action, { k: "job" }>): void {
     statusCode: 200,
     headers: {},
     body: stream ? "" : `body-${a.requestId}`,
-    tokenCounts: null,
+    tokenCounts: tokenCountsOf(a.requestId),
   });
   jobDone(w, conn, a.requestId);
+}
+
+/** What the virtual backend used for request `r<n>` (fixed per request). */
+function tokenCountsOf(requestId: string): TokenCounts {
+  const t = tokensOfRequest(Number(requestId.slice(1)));
+  return {
+    prompt_tokens: t.prompt,
+    completion_tokens: t.completion,
+    total_tokens: t.prompt + t.completion,
+  };
+}
+
+function tokensOfId(requestId: string): number {
+  const t = tokensOfRequest(Number(requestId.slice(1)));
+  return t.prompt + t.completion;
 }
 
 function arrive(w: World, n: number): void {
@@ -909,6 +984,9 @@ function newWorld(
     rateLimits: s.rateLimited
       ? { rl: { limit: RATE_LIMIT, windowMs: 60_000 } }
       : {},
+    tokenRateLimits: s.tokenLimited
+      ? { [TOKEN_TENANT]: { tokens: TOKEN_LIMIT, windowMs: 60_000 } }
+      : {},
   });
   const w: World = {
     s,
@@ -932,11 +1010,14 @@ function newWorld(
       digestChecks: 0,
       snapshots: 0,
       leaves: 0,
+      tokenLimitReached: 0,
     },
     digests: new Map(),
     executed: new Map(),
     jobsCancelled: new Set(),
     dispatchedRl: new Map(),
+    tokens: newTokenLedger(),
+    tokenFirstRead: false,
     history: 0,
     dead: new Set(),
     leaves: [],
@@ -1192,6 +1273,15 @@ export function runCluster(
     step(w, next.item);
   }
   endOfRun(w);
+  if (s.tokenLimited) {
+    // Past violate's cap of 20: one line per log history at most, and it must
+    // not be crowded out by the replicasAgree lines a diverging replica floods.
+    for (const detail of fleetTokenLimitBroken(w.tokens, tokensOfId)) {
+      w.violations.push({ invariant: "fleetTokenLimit", detail });
+    }
+  }
+  w.stats.tokenLimitReached = [...w.tokens.histories.values()]
+    .filter((x) => x.inFlightAtReach !== null).length;
   w.stats.deaths = w.dead.size;
   return { violations: w.violations, stats: w.stats };
 }

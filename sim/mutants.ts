@@ -722,4 +722,10 @@ export const CLUSTER_MUTANT_SPECS: ClusterMutantSpec[] = [
     // Other faults would disturb the leave it is judged on.
     faults: ["leave"],
   },
+  {
+    name: "tokensPerInstance",
+    breaks:
+      "issue 26 a tenant's token limit holds over the whole fleet, every replica charging every completion",
+    caughtBy: "fleetTokenLimit",
+  },
 ];
