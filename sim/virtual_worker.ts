@@ -126,7 +126,7 @@ export class VirtualWorker {
       onServerShutdown: "reconnect",
       speaks,
       // The original worker has no frame limit of its own: it sends any size.
-      responseFrameCharsMax: speaks === null
+      responseFrameBytesMax: speaks === null
         ? Infinity
         : this.#world.frameCharsMax,
       endpointPrefixes: this.spec.endpointPrefixes ?? [],

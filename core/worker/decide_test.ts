@@ -453,7 +453,7 @@ Deno.test("issue 14.3 a backend that refused the connection answers a scoped bac
 
 Deno.test("issue 14.2 an answer larger than a frame goes in response_chunk pieces with body-chunks-v1, never as an oversized frame", () => {
   const s = registeredWith(["body-chunks-v1"], {
-    responseFrameCharsMax: 1_200,
+    responseFrameBytesMax: 1_200,
   });
   step(s, frame({ ...request("r1"), is_streaming: false }));
   const body = "\u{1F600}" + 'é"x'.repeat(300);
@@ -471,7 +471,7 @@ Deno.test("issue 14.2 an answer larger than a frame goes in response_chunk piece
 });
 
 Deno.test("issue 14.2 an answer larger than a frame is a 502 response_too_large without body-chunks-v1", () => {
-  const s = registeredWith([], { responseFrameCharsMax: 1_200 });
+  const s = registeredWith([], { responseFrameBytesMax: 1_200 });
   step(s, frame({ ...request("r1"), is_streaming: false }));
   const frames = sent(
     step(s, {

@@ -42,7 +42,7 @@ Deno.test("the worker core's 502 for an original server is the server's 502, in 
 });
 
 Deno.test("the worker core's 502 response_too_large is the server's 502, in both route shapes", () => {
-  const state = registered({ responseFrameCharsMax: 2_000 });
+  const state = registered({ responseFrameBytesMax: 2_000 });
   for (const [path, api] of ROUTES) {
     const [m] = completionFrames(state, "r1", path, {
       status_code: 200,
