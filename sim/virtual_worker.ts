@@ -23,7 +23,7 @@ import {
   type WorkerAction,
   type WorkerEvent,
   type WorkerState,
-} from "../core/worker/decide.ts";
+} from "../core/worker/mod.ts";
 import {
   newSseEventPassage,
   type SseEventPassage,

@@ -1,15 +1,12 @@
 import assert from "node:assert/strict";
+import { connectActions, step, type WorkerAction } from "./mod.ts";
 import {
   AUTH_RETRY_MS,
   BACKOFF_MAX_MS,
   backoffMs,
-  connectActions,
-  IDLE_TIMEOUT_MS,
-  REGISTER_ACK_TIMEOUT_MS,
   RETRY_SOON_MAX_MS,
-  step,
-  type WorkerAction,
-} from "./decide.ts";
+} from "./backoff.ts";
+import { IDLE_TIMEOUT_MS, REGISTER_ACK_TIMEOUT_MS } from "./link_limits.ts";
 import { frame, fresh, registered, registeredWith } from "./_testing.ts";
 
 function sent(actions: WorkerAction[]) {

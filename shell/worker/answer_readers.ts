@@ -18,7 +18,7 @@ import {
   type RequestMessage,
   routeErrorBody,
 } from "../../core/protocol/mod.ts";
-import type { Completion } from "../../core/worker/decide.ts";
+import type { Completion } from "../../core/worker/mod.ts";
 import {
   keepTail,
   newUsageByteScan,

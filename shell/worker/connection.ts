@@ -28,7 +28,7 @@ import {
   type TimerName,
   type WorkerAction,
   type WorkerEvent,
-} from "../../core/worker/decide.ts";
+} from "../../core/worker/mod.ts";
 
 export type WorkerDeps = {
   log: Logger;

@@ -5,8 +5,7 @@
 import assert from "node:assert/strict";
 import type { ClientApi } from "../../core/mod.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
-import { completionFrames } from "../../core/worker/answers.ts";
-import { notAnsweredMessage } from "../../core/worker/worker_actions.ts";
+import { completionFrames, notAnsweredMessage } from "../../core/worker/mod.ts";
 import { registered } from "../../core/worker/_testing.ts";
 import { errorBody } from "../server/http/errors.ts";
 import { protocolErrorAnswer } from "./answer_readers.ts";

@@ -12,8 +12,7 @@ import {
   type RequestMessage,
   utf8Bytes,
 } from "../../core/protocol/mod.ts";
-import type { Completion } from "../../core/worker/decide.ts";
-import { completionFrames } from "../../core/worker/answers.ts";
+import { type Completion, completionFrames } from "../../core/worker/mod.ts";
 import { registeredWith } from "../../core/worker/_testing.ts";
 import {
   type AnswerBody,
