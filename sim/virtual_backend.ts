@@ -10,7 +10,7 @@ import type {
   RequestMessage,
   RunnerCapabilities,
 } from "../core/mod.ts";
-import type { WorkerEvent } from "../core/worker/decide.ts";
+import type { WorkerEvent } from "../core/worker/mod.ts";
 import type { Prng } from "./prng.ts";
 import type { Range, WorkerSpec } from "./scenario.ts";
 import type { World } from "./world.ts";

@@ -16,13 +16,14 @@ import {
   type WorkerId,
   type WorkerMessage,
 } from "../core/mod.ts";
+import { type Driver, makeDriver } from "../core/driver.ts";
 import {
   initialWorkerState,
   step,
   type WorkerAction,
   type WorkerEvent,
   type WorkerState,
-} from "../core/worker/decide.ts";
+} from "../core/worker/mod.ts";
 import {
   newSseEventPassage,
   type SseEventPassage,
@@ -72,9 +73,14 @@ export class VirtualWorker {
   #timerGen = 0;
   /** Each stream's unfinished SSE event, held back (C60). */
   #events = new Map<string, SseEventPassage<string>>();
-  /** Core events to step once the current actions are done (socket close). */
-  #deferred: WorkerEvent[] = [];
-  #running = false;
+  /**
+   * The process's driver (core/driver.ts, the shells' own loop): events raised
+   * while actions run (a socket close, a models listing) are stepped after the
+   * current batch. Null while no process runs; a process that dies stops it.
+   */
+  #driver: Driver<WorkerEvent> | null = null;
+  /** The time of the event that started the driver's current batch. */
+  #now: number | null = null;
 
   constructor(spec: WorkerSpec, index: number, prng: Prng, world: World) {
     this.spec = spec;
@@ -114,7 +120,27 @@ export class VirtualWorker {
   }
 
   /** A new worker process (start, or restart after a crash or exit). */
-  #startProcess(): WorkerState {
+  #startProcess(): void {
+    const core = this.#newCore();
+    this.#core = core;
+    this.#driver = makeDriver({
+      state: core,
+      step,
+      run: (a: WorkerAction) => this.#act(this.#now ?? 0, a),
+    });
+  }
+
+  /**
+   * The process is gone: its core with it, and its driver stops (the actions
+   * of the event being handled still run; later events are dropped).
+   */
+  #stopProcess(): void {
+    this.#driver?.stop();
+    this.#driver = null;
+    this.#core = null;
+  }
+
+  #newCore(): WorkerState {
     const speaks = this.#speaks();
     return initialWorkerState({
       workerName: this.spec.name,
@@ -126,7 +152,7 @@ export class VirtualWorker {
       onServerShutdown: "reconnect",
       speaks,
       // The original worker has no frame limit of its own: it sends any size.
-      responseFrameCharsMax: speaks === null
+      responseFrameBytesMax: speaks === null
         ? Infinity
         : this.#world.frameCharsMax,
       endpointPrefixes: this.spec.endpointPrefixes ?? [],
@@ -225,18 +251,14 @@ export class VirtualWorker {
       e.kind === "chunkRead" && typeof e.chunk === "string" &&
       core.extensions.includes(EXTENSION_CHUNK_BYTES)
     ) e = { ...e, chunk: UTF8.encode(e.chunk) };
-    this.#deferred.push(e);
-    if (this.#running) return;
-    this.#running = true;
+    // Actions run at the time of the event that started the batch; an event
+    // raised meanwhile is queued by the driver and stepped after it.
+    const outer = this.#now === null;
+    if (outer) this.#now = now;
     try {
-      for (;;) {
-        const next = this.#deferred.shift();
-        if (next === undefined || this.#core !== core) break;
-        for (const a of step(core, next)) this.#act(now, a);
-      }
+      this.#driver?.submit(e);
     } finally {
-      this.#running = false;
-      this.#deferred.length = 0;
+      if (outer) this.#now = null;
     }
   }
 
@@ -258,7 +280,7 @@ export class VirtualWorker {
           this.spec.onCancel === "ignore",
         );
       case "listModels":
-        this.#deferred.push({
+        this.#driver?.submit({
           kind: "modelsListed",
           models: this.#backend.models,
           reply: a.reply,
@@ -267,7 +289,7 @@ export class VirtualWorker {
       case "probeCapabilities": {
         const c = this.#backend.capabilities();
         if (c !== null) {
-          this.#deferred.push({ kind: "capabilitiesRead", capabilities: c });
+          this.#driver?.submit({ kind: "capabilitiesRead", capabilities: c });
         }
         return;
       }
@@ -348,7 +370,7 @@ export class VirtualWorker {
   /** Host plan: start (or restart) the process if needed and connect. */
   connect(now: number): void {
     if (this.conn !== null) return;
-    this.#core ??= this.#startProcess();
+    if (this.#core === null) this.#startProcess();
     this.#openSocket(now);
   }
 
@@ -409,7 +431,7 @@ export class VirtualWorker {
     if (conn === null) return;
     this.#serverHearsClose(now, conn, "worker closed the connection");
     this.#lost(now);
-    this.#deferred.push({
+    this.#driver?.submit({
       kind: "socketClosed",
       code: 1000,
       reason: "closed by worker",
@@ -419,8 +441,7 @@ export class VirtualWorker {
   }
 
   #exit(now: number): void {
-    this.#core = null;
-    this.#deferred.length = 0;
+    this.#stopProcess();
     if (this.conn !== null) {
       this.#serverHearsClose(now, this.conn, "worker exited");
       this.#lost(now);
@@ -432,8 +453,7 @@ export class VirtualWorker {
     const conn = this.conn;
     if (conn === null) return;
     this.#serverHearsClose(now, conn, reason);
-    this.#core = null;
-    this.#deferred.length = 0;
+    this.#stopProcess();
     this.#lost(now);
   }
 

@@ -1,7 +1,7 @@
 // Builders the worker core's tests share: a fresh worker state, one registered
 // with a server that acked some extensions (or none, as the original server
 // acks), and frames from the server.
-import { initialWorkerState, step, type WorkerState } from "./decide.ts";
+import { initialWorkerState, step, type WorkerState } from "./mod.ts";
 
 export function fresh(
   over: Partial<Parameters<typeof initialWorkerState>[0]> = {},

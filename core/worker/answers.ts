@@ -4,15 +4,14 @@
 // understands scoped `error` frames as "try elsewhere"; the original server
 // closes the socket on any `error`, so it gets a plain response_complete.
 import {
+  bodyFitsOneFrame,
   errorShapeOf,
   EXTENSION_BODY_CHUNKS,
+  frameRoomBytes,
   routeErrorBody,
   type WorkerMessage,
 } from "../protocol/mod.ts";
 import type { Completion, WorkerState } from "./worker_state.ts";
-
-/** Frame room left for the fields around a body (type, id, status, headers' JSON). */
-const FRAME_OVERHEAD_CHARS = 1024;
 
 /** A server that listed any of our extensions is ours: it reads scoped errors as "retry elsewhere". */
 export function serverUnderstandsScopedErrors(state: WorkerState): boolean {
@@ -52,8 +51,9 @@ export function completionFrames(
     // Omitted when unknown, as the original's serde `skip_serializing_if` does.
     ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
   });
-  const room = state.responseFrameCharsMax - FRAME_OVERHEAD_CHARS -
-    JSON.stringify(c.headers).length - requestId.length;
+  const max = state.responseFrameBytesMax;
+  // One rule with the worker shell's (core/protocol/frame_limit.ts), in bytes.
+  const room = frameRoomBytes(c.headers, requestId, max);
   // body-bytes-v1 (issue 25): a binary answer in one frame, base64.
   if (c.body_base64 !== undefined) {
     if (c.body_base64.length <= room) {
@@ -68,19 +68,19 @@ export function completionFrames(
       }];
     }
     return [tooLarge(
-      `the backend's binary answer (${c.body_base64.length} base64 characters) does not fit one ${state.responseFrameCharsMax}-character frame`,
+      `the backend's binary answer (${c.body_base64.length} base64 characters) does not fit one ${max}-byte frame`,
     )];
   }
-  // Cheap bound first: JSON escaping grows a character to at most 6.
-  if (
-    c.body.length * 6 <= room || JSON.stringify(c.body).length <= room
-  ) return [complete(c.body)];
+  if (bodyFitsOneFrame(c.body, c.headers, requestId, max)) {
+    return [complete(c.body)];
+  }
   if (!state.extensions.includes(EXTENSION_BODY_CHUNKS)) {
     const message =
-      `the backend's answer of ${c.body.length} characters does not fit one ${state.responseFrameCharsMax}-character frame`;
+      `the backend's answer of ${c.body.length} characters does not fit one ${max}-byte frame`;
     return [tooLarge(message)];
   }
-  // Pieces sized so that even an all-escaped piece fits a frame.
+  // Pieces sized so that even an all-escaped piece fits a frame: JSON takes
+  // at most 6 bytes per UTF-16 unit.
   const piece = Math.max(1, Math.floor(room / 6));
   const out: WorkerMessage[] = [];
   let i = 0;

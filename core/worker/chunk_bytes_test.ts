@@ -1,7 +1,7 @@
 // chunk-bytes-v1 (issue 18) in the worker core: binary chunk frames only to a
 // server that acked the extension.
 import assert from "node:assert/strict";
-import { step, type WorkerState } from "./decide.ts";
+import { step, type WorkerState } from "./mod.ts";
 import { frame, registeredWith } from "./_testing.ts";
 
 /** Registered with a server that acked `ack`, with one streaming request on the way. */

@@ -48,10 +48,6 @@ import {
   type WorkerState,
 } from "./worker_state.ts";
 
-export * from "./backoff.ts";
-export * from "./link_limits.ts";
-export * from "./worker_state.ts";
-
 export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
   switch (event.kind) {
     case "socketOpened":

@@ -1,15 +1,12 @@
 import assert from "node:assert/strict";
+import { connectActions, step, type WorkerAction } from "./mod.ts";
 import {
   AUTH_RETRY_MS,
   BACKOFF_MAX_MS,
   backoffMs,
-  connectActions,
-  IDLE_TIMEOUT_MS,
-  REGISTER_ACK_TIMEOUT_MS,
   RETRY_SOON_MAX_MS,
-  step,
-  type WorkerAction,
-} from "./decide.ts";
+} from "./backoff.ts";
+import { IDLE_TIMEOUT_MS, REGISTER_ACK_TIMEOUT_MS } from "./link_limits.ts";
 import { frame, fresh, registered, registeredWith } from "./_testing.ts";
 
 function sent(actions: WorkerAction[]) {
@@ -453,7 +450,7 @@ Deno.test("issue 14.3 a backend that refused the connection answers a scoped bac
 
 Deno.test("issue 14.2 an answer larger than a frame goes in response_chunk pieces with body-chunks-v1, never as an oversized frame", () => {
   const s = registeredWith(["body-chunks-v1"], {
-    responseFrameCharsMax: 1_200,
+    responseFrameBytesMax: 1_200,
   });
   step(s, frame({ ...request("r1"), is_streaming: false }));
   const body = "\u{1F600}" + 'é"x'.repeat(300);
@@ -471,7 +468,7 @@ Deno.test("issue 14.2 an answer larger than a frame goes in response_chunk piece
 });
 
 Deno.test("issue 14.2 an answer larger than a frame is a 502 response_too_large without body-chunks-v1", () => {
-  const s = registeredWith([], { responseFrameCharsMax: 1_200 });
+  const s = registeredWith([], { responseFrameBytesMax: 1_200 });
   step(s, frame({ ...request("r1"), is_streaming: false }));
   const frames = sent(
     step(s, {

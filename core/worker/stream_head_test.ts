@@ -1,7 +1,7 @@
 // stream-head-v1 in the worker core (issue 25, C108): a stream that is not
 // server-sent events sends its head first, only to a server that acked it.
 import assert from "node:assert/strict";
-import { step, type WorkerState } from "./decide.ts";
+import { step, type WorkerState } from "./mod.ts";
 import { streamNeedsHead } from "./stream_head.ts";
 import { frame, registeredWith } from "./_testing.ts";
 

@@ -39,8 +39,8 @@ export type WorkerState = {
   registered: boolean;
   /** Requests being forwarded, with their endpoint path; its size is the load reported to the proxy. */
   inFlight: Map<string, string>;
-  /** Largest frame the server accepts (its frame limit); longer answers are split or refused. */
-  responseFrameCharsMax: number;
+  /** Largest frame the server accepts (its frame limit), in UTF-8 bytes; longer answers are split or refused. */
+  responseFrameBytesMax: number;
   drain: Drain;
   failedAttempts: number;
   /**
@@ -69,8 +69,8 @@ export const WORKER_EXTENSIONS = [
   EXTENSION_STREAM_HEAD,
 ];
 
-/** Our server's default frame limit (core DEFAULT_CONFIG.frameCharsMax): the protocol's. */
-export const RESPONSE_FRAME_CHARS_MAX = PROTOCOL_FRAME_MAX;
+/** The frame limit, in bytes: the protocol's (our server counts the same number in characters, which a byte-fit frame never exceeds). */
+export const WORKER_FRAME_BYTES_MAX = PROTOCOL_FRAME_MAX;
 
 export type WorkerEvent =
   | { kind: "socketOpened" }
@@ -167,7 +167,7 @@ export function initialWorkerState(opts: {
   drainTimeoutSecs: number;
   onServerShutdown: "exit" | "reconnect";
   /** The server's frame limit; absent: our server's default. */
-  responseFrameCharsMax?: number;
+  responseFrameBytesMax?: number;
   /** Extensions to speak; absent: WORKER_EXTENSIONS. */
   speaks?: readonly string[] | null;
   /** ENDPOINT_PREFIXES; absent: every path. */
@@ -185,8 +185,8 @@ export function initialWorkerState(opts: {
     registered: false,
     speaks: opts.speaks === undefined ? WORKER_EXTENSIONS : opts.speaks,
     inFlight: new Map(),
-    responseFrameCharsMax: opts.responseFrameCharsMax ??
-      RESPONSE_FRAME_CHARS_MAX,
+    responseFrameBytesMax: opts.responseFrameBytesMax ??
+      WORKER_FRAME_BYTES_MAX,
     drain: { kind: "none" },
     failedAttempts: 0,
     extensions: [],

@@ -1,8 +1,8 @@
-// The server's runtime: the one driver (../driver.ts) around `reduce`, running
+// The server's runtime: the one driver (core/driver.ts) around `reduce`, running
 // each effect. A core or effect failure is our bug: it is logged loudly and the
 // server keeps serving everyone else.
 import { type Effect, type Event, reduce, type State } from "../../core/mod.ts";
-import { makeDriver } from "../driver.ts";
+import { makeDriver } from "../../core/driver.ts";
 import type { Logger } from "../log.ts";
 
 export type Runtime = {

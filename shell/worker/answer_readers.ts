@@ -11,12 +11,14 @@ import { isUtf8 } from "node:buffer";
 import type http from "node:http";
 import type { ResponseHeaders } from "./http1/header_lines.ts";
 import {
+  bodyFitsOneFrame,
   errorShapeOf,
+  FRAME_ENVELOPE_BYTES,
   PROTOCOL_FRAME_MAX,
   type RequestMessage,
   routeErrorBody,
 } from "../../core/protocol/mod.ts";
-import type { Completion } from "../../core/worker/decide.ts";
+import type { Completion } from "../../core/worker/mod.ts";
 import {
   keepTail,
   newUsageByteScan,
@@ -136,9 +138,6 @@ export type AnswerSink = {
  */
 export const RESPONSE_FRAME_BYTES_MAX = PROTOCOL_FRAME_MAX;
 
-/** Room for the frame's other fields (type, request id, status, token counts). */
-const FRAME_ENVELOPE_BYTES = 1024;
-
 /** With body-chunks-v1, a non-streaming body leaves in pieces of this many characters. */
 export const BODY_PIECE_CHARS = 1024 * 1024;
 
@@ -170,13 +169,6 @@ function tooLarge(request: RequestMessage): Completion {
     "response_too_large",
     `the backend's answer is larger than one relay frame (${RESPONSE_FRAME_BYTES_MAX} bytes) and the proxy did not negotiate body-chunks-v1`,
   );
-}
-
-/** Whether response_complete with this body and headers fits in one frame. */
-function fitsOneFrame(body: string, headers: Record<string, string>): boolean {
-  return Buffer.byteLength(JSON.stringify(body)) +
-      Buffer.byteLength(JSON.stringify(headers)) + FRAME_ENVELOPE_BYTES <=
-    RESPONSE_FRAME_BYTES_MAX;
 }
 
 /** One backend call, as the answer's readers see it. */
@@ -348,7 +340,13 @@ function readWhole(a: Answer, ok: boolean): void {
   }, () =>
     a.done({
       kind: "completed",
-      completion: fitsOneFrame(body, a.headers)
+      // The worker core's rule too (core/protocol/frame_limit.ts).
+      completion: bodyFitsOneFrame(
+          body,
+          a.headers,
+          a.request.request_id,
+          RESPONSE_FRAME_BYTES_MAX,
+        )
         ? {
           status_code: a.status,
           headers: a.headers,

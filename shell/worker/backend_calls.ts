@@ -3,7 +3,7 @@
 // turned back into worker events.
 import { assertNever } from "../../core/assert_never.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
-import type { WorkerEvent } from "../../core/worker/decide.ts";
+import type { WorkerEvent } from "../../core/worker/mod.ts";
 import {
   type Backend,
   forwardToBackend,

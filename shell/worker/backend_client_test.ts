@@ -11,7 +11,7 @@ import {
 } from "./backend_client.ts";
 import { requestFrame } from "./_test_worker.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
-import type { Completion } from "../../core/worker/decide.ts";
+import type { Completion } from "../../core/worker/mod.ts";
 
 function request(
   body: Record<string, unknown>,

@@ -6,7 +6,7 @@ import { Buffer } from "node:buffer";
 import { startMockBackend } from "../../mock/backend.ts";
 import { SPEECH_BYTES } from "../../mock/endpoints.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
-import type { Completion } from "../../core/worker/decide.ts";
+import type { Completion } from "../../core/worker/mod.ts";
 import {
   type AnswerSink,
   type BackendOutcome,

@@ -1,7 +1,7 @@
 // The worker's I/O: the WebSocket to the proxy (proxy_link.ts), backend calls
 // (backend_calls.ts), timers (timers.ts) and the event loop around `step`.
 // Callbacks only translate I/O into events; every decision is in
-// core/worker/decide.ts. The loop is the one driver (../driver.ts): events raised
+// core/worker/decide.ts. The loop is the one driver (core/driver.ts): events raised
 // while actions run are queued, never handled re-entrantly. A failure there is a
 // bug and propagates; the loop ends when the worker exits.
 import { assertNever } from "../../core/assert_never.ts";
@@ -10,7 +10,7 @@ import {
   EXTENSION_BODY_CHUNKS,
   EXTENSION_CHUNK_BYTES,
 } from "../../core/protocol/mod.ts";
-import { makeDriver } from "../driver.ts";
+import { makeDriver } from "../../core/driver.ts";
 import type { Logger } from "../log.ts";
 import { type BackendCalls, makeBackendCalls } from "./backend_calls.ts";
 import type { WorkerConfig } from "./config.ts";
@@ -28,7 +28,7 @@ import {
   type TimerName,
   type WorkerAction,
   type WorkerEvent,
-} from "../../core/worker/decide.ts";
+} from "../../core/worker/mod.ts";
 
 export type WorkerDeps = {
   log: Logger;

@@ -5,8 +5,7 @@
 import assert from "node:assert/strict";
 import type { ClientApi } from "../../core/mod.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
-import { completionFrames } from "../../core/worker/answers.ts";
-import { notAnsweredMessage } from "../../core/worker/worker_actions.ts";
+import { completionFrames, notAnsweredMessage } from "../../core/worker/mod.ts";
 import { registered } from "../../core/worker/_testing.ts";
 import { errorBody } from "../server/http/errors.ts";
 import { protocolErrorAnswer } from "./answer_readers.ts";
@@ -42,7 +41,7 @@ Deno.test("the worker core's 502 for an original server is the server's 502, in 
 });
 
 Deno.test("the worker core's 502 response_too_large is the server's 502, in both route shapes", () => {
-  const state = registered({ responseFrameCharsMax: 2_000 });
+  const state = registered({ responseFrameBytesMax: 2_000 });
   for (const [path, api] of ROUTES) {
     const [m] = completionFrames(state, "r1", path, {
       status_code: 200,

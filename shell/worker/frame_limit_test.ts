@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { DEFAULT_CONFIG } from "../../core/mod.ts";
 import { PROTOCOL_FRAME_MAX } from "../../core/protocol/mod.ts";
-import { RESPONSE_FRAME_CHARS_MAX } from "../../core/worker/worker_state.ts";
+import { WORKER_FRAME_BYTES_MAX } from "../../core/worker/mod.ts";
 import { RESPONSE_FRAME_BYTES_MAX } from "./answer_readers.ts";
 
 Deno.test("one frame limit: the server's default, the worker core's and the worker shell's are the protocol's 16 MiB", () => {
@@ -9,7 +9,7 @@ Deno.test("one frame limit: the server's default, the worker core's and the work
   assert.deepEqual(
     [
       DEFAULT_CONFIG.frameCharsMax,
-      RESPONSE_FRAME_CHARS_MAX,
+      WORKER_FRAME_BYTES_MAX,
       RESPONSE_FRAME_BYTES_MAX,
     ],
     [PROTOCOL_FRAME_MAX, PROTOCOL_FRAME_MAX, PROTOCOL_FRAME_MAX],

@@ -9,7 +9,7 @@ import {
   initialWorkerState,
   step,
   WORKER_EXTENSIONS,
-} from "../../core/worker/decide.ts";
+} from "../../core/worker/mod.ts";
 import { detectBackend, runOperation } from "./lifecycle/backends.ts";
 import { readCapabilities } from "./lifecycle/capabilities.ts";
 

@@ -11,7 +11,7 @@ import {
   type WorkerMessage,
   writeBinaryChunkFrame,
 } from "../../core/protocol/mod.ts";
-import { FRAME_CHARS_MAX, type WorkerEvent } from "../../core/worker/decide.ts";
+import { FRAME_CHARS_MAX, type WorkerEvent } from "../../core/worker/mod.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import type { Logger } from "../log.ts";
 

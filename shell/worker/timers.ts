@@ -3,7 +3,7 @@
 // moves the deadline; the timer re-arms itself for the rest when it fires early.
 // The idle watchdog is re-armed on every frame, and a clearTimeout + setTimeout
 // per frame was ~7 µs a request in the worker's (d) profile (issue 10).
-import type { TimerName } from "../../core/worker/decide.ts";
+import type { TimerName } from "../../core/worker/mod.ts";
 
 type Timer = ReturnType<typeof setTimeout>;
 

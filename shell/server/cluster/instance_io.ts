@@ -32,7 +32,7 @@ import {
   ownerOf,
 } from "../../../core/cluster/ownership.ts";
 import { assertNever } from "../../../core/assert_never.ts";
-import { type Driver, makeDriver } from "../../driver.ts";
+import { type Driver, makeDriver } from "../../../core/driver.ts";
 // @ts-types="npm:@types/ws@8.18.1"
 import type { WebSocket } from "ws";
 import type { Config, State } from "../../../core/mod.ts";

@@ -1,14 +1,18 @@
-// The one driver loop both shells use (issue 17): take the next event, let the
+// The one driver loop both shells and the simulator's virtual worker use (issue
+// 17; in core since issue 27, so sim/ uses it without a copy: it is pure, no
+// I/O, clock or timers, only a queue). Take the next event, let the
 // core decide (`step`), carry out what it decided (`run`), in order. Events
 // submitted while actions run (a socket closing under a write, a timer armed at
 // zero) are queued and stepped after the current batch, never re-entrantly, so
 // the core always sees one event at a time in arrival order (conventions §5, P2).
 //
-// The shells differ only in what a failure means and whether the loop can end:
+// Its users differ only in what a failure means and whether the loop can end:
 // - the server logs a core or effect failure and keeps serving everyone else
 //   (`onStepError`, `onActionError`);
 // - the worker lets a failure propagate (no handlers: a bug there is fatal) and
-//   stops taking events once it exits (`stop`).
+//   stops taking events once it exits (`stop`);
+// - the simulator's virtual worker (sim/virtual_worker.ts) runs one driver per
+//   worker process, as the worker does, and stops it when the process dies.
 
 export type DriverOptions<S, E, A> = {
   /** Passed to every `step`; the core mutates it in place. */

@@ -1,0 +1,22 @@
+// The worker core's surface (issue 27): everything the worker's shell
+// (shell/worker/) and the simulator's virtual worker (sim/) use of it, named
+// one by one. They import this file, never a module of core/worker/ itself
+// (tools/import_layers_test.ts checks), so what lies behind it can move.
+// Tests outside may also use the `_testing.ts` builders.
+
+/** The decision: one event in, the actions to carry out. */
+export { connectActions, step } from "./decide.ts";
+export {
+  type Completion,
+  initialWorkerState,
+  type TimerName,
+  WORKER_EXTENSIONS,
+  WORKER_FRAME_BYTES_MAX,
+  type WorkerAction,
+  type WorkerEvent,
+  type WorkerState,
+} from "./worker_state.ts";
+export { FRAME_CHARS_MAX } from "./link_limits.ts";
+/** The frames of an answer and of a request not answered (compared in tests). */
+export { completionFrames } from "./answers.ts";
+export { notAnsweredMessage } from "./worker_actions.ts";
