@@ -14,6 +14,7 @@ export {
   WORKER_FRAME_BYTES_MAX,
   type WorkerAction,
   type WorkerEvent,
+  type WorkerInput,
   type WorkerState,
 } from "./worker_state.ts";
 export { FRAME_CHARS_MAX } from "./link_limits.ts";

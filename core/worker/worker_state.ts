@@ -72,7 +72,16 @@ export const WORKER_EXTENSIONS = [
 /** The frame limit, in bytes: the protocol's (our server counts the same number in characters, which a byte-fit frame never exceeds). */
 export const WORKER_FRAME_BYTES_MAX = PROTOCOL_FRAME_MAX;
 
-export type WorkerEvent =
+/**
+ * An event as the core steps it: what happened (`WorkerInput`) and when (issue
+ * 27), as on the server — the shell stamps `atMs` from its monotonic clock, the
+ * simulator's virtual worker from virtual time. Timing decisions (the periodic
+ * capabilities probe, the models refresh) read it instead of a clock.
+ */
+export type WorkerEvent = WorkerInput & { atMs: number };
+
+/** What happened to the worker, before the shell stamps its time. */
+export type WorkerInput =
   | { kind: "socketOpened" }
   | { kind: "frameReceived"; text: string }
   | {

@@ -27,7 +27,7 @@ import {
   step,
   type TimerName,
   type WorkerAction,
-  type WorkerEvent,
+  type WorkerInput,
 } from "../../core/worker/mod.ts";
 
 export type WorkerDeps = {
@@ -42,6 +42,12 @@ export type RunningWorker = {
   /** What SIGTERM/SIGINT do: the first drains, the second stops at once. */
   signal(): void;
 };
+
+/** The worker's one clock: monotonic milliseconds since start (as the server's). */
+const origin = performance.now();
+function nowMs(): number {
+  return Math.floor(performance.now() - origin);
+}
 
 /** How long a graceful exit waits for the proxy to answer our close frame. */
 const CLOSE_WAIT_MS = 2_000;
@@ -111,8 +117,9 @@ export function startWorker(
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => resolveDone = resolve);
 
-  function dispatch(event: WorkerEvent): void {
-    driver.submit(event);
+  /** Stamps what happened with the worker's clock and steps it. */
+  function dispatch(input: WorkerInput): void {
+    driver.submit({ ...input, atMs: nowMs() });
   }
 
   function track(p: Promise<unknown>): void {
@@ -147,7 +154,7 @@ type WorkerIo = {
   backend: BackendCalls;
   timers: WorkerTimers;
   lifecycle: Lifecycle;
-  dispatch: (event: WorkerEvent) => void;
+  dispatch: (event: WorkerInput) => void;
   /** Keeps a call the worker's exit waits for. */
   track: (p: Promise<unknown>) => void;
   stop: (code: number, graceful: boolean) => void;
@@ -213,7 +220,7 @@ function runAction(io: WorkerIo, action: WorkerAction): void {
   }
 }
 
-function timerFired(timer: TimerName): WorkerEvent {
+function timerFired(timer: TimerName): WorkerInput {
   switch (timer) {
     case "drain":
       return { kind: "drainTimerFired" };
