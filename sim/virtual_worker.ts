@@ -306,7 +306,9 @@ export class VirtualWorker {
         return;
       case "armTimer":
         // Reconnects follow the host's plan (reconnectAfterMs, heal); the 90 s
-        // idle watchdog outlasts every run (the server pings each second).
+        // idle watchdog outlasts every run (the server pings each second); the
+        // periodic capabilities probe and models refresh are not run (the
+        // virtual backend's capabilities are read once, on register_ack).
         if (a.timer !== "drain" || this.conn === null) return;
         this.#timers.set(a.timer, ++this.#timerGen);
         this.#world.schedule(now + a.ms, {

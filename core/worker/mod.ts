@@ -5,7 +5,8 @@
 // Tests outside may also use the `_testing.ts` builders.
 
 /** The decision: one event in, the actions to carry out. */
-export { connectActions, step } from "./decide.ts";
+export { connectActions, startActions, step } from "./decide.ts";
+export { CAPABILITIES_INTERVAL_MS } from "./periodic.ts";
 export {
   type Completion,
   initialWorkerState,

@@ -30,6 +30,8 @@ export type WorkerState = {
   workerName: string;
   maxConcurrent: number;
   modelsDiscovered: boolean;
+  /** MODELS_REFRESH_SECS in ms: how often discovered models are listed again; 0: never. */
+  modelsRefreshMs: number;
   models: string[];
   drainTimeoutMs: number;
   onServerShutdown: "exit" | "reconnect";
@@ -119,6 +121,7 @@ export type WorkerInput =
   | { kind: "backendStreamBroken"; requestId: string; message: string }
   | { kind: "modelsListed"; models: string[]; reply: boolean }
   | { kind: "modelsListFailed"; message: string; reply: boolean }
+  /** The `modelsRefresh` timer fired (every MODELS_REFRESH_SECS). */
   | { kind: "modelsRefreshDue" }
   | { kind: "shutdownSignalled" }
   | { kind: "drainTimerFired" }
@@ -127,7 +130,7 @@ export type WorkerInput =
   | { kind: "handshakeTimerFired" }
   /** No frame from the proxy for IDLE_TIMEOUT_MS: the link is presumed dead. */
   | { kind: "idleTimerFired" }
-  /** Every 5 s: look at the backend's capabilities again. */
+  /** The `capabilities` timer fired (every 5 s): look at the backend's capabilities again. */
   | { kind: "capabilitiesDue" }
   | { kind: "capabilitiesRead"; capabilities: RunnerCapabilities }
   /** The lifecycle adapter's report on a task. */
@@ -149,7 +152,15 @@ export type Completion = {
   body_base64?: string;
 };
 
-export type TimerName = "reconnect" | "drain" | "idle" | "handshake";
+export type TimerName =
+  | "reconnect"
+  | "drain"
+  | "idle"
+  | "handshake"
+  /** Periodic, re-armed each time it fires (core/worker/periodic.ts). */
+  | "capabilities"
+  /** Periodic, armed only for discovered models with a refresh interval. */
+  | "modelsRefresh";
 
 export type WorkerAction =
   | { kind: "connect" }
@@ -173,6 +184,8 @@ export function initialWorkerState(opts: {
   maxConcurrent: number;
   models: string[];
   modelsDiscovered: boolean;
+  /** MODELS_REFRESH_SECS; absent or 0: discovered models are not listed again. */
+  modelsRefreshSecs?: number;
   drainTimeoutSecs: number;
   onServerShutdown: "exit" | "reconnect";
   /** The server's frame limit; absent: our server's default. */
@@ -186,6 +199,7 @@ export function initialWorkerState(opts: {
     workerName: opts.workerName,
     maxConcurrent: opts.maxConcurrent,
     modelsDiscovered: opts.modelsDiscovered,
+    modelsRefreshMs: (opts.modelsRefreshSecs ?? 0) * 1000,
     models: [...opts.models],
     drainTimeoutMs: opts.drainTimeoutSecs * 1000,
     onServerShutdown: opts.onServerShutdown,

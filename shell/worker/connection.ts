@@ -14,16 +14,12 @@ import { makeDriver } from "../../core/driver.ts";
 import type { Logger } from "../log.ts";
 import { type BackendCalls, makeBackendCalls } from "./backend_calls.ts";
 import type { WorkerConfig } from "./config.ts";
-import {
-  CAPABILITIES_INTERVAL_MS,
-  type Lifecycle,
-  makeLifecycle,
-} from "./lifecycle/mod.ts";
+import { type Lifecycle, makeLifecycle } from "./lifecycle/mod.ts";
 import { makeProxyLink, type ProxyLink } from "./proxy_link.ts";
 import { makeWorkerTimers, type WorkerTimers } from "./timers.ts";
 import {
-  connectActions,
   initialWorkerState,
+  startActions,
   step,
   type TimerName,
   type WorkerAction,
@@ -62,6 +58,7 @@ export function startWorker(
     maxConcurrent: config.maxConcurrent,
     models,
     modelsDiscovered: config.models === null,
+    modelsRefreshSecs: config.modelsRefreshSecs,
     drainTimeoutSecs: config.drainTimeoutSecs,
     onServerShutdown: config.onServerShutdown,
     endpointPrefixes: config.endpointPrefixes ?? [],
@@ -73,7 +70,6 @@ export function startWorker(
   });
   const pending = new Set<Promise<unknown>>();
   const stopAll = new AbortController();
-  let refreshInterval: ReturnType<typeof setInterval> | null = null;
   const link = makeProxyLink({
     connectUrl: config.connectUrl,
     workerSecret: config.workerSecret,
@@ -110,10 +106,6 @@ export function startWorker(
     stop,
     log: deps.log,
   };
-  const capabilitiesInterval = setInterval(
-    () => dispatch({ kind: "capabilitiesDue" }),
-    CAPABILITIES_INTERVAL_MS,
-  );
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => resolveDone = resolve);
 
@@ -131,20 +123,12 @@ export function startWorker(
     if (driver.stopped) return;
     driver.stop();
     timers.clearAll();
-    if (refreshInterval !== null) clearInterval(refreshInterval);
-    clearInterval(capabilitiesInterval);
     backend.abortAll();
     stopAll.abort();
     settleAfterExit(link, graceful, pending).then(() => resolveDone(code));
   }
 
-  if (state.modelsDiscovered && config.modelsRefreshSecs > 0) {
-    refreshInterval = setInterval(
-      () => dispatch({ kind: "modelsRefreshDue" }),
-      config.modelsRefreshSecs * 1000,
-    );
-  }
-  for (const a of connectActions(state)) runAction(io, a);
+  for (const a of startActions(state)) runAction(io, a);
   return { done, signal: () => dispatch({ kind: "shutdownSignalled" }) };
 }
 
@@ -230,6 +214,10 @@ function timerFired(timer: TimerName): WorkerInput {
       return { kind: "reconnectTimerFired" };
     case "handshake":
       return { kind: "handshakeTimerFired" };
+    case "capabilities":
+      return { kind: "capabilitiesDue" };
+    case "modelsRefresh":
+      return { kind: "modelsRefreshDue" };
     default:
       return assertNever(timer);
   }
