@@ -7,6 +7,14 @@
 /** The decision: one event in, the actions to carry out. */
 export { connectActions, startActions, step } from "./decide.ts";
 export { CAPABILITIES_INTERVAL_MS } from "./periodic.ts";
+/** What each poll of a model load means (the shell fetches and waits). */
+export {
+  LOAD_POLL_MS,
+  type LoadPoll,
+  routerLoadPoll,
+  spec004LoadPoll,
+  UNLOADED_GIVE_UP_MS,
+} from "./load_poll.ts";
 export {
   type Completion,
   initialWorkerState,
