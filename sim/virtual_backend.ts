@@ -10,7 +10,7 @@ import type {
   RequestMessage,
   RunnerCapabilities,
 } from "../core/mod.ts";
-import type { WorkerEvent } from "../core/worker/mod.ts";
+import type { WorkerInput } from "../core/worker/mod.ts";
 import type { Prng } from "./prng.ts";
 import type { Range, WorkerSpec } from "./scenario.ts";
 import type { World } from "./world.ts";
@@ -67,7 +67,7 @@ function draw(prng: Prng, r: Range): number {
 
 /** What the backend needs from its host: report to the worker core, crash the host. */
 export type BackendHost = {
-  report(now: number, e: WorkerEvent): void;
+  report(now: number, e: WorkerInput): void;
   /** Frames an original-style worker sends itself for an aborted call it kept running. */
   sendOrphanFrame(now: number, conn: string, text: string): void;
   crash(now: number, reason: string): void;

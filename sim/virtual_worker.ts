@@ -22,6 +22,7 @@ import {
   step,
   type WorkerAction,
   type WorkerEvent,
+  type WorkerInput,
   type WorkerState,
 } from "../core/worker/mod.ts";
 import {
@@ -190,7 +191,7 @@ export class VirtualWorker {
    * none), chosen from the id so the run's random draws stay as they were.
    * It names its sender, so the observer can tell whose head a client got.
    */
-  #headRead(requestId: string): WorkerEvent {
+  #headRead(requestId: string): WorkerInput {
     const ndjson = requestId.charCodeAt(requestId.length - 1) % 2 === 1;
     return {
       kind: "headRead",
@@ -203,7 +204,7 @@ export class VirtualWorker {
     };
   }
 
-  #readerEvents(e: WorkerEvent): WorkerEvent[] {
+  #readerEvents(e: WorkerInput): WorkerInput[] {
     if (this.#speaks() === null) return [e];
     switch (e.kind) {
       case "chunkRead": {
@@ -211,7 +212,7 @@ export class VirtualWorker {
         let p = this.#events.get(e.requestId);
         // The first read of a stream: the shell passes its head first
         // (stream-head-v1, C108; the worker core decides whether it leaves).
-        const first: WorkerEvent[] = p === undefined
+        const first: WorkerInput[] = p === undefined
           ? [this.#headRead(e.requestId)]
           : [];
         if (p === undefined) {
@@ -238,12 +239,12 @@ export class VirtualWorker {
   }
 
   /** Steps the real worker core and carries out its actions, in order. */
-  #step(now: number, e: WorkerEvent): void {
+  #step(now: number, e: WorkerInput): void {
     if (this.#core === null) return;
     for (const x of this.#readerEvents(e)) this.#stepCore(now, x);
   }
 
-  #stepCore(now: number, e: WorkerEvent): void {
+  #stepCore(now: number, e: WorkerInput): void {
     const core = this.#core;
     if (core === null) return;
     // The worker shell reads a stream as bytes once chunk-bytes-v1 is acked.
@@ -256,7 +257,7 @@ export class VirtualWorker {
     const outer = this.#now === null;
     if (outer) this.#now = now;
     try {
-      this.#driver?.submit(e);
+      this.#driver?.submit({ ...e, atMs: now });
     } finally {
       if (outer) this.#now = null;
     }
@@ -281,6 +282,7 @@ export class VirtualWorker {
         );
       case "listModels":
         this.#driver?.submit({
+          atMs: now,
           kind: "modelsListed",
           models: this.#backend.models,
           reply: a.reply,
@@ -289,7 +291,11 @@ export class VirtualWorker {
       case "probeCapabilities": {
         const c = this.#backend.capabilities();
         if (c !== null) {
-          this.#driver?.submit({ kind: "capabilitiesRead", capabilities: c });
+          this.#driver?.submit({
+            atMs: now,
+            kind: "capabilitiesRead",
+            capabilities: c,
+          });
         }
         return;
       }
@@ -300,7 +306,9 @@ export class VirtualWorker {
         return;
       case "armTimer":
         // Reconnects follow the host's plan (reconnectAfterMs, heal); the 90 s
-        // idle watchdog outlasts every run (the server pings each second).
+        // idle watchdog outlasts every run (the server pings each second); the
+        // periodic capabilities probe and models refresh are not run (the
+        // virtual backend's capabilities are read once, on register_ack).
         if (a.timer !== "drain" || this.conn === null) return;
         this.#timers.set(a.timer, ++this.#timerGen);
         this.#world.schedule(now + a.ms, {
@@ -432,6 +440,7 @@ export class VirtualWorker {
     this.#serverHearsClose(now, conn, "worker closed the connection");
     this.#lost(now);
     this.#driver?.submit({
+      atMs: now,
       kind: "socketClosed",
       code: 1000,
       reason: "closed by worker",

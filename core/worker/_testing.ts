@@ -18,7 +18,11 @@ export function fresh(
 }
 
 export function frame(value: unknown) {
-  return { kind: "frameReceived" as const, text: JSON.stringify(value) };
+  return {
+    atMs: 0,
+    kind: "frameReceived" as const,
+    text: JSON.stringify(value),
+  };
 }
 
 /**
@@ -30,7 +34,7 @@ export function registeredWith(
   over: Parameters<typeof fresh>[0] = {},
 ): WorkerState {
   const s = fresh(over);
-  step(s, { kind: "socketOpened" });
+  step(s, { atMs: 0, kind: "socketOpened" });
   step(
     s,
     frame({

@@ -26,6 +26,7 @@ const payload = new TextEncoder().encode("data: h\u00e9\n\n");
 Deno.test("issue 18 a stream's bytes leave as a binary chunk frame when the server acked chunk-bytes-v1", () => {
   const s = streaming(["drain-v1", "chunk-bytes-v1"]);
   const actions = step(s, {
+    atMs: 0,
     kind: "chunkRead",
     requestId: "r1",
     chunk: payload,
@@ -39,6 +40,7 @@ Deno.test("issue 18 an original server (no extensions in its ack) gets a respons
   for (const ack of [null, [], ["drain-v1"]]) {
     const s = streaming(ack);
     const actions = step(s, {
+      atMs: 0,
       kind: "chunkRead",
       requestId: "r1",
       chunk: payload,
@@ -57,12 +59,17 @@ Deno.test("issue 18 an original server (no extensions in its ack) gets a respons
 Deno.test("issue 18 text reads stay text frames, and nothing leaves for a request no longer in flight", () => {
   const s = streaming(["chunk-bytes-v1"]);
   assert.equal(
-    step(s, { kind: "chunkRead", requestId: "r1", chunk: "data: x\n\n" })[0]
+    step(s, {
+      atMs: 0,
+      kind: "chunkRead",
+      requestId: "r1",
+      chunk: "data: x\n\n",
+    })[0]
       ?.kind,
     "send",
   );
   assert.deepEqual(
-    step(s, { kind: "chunkRead", requestId: "gone", chunk: payload }),
+    step(s, { atMs: 0, kind: "chunkRead", requestId: "gone", chunk: payload }),
     [],
   );
 });

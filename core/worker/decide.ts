@@ -33,6 +33,11 @@ import {
   onLifecycleUpdate,
 } from "./decide_lifecycle.ts";
 import { completionFrames } from "./answers.ts";
+import {
+  onCapabilitiesDue,
+  onModelsRefreshDue,
+  periodicTimers,
+} from "./periodic.ts";
 import { streamHeadActions } from "./stream_head.ts";
 import {
   advertised,
@@ -88,11 +93,7 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
     case "modelsListFailed":
       return onModelsListFailed(state, event.message, event.reply);
     case "modelsRefreshDue":
-      if (
-        !state.modelsDiscovered || !state.registered ||
-        state.drain.kind !== "none"
-      ) return [];
-      return [{ kind: "listModels", reply: false }];
+      return onModelsRefreshDue(state);
     case "shutdownSignalled":
       return onShutdownSignalled(state);
     case "drainTimerFired":
@@ -111,10 +112,7 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
         ]
         : [];
     case "capabilitiesDue":
-      return state.registered &&
-          state.extensions.includes(EXTENSION_CAPABILITIES)
-        ? [{ kind: "probeCapabilities" }]
-        : [];
+      return onCapabilitiesDue(state);
     case "capabilitiesRead":
       return onCapabilitiesRead(state, event.capabilities);
     case "lifecycleUpdate":
@@ -122,6 +120,11 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
     default:
       return assertNever(event);
   }
+}
+
+/** What a starting worker does: arm its periodic timers, then dial the proxy. */
+export function startActions(state: WorkerState): WorkerAction[] {
+  return [...periodicTimers(state), ...connectActions(state)];
 }
 
 /**

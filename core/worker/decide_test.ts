@@ -41,7 +41,7 @@ Deno.test("backoff doubles from 1 s to a 30 s cap plus under 500 ms of jitter", 
 
 Deno.test("opening the socket registers with the bridge protocol version and current load", () => {
   const s = fresh();
-  const [reg] = sent(step(s, { kind: "socketOpened" }));
+  const [reg] = sent(step(s, { atMs: 0, kind: "socketOpened" }));
   assert.deepEqual(reg, {
     type: "register",
     worker_name: "w",
@@ -88,11 +88,17 @@ Deno.test("C44 cancel aborts the backend call, answers 499 and drops later chunk
     body: "",
   }]);
   assert.deepEqual(
-    step(s, { kind: "chunkRead", requestId: "r1", chunk: "data: x\n\n" }),
+    step(s, {
+      atMs: 0,
+      kind: "chunkRead",
+      requestId: "r1",
+      chunk: "data: x\n\n",
+    }),
     [],
   );
   assert.deepEqual(
     step(s, {
+      atMs: 0,
       kind: "backendFinished",
       requestId: "r1",
       completion: {
@@ -110,7 +116,7 @@ Deno.test("C44 cancel aborts the backend call, answers 499 and drops later chunk
 Deno.test("the first signal advertises no models and waits; the last answer closes 1000 and exits 0", () => {
   const s = registered();
   step(s, frame(request("r1")));
-  const first = step(s, { kind: "shutdownSignalled" });
+  const first = step(s, { atMs: 0, kind: "shutdownSignalled" });
   assert.deepEqual(sent(first), [{
     type: "models_update",
     models: [],
@@ -125,6 +131,7 @@ Deno.test("the first signal advertises no models and waits; the last answer clos
   assert.equal(refused[0]?.type, "response_complete");
   assert.equal((refused[0] as { status_code: number }).status_code, 503);
   const last = step(s, {
+    atMs: 0,
     kind: "backendFinished",
     requestId: "r1",
     completion: { status_code: 200, headers: {}, body: "", token_counts: null },
@@ -140,8 +147,8 @@ Deno.test("the first signal advertises no models and waits; the last answer clos
 Deno.test("a second signal exits at once", () => {
   const s = registered();
   step(s, frame(request("r1")));
-  step(s, { kind: "shutdownSignalled" });
-  const second = step(s, { kind: "shutdownSignalled" });
+  step(s, { atMs: 0, kind: "shutdownSignalled" });
+  const second = step(s, { atMs: 0, kind: "shutdownSignalled" });
   assert.deepEqual(kinds(second), ["abortBackend", "exit"]);
   assert.deepEqual(second.at(-1), { kind: "exit", code: 1, graceful: false });
 });
@@ -149,8 +156,8 @@ Deno.test("a second signal exits at once", () => {
 Deno.test("the drain timeout abandons in-flight work and exits 0", () => {
   const s = registered();
   step(s, frame(request("r1")));
-  step(s, { kind: "shutdownSignalled" });
-  assert.deepEqual(kinds(step(s, { kind: "drainTimerFired" })), [
+  step(s, { atMs: 0, kind: "shutdownSignalled" });
+  assert.deepEqual(kinds(step(s, { atMs: 0, kind: "drainTimerFired" })), [
     "abortBackend",
     "closeSocket",
     "exit",
@@ -161,6 +168,7 @@ Deno.test("an unexpected close aborts in-flight work and schedules a backoff rec
   const s = registered();
   step(s, frame(request("r1")));
   const a = step(s, {
+    atMs: 0,
     kind: "socketClosed",
     code: 1006,
     reason: "",
@@ -170,6 +178,7 @@ Deno.test("an unexpected close aborts in-flight work and schedules a backoff rec
   assert.deepEqual(kinds(a), ["abortBackend", "armTimer"]);
   assert.ok(a.some((x) => x.kind === "armTimer" && x.ms === 1_000));
   const b = step(s, {
+    atMs: 0,
     kind: "socketClosed",
     code: 1006,
     reason: "",
@@ -177,7 +186,7 @@ Deno.test("an unexpected close aborts in-flight work and schedules a backoff rec
     random01: 0,
   });
   assert.ok(b.some((x) => x.kind === "armTimer" && x.ms === 2_000));
-  assert.deepEqual(kinds(step(s, { kind: "reconnectTimerFired" })), [
+  assert.deepEqual(kinds(step(s, { atMs: 0, kind: "reconnectTimerFired" })), [
     "connect",
     "armTimer",
   ]);
@@ -191,10 +200,11 @@ Deno.test("a connect attempt that gets no register_ack in time is cut, dialling 
     { kind: "armTimer", timer: "handshake", ms: REGISTER_ACK_TIMEOUT_MS },
   ]);
   // Still dialling (the proxy never answered the upgrade).
-  assert.deepEqual(kinds(step(s, { kind: "handshakeTimerFired" })), [
+  assert.deepEqual(kinds(step(s, { atMs: 0, kind: "handshakeTimerFired" })), [
     "dropSocket",
   ]);
   const closed = step(s, {
+    atMs: 0,
     kind: "socketClosed",
     code: 1006,
     reason: "",
@@ -205,22 +215,23 @@ Deno.test("a connect attempt that gets no register_ack in time is cut, dialling 
     closed.some((a) => a.kind === "armTimer" && a.timer === "reconnect"),
   );
   // A timer of an attempt that already closed finds nothing to do.
-  assert.deepEqual(step(s, { kind: "handshakeTimerFired" }), []);
+  assert.deepEqual(step(s, { atMs: 0, kind: "handshakeTimerFired" }), []);
   // Open, register sent, no ack.
-  step(s, { kind: "reconnectTimerFired" });
-  step(s, { kind: "socketOpened" });
-  assert.deepEqual(kinds(step(s, { kind: "handshakeTimerFired" })), [
+  step(s, { atMs: 0, kind: "reconnectTimerFired" });
+  step(s, { atMs: 0, kind: "socketOpened" });
+  assert.deepEqual(kinds(step(s, { atMs: 0, kind: "handshakeTimerFired" })), [
     "dropSocket",
   ]);
   // Registered in time: nothing.
   const r = registered();
-  assert.deepEqual(step(r, { kind: "handshakeTimerFired" }), []);
+  assert.deepEqual(step(r, { atMs: 0, kind: "handshakeTimerFired" }), []);
 });
 
 Deno.test("a proxy closing with 1012 or 1013 (retry soon) is retried within 4 s however many attempts failed; other closes keep the doubling backoff", () => {
   const s = fresh();
   const retryIn = (code: number) => {
     const a = step(s, {
+      atMs: 0,
       kind: "socketClosed",
       code,
       reason: "",
@@ -236,6 +247,7 @@ Deno.test("a proxy closing with 1012 or 1013 (retry soon) is retried within 4 s 
   assert.equal(retryIn(1012), RETRY_SOON_MAX_MS);
   const early = fresh();
   const first = step(early, {
+    atMs: 0,
     kind: "socketClosed",
     code: 1013,
     reason: "",
@@ -248,6 +260,7 @@ Deno.test("a proxy closing with 1012 or 1013 (retry soon) is retried within 4 s 
 Deno.test("a 1008 rejection is logged as an error and retried slowly", () => {
   const s = fresh();
   const a = step(s, {
+    atMs: 0,
     kind: "socketClosed",
     code: 1008,
     reason: "bad secret",
@@ -273,6 +286,7 @@ Deno.test("graceful_shutdown from the proxy refuses new work and exits when the 
     "response_complete",
   );
   const closed = step(s, {
+    atMs: 0,
     kind: "socketClosed",
     code: 1000,
     reason: "",
@@ -286,6 +300,7 @@ Deno.test("graceful_shutdown with on-server-shutdown=reconnect comes back after 
   const s = registered({ onServerShutdown: "reconnect" });
   step(s, frame({ type: "graceful_shutdown" }));
   const closed = step(s, {
+    atMs: 0,
     kind: "socketClosed",
     code: 1000,
     reason: "",
@@ -309,15 +324,24 @@ Deno.test("models_refresh re-lists discovered models, or repeats configured ones
 
 Deno.test("a periodic listing sends models_update only when the models changed", () => {
   const s = registered({ modelsDiscovered: true });
-  assert.deepEqual(kinds(step(s, { kind: "modelsRefreshDue" })), [
+  assert.deepEqual(kinds(step(s, { atMs: 0, kind: "modelsRefreshDue" })), [
     "listModels",
   ]);
   assert.deepEqual(
-    sent(step(s, { kind: "modelsListed", models: ["m"], reply: false })),
+    sent(
+      step(s, { atMs: 0, kind: "modelsListed", models: ["m"], reply: false }),
+    ),
     [],
   );
   assert.deepEqual(
-    sent(step(s, { kind: "modelsListed", models: ["m", "n"], reply: false })),
+    sent(
+      step(s, {
+        atMs: 0,
+        kind: "modelsListed",
+        models: ["m", "n"],
+        reply: false,
+      }),
+    ),
     [
       { type: "models_update", models: ["m", "n"], current_load: 0 },
     ],
@@ -326,14 +350,14 @@ Deno.test("a periodic listing sends models_update only when the models changed",
 
 Deno.test("an invalid frame is logged and ignored", () => {
   const s = registered();
-  const a = step(s, { kind: "frameReceived", text: "{not json" });
+  const a = step(s, { atMs: 0, kind: "frameReceived", text: "{not json" });
   assert.deepEqual(kinds(a), []);
   assert.ok(a.some((x) => x.kind === "log" && x.level === "warn"));
 });
 
 Deno.test("a proxy silent for 90 s is presumed dead: the socket is cut and the worker reconnects", () => {
   const s = fresh();
-  const opened = step(s, { kind: "socketOpened" });
+  const opened = step(s, { atMs: 0, kind: "socketOpened" });
   assert.ok(
     opened.some((a) =>
       a.kind === "armTimer" && a.timer === "idle" && a.ms === IDLE_TIMEOUT_MS
@@ -342,10 +366,11 @@ Deno.test("a proxy silent for 90 s is presumed dead: the socket is cut and the w
   // Every frame (a ping here) re-arms the watchdog.
   const onPing = step(s, frame({ type: "ping" }));
   assert.ok(onPing.some((a) => a.kind === "armTimer" && a.timer === "idle"));
-  const fired = step(s, { kind: "idleTimerFired" });
+  const fired = step(s, { atMs: 0, kind: "idleTimerFired" });
   assert.deepEqual(kinds(fired), ["dropSocket"]);
   // The cut socket's close is an ordinary disconnect: backoff, then reconnect.
   const closed = step(s, {
+    atMs: 0,
     kind: "socketClosed",
     code: 1006,
     reason: "",
@@ -356,7 +381,7 @@ Deno.test("a proxy silent for 90 s is presumed dead: the socket is cut and the w
     closed.some((a) => a.kind === "armTimer" && a.timer === "reconnect"),
   );
   // A late watchdog after the close does nothing.
-  assert.deepEqual(kinds(step(s, { kind: "idleTimerFired" })), []);
+  assert.deepEqual(kinds(step(s, { atMs: 0, kind: "idleTimerFired" })), []);
 });
 
 // ---- issue 14: real backends and real faults -----------------------------------
@@ -371,7 +396,7 @@ const ok = (body: string) => ({
 Deno.test("issue 14.1 with drain-v1 a signal keeps the models and says draining: true", () => {
   const s = registeredWith(["drain-v1"]);
   step(s, frame(request("r1")));
-  assert.deepEqual(sent(step(s, { kind: "shutdownSignalled" })), [{
+  assert.deepEqual(sent(step(s, { atMs: 0, kind: "shutdownSignalled" })), [{
     type: "models_update",
     models: ["m"],
     current_load: 1,
@@ -389,7 +414,7 @@ Deno.test("issue 14.1 with drain-v1 a signal keeps the models and says draining:
 Deno.test("issue 14.1 compatibility: without drain-v1 (original server) a signal still empties the model list", () => {
   const s = registeredWith([]);
   step(s, frame(request("r1")));
-  assert.deepEqual(sent(step(s, { kind: "shutdownSignalled" })), [{
+  assert.deepEqual(sent(step(s, { atMs: 0, kind: "shutdownSignalled" })), [{
     type: "models_update",
     models: [],
     current_load: 1,
@@ -398,7 +423,7 @@ Deno.test("issue 14.1 compatibility: without drain-v1 (original server) a signal
 
 Deno.test("issue 14.9 a request reaching a draining worker gets a scoped worker_draining error from our server's worker, a 503 for the original", () => {
   const ours = registeredWith(["drain-v1"]);
-  step(ours, { kind: "shutdownSignalled" });
+  step(ours, { atMs: 0, kind: "shutdownSignalled" });
   assert.deepEqual(sent(step(ours, frame(request("r2")))), [{
     type: "error",
     request_id: "r2",
@@ -406,7 +431,7 @@ Deno.test("issue 14.9 a request reaching a draining worker gets a scoped worker_
     message: "worker is shutting down and takes no new requests",
   }]);
   const original = registeredWith([]);
-  step(original, { kind: "shutdownSignalled" });
+  step(original, { atMs: 0, kind: "shutdownSignalled" });
   const [answer] = sent(step(original, frame(request("r2"))));
   assert.equal(answer?.type, "response_complete");
   assert.equal((answer as { status_code: number }).status_code, 503);
@@ -416,6 +441,7 @@ Deno.test("issue 14.3 a backend that refused the connection answers a scoped bac
   const ours = registeredWith(["capabilities-v1"]);
   step(ours, frame(request("r1")));
   const refused = step(ours, {
+    atMs: 0,
     kind: "backendUnavailable",
     requestId: "r1",
     message: "connect ECONNREFUSED 127.0.0.1:8080",
@@ -431,6 +457,7 @@ Deno.test("issue 14.3 a backend that refused the connection answers a scoped bac
   step(original, frame(request("r1")));
   const [answer] = sent(
     step(original, {
+      atMs: 0,
       kind: "backendUnavailable",
       requestId: "r1",
       message: "refused",
@@ -443,7 +470,12 @@ Deno.test("issue 14.3 a backend that refused the connection answers a scoped bac
   step(late, frame(request("r1")));
   step(late, frame({ type: "cancel", request_id: "r1", reason: "timeout" }));
   assert.deepEqual(
-    step(late, { kind: "backendUnavailable", requestId: "r1", message: "x" }),
+    step(late, {
+      atMs: 0,
+      kind: "backendUnavailable",
+      requestId: "r1",
+      message: "x",
+    }),
     [],
   );
 });
@@ -455,7 +487,12 @@ Deno.test("issue 14.2 an answer larger than a frame goes in response_chunk piece
   step(s, frame({ ...request("r1"), is_streaming: false }));
   const body = "\u{1F600}" + 'é"x'.repeat(300);
   const frames = sent(
-    step(s, { kind: "backendFinished", requestId: "r1", completion: ok(body) }),
+    step(s, {
+      atMs: 0,
+      kind: "backendFinished",
+      requestId: "r1",
+      completion: ok(body),
+    }),
   );
   assert.ok(frames.length > 2);
   for (const f of frames) assert.ok(JSON.stringify(f).length <= 1_200);
@@ -472,6 +509,7 @@ Deno.test("issue 14.2 an answer larger than a frame is a 502 response_too_large 
   step(s, frame({ ...request("r1"), is_streaming: false }));
   const frames = sent(
     step(s, {
+      atMs: 0,
       kind: "backendFinished",
       requestId: "r1",
       completion: ok("x".repeat(5_000)),
@@ -486,6 +524,7 @@ Deno.test("issue 14.2 an answer larger than a frame is a 502 response_too_large 
   assert.deepEqual(
     sent(
       step(s, {
+        atMs: 0,
         kind: "backendFinished",
         requestId: "r2",
         completion: ok("small"),
@@ -499,6 +538,7 @@ Deno.test("issue 14.4 a backend that broke mid-answer: a scoped backend_stream_b
   const ours = registeredWith(["capabilities-v1"]);
   step(ours, frame(request("r1")));
   const broken = {
+    atMs: 0,
     kind: "backendStreamBroken" as const,
     requestId: "r1",
     message: "the backend closed the connection mid-answer",
@@ -520,7 +560,7 @@ Deno.test("issue 14.4 a backend that broke mid-answer: a scoped backend_stream_b
   // It ends a signal drain like any answer.
   const draining = registeredWith(["drain-v1"]);
   step(draining, frame(request("r1")));
-  step(draining, { kind: "shutdownSignalled" });
+  step(draining, { atMs: 0, kind: "shutdownSignalled" });
   assert.deepEqual(kinds(step(draining, broken)), [
     "send",
     "closeSocket",

@@ -5,7 +5,16 @@
 // Tests outside may also use the `_testing.ts` builders.
 
 /** The decision: one event in, the actions to carry out. */
-export { connectActions, step } from "./decide.ts";
+export { connectActions, startActions, step } from "./decide.ts";
+export { CAPABILITIES_INTERVAL_MS } from "./periodic.ts";
+/** What each poll of a model load means (the shell fetches and waits). */
+export {
+  LOAD_POLL_MS,
+  type LoadPoll,
+  routerLoadPoll,
+  spec004LoadPoll,
+  UNLOADED_GIVE_UP_MS,
+} from "./load_poll.ts";
 export {
   type Completion,
   initialWorkerState,
@@ -14,6 +23,7 @@ export {
   WORKER_FRAME_BYTES_MAX,
   type WorkerAction,
   type WorkerEvent,
+  type WorkerInput,
   type WorkerState,
 } from "./worker_state.ts";
 export { FRAME_CHARS_MAX } from "./link_limits.ts";

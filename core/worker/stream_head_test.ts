@@ -26,6 +26,7 @@ const NDJSON = { "content-type": "application/x-ndjson" };
 Deno.test("C108 a non-SSE stream's head leaves as one response_head when the server acked stream-head-v1", () => {
   const s = streaming(["chunk-bytes-v1", "stream-head-v1"]);
   const actions = step(s, {
+    atMs: 0,
     kind: "headRead",
     requestId: "r1",
     status: 200,
@@ -47,6 +48,7 @@ Deno.test("C108 no response_head to a server without the extension, for SSE, or 
     const s = streaming(ack);
     assert.deepEqual(
       step(s, {
+        atMs: 0,
         kind: "headRead",
         requestId: "r1",
         status: 200,
@@ -58,6 +60,7 @@ Deno.test("C108 no response_head to a server without the extension, for SSE, or 
   const s = streaming(["stream-head-v1"]);
   assert.deepEqual(
     step(s, {
+      atMs: 0,
       kind: "headRead",
       requestId: "r1",
       status: 200,
@@ -67,6 +70,7 @@ Deno.test("C108 no response_head to a server without the extension, for SSE, or 
   );
   assert.deepEqual(
     step(s, {
+      atMs: 0,
       kind: "headRead",
       requestId: "gone",
       status: 200,

@@ -30,6 +30,8 @@ export type WorkerState = {
   workerName: string;
   maxConcurrent: number;
   modelsDiscovered: boolean;
+  /** MODELS_REFRESH_SECS in ms: how often discovered models are listed again; 0: never. */
+  modelsRefreshMs: number;
   models: string[];
   drainTimeoutMs: number;
   onServerShutdown: "exit" | "reconnect";
@@ -72,7 +74,16 @@ export const WORKER_EXTENSIONS = [
 /** The frame limit, in bytes: the protocol's (our server counts the same number in characters, which a byte-fit frame never exceeds). */
 export const WORKER_FRAME_BYTES_MAX = PROTOCOL_FRAME_MAX;
 
-export type WorkerEvent =
+/**
+ * An event as the core steps it: what happened (`WorkerInput`) and when (issue
+ * 27), as on the server — the shell stamps `atMs` from its monotonic clock, the
+ * simulator's virtual worker from virtual time. Timing decisions (the periodic
+ * capabilities probe, the models refresh) read it instead of a clock.
+ */
+export type WorkerEvent = WorkerInput & { atMs: number };
+
+/** What happened to the worker, before the shell stamps its time. */
+export type WorkerInput =
   | { kind: "socketOpened" }
   | { kind: "frameReceived"; text: string }
   | {
@@ -110,6 +121,7 @@ export type WorkerEvent =
   | { kind: "backendStreamBroken"; requestId: string; message: string }
   | { kind: "modelsListed"; models: string[]; reply: boolean }
   | { kind: "modelsListFailed"; message: string; reply: boolean }
+  /** The `modelsRefresh` timer fired (every MODELS_REFRESH_SECS). */
   | { kind: "modelsRefreshDue" }
   | { kind: "shutdownSignalled" }
   | { kind: "drainTimerFired" }
@@ -118,7 +130,7 @@ export type WorkerEvent =
   | { kind: "handshakeTimerFired" }
   /** No frame from the proxy for IDLE_TIMEOUT_MS: the link is presumed dead. */
   | { kind: "idleTimerFired" }
-  /** Every 5 s: look at the backend's capabilities again. */
+  /** The `capabilities` timer fired (every 5 s): look at the backend's capabilities again. */
   | { kind: "capabilitiesDue" }
   | { kind: "capabilitiesRead"; capabilities: RunnerCapabilities }
   /** The lifecycle adapter's report on a task. */
@@ -140,7 +152,15 @@ export type Completion = {
   body_base64?: string;
 };
 
-export type TimerName = "reconnect" | "drain" | "idle" | "handshake";
+export type TimerName =
+  | "reconnect"
+  | "drain"
+  | "idle"
+  | "handshake"
+  /** Periodic, re-armed each time it fires (core/worker/periodic.ts). */
+  | "capabilities"
+  /** Periodic, armed only for discovered models with a refresh interval. */
+  | "modelsRefresh";
 
 export type WorkerAction =
   | { kind: "connect" }
@@ -164,6 +184,8 @@ export function initialWorkerState(opts: {
   maxConcurrent: number;
   models: string[];
   modelsDiscovered: boolean;
+  /** MODELS_REFRESH_SECS; absent or 0: discovered models are not listed again. */
+  modelsRefreshSecs?: number;
   drainTimeoutSecs: number;
   onServerShutdown: "exit" | "reconnect";
   /** The server's frame limit; absent: our server's default. */
@@ -177,6 +199,7 @@ export function initialWorkerState(opts: {
     workerName: opts.workerName,
     maxConcurrent: opts.maxConcurrent,
     modelsDiscovered: opts.modelsDiscovered,
+    modelsRefreshMs: (opts.modelsRefreshSecs ?? 0) * 1000,
     models: [...opts.models],
     drainTimeoutMs: opts.drainTimeoutSecs * 1000,
     onServerShutdown: opts.onServerShutdown,

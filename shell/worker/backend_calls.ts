@@ -3,7 +3,7 @@
 // turned back into worker events.
 import { assertNever } from "../../core/assert_never.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
-import type { WorkerEvent } from "../../core/worker/mod.ts";
+import type { WorkerInput } from "../../core/worker/mod.ts";
 import {
   type Backend,
   forwardToBackend,
@@ -12,7 +12,7 @@ import {
 
 export type BackendCallsDeps = {
   backend: Backend;
-  dispatch: (event: WorkerEvent) => void;
+  dispatch: (event: WorkerInput) => void;
   /** Keeps a call's promise until it settles, so nothing outlives the worker. */
   track: (p: Promise<unknown>) => void;
   /** Whether the server negotiated body-chunks-v1 (read per request: a reconnect may reach another server). */

@@ -14,20 +14,16 @@ import { makeDriver } from "../../core/driver.ts";
 import type { Logger } from "../log.ts";
 import { type BackendCalls, makeBackendCalls } from "./backend_calls.ts";
 import type { WorkerConfig } from "./config.ts";
-import {
-  CAPABILITIES_INTERVAL_MS,
-  type Lifecycle,
-  makeLifecycle,
-} from "./lifecycle/mod.ts";
+import { type Lifecycle, makeLifecycle } from "./lifecycle/mod.ts";
 import { makeProxyLink, type ProxyLink } from "./proxy_link.ts";
 import { makeWorkerTimers, type WorkerTimers } from "./timers.ts";
 import {
-  connectActions,
   initialWorkerState,
+  startActions,
   step,
   type TimerName,
   type WorkerAction,
-  type WorkerEvent,
+  type WorkerInput,
 } from "../../core/worker/mod.ts";
 
 export type WorkerDeps = {
@@ -43,6 +39,12 @@ export type RunningWorker = {
   signal(): void;
 };
 
+/** The worker's one clock: monotonic milliseconds since start (as the server's). */
+const origin = performance.now();
+function nowMs(): number {
+  return Math.floor(performance.now() - origin);
+}
+
 /** How long a graceful exit waits for the proxy to answer our close frame. */
 const CLOSE_WAIT_MS = 2_000;
 
@@ -56,6 +58,7 @@ export function startWorker(
     maxConcurrent: config.maxConcurrent,
     models,
     modelsDiscovered: config.models === null,
+    modelsRefreshSecs: config.modelsRefreshSecs,
     drainTimeoutSecs: config.drainTimeoutSecs,
     onServerShutdown: config.onServerShutdown,
     endpointPrefixes: config.endpointPrefixes ?? [],
@@ -67,7 +70,6 @@ export function startWorker(
   });
   const pending = new Set<Promise<unknown>>();
   const stopAll = new AbortController();
-  let refreshInterval: ReturnType<typeof setInterval> | null = null;
   const link = makeProxyLink({
     connectUrl: config.connectUrl,
     workerSecret: config.workerSecret,
@@ -104,15 +106,12 @@ export function startWorker(
     stop,
     log: deps.log,
   };
-  const capabilitiesInterval = setInterval(
-    () => dispatch({ kind: "capabilitiesDue" }),
-    CAPABILITIES_INTERVAL_MS,
-  );
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => resolveDone = resolve);
 
-  function dispatch(event: WorkerEvent): void {
-    driver.submit(event);
+  /** Stamps what happened with the worker's clock and steps it. */
+  function dispatch(input: WorkerInput): void {
+    driver.submit({ ...input, atMs: nowMs() });
   }
 
   function track(p: Promise<unknown>): void {
@@ -124,20 +123,12 @@ export function startWorker(
     if (driver.stopped) return;
     driver.stop();
     timers.clearAll();
-    if (refreshInterval !== null) clearInterval(refreshInterval);
-    clearInterval(capabilitiesInterval);
     backend.abortAll();
     stopAll.abort();
     settleAfterExit(link, graceful, pending).then(() => resolveDone(code));
   }
 
-  if (state.modelsDiscovered && config.modelsRefreshSecs > 0) {
-    refreshInterval = setInterval(
-      () => dispatch({ kind: "modelsRefreshDue" }),
-      config.modelsRefreshSecs * 1000,
-    );
-  }
-  for (const a of connectActions(state)) runAction(io, a);
+  for (const a of startActions(state)) runAction(io, a);
   return { done, signal: () => dispatch({ kind: "shutdownSignalled" }) };
 }
 
@@ -147,7 +138,7 @@ type WorkerIo = {
   backend: BackendCalls;
   timers: WorkerTimers;
   lifecycle: Lifecycle;
-  dispatch: (event: WorkerEvent) => void;
+  dispatch: (event: WorkerInput) => void;
   /** Keeps a call the worker's exit waits for. */
   track: (p: Promise<unknown>) => void;
   stop: (code: number, graceful: boolean) => void;
@@ -213,7 +204,7 @@ function runAction(io: WorkerIo, action: WorkerAction): void {
   }
 }
 
-function timerFired(timer: TimerName): WorkerEvent {
+function timerFired(timer: TimerName): WorkerInput {
   switch (timer) {
     case "drain":
       return { kind: "drainTimerFired" };
@@ -223,6 +214,10 @@ function timerFired(timer: TimerName): WorkerEvent {
       return { kind: "reconnectTimerFired" };
     case "handshake":
       return { kind: "handshakeTimerFired" };
+    case "capabilities":
+      return { kind: "capabilitiesDue" };
+    case "modelsRefresh":
+      return { kind: "modelsRefreshDue" };
     default:
       return assertNever(timer);
   }

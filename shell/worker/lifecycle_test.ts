@@ -55,9 +55,10 @@ Deno.test("decide: capabilities only after a register_ack listing the extension,
     drainTimeoutSecs: 1,
     onServerShutdown: "exit",
   });
-  step(s, { kind: "socketOpened" });
+  step(s, { atMs: 0, kind: "socketOpened" });
   const ack = (extensions?: string[]) =>
     step(s, {
+      atMs: 0,
       kind: "frameReceived",
       text: JSON.stringify({
         type: "register_ack",
@@ -68,11 +69,17 @@ Deno.test("decide: capabilities only after a register_ack listing the extension,
     });
   assert.equal(ack().some((a) => a.kind === "probeCapabilities"), false);
   const caps = {
+    atMs: 0,
     kind: "capabilitiesRead" as const,
     capabilities: { health: "healthy" },
   };
   assert.deepEqual(step(s, caps), []);
-  assert.deepEqual(step(s, { kind: "capabilitiesDue" }), []);
+  assert.deepEqual(
+    step(s, { atMs: 0, kind: "capabilitiesDue" }).filter((a) =>
+      a.kind !== "armTimer"
+    ),
+    [],
+  );
   assert.ok(
     ack(["capabilities-v1", "lifecycle-v1"]).some((a) =>
       a.kind === "probeCapabilities"
@@ -86,6 +93,7 @@ Deno.test("decide: capabilities only after a register_ack listing the extension,
   assert.deepEqual(step(s, caps), [], "unchanged capabilities are not resent");
   // A completed static-model load is announced with models_update.
   const req = step(s, {
+    atMs: 0,
     kind: "frameReceived",
     text: JSON.stringify({
       type: "lifecycle_request",
@@ -96,6 +104,7 @@ Deno.test("decide: capabilities only after a register_ack listing the extension,
   });
   assert.ok(req.some((a) => a.kind === "runLifecycle"));
   const done = step(s, {
+    atMs: 0,
     kind: "lifecycleUpdate",
     taskId: "t",
     status: "completed",

@@ -11,7 +11,7 @@ import {
   type WorkerMessage,
   writeBinaryChunkFrame,
 } from "../../core/protocol/mod.ts";
-import { FRAME_CHARS_MAX, type WorkerEvent } from "../../core/worker/mod.ts";
+import { FRAME_CHARS_MAX, type WorkerInput } from "../../core/worker/mod.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import type { Logger } from "../log.ts";
 
@@ -24,7 +24,7 @@ const SEND_BUFFER_BYTES_MAX = 8 * 1024 * 1024;
 export type ProxyLinkDeps = {
   connectUrl: string;
   workerSecret: string;
-  dispatch: (event: WorkerEvent) => void;
+  dispatch: (event: WorkerInput) => void;
   log: Logger;
   /** In [0, 1); carried by socketClosed for the reconnect jitter. */
   random: () => number;

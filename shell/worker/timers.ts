@@ -1,4 +1,4 @@
-// The worker's named timers (drain, idle, reconnect): each armed for a deadline,
+// The worker's named timers (TimerName), armed by the core: each armed for a deadline,
 // firing once. Re-arming a timer that fires no later than the new deadline only
 // moves the deadline; the timer re-arms itself for the rest when it fires early.
 // The idle watchdog is re-armed on every frame, and a clearTimeout + setTimeout

@@ -30,8 +30,14 @@ import type {
   LifecycleProgressStatus,
 } from "../../../core/protocol/mod.ts";
 // A load that has not finished in MODEL_LOAD_MS_MAX is reported failed: the
-// server's lifecycle task gives up at the same limit.
+// server's lifecycle task gives up at the same limit. What each poll of a load
+// means (done, failed, still running, given up) is the worker core's decision.
 import { MODEL_LOAD_MS_MAX } from "../../../core/mod.ts";
+import {
+  LOAD_POLL_MS,
+  routerLoadPoll,
+  spec004LoadPoll,
+} from "../../../core/worker/mod.ts";
 
 export type BackendKind =
   | "spec004"
@@ -50,7 +56,6 @@ export type Report = (u: {
 
 const PROBE_MS = 3_000;
 const CALL_MS = 30_000;
-export const POLL_MS = 250;
 
 type Json = Record<string, unknown>;
 
@@ -254,17 +259,16 @@ async function spec004(o: Operation): Promise<void> {
   if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
   if (operation !== "model-load" || r.status !== 202) return ok(r.json);
   const taskId = String(r.json.taskId ?? "");
-  while (!o.signal.aborted && Date.now() - o.started < MODEL_LOAD_MS_MAX) {
-    await sleep(POLL_MS, o.signal);
+  while (!o.signal.aborted) {
+    await sleep(LOAD_POLL_MS, o.signal);
     const t = await getJson(
       call,
       `${base}/v1/models/load/${encodeURIComponent(taskId)}`,
       CALL_MS,
     ) as Json;
-    if (t.status === "completed") return ok(t);
-    if (t.status === "failed") {
-      return fail(String(t.error ?? "the runner reported a failure"));
-    }
+    const poll = spec004LoadPoll(t.status, t.error, Date.now() - o.started);
+    if (poll.kind === "loaded") return ok(t);
+    if (poll.kind === "failed") return fail(poll.error);
     o.report({
       status: "running",
       progress: typeof t.progress === "number" ? t.progress : null,
@@ -308,25 +312,21 @@ async function llamaRouter(o: Operation): Promise<void> {
   const r = await postJson(call, base + path, { model: modelId });
   if (r.status >= 400) return fail(errorText(r.status, r.json), r.status);
   if (operation === "model-unload") return ok({ modelId });
-  while (!o.signal.aborted && Date.now() - started < MODEL_LOAD_MS_MAX) {
+  while (!o.signal.aborted) {
     const list = await getJson(call, `${base}/models`, CALL_MS) as Json;
     const m = (list.data as Json[]).find((x) => x.id === modelId);
     const st = isObj(m?.status) ? m.status.value : m?.status;
-    if (st === "loaded") {
-      return ok({ modelId, loadTimeMs: Date.now() - started });
-    }
-    if (
-      st === "failed" || st === "unloaded" && Date.now() - started > 5000
-    ) {
-      return fail(`llama-server reports model "${modelId}" as ${st}`);
-    }
+    const elapsedMs = Date.now() - started;
+    const poll = routerLoadPoll(modelId, st, elapsedMs);
+    if (poll.kind === "loaded") return ok({ modelId, loadTimeMs: elapsedMs });
+    if (poll.kind === "failed") return fail(poll.error);
     o.report({
       status: "running",
       progress: null,
       error: null,
       result: null,
     });
-    await sleep(POLL_MS, o.signal);
+    await sleep(LOAD_POLL_MS, o.signal);
   }
   return fail("the load did not finish in time");
 }

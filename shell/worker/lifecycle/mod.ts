@@ -15,8 +15,6 @@ import {
 import { readCapabilities } from "./capabilities.ts";
 
 export type { BackendKind, Report };
-/** How often the worker looks at the backend's capabilities (sent only on change). */
-export const CAPABILITIES_INTERVAL_MS = 5_000;
 
 export type Lifecycle = {
   capabilities(): Promise<RunnerCapabilities | null>;
