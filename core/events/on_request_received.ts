@@ -212,36 +212,64 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
   // first and count nothing; the request limits below count the admitted one.
   const tokens = admitTokens(state, tenant, key);
   if (!tokens.ok) return tokenLimited(e, tokens, out);
-
-  // Spec 004: the rate limit is checked before queueing; a refused request is not counted.
-  const rate = admitRate(state, tenant);
-  if (!rate.ok) {
-    const secs = Math.max(1, Math.ceil(rate.retryAfterMs / 1000));
-    const perMin = rate.limit.windowMs === 60_000
-      ? "req/min"
-      : `req per ${rate.limit.windowMs} ms`;
-    const error = clientError(
-      429,
-      "rate_limit_exceeded",
-      `Tenant ${tenant} exceeded ${rate.limit.limit} ${perMin}`,
-      secs,
-    );
-    error.details = {
-      limit: rate.limit.limit,
-      remaining: 0,
-      resetInMs: rate.retryAfterMs,
-    };
-    out.push({
-      kind: "log",
-      level: "info",
-      message: "rate limited",
-      fields: { request_id: e.requestId, tenant },
-    });
-    return reject(e, error, out);
-  }
+  if (!admitTenantRate(state, e, tenant, out)) return;
   if (key?.rateLimit != null && !admitKeyRate(state, key, e, out)) return;
 
-  const request: Request = {
+  const request = newRequest(state, e, provider, tenant, key);
+  // FIFO (C9): while requests for this model wait, a newcomer waits with them and
+  // the scheduler (queue.ts) decides the order.
+  const worker = modelQueued(state, provider, e.model)
+    ? null
+    : pickWorker(state, provider, e.model, request.cacheKey, needOf(request));
+  if (worker !== null) {
+    state.requests.set(request.id, request);
+    return dispatch(state, request, worker, out);
+  }
+  enqueue(state, e, request, out);
+}
+
+/** Spec 004: the tenant's request limit, checked before queueing; a refused request is not counted. */
+function admitTenantRate(
+  state: State,
+  e: E,
+  tenant: string,
+  out: Effect[],
+): boolean {
+  const rate = admitRate(state, tenant);
+  if (rate.ok) return true;
+  const secs = Math.max(1, Math.ceil(rate.retryAfterMs / 1000));
+  const perMin = rate.limit.windowMs === 60_000
+    ? "req/min"
+    : `req per ${rate.limit.windowMs} ms`;
+  const error = clientError(
+    429,
+    "rate_limit_exceeded",
+    `Tenant ${tenant} exceeded ${rate.limit.limit} ${perMin}`,
+    secs,
+  );
+  error.details = {
+    limit: rate.limit.limit,
+    remaining: 0,
+    resetInMs: rate.retryAfterMs,
+  };
+  out.push({
+    kind: "log",
+    level: "info",
+    message: "rate limited",
+    fields: { request_id: e.requestId, tenant },
+  });
+  reject(e, error, out);
+  return false;
+}
+
+function newRequest(
+  state: State,
+  e: E,
+  provider: string,
+  tenant: string,
+  key: Request["key"],
+): Request {
+  return {
     id: e.requestId,
     provider,
     api: e.api,
@@ -273,15 +301,11 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     modelAsked: e.modelAsked ?? e.model,
     deltas: countsDeltas(e.endpointPath, e.isStreaming, e.body) ? 0 : null,
   };
-  // FIFO (C9): while requests for this model wait, a newcomer waits with them and
-  // the scheduler (queue.ts) decides the order.
-  const worker = modelQueued(state, provider, e.model)
-    ? null
-    : pickWorker(state, provider, e.model, request.cacheKey, needOf(request));
-  if (worker !== null) {
-    state.requests.set(request.id, request);
-    return dispatch(state, request, worker, out);
-  }
+}
+
+/** Queues the request, or answers 503 queue_full when its queue (or its tenant's share) is full. */
+function enqueue(state: State, e: E, request: Request, out: Effect[]): void {
+  const { provider, tenant } = request;
   if (
     queueIsFull(state, provider) || tenantQueueIsFull(state, provider, tenant)
   ) {

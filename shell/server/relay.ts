@@ -353,13 +353,11 @@ function serveMetrics(
 }
 
 /**
- * Opens the key store (throws KeyStoreError on a damaged or unreadable database)
- * and starts the server with the operations hooks.
+ * The relay's stores: one database for keys, op-token nonces and the usage
+ * ledger (opened when any is needed), the cluster's key store in cluster mode,
+ * and the span exporter; `closeDb` closes them all.
  */
-export async function startRelay(
-  config: ServerConfig,
-  log: Logger,
-): Promise<Relay> {
+async function openStores(config: ServerConfig, log: Logger) {
   // One database for keys and op-token nonces, opened when either is needed.
   const lifecycleOn = (config.opTokenKeyPath ?? "") !== "";
   const db = needsKeyStore(config) || lifecycleOn
@@ -395,6 +393,21 @@ export async function startRelay(
     keys?.close();
     if (db?.isOpen === true) db.close();
   };
+  return { db, clusterKeys, keys, ledger, tracer, closeDb };
+}
+
+/**
+ * Opens the key store (throws KeyStoreError on a damaged or unreadable database)
+ * and starts the server with the operations hooks.
+ */
+export async function startRelay(
+  config: ServerConfig,
+  log: Logger,
+): Promise<Relay> {
+  const { db, clusterKeys, keys, ledger, tracer, closeDb } = await openStores(
+    config,
+    log,
+  );
   if (config.requireApiKeys && config.adminToken === "") {
     log(
       "warn",
