@@ -91,6 +91,17 @@ function audioFile(): Uint8Array<ArrayBuffer> {
   return out;
 }
 
+/** A fetch for the SDK that keeps a copy of every request body it sends. */
+function capturingFetch() {
+  const captured: Uint8Array[] = [];
+  const capturing: typeof fetch = async (input, init) => {
+    const req = new Request(input, init);
+    captured.push(new Uint8Array(await req.clone().arrayBuffer()));
+    return await fetch(req);
+  };
+  return { captured, capturing };
+}
+
 Deno.test("issue 25: every /v1 endpoint through the relay with the official SDKs", async (t) => {
   const started: Child[] = [];
   try {
@@ -168,12 +179,7 @@ Deno.test("issue 25: every /v1 endpoint through the relay with the official SDKs
     await t.step(
       "audio.transcriptions.create with 200 KiB: the backend receives the identical multipart bytes",
       async () => {
-        const captured: Uint8Array[] = [];
-        const capturing: typeof fetch = async (input, init) => {
-          const req = new Request(input, init);
-          captured.push(new Uint8Array(await req.clone().arrayBuffer()));
-          return await fetch(req);
-        };
+        const { captured, capturing } = capturingFetch();
         const file = audioFile();
         const r = await openai(`${url}/v1`, capturing).audio.transcriptions
           .create({
@@ -190,12 +196,7 @@ Deno.test("issue 25: every /v1 endpoint through the relay with the official SDKs
     await t.step(
       "audio.transcriptions.create with an alias: the backend receives the target's name in the multipart model field, every other byte unchanged",
       async () => {
-        const captured: Uint8Array[] = [];
-        const capturing: typeof fetch = async (input, init) => {
-          const req = new Request(input, init);
-          captured.push(new Uint8Array(await req.clone().arrayBuffer()));
-          return await fetch(req);
-        };
+        const { captured, capturing } = capturingFetch();
         const file = audioFile();
         const r = await openai(`${url}/v1`, capturing).audio.transcriptions
           .create({

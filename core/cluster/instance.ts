@@ -291,22 +291,9 @@ export function route(s: InstanceState, event: Event): Routing {
     case "serving":
       return { kind: "append" };
     case "leaving":
-      if (event.kind === "requestReceived") {
-        return refuse(event.requestId, shuttingDown(s.config));
-      }
-      if (event.kind === "workerConnectAttempted") {
-        // 1012: this instance restarts; the worker's retry lands on another.
-        return reject(event.workerId, 1012, "relay instance shutting down");
-      }
-      return { kind: "append" };
+      return stoppingRefusal(s, event) ?? { kind: "append" };
     case "gone":
-      if (event.kind === "requestReceived") {
-        return refuse(event.requestId, shuttingDown(s.config));
-      }
-      if (event.kind === "workerConnectAttempted") {
-        return reject(event.workerId, 1012, "relay instance shutting down");
-      }
-      return { kind: "drop" };
+      return stoppingRefusal(s, event) ?? { kind: "drop" };
     case "holding":
     case "resuming":
       // What in-flight work reports is kept for the log; new work is refused.
@@ -331,6 +318,21 @@ export function route(s: InstanceState, event: Event): Routing {
       }
       return { kind: "drop" };
   }
+}
+
+/**
+ * New work on an instance that is leaving or gone: a request gets the core's
+ * shutdown answer, a worker 1012 (this instance restarts; its retry lands on
+ * another); null for anything else.
+ */
+function stoppingRefusal(s: InstanceState, event: Event): Routing | null {
+  if (event.kind === "requestReceived") {
+    return refuse(event.requestId, shuttingDown(s.config));
+  }
+  if (event.kind === "workerConnectAttempted") {
+    return reject(event.workerId, 1012, "relay instance shutting down");
+  }
+  return null;
 }
 
 function refuse(requestId: string, error: ClientError): Routing {

@@ -1,7 +1,7 @@
 // The worker's periodic looks at its backend (issue 27): the capabilities probe
 // and, for discovered models, the models refresh. Each is a timer the core arms
-// at start and again each time it fires, so the shell only runs timers; before,
-// both were `setInterval`s in the worker's shell.
+// at start and again each time it fires, so the shell only runs timers (before,
+// the worker's shell repeated them on its own interval timers).
 import { EXTENSION_CAPABILITIES } from "../protocol/mod.ts";
 import type { WorkerAction, WorkerState } from "./worker_state.ts";
 
