@@ -15,11 +15,24 @@ type ToWorker = {
   body: string;
 };
 type ToServer =
+  | {
+    id: number;
+    kind: "whole";
+    status: number;
+    headers: [string, string][];
+    text: string;
+  }
   | { id: number; kind: "head"; status: number; headers: [string, string][] }
   | { id: number; kind: "chunk"; text: string }
   | { id: number; kind: "end" };
 
-const HOP = new Set(["connection", "keep-alive", "transfer-encoding", "host"]);
+const HOP = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "host",
+  "content-length",
+]);
 const keep = (h: Headers): [string, string][] =>
   [...h].filter(([k]) => !HOP.has(k.toLowerCase()));
 
@@ -57,6 +70,12 @@ function server(port: number): void {
       });
       open.set(id, (m) => {
         switch (m.kind) {
+          case "whole":
+            open.delete(id);
+            resolve(
+              new Response(m.text, { status: m.status, headers: m.headers }),
+            );
+            return;
           case "head":
             resolve(
               new Response(stream, { status: m.status, headers: m.headers }),
@@ -99,6 +118,17 @@ function worker(serverUrl: string, backendUrl: string): void {
       headers: r.headers,
       ...(r.method === "GET" || r.method === "HEAD" ? {} : { body: r.body }),
     });
+    // A plain answer is one message; a stream is a head, then its pieces.
+    if (!(res.headers.get("content-type") ?? "").includes("event-stream")) {
+      send({
+        id: r.id,
+        kind: "whole",
+        status: res.status,
+        headers: keep(res.headers),
+        text: await res.text(),
+      });
+      return;
+    }
     send({
       id: r.id,
       kind: "head",
