@@ -357,7 +357,11 @@ function serveMetrics(
  * ledger (opened when any is needed), the cluster's key store in cluster mode,
  * and the span exporter; `closeDb` closes them all.
  */
-async function openStores(config: ServerConfig, log: Logger) {
+async function openStores(
+  config: ServerConfig,
+  log: Logger,
+  metrics: Metrics,
+) {
   // One database for keys and op-token nonces, opened when either is needed.
   const lifecycleOn = (config.opTokenKeyPath ?? "") !== "";
   const db = needsKeyStore(config) || lifecycleOn
@@ -386,6 +390,7 @@ async function openStores(config: ServerConfig, log: Logger) {
     config.otlpEndpoint ?? "",
     config.otelServiceName ?? "modelrelay",
     (e) => log("warn", "spans not exported", { error: String(e) }),
+    (reason, spans) => metrics.droppedSpans(reason, spans),
   );
   const closeDb = () => {
     void tracer.close();
@@ -404,9 +409,11 @@ export async function startRelay(
   config: ServerConfig,
   log: Logger,
 ): Promise<Relay> {
+  const metrics = new Metrics(nowMs());
   const { db, clusterKeys, keys, ledger, tracer, closeDb } = await openStores(
     config,
     log,
+    metrics,
   );
   if (config.requireApiKeys && config.adminToken === "") {
     log(
@@ -415,7 +422,6 @@ export async function startRelay(
       {},
     );
   }
-  const metrics = new Metrics(nowMs());
   let running: RunningServer | null = null;
   // One key check and one token policy, for every route that asks.
   const authorize = makeAuthorize(config.requireApiKeys, keys, metrics, log);

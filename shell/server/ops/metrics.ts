@@ -137,6 +137,8 @@ export class Metrics {
   readonly cacheReports = new Map<string, number>();
   cacheTokensReused = 0;
   readonly lifecycleTasks = new Map<string, number>();
+  /** Issue 33: reason (queue_full, export_failed, shutdown) -> spans never exported. */
+  readonly spansDropped = new Map<string, number>();
 
   constructor(readonly startedAtMs: number) {}
 
@@ -196,6 +198,10 @@ export class Metrics {
       avgWaitMs: h.count === 0 ? 0 : Math.round(h.sum / h.count * 1000),
       p95WaitMs: Math.round((h.quantile(0.95) ?? 0) * 1000),
     };
+  }
+
+  droppedSpans(reason: string, spans: number): void {
+    inc(this.spansDropped, reason, spans);
   }
 
   authFailure(kind: AuthFailureKind): void {
@@ -511,6 +517,13 @@ export const METRICS: readonly MetricDef[] = [
     help:
       "Failed authentications, by kind (api_key, admin_token, worker_secret).",
     value: (m) => byLabels(m.authFailures, ["kind"]),
+  },
+  {
+    name: "modelrelay_spans_dropped_total",
+    type: "counter",
+    help:
+      "Trace spans never exported to OTEL_EXPORTER_OTLP_ENDPOINT, by reason (queue_full, export_failed, shutdown).",
+    value: (m) => byLabels(m.spansDropped, ["reason"]),
   },
   {
     name: "modelrelay_uptime_seconds",
