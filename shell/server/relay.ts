@@ -45,8 +45,18 @@ import type { ServerConfig } from "./config.ts";
 import { Metrics } from "./ops/metrics.ts";
 import { openUsageLedger, type UsageLedger } from "./ops/usage_ledger.ts";
 import { makeTracer, type Tracer } from "./ops/tracing.ts";
+import {
+  type AuthThrottle,
+  makeAuthThrottle,
+  sendThrottled,
+} from "./ops/auth_throttle.ts";
 import { handlePages } from "./ops/pages.ts";
-import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
+import {
+  type RunningServer,
+  type ServerHooks,
+  SHORT_SECRET_CHARS,
+  startServer,
+} from "./server.ts";
 
 export type Relay = RunningServer & {
   metrics: Metrics;
@@ -225,6 +235,8 @@ export type RelayRoutesDeps = {
   /** Issue 26: the usage ledger (null = off) and the tracer; absent = none. */
   ledger?: UsageLedger | null;
   tracer?: Tracer | null;
+  /** Issue 33: wrong admin and metrics tokens throttled per address; absent = none. */
+  throttle?: AuthThrottle;
   /** Where a fleet-wide usage query logs a missing peer (issue 26); absent = nowhere. */
   log?: Logger;
 };
@@ -239,7 +251,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
     const s = d.server();
     if (lifecycle?.handle(req, res, url) === true) return true;
     if (url.pathname === "/metrics") {
-      return serveMetrics(req, res, s, d.policy, metrics);
+      return serveMetrics(req, res, s, d, metrics);
     }
     const cluster = s?.cluster;
     if (
@@ -257,6 +269,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
         wallNow: Date.now,
         bodyTimeoutMs: d.admin.bodyTimeoutMs,
         ledger: d.ledger ?? null,
+        ...(d.throttle === undefined ? {} : { throttle: d.throttle }),
         ...(cluster === undefined || d.ledger == null ? {} : {
           usageFleet: fleetUsageRoute({
             ledger: d.ledger,
@@ -319,7 +332,7 @@ function serveMetrics(
   req: IncomingMessage,
   res: ServerResponse,
   s: RunningServer | null,
-  policy: AccessPolicy,
+  d: Pick<RelayRoutesDeps, "policy" | "throttle">,
   metrics: Metrics,
 ): boolean {
   req.resume();
@@ -330,9 +343,18 @@ function serveMetrics(
     return true;
   }
   if (s === null) return false;
-  const access = metricsAccess(req, policy);
+  const given = bearerToken(req);
+  const waitSecs = given === null
+    ? null
+    : d.throttle?.refusedForSecs("metrics", req) ?? null;
+  if (waitSecs !== null) {
+    sendThrottled(res, waitSecs);
+    return true;
+  }
+  const access = metricsAccess(req, d.policy);
   if (access.kind === "denied") {
     metrics.authFailure("metrics_token");
+    if (given !== null) d.throttle?.failed("metrics", req);
     sendAdminError(
       res,
       access.status,
@@ -402,6 +424,26 @@ async function openStores(
 }
 
 /**
+ * Issue 33: an operator token short enough to guess is warned about at start,
+ * as WORKER_SECRET is (server.ts); the throttle slows guessing, the length
+ * stops it.
+ */
+function warnShortTokens(config: ServerConfig, log: Logger): void {
+  const tokens: [string, string, string][] = [
+    ["MODELRELAY_ADMIN_TOKEN", config.adminToken, "the admin API"],
+    ["METRICS_TOKEN", config.metricsToken ?? "", "/metrics"],
+  ];
+  for (const [name, token, guards] of tokens) {
+    if (token === "" || token.length >= SHORT_SECRET_CHARS) continue;
+    log(
+      "warn",
+      `${name} is shorter than ${SHORT_SECRET_CHARS} characters: it is all that guards ${guards}; use e.g. openssl rand -hex 24`,
+      { length: token.length },
+    );
+  }
+}
+
+/**
  * Opens the key store (throws KeyStoreError on a damaged or unreadable database)
  * and starts the server with the operations hooks.
  */
@@ -415,6 +457,7 @@ export async function startRelay(
     log,
     metrics,
   );
+  warnShortTokens(config, log);
   if (config.requireApiKeys && config.adminToken === "") {
     log(
       "warn",
@@ -460,6 +503,7 @@ export async function startRelay(
     lifecycle,
     ledger,
     tracer,
+    throttle: makeAuthThrottle(config.core, config.trustedProxies, nowMs),
     log,
   });
   try {
