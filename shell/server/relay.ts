@@ -405,7 +405,21 @@ async function openStores(
     ? openUsageLedger(
       db,
       retention,
-      (e) => log("error", "usage records not written", { error: String(e) }),
+      (e) =>
+        log("error", "usage records not written; kept and tried again", {
+          error: String(e),
+        }),
+      {
+        recovered: (records, failures) =>
+          log("info", "usage records written again", {
+            records,
+            failed_attempts: failures,
+          }),
+        dropped: (records) => {
+          metrics.droppedUsageRecords(records);
+          log("warn", "usage records dropped: too many waiting", { records });
+        },
+      },
     )
     : null;
   const tracer = makeTracer(
