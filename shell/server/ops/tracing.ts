@@ -273,6 +273,8 @@ export function makeTracer(
   let queue: OtlpSpan[] = [];
   let timer: ReturnType<typeof setTimeout> | null = null;
   let inFlight: { done: Promise<void>; abort: AbortController } | null = null;
+  /** The one loop sending what waits, while anything does; shared by every flush. */
+  let pumping: Promise<void> | null = null;
   let closing: Promise<void> | null = null;
 
   const exportNext = (): Promise<void> => {
@@ -310,23 +312,27 @@ export function makeTracer(
         queue.splice(0, over);
         onDrop("queue_full", over);
       }
-      if (timer === null && closing === null) {
+      // A running pump takes these spans too: no timer (and no second loop).
+      if (timer === null && pumping === null && closing === null) {
         timer = setTimeout(() => {
           timer = null;
           void tracer.flush();
         }, EXPORT_MS);
       }
     },
-    async flush() {
+    flush() {
       if (timer !== null) {
         clearTimeout(timer);
         timer = null;
       }
-      // Every caller waits on the one export in flight; only when none is
-      // does one of them start the next.
-      while (inFlight !== null || queue.length > 0) {
-        await (inFlight?.done ?? exportNext());
-      }
+      pumping ??= (async () => {
+        try {
+          while (queue.length > 0) await exportNext();
+        } finally {
+          pumping = null;
+        }
+      })();
+      return pumping;
     },
     close() {
       closing ??= (async () => {
