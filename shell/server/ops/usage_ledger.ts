@@ -333,7 +333,7 @@ export function openUsageLedger(
     if (timer !== null) clearTimeout(timer);
     timer = setTimeout(() => {
       timer = null;
-      ledger.flush();
+      write(false);
     }, ms);
   };
   const keepAtMost = () => {
@@ -359,6 +359,23 @@ export function openUsageLedger(
     return true;
   };
 
+  /**
+   * What waits, to disk: all of it for a flush (a read counts every finished
+   * request), one slice per turn from the timer. Refused: tried again in
+   * FLUSH_MS, without waiting then either.
+   */
+  const write = (all: boolean) => {
+    if (timer !== null) clearTimeout(timer);
+    timer = null;
+    if (pending.length === 0 || !db.isOpen) return;
+    const now = pending[pending.length - 1]![1];
+    do {
+      if (!writePending()) return schedule(FLUSH_MS);
+    } while (all && pending.length > 0);
+    if (pending.length > 0) return schedule(0);
+    if (now - lastPruneMs >= PRUNE_MS) ledger.prune(now);
+  };
+
   const ledger: UsageLedger = {
     record(f, wallMs) {
       pending.push([f, wallMs]);
@@ -368,16 +385,7 @@ export function openUsageLedger(
       schedule(due ? 0 : FLUSH_MS);
     },
     flush() {
-      if (timer !== null) {
-        clearTimeout(timer);
-        timer = null;
-      }
-      if (pending.length === 0 || !db.isOpen) return;
-      const now = pending[pending.length - 1]![1];
-      // Refused: tried again in FLUSH_MS, without waiting then either.
-      if (!writePending()) return schedule(FLUSH_MS);
-      if (pending.length > 0) return schedule(0);
-      if (now - lastPruneMs >= PRUNE_MS) ledger.prune(now);
+      write(true);
     },
     usage(groupBy, fromMs, toMs) {
       ledger.flush();
