@@ -51,6 +51,7 @@ export {
   type ModelStatus,
   modelStatuses,
 } from "./state/lifecycle.ts";
+export { type AuthFailures, throttledForSecs } from "./state/auth_failures.ts";
 export * from "./protocol/mod.ts";
 export * from "./views/mod.ts";
 export { VERSION } from "./version.ts";

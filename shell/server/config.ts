@@ -683,7 +683,11 @@ function tenantRateLimits(
     if (req !== null) l.rateLimits[tenant] = req;
     if (tok !== null) l.tokenRateLimits[tenant] = tok;
   };
-  for (const [name, raw] of Object.entries(allEnv)) {
+  // Sorted by name (issue 33): the environment's order is not the same from one
+  // process to the next (Deno hands it over as a hash map), and the tenant
+  // tables' key order is part of the core settings every cluster instance
+  // must share exactly (the join gate digests them; replicas iterate them).
+  for (const [name, raw] of envInNameOrder(allEnv)) {
     if (raw.trim() === "") continue;
     if (name.startsWith(TENANT_LIMIT_PREFIX)) {
       const tenant = name.slice(TENANT_LIMIT_PREFIX.length);
@@ -703,6 +707,13 @@ function tenantRateLimits(
     l.defaultTokenBudget = parseTokenBudget("DEFAULT_TOKEN_BUDGET", budgetRaw);
   }
   return l;
+}
+
+/** The environment's entries sorted by name: the same settings give the same order. */
+export function envInNameOrder(
+  allEnv: Record<string, string>,
+): [string, string][] {
+  return Object.entries(allEnv).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0);
 }
 
 /** USAGE_RETENTION_DAYS: a whole number of days, 0 turning the ledger off. */

@@ -45,8 +45,18 @@ import type { ServerConfig } from "./config.ts";
 import { Metrics } from "./ops/metrics.ts";
 import { openUsageLedger, type UsageLedger } from "./ops/usage_ledger.ts";
 import { makeTracer, type Tracer } from "./ops/tracing.ts";
+import {
+  type AuthThrottle,
+  makeAuthThrottle,
+  sendThrottled,
+} from "./ops/auth_throttle.ts";
 import { handlePages } from "./ops/pages.ts";
-import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
+import {
+  type RunningServer,
+  type ServerHooks,
+  SHORT_SECRET_CHARS,
+  startServer,
+} from "./server.ts";
 
 export type Relay = RunningServer & {
   metrics: Metrics;
@@ -225,6 +235,8 @@ export type RelayRoutesDeps = {
   /** Issue 26: the usage ledger (null = off) and the tracer; absent = none. */
   ledger?: UsageLedger | null;
   tracer?: Tracer | null;
+  /** Issue 33: wrong admin and metrics tokens throttled per address; absent = none. */
+  throttle?: AuthThrottle;
   /** Where a fleet-wide usage query logs a missing peer (issue 26); absent = nowhere. */
   log?: Logger;
 };
@@ -239,7 +251,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
     const s = d.server();
     if (lifecycle?.handle(req, res, url) === true) return true;
     if (url.pathname === "/metrics") {
-      return serveMetrics(req, res, s, d.policy, metrics);
+      return serveMetrics(req, res, s, d, metrics);
     }
     const cluster = s?.cluster;
     if (
@@ -257,6 +269,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
         wallNow: Date.now,
         bodyTimeoutMs: d.admin.bodyTimeoutMs,
         ledger: d.ledger ?? null,
+        ...(d.throttle === undefined ? {} : { throttle: d.throttle }),
         ...(cluster === undefined || d.ledger == null ? {} : {
           usageFleet: fleetUsageRoute({
             ledger: d.ledger,
@@ -319,7 +332,7 @@ function serveMetrics(
   req: IncomingMessage,
   res: ServerResponse,
   s: RunningServer | null,
-  policy: AccessPolicy,
+  d: Pick<RelayRoutesDeps, "policy" | "throttle">,
   metrics: Metrics,
 ): boolean {
   req.resume();
@@ -330,9 +343,18 @@ function serveMetrics(
     return true;
   }
   if (s === null) return false;
-  const access = metricsAccess(req, policy);
+  const given = bearerToken(req);
+  const waitSecs = given === null
+    ? null
+    : d.throttle?.refusedForSecs("metrics", req) ?? null;
+  if (waitSecs !== null) {
+    sendThrottled(res, waitSecs);
+    return true;
+  }
+  const access = metricsAccess(req, d.policy);
   if (access.kind === "denied") {
     metrics.authFailure("metrics_token");
+    if (given !== null) d.throttle?.failed("metrics", req);
     sendAdminError(
       res,
       access.status,
@@ -357,7 +379,11 @@ function serveMetrics(
  * ledger (opened when any is needed), the cluster's key store in cluster mode,
  * and the span exporter; `closeDb` closes them all.
  */
-async function openStores(config: ServerConfig, log: Logger) {
+async function openStores(
+  config: ServerConfig,
+  log: Logger,
+  metrics: Metrics,
+) {
   // One database for keys and op-token nonces, opened when either is needed.
   const lifecycleOn = (config.opTokenKeyPath ?? "") !== "";
   const db = needsKeyStore(config) || lifecycleOn
@@ -379,13 +405,28 @@ async function openStores(config: ServerConfig, log: Logger) {
     ? openUsageLedger(
       db,
       retention,
-      (e) => log("error", "usage records not written", { error: String(e) }),
+      (e) =>
+        log("error", "usage records not written; kept and tried again", {
+          error: String(e),
+        }),
+      {
+        recovered: (records, failures) =>
+          log("info", "usage records written again", {
+            records,
+            failed_attempts: failures,
+          }),
+        dropped: (records) => {
+          metrics.droppedUsageRecords(records);
+          log("warn", "usage records dropped: too many waiting", { records });
+        },
+      },
     )
     : null;
   const tracer = makeTracer(
     config.otlpEndpoint ?? "",
     config.otelServiceName ?? "modelrelay",
     (e) => log("warn", "spans not exported", { error: String(e) }),
+    (reason, spans) => metrics.droppedSpans(reason, spans),
   );
   const closeDb = () => {
     void tracer.close();
@@ -397,6 +438,26 @@ async function openStores(config: ServerConfig, log: Logger) {
 }
 
 /**
+ * Issue 33: an operator token short enough to guess is warned about at start,
+ * as WORKER_SECRET is (server.ts); the throttle slows guessing, the length
+ * stops it.
+ */
+function warnShortTokens(config: ServerConfig, log: Logger): void {
+  const tokens: [string, string, string][] = [
+    ["MODELRELAY_ADMIN_TOKEN", config.adminToken, "the admin API"],
+    ["METRICS_TOKEN", config.metricsToken ?? "", "/metrics"],
+  ];
+  for (const [name, token, guards] of tokens) {
+    if (token === "" || token.length >= SHORT_SECRET_CHARS) continue;
+    log(
+      "warn",
+      `${name} is shorter than ${SHORT_SECRET_CHARS} characters: it is all that guards ${guards}; use e.g. openssl rand -hex 24`,
+      { length: token.length },
+    );
+  }
+}
+
+/**
  * Opens the key store (throws KeyStoreError on a damaged or unreadable database)
  * and starts the server with the operations hooks.
  */
@@ -404,10 +465,13 @@ export async function startRelay(
   config: ServerConfig,
   log: Logger,
 ): Promise<Relay> {
+  const metrics = new Metrics(nowMs());
   const { db, clusterKeys, keys, ledger, tracer, closeDb } = await openStores(
     config,
     log,
+    metrics,
   );
+  warnShortTokens(config, log);
   if (config.requireApiKeys && config.adminToken === "") {
     log(
       "warn",
@@ -415,7 +479,6 @@ export async function startRelay(
       {},
     );
   }
-  const metrics = new Metrics(nowMs());
   let running: RunningServer | null = null;
   // One key check and one token policy, for every route that asks.
   const authorize = makeAuthorize(config.requireApiKeys, keys, metrics, log);
@@ -454,6 +517,7 @@ export async function startRelay(
     lifecycle,
     ledger,
     tracer,
+    throttle: makeAuthThrottle(config.core, config.trustedProxies, nowMs),
     log,
   });
   try {

@@ -6,6 +6,7 @@ import { type Event, type State, workerViews } from "../../../core/mod.ts";
 import type { ApiKeyInfo, KeyScope, KeyStore } from "./api_keys.ts";
 import { KEY_NAME_MAX } from "./api_keys.ts";
 import type { Metrics } from "./metrics.ts";
+import { type AuthThrottle, sendThrottled } from "./auth_throttle.ts";
 import { readJsonBody } from "../http/body.ts";
 import { sendAdminError, sendJson } from "../http/http_reply.ts";
 import { bearerToken, secretsEqual } from "../secret.ts";
@@ -35,6 +36,8 @@ export type AdminDeps = {
     url: URL,
     res: ServerResponse,
   ) => void;
+  /** Issue 33: wrong tokens throttled per address; absent = no throttle. */
+  throttle?: AuthThrottle;
 };
 
 const ADMIN_BODY_MAX = 16 * 1024;
@@ -152,9 +155,18 @@ function adminAdmitted(
     return false;
   }
   const given = bearerToken(req);
+  const waitSecs = given === null
+    ? null
+    : deps.throttle?.refusedForSecs("admin", req) ?? null;
+  if (waitSecs !== null) {
+    req.resume();
+    sendThrottled(res, waitSecs);
+    return false;
+  }
   if (given !== null && secretsEqual(given, deps.adminToken)) return true;
   req.resume();
   deps.metrics.authFailure("admin_token");
+  if (given !== null) deps.throttle?.failed("admin", req);
   sendAdminError(
     res,
     403,

@@ -137,6 +137,10 @@ export class Metrics {
   readonly cacheReports = new Map<string, number>();
   cacheTokensReused = 0;
   readonly lifecycleTasks = new Map<string, number>();
+  /** Issue 33: usage records let go while the database refused writes. */
+  usageRecordsDropped = 0;
+  /** Issue 33: reason (queue_full, export_failed, shutdown) -> spans never exported. */
+  readonly spansDropped = new Map<string, number>();
 
   constructor(readonly startedAtMs: number) {}
 
@@ -196,6 +200,14 @@ export class Metrics {
       avgWaitMs: h.count === 0 ? 0 : Math.round(h.sum / h.count * 1000),
       p95WaitMs: Math.round((h.quantile(0.95) ?? 0) * 1000),
     };
+  }
+
+  droppedUsageRecords(records: number): void {
+    this.usageRecordsDropped += records;
+  }
+
+  droppedSpans(reason: string, spans: number): void {
+    inc(this.spansDropped, reason, spans);
   }
 
   authFailure(kind: AuthFailureKind): void {
@@ -511,6 +523,20 @@ export const METRICS: readonly MetricDef[] = [
     help:
       "Failed authentications, by kind (api_key, admin_token, worker_secret).",
     value: (m) => byLabels(m.authFailures, ["kind"]),
+  },
+  {
+    name: "modelrelay_usage_records_dropped_total",
+    type: "counter",
+    help:
+      "Usage records never written: more than 50,000 waited while the database refused writes (locked, disk full).",
+    value: (m) => m.usageRecordsDropped,
+  },
+  {
+    name: "modelrelay_spans_dropped_total",
+    type: "counter",
+    help:
+      "Trace spans never exported to OTEL_EXPORTER_OTLP_ENDPOINT, by reason (queue_full, export_failed, shutdown).",
+    value: (m) => byLabels(m.spansDropped, ["reason"]),
   },
   {
     name: "modelrelay_uptime_seconds",
