@@ -17,6 +17,7 @@ import {
   healthAnswer,
   modelById,
   modelList,
+  tokenAskOf,
   VERSION,
 } from "../../../core/mod.ts";
 import { isUtf8 } from "node:buffer";
@@ -414,6 +415,8 @@ function handleInference(
       priority: tenancy.priority,
       cacheKey: tenancy.cacheKey,
       key: access.key ?? null,
+      // Issue 33: read from the parsed body, never by matching its text.
+      tokenAsk: tokenAskOf(parsed.fields),
     });
   }, (error) => sendError(res, api, error));
 }
