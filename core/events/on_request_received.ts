@@ -9,6 +9,8 @@ import {
   queueIsFull,
   queueOf,
   tenantQueueIsFull,
+  workerlessModelQueueIsFull,
+  workerlessQueueMax,
 } from "../state/queue.ts";
 import { admitRate, admitRateOf } from "../state/rate_limit.ts";
 import {
@@ -328,6 +330,30 @@ function enqueue(
   out: Effect[],
 ): void {
   const { provider, tenant } = request;
+  // Issue 33: a model waiting out its grace (workers connected, none serving
+  // it) holds at most its share of the queue.
+  if (
+    hasWorkers(state, provider) && !modelKnown(state, provider, e.model) &&
+    workerlessModelQueueIsFull(state, provider, e.model)
+  ) {
+    out.push({
+      kind: "log",
+      level: "warn",
+      message: "queue full for a model with no worker",
+      fields: { request_id: e.requestId, model: e.model, tenant },
+    });
+    return reject(
+      e,
+      queueFull(
+        state,
+        provider,
+        `queue full for model "${e.model}": no connected worker serves it and ${
+          workerlessQueueMax(state)
+        } of its requests already wait for one; retry later`,
+      ),
+      out,
+    );
+  }
   if (
     queueIsFull(state, provider) || tenantQueueIsFull(state, provider, tenant)
   ) {
