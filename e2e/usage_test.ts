@@ -250,7 +250,9 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
         assert.ok(!relayed.includes('"usage"'));
         const [r] = await records(c, `key=${b.id}&limit=1`);
         assert.equal(r?.completion_tokens, 9);
-        assert.equal(r?.prompt_tokens, null);
+        // Issue 33: the prompt estimated from the body ("user" + "raw": 7
+        // characters, 4 a token).
+        assert.equal(r?.prompt_tokens, 2);
         assert.equal(r?.estimated, true);
       },
     );

@@ -2,6 +2,7 @@
 // simulator's virtual clock) with a monotonic `atMs`. Plain data only.
 import type { KeyRef } from "../config.ts";
 import type { DecodeError } from "../protocol/decode.ts";
+import type { TokenAsk } from "../state/usage.ts";
 import type {
   LifecycleOperation,
   LifecycleProgressStatus,
@@ -170,6 +171,8 @@ export type Event =
     key?: KeyRef | null;
     /** The model the client named when `model` is its alias target (issue 26's record); absent = `model`. */
     modelAsked?: string;
+    /** What the parsed JSON body asks of token accounting (issue 33); absent = nothing known. */
+    tokenAsk?: TokenAsk;
   }
   | { kind: "clientDisconnected"; atMs: number; requestId: RequestId }
   /** The shell's per-stream buffer for a slow client hit its cap. */

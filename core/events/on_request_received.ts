@@ -9,10 +9,16 @@ import {
   queueIsFull,
   queueOf,
   tenantQueueIsFull,
+  workerlessModelQueueIsFull,
+  workerlessQueueMax,
 } from "../state/queue.ts";
 import { admitRate, admitRateOf } from "../state/rate_limit.ts";
-import { admitTokens, type TokenVerdict } from "../state/token_limit.ts";
-import { countsDeltas, NO_USAGE } from "../state/usage.ts";
+import {
+  admitTokens,
+  reserveTokens,
+  type TokenVerdict,
+} from "../state/token_limit.ts";
+import { countsDeltas, NO_TOKEN_ASK, NO_USAGE } from "../state/usage.ts";
 import type { KeyRef } from "../config.ts";
 import {
   clientError,
@@ -208,9 +214,12 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
   const tenant = e.tenant ?? "default";
   const key = e.key ?? null;
 
-  // Issue 26: token limits count finished requests only, so they are checked
-  // first and count nothing; the request limits below count the admitted one.
-  const tokens = admitTokens(state, tenant, key);
+  // Issue 26: token limits are checked first and count nothing; the request
+  // limits below count the admitted one. Issue 33: what the request may use is
+  // reserved once it is stored (dispatched or queued), released at its end.
+  const ask = e.tokenAsk ?? NO_TOKEN_ASK;
+  const reserve = ask.promptEstimate + (ask.maxTokens ?? 0);
+  const tokens = admitTokens(state, tenant, key, reserve);
   if (!tokens.ok) return tokenLimited(e, tokens, out);
   if (!admitTenantRate(state, e, tenant, out)) return;
   if (key?.rateLimit != null && !admitKeyRate(state, key, e, out)) return;
@@ -223,9 +232,10 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     : pickWorker(state, provider, e.model, request.cacheKey, needOf(request));
   if (worker !== null) {
     state.requests.set(request.id, request);
+    reserveTokens(state, request, reserve);
     return dispatch(state, request, worker, out);
   }
-  enqueue(state, e, request, out);
+  enqueue(state, e, request, reserve, out);
 }
 
 /** Spec 004: the tenant's request limit, checked before queueing; a refused request is not counted. */
@@ -299,13 +309,51 @@ function newRequest(
     status: { kind: "queued", queueDeadlineAtMs: 0 },
     key,
     modelAsked: e.modelAsked ?? e.model,
-    deltas: countsDeltas(e.endpointPath, e.isStreaming, e.body) ? 0 : null,
+    deltas: countsDeltas(
+        e.endpointPath,
+        e.isStreaming,
+        e.tokenAsk?.usageAsked === true,
+      )
+      ? 0
+      : null,
+    promptEstimate: e.tokenAsk?.promptEstimate ?? 0,
+    tokensReserved: 0,
   };
 }
 
 /** Queues the request, or answers 503 queue_full when its queue (or its tenant's share) is full. */
-function enqueue(state: State, e: E, request: Request, out: Effect[]): void {
+function enqueue(
+  state: State,
+  e: E,
+  request: Request,
+  reserve: number,
+  out: Effect[],
+): void {
   const { provider, tenant } = request;
+  // Issue 33: a model waiting out its grace (workers connected, none serving
+  // it) holds at most its share of the queue.
+  if (
+    hasWorkers(state, provider) && !modelKnown(state, provider, e.model) &&
+    workerlessModelQueueIsFull(state, provider, e.model)
+  ) {
+    out.push({
+      kind: "log",
+      level: "warn",
+      message: "queue full for a model with no worker",
+      fields: { request_id: e.requestId, model: e.model, tenant },
+    });
+    return reject(
+      e,
+      queueFull(
+        state,
+        provider,
+        `queue full for model "${e.model}": no connected worker serves it and ${
+          workerlessQueueMax(state)
+        } of its requests already wait for one; retry later`,
+      ),
+      out,
+    );
+  }
   if (
     queueIsFull(state, provider) || tenantQueueIsFull(state, provider, tenant)
   ) {
@@ -324,6 +372,7 @@ function enqueue(state: State, e: E, request: Request, out: Effect[]): void {
     return reject(e, queueFull(state, provider, message), out);
   }
   state.requests.set(request.id, request);
+  reserveTokens(state, request, reserve);
   putInQueue(state, request);
   out.push({
     kind: "log",

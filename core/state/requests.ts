@@ -8,7 +8,7 @@ import { dequeue, enqueue, markServed, nextToDispatch } from "./queue.ts";
 import { recordAffinity } from "./routing.ts";
 import type { Request, State, Worker } from "./state.ts";
 import { releaseSlot, syncRoute } from "./workers.ts";
-import { chargeTokens } from "./token_limit.ts";
+import { settleTokens } from "./token_limit.ts";
 import { tokensOf, usageOf } from "./usage.ts";
 
 /**
@@ -130,7 +130,7 @@ export function finish(
   state.requests.delete(request.id);
   dropBodyPieces(state, request);
   const usage = usageOf(request, tokenCounts, cacheReport);
-  chargeTokens(state, request, tokensOf(usage));
+  settleTokens(state, request, tokensOf(usage));
   const workerId = request.status.kind === "queued"
     ? null
     : request.status.workerId;

@@ -159,6 +159,13 @@ export type Request = {
    * stream that did not ask for usage (issue 26: the estimate); null = not counted.
    */
   deltas: number | null;
+  /** The prompt's tokens estimated from the body (issue 33); 0 = unknown. */
+  promptEstimate: number;
+  /**
+   * Tokens held on the request's token limits from admission to its end
+   * (issue 33: prompt estimate plus max_tokens), released when it is charged.
+   */
+  tokensReserved: number;
 };
 
 /**
@@ -170,6 +177,8 @@ export type TokenWindow = {
   bucketMs: number;
   buckets: Array<{ atMs: number; tokens: number }>;
   total: number;
+  /** Tokens reserved by the requests in flight on this window (issue 33). */
+  reserved: number;
 };
 
 /** One tenant's queued requests within a priority class: a FIFO per model, by `enqueueSeq`. */

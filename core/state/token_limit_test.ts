@@ -17,12 +17,25 @@ const DAY = 86_400_000;
 function ask(
   state: State,
   id: string,
-  opts: { tenant?: string; key?: KeyRef; atMs?: number } = {},
+  opts: {
+    tenant?: string;
+    key?: KeyRef;
+    atMs?: number;
+    prompt?: number;
+    maxTokens?: number;
+  } = {},
 ) {
   const e: Event = {
     ...requestEvent(state, id, { atMs: opts.atMs ?? state.nowMs }),
     ...(opts.tenant === undefined ? {} : { tenant: opts.tenant }),
     ...(opts.key === undefined ? {} : { key: opts.key }),
+    ...(opts.prompt === undefined && opts.maxTokens === undefined ? {} : {
+      tokenAsk: {
+        usageAsked: false,
+        promptEstimate: opts.prompt ?? 0,
+        maxTokens: opts.maxTokens ?? null,
+      },
+    }),
   };
   return step(state, e);
 }
@@ -157,4 +170,82 @@ Deno.test("issue 26 token windows are pruned on tick once empty", () => {
   assert.equal(state.tokenWindows.size, 1);
   tick(state, 2000);
   assert.equal(state.tokenWindows.size, 0);
+});
+
+Deno.test("issue 33 concurrent requests reserve prompt plus max_tokens at admission: a 100-token budget admits what fits, and the ends settle it", () => {
+  const state = newState({
+    tokenBudgets: { acme: { tokens: 100, windowMs: DAY } },
+  });
+  addWorker(state, "w1", { maxConcurrent: 100 });
+  const admitted: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    const id = `r${i}`;
+    const r = refusal(
+      ask(state, id, { tenant: "acme", prompt: 5, maxTokens: 20 }),
+    );
+    if (r === null) admitted.push(id);
+    else assert.equal(r.code, "token_budget_exceeded");
+  }
+  // 4 x 25 = 100 reserved: the 5th does not fit.
+  assert.deepEqual(admitted, ["r0", "r1", "r2", "r3"]);
+  const refused = refusal(
+    ask(state, "late", { tenant: "acme", prompt: 5, maxTokens: 20 }),
+  );
+  // Only reservations fill the window: retry after the configured Retry-After.
+  assert.equal(refused?.retryAfterSecs, state.config.retryAfterSecs);
+  // Each ends using less than it reserved: the difference is free again.
+  finishWith(state, "r0", 5, 5); // 10 charged, 75 reserved
+  assert.equal(
+    refusal(ask(state, "r40", { tenant: "acme", prompt: 5, maxTokens: 10 })),
+    null,
+  );
+  for (const id of ["r1", "r2", "r3", "r40"]) finishWith(state, id, 5, 5);
+  const w = state.tokenWindows.get("budget|tenant:acme")!;
+  assert.equal(w.reserved, 0);
+  assert.equal(w.total, 50);
+});
+
+Deno.test("issue 33 a request larger than the budget still runs alone, never beside another reservation", () => {
+  const state = newState({
+    tokenBudgets: { acme: { tokens: 100, windowMs: DAY } },
+  });
+  addWorker(state, "w1", { maxConcurrent: 10 });
+  assert.equal(
+    refusal(ask(state, "big", { tenant: "acme", maxTokens: 500 })),
+    null,
+  );
+  assert.equal(
+    refusal(ask(state, "small", { tenant: "acme", maxTokens: 1 }))?.code,
+    "token_budget_exceeded",
+  );
+  finishWith(state, "big", 10, 50);
+  assert.equal(
+    refusal(ask(state, "next", { tenant: "acme", maxTokens: 500 })),
+    null,
+  );
+});
+
+Deno.test("issue 33 a refused or queue-full request reserves nothing, and a reserved window is not pruned while in flight", () => {
+  const state = newState({
+    tokenBudgets: { acme: { tokens: 100, windowMs: DAY } },
+    queueLenMax: 0,
+  });
+  // No worker for the model: the request would queue, and the queue is full.
+  addWorker(state, "w1", { maxConcurrent: 1 });
+  assert.equal(
+    refusal(ask(state, "a", { tenant: "acme", maxTokens: 30 })),
+    null,
+  );
+  assert.equal(
+    refusal(ask(state, "b", { tenant: "acme", maxTokens: 30 }))?.code,
+    "queue_full",
+  );
+  const w = state.tokenWindows.get("budget|tenant:acme")!;
+  assert.equal(w.reserved, 30);
+  tick(state, state.nowMs + 1000);
+  assert.equal(state.tokenWindows.get("budget|tenant:acme")?.reserved, 30);
+  finishWith(state, "a", 0, 0);
+  assert.equal(w.reserved, 0);
+  tick(state, state.nowMs + 2000);
+  assert.equal(state.tokenWindows.has("budget|tenant:acme"), false);
 });

@@ -32,6 +32,7 @@ import {
   tokenCountsFromTail,
 } from "./usage.ts";
 import { newUtf8Passage } from "./utf8_passage.ts";
+import { newUsageByteStrip, newUsageStrip } from "./usage_ask.ts";
 import { newSseEventPassage } from "../../core/protocol/sse_events.ts";
 
 // Hop-by-hop or recomputed by fetch: never copied between the two hops.
@@ -187,6 +188,11 @@ export type Call = {
   headArrived(): void;
   /** Stops the backend call. */
   destroy(): void;
+  /**
+   * The worker asked this stream for usage (issue 33, usage_ask.ts): the
+   * usage-only chunk is read and taken out. Absent = false.
+   */
+  stripUsage?: boolean;
 };
 
 /**
@@ -366,12 +372,16 @@ function readWhole(a: Answer, ok: boolean): void {
 function readStream(a: Answer, sse: boolean): void {
   const usage = newUsageScan();
   const events = sse ? newSseEventPassage<string>("") : null;
+  const strip = sse && a.stripUsage === true
+    ? newUsageStrip((event) => scanChunk(usage, event))
+    : null;
   let pending = "";
-  const pass = (text: string) => {
+  const send = (text: string) => {
     if (text === "") return;
     a.send(text);
     scanChunk(usage, text);
   };
+  const pass = (text: string) => send(strip === null ? text : strip.pass(text));
   const flush = () => {
     if (pending === "" || a.settled()) return;
     const text = pending;
@@ -385,6 +395,7 @@ function readStream(a: Answer, sse: boolean): void {
   }, () => {
     flush();
     if (events !== null && !a.settled()) pass(events.end());
+    if (strip !== null && !a.settled()) send(strip.end());
     streamEnded(a, scanResult(usage));
   });
 }
@@ -413,12 +424,17 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
   const usage = newUsageByteScan();
   const utf8 = newUtf8Passage();
   const events = sse ? newSseEventPassage<Uint8Array>(EMPTY_BYTES) : null;
+  const strip = sse && a.stripUsage === true
+    ? newUsageByteStrip((event) => scanBytes(usage, Buffer.from(event)))
+    : null;
   let pending: Buffer[] = [];
-  const send = (out: Buffer) => {
+  const sendOut = (out: Buffer) => {
     if (out.length === 0) return;
     a.send(out);
     scanBytes(usage, out);
   };
+  const send = (out: Buffer) =>
+    sendOut(strip === null || out.length === 0 ? out : strip.pass(out));
   const pass = (bytes: Buffer) => {
     // raw (body-bytes-v1, a binary answer): the bytes as they are.
     const out = raw ? bytes : utf8.pass(bytes);
@@ -445,6 +461,7 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
         if (rest.length > 0) send(asBuffer(events.pass(rest)));
         send(asBuffer(events.end()));
       }
+      if (strip !== null) sendOut(strip.end());
     }
     streamEnded(a, scanBytesResult(usage));
   });

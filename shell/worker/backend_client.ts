@@ -8,6 +8,12 @@ import http from "node:http";
 import https from "node:https";
 import { urlToHttpOptions } from "node:url";
 import { exchange, type RequestTarget } from "./http1/exchange.ts";
+import {
+  asksUsageOn,
+  flavourOf,
+  type UsageAskFlavour,
+  withUsageAsk,
+} from "./usage_ask.ts";
 import { FORWARDED_HEADERS } from "../../core/mod.ts";
 import { assertNever } from "../../core/assert_never.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
@@ -88,6 +94,12 @@ export type Backend = {
    * head; 0 or absent, no limit of the worker's own.
    */
   headTimeoutMs?: number;
+  /**
+   * What the backend is, as its GET /v1/models named it (issue 33): whether
+   * streams may be asked for usage (usage_ask.ts). Set by listBackendModels;
+   * absent = not known, never asked.
+   */
+  flavour?: UsageAskFlavour | null;
 };
 
 /** The worker's own backend key replaces whatever the client sent. */
@@ -131,6 +143,13 @@ export function forwardToBackendVia(
   signal: AbortSignal,
   sink: AnswerSink,
 ): Promise<BackendOutcome> {
+  // Issue 33: a stream the client did not ask usage for is asked, where the
+  // backend's answer stays exact without the usage chunk (usage_ask.ts).
+  const asked = request.is_streaming && request.body_base64 == null &&
+      asksUsageOn(backend.flavour ?? null, request.endpoint_path)
+    ? withUsageAsk(request.body)
+    : null;
+  if (asked !== null) request = { ...request, body: asked };
   const headers = backendHeaders(request, backend);
   const backendUrl = backend.url;
   return new Promise((resolve) => {
@@ -182,6 +201,7 @@ export function forwardToBackendVia(
       },
       headArrived: () => clearTimeout(headTimer),
       destroy: () => stop(),
+      stripUsage: asked !== null,
     };
     stop = target.plain !== null && via === "own"
       ? viaOwnClient(target.plain, headers, request, sink, call, backendUrl)
@@ -365,7 +385,9 @@ export async function listBackendModels(
   if (!response.ok) throw new Error(`${url} answered ${response.status}`);
   let data: unknown;
   try {
-    data = (JSON.parse(text) as { data?: unknown }).data;
+    const answer = JSON.parse(text) as { data?: unknown };
+    backend.flavour = flavourOf(answer) ?? backend.flavour ?? null;
+    data = answer.data;
   } catch {
     throw new Error(`${url} did not answer JSON`);
   }

@@ -17,6 +17,7 @@ import {
   healthAnswer,
   modelById,
   modelList,
+  tokenAskOf,
   VERSION,
 } from "../../../core/mod.ts";
 import { isUtf8 } from "node:buffer";
@@ -96,7 +97,11 @@ const RELAY_SUBTREES: readonly string[] = [
   "/health/",
 ];
 
-/** Whether a path the relay does not answer itself goes to a worker (issue 25). */
+/**
+ * Whether a path the relay does not answer itself goes to a worker (issue 25).
+ * An operator's prefix matches whole segments (issue 33): `/tokenize` takes
+ * `/tokenize` and `/tokenize/…`, not `/tokenizeX`.
+ */
 export function isForwarded(
   path: string,
   extraPrefixes: readonly string[],
@@ -105,7 +110,29 @@ export function isForwarded(
     return false;
   }
   return path.startsWith("/v1/") ||
-    extraPrefixes.some((p) => path.startsWith(p));
+    extraPrefixes.some((p) =>
+      path === p || path.startsWith(p.endsWith("/") ? p : `${p}/`)
+    );
+}
+
+/**
+ * Why a forwarded request target is refused (issue 33), or null. The relay
+ * forwards the path as the client spelled it; a proxy or server behind the
+ * worker that decodes `%2F` or `%5C`, turns `\` into `/` or resolves dot
+ * segments would take `/v1/..%2fslots` to `/slots`, outside what the relay
+ * lets through. So a forwarded path with any of these is refused, whatever
+ * the backend would make of it.
+ */
+export function forwardedPathRefusal(rawTarget: string): string | null {
+  const end = rawTarget.search(/[?#]/);
+  const path = end === -1 ? rawTarget : rawTarget.slice(0, end);
+  if (path.includes("\\")) return "a backslash";
+  if (/%(2f|5c)/i.test(path)) return "an encoded / or \\";
+  for (const segment of path.split("/")) {
+    const s = segment.replace(/%2e/gi, ".");
+    if (s === "." || s === "..") return "a dot segment";
+  }
+  return null;
 }
 
 /** The error shape of a forwarded path: Anthropic's under /v1/messages, else OpenAI's. */
@@ -241,6 +268,18 @@ export function handleHttp(
     return retrieveModel(res, deps, path);
   }
   if (isForwarded(path, deps.forwardPathPrefixes ?? [])) {
+    const why = forwardedPathRefusal(raw);
+    if (why !== null) {
+      req.resume();
+      return sendError(
+        res,
+        apiOf(path),
+        badRequest(
+          "invalid_path",
+          `the path has ${why}; the relay forwards only plain paths (no encoded separators, backslashes or dot segments)`,
+        ),
+      );
+    }
     const u = url ?? requestUrl(raw)!;
     return handleInference(
       req,
@@ -414,6 +453,8 @@ function handleInference(
       priority: tenancy.priority,
       cacheKey: tenancy.cacheKey,
       key: access.key ?? null,
+      // Issue 33: read from the parsed body, never by matching its text.
+      tokenAsk: tokenAskOf(parsed.fields),
     });
   }, (error) => sendError(res, api, error));
 }
