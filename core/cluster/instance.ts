@@ -18,6 +18,7 @@ import {
   type InstanceId,
 } from "./record.ts";
 import { LOG_HOLD_DEFAULTS, resumeAfterHold } from "./log_hold.ts";
+import { type ClusterNote, decodeNote, encodeNote } from "./note.ts";
 import {
   applyRecord,
   type ClusterState,
@@ -72,7 +73,7 @@ export const DEFAULT_INSTANCE_RULES: InstanceRules = {
 /** One log entry: its id (`ms-seq`), its server time in ms, its payload. */
 export type LogEntry = { id: string; ms: number; data: string };
 export type Snapshot = { id: string; epoch: string; data: string };
-export type Note = Record<string, string | number | null>;
+export type { ClusterNote as Note } from "./note.ts";
 
 export type InstanceState = {
   phase: InstancePhase;
@@ -142,8 +143,17 @@ export type InstanceInput =
 
 export type InstanceAction =
   /** The replica's effects, for the shell's ownership filter (ownership.ts). */
-  | { kind: "effects"; effects: readonly Effect[]; quiet: boolean }
-  | { kind: "note"; note: Note; mine: boolean }
+  /**
+   * The replica's effects, for the host's ownership filter (ownership.ts),
+   * and the instances the entry declared gone (a typed fact, issue 34).
+   */
+  | {
+    kind: "effects";
+    effects: readonly Effect[];
+    quiet: boolean;
+    died: readonly InstanceId[];
+  }
+  | { kind: "note"; note: ClusterNote; mine: boolean }
   | { kind: "append"; record: ClusterRecord }
   /** Store the snapshot, trim the log before `trimBeforeId`, then report snapshotStored. */
   | {
@@ -420,13 +430,16 @@ export function recording(s: InstanceState): boolean {
   return appending(s) || s.phase === "holding" || s.phase === "resuming";
 }
 
-export function noteRecord(s: InstanceState, note: Note): ClusterRecord {
+export function noteRecord(
+  s: InstanceState,
+  note: ClusterNote,
+): ClusterRecord {
   return {
     kind: "note",
     instance: s.id,
     seq: ++s.seq,
     appliedMs: s.appliedMs,
-    note,
+    note: encodeNote(note),
   };
 }
 
@@ -670,8 +683,9 @@ function onEntry(
     kind: "effects",
     effects: applied.effects,
     quiet: s.phase === "replaying",
+    died: applied.died,
   }];
-  const note = applied.note;
+  const note = applied.note === null ? null : decodeNote(applied.note);
   if (note !== null && note.t === "leaving") {
     if (record.instance === s.id && record.seq === s.leaveMarkSeq) {
       s.leaveMarkRead = true;
@@ -689,8 +703,10 @@ function onEntry(
   return out;
 }
 
-function diverged(s: InstanceState, note: Note): boolean {
-  const mine = s.checkpoints.get(String(note.id));
+type DigestNote = Extract<ClusterNote, { t: "digest" }>;
+
+function diverged(s: InstanceState, note: DigestNote): boolean {
+  const mine = s.checkpoints.get(note.id);
   return mine !== undefined && mine !== note.digest && s.phase === "serving";
 }
 
@@ -698,14 +714,14 @@ function diverged(s: InstanceState, note: Note): boolean {
  * A replica whose digest differs from the snapshot writer's has diverged (a
  * bug, or a core of another version): it rejoins from that snapshot.
  */
-function onDiverged(s: InstanceState, note: Note): InstanceAction[] {
+function onDiverged(s: InstanceState, note: DigestNote): InstanceAction[] {
   const out: InstanceAction[] = [
     { kind: "stopReading" },
     log("error", "this replica diverged from the cluster: rejoining", {
       instance: s.id,
-      position: String(note.id),
-      digest: s.checkpoints.get(String(note.id)) ?? "",
-      cluster_digest: String(note.digest),
+      position: note.id,
+      digest: s.checkpoints.get(note.id) ?? "",
+      cluster_digest: note.digest,
     }),
   ];
   s.seq = Math.max(s.seq, 1); // rejoins under a new id, retiring this one
