@@ -11,6 +11,7 @@ import {
   runCluster,
 } from "./cluster_world.ts";
 import { parseSeed } from "./prng.ts";
+import { TraceHash } from "./trace.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -36,6 +37,7 @@ if (seed === null || (mutant !== null && !CLUSTER_MUTANTS.includes(mutant))) {
 const runs = values.one ? 1 : Number(values.runs);
 const started = performance.now();
 let entries = 0;
+const sweepHash = new TraceHash();
 for (let k = 0n; k < BigInt(runs); k++) {
   const s = clusterScenario(seed + k);
   const r = runCluster(
@@ -44,6 +46,7 @@ for (let k = 0n; k < BigInt(runs); k++) {
     values.one && values.trace ? (line) => console.log(line) : null,
   );
   entries += r.stats.entries;
+  sweepHash.line(r.hash);
   if (values.one || r.violations.length > 0) {
     console.log(JSON.stringify(
       { ...s, seed: String(s.seed), stats: r.stats },
@@ -67,3 +70,4 @@ console.log(
     Math.round(runs / secs)
   } runs/s)`,
 );
+console.log(`sweep hash ${sweepHash.hex()}`);

@@ -132,6 +132,8 @@ export type ClusterScenario = {
 export type { ClusterInvariant };
 
 export type ClusterRun = {
+  /** FNV-1a over every log entry appended in the run (ids and data). */
+  hash: string;
   violations: { invariant: ClusterInvariant; detail: string }[];
   stats: {
     entries: number;
@@ -489,16 +491,18 @@ function readEntry(w: World, inst: Inst, entry: LogEntry): void {
       view.seq = Math.max(0, view.seq - 1);
     }
   }
-  const firstRead = tokenEntryRead(w.tokens, w.history, entry);
   // The mutant stamps events with each replica's own reading time.
   const read = w.mutant === "applyTimeClock"
     ? { ...entry, ms: w.now + inst.idx }
     : w.mutant === "tokensPerInstance"
     ? ownTokensOnly(inst, entry)
     : entry;
+  // Decoded once per replica, as the shell does (instance_io.ts readEntry).
+  const record = decodeRecord(read.data);
+  const firstRead = tokenEntryRead(w.tokens, w.history, entry.id, record);
   w.applying = entry;
   w.tokenFirstRead = firstRead;
-  feed(w, inst, { kind: "entryRead", entry: read });
+  feed(w, inst, { kind: "entryRead", entry: read, record });
   w.applying = null;
   w.tokenFirstRead = false;
   const [ms = 0, seq = 0] = entry.id.split("-").map(Number);
@@ -1283,5 +1287,9 @@ export function runCluster(
   w.stats.tokenLimitReached = [...w.tokens.histories.values()]
     .filter((x) => x.inFlightAtReach !== null).length;
   w.stats.deaths = w.dead.size;
-  return { violations: w.violations, stats: w.stats };
+  return {
+    hash: (w.log.hash >>> 0).toString(16).padStart(8, "0"),
+    violations: w.violations,
+    stats: w.stats,
+  };
 }

@@ -18,12 +18,18 @@ import {
   type InstanceId,
 } from "./record.ts";
 import { LOG_HOLD_DEFAULTS, resumeAfterHold } from "./log_hold.ts";
+import { type ClusterNote, decodeNote, encodeNote } from "./note.ts";
 import {
   applyRecord,
   type ClusterState,
   initialClusterState,
 } from "./replica.ts";
-import { decodeSnapshot, digestOf, encodeSnapshot } from "./snapshot.ts";
+import {
+  decodeSnapshot,
+  digestOf,
+  encodeSnapshot,
+  stateDigest,
+} from "./snapshot.ts";
 
 export type InstancePhase =
   /** Reading the log's epoch and snapshot (first start, or a retry). */
@@ -67,7 +73,7 @@ export const DEFAULT_INSTANCE_RULES: InstanceRules = {
 /** One log entry: its id (`ms-seq`), its server time in ms, its payload. */
 export type LogEntry = { id: string; ms: number; data: string };
 export type Snapshot = { id: string; epoch: string; data: string };
-export type Note = Record<string, string | number | null>;
+export type { ClusterNote as Note } from "./note.ts";
 
 export type InstanceState = {
   phase: InstancePhase;
@@ -137,8 +143,17 @@ export type InstanceInput =
 
 export type InstanceAction =
   /** The replica's effects, for the shell's ownership filter (ownership.ts). */
-  | { kind: "effects"; effects: readonly Effect[]; quiet: boolean }
-  | { kind: "note"; note: Note; mine: boolean }
+  /**
+   * The replica's effects, for the host's ownership filter (ownership.ts),
+   * and the instances the entry declared gone (a typed fact, issue 34).
+   */
+  | {
+    kind: "effects";
+    effects: readonly Effect[];
+    quiet: boolean;
+    died: readonly InstanceId[];
+  }
+  | { kind: "note"; note: ClusterNote; mine: boolean }
   | { kind: "append"; record: ClusterRecord }
   /** Store the snapshot, trim the log before `trimBeforeId`, then report snapshotStored. */
   | {
@@ -222,11 +237,28 @@ export function initialInstance(
   };
 }
 
-/** Stream ids are `ms-seq`: compared as numbers, never as strings. */
+/**
+ * Stream ids are `ms-seq`: compared as numbers, never as strings. Read in
+ * place, without splitting: replicas and log readers compare ids per entry
+ * (the cluster simulator's profile had a split-based version at 64% of its
+ * time, bench/README.md).
+ */
 export function compareIds(a: string, b: string): number {
-  const [am = 0, as = 0] = a.split("-").map(Number);
-  const [bm = 0, bs = 0] = b.split("-").map(Number);
-  return am !== bm ? am - bm : as - bs;
+  const ad = a.indexOf("-");
+  const bd = b.indexOf("-");
+  const am = idPart(a, 0, ad < 0 ? a.length : ad);
+  const bm = idPart(b, 0, bd < 0 ? b.length : bd);
+  if (am !== bm) return am - bm;
+  const as = ad < 0 ? 0 : idPart(a, ad + 1, a.length);
+  const bs = bd < 0 ? 0 : idPart(b, bd + 1, b.length);
+  return as - bs;
+}
+
+/** The decimal number in `s` from `from` to `to` (an empty part is 0). */
+function idPart(s: string, from: number, to: number): number {
+  let n = 0;
+  for (let i = from; i < to; i++) n = n * 10 + (s.charCodeAt(i) - 48);
+  return n;
 }
 
 export function stepInstance(
@@ -398,13 +430,16 @@ export function recording(s: InstanceState): boolean {
   return appending(s) || s.phase === "holding" || s.phase === "resuming";
 }
 
-export function noteRecord(s: InstanceState, note: Note): ClusterRecord {
+export function noteRecord(
+  s: InstanceState,
+  note: ClusterNote,
+): ClusterRecord {
   return {
     kind: "note",
     instance: s.id,
     seq: ++s.seq,
     appliedMs: s.appliedMs,
-    note,
+    note: encodeNote(note),
   };
 }
 
@@ -648,8 +683,9 @@ function onEntry(
     kind: "effects",
     effects: applied.effects,
     quiet: s.phase === "replaying",
+    died: applied.died,
   }];
-  const note = applied.note;
+  const note = applied.note === null ? null : decodeNote(applied.note);
   if (note !== null && note.t === "leaving") {
     if (record.instance === s.id && record.seq === s.leaveMarkSeq) {
       s.leaveMarkRead = true;
@@ -667,8 +703,10 @@ function onEntry(
   return out;
 }
 
-function diverged(s: InstanceState, note: Note): boolean {
-  const mine = s.checkpoints.get(String(note.id));
+type DigestNote = Extract<ClusterNote, { t: "digest" }>;
+
+function diverged(s: InstanceState, note: DigestNote): boolean {
+  const mine = s.checkpoints.get(note.id);
   return mine !== undefined && mine !== note.digest && s.phase === "serving";
 }
 
@@ -676,14 +714,14 @@ function diverged(s: InstanceState, note: Note): boolean {
  * A replica whose digest differs from the snapshot writer's has diverged (a
  * bug, or a core of another version): it rejoins from that snapshot.
  */
-function onDiverged(s: InstanceState, note: Note): InstanceAction[] {
+function onDiverged(s: InstanceState, note: DigestNote): InstanceAction[] {
   const out: InstanceAction[] = [
     { kind: "stopReading" },
     log("error", "this replica diverged from the cluster: rejoining", {
       instance: s.id,
-      position: String(note.id),
-      digest: s.checkpoints.get(String(note.id)) ?? "",
-      cluster_digest: String(note.digest),
+      position: note.id,
+      digest: s.checkpoints.get(note.id) ?? "",
+      cluster_digest: note.digest,
     }),
   ];
   s.seq = Math.max(s.seq, 1); // rejoins under a new id, retiring this one
@@ -709,13 +747,16 @@ function selfDied(s: InstanceState): InstanceAction[] {
  * its previous snapshot, and (snapshotStored) announces its digest.
  */
 function checkpoint(s: InstanceState, entry: LogEntry): InstanceAction[] {
-  const data = encodeSnapshot(s.cluster);
-  const digest = digestOf(data);
+  const writes = s.phase === "serving" && lowestLive(s.cluster) === s.id;
+  // Only the writer needs the text; the others fold the digest as it is
+  // written (stateDigest), which costs no copy of the state.
+  const data = writes ? encodeSnapshot(s.cluster) : null;
+  const digest = data === null ? stateDigest(s.cluster) : digestOf(data);
   s.checkpoints.set(entry.id, digest);
   while (s.checkpoints.size > s.rules.checkpointsKept) {
     s.checkpoints.delete(s.checkpoints.keys().next().value!);
   }
-  if (s.phase !== "serving" || lowestLive(s.cluster) !== s.id) return [];
+  if (data === null) return [];
   // Up to the last snapshot known stored: one whose write failed (Redis did
   // not answer) must not become the trim point (found by the simulator: a
   // failover then reverted to an older snapshot the log was trimmed past).

@@ -25,6 +25,7 @@ import type { Buffer } from "node:buffer";
 import type { Runtime } from "../runtime.ts";
 import type { ClusterEngine } from "./engine.ts";
 import {
+  advertise,
   appendNote,
   closeInstance,
   type ClusterDeps,
@@ -96,9 +97,7 @@ export async function startClusterRuntime(
     onRejoined(listener) {
       io.rejoinListeners.push(listener);
     },
-    advertise(url) {
-      io.peerUrl = url;
-    },
+    advertise: (url) => advertise(io, url),
     peerSecret: () => io.peerSecret,
     peerUpgrade: (req, socket, head) => io.links.onUpgrade(req, socket, head),
     close: () => closeInstance(io),
