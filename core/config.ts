@@ -72,6 +72,17 @@ export type Config = {
    */
   responseBufferBytesMax: number;
   /**
+   * TENANT_MAX_BUFFERED_RESPONSE_BYTES (issue 33.3): what one tenant's answers
+   * may hold of that budget, so its clients that do not read cannot deny
+   * everyone; null = half of `responseBufferBytesMax`.
+   */
+  tenantResponseBufferBytesMax: number | null;
+  /**
+   * CLIENT_WRITE_TIMEOUT_SECS (issue 33.3): an answer handed to the shell
+   * whose client takes none of its bytes for this long is cut.
+   */
+  clientWriteTimeoutMs: number;
+  /**
    * MODEL_GRACE_SECS (issue 24): a model whose last worker left within this
    * long is queued (then 504 at the queue timeout), not answered 404, while
    * other workers are connected: the gap of a rolling restart.
@@ -151,6 +162,8 @@ export const DEFAULT_CONFIG: Config = {
   frameCharsMax: PROTOCOL_FRAME_MAX,
   responseBodyCharsMax: 64 * 1024 * 1024,
   responseBufferBytesMax: 512 * 1024 * 1024,
+  tenantResponseBufferBytesMax: null,
+  clientWriteTimeoutMs: 30_000,
   modelGraceMs: 300_000,
   backendFailuresMax: 3,
   backendCoolDownMs: 5_000,

@@ -32,7 +32,7 @@ import {
   onWorkerFrameInvalid,
   protocolViolation,
 } from "./events/on_worker_frame_invalid.ts";
-import { bodySent } from "./state/requests.ts";
+import { bodyProgress, bodySent } from "./state/body_budget.ts";
 import type { State } from "./state/state.ts";
 
 export type Reduced = { state: State; effects: Effect[] };
@@ -117,6 +117,9 @@ export function reduce(state: State, event: Event): Reduced {
       break;
     case "responseSent":
       bodySent(state, event.requestId);
+      break;
+    case "responseProgress":
+      bodyProgress(state, event.requestId, event.written);
       break;
     case "tick":
       onTick(state, event, out);

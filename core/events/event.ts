@@ -182,6 +182,16 @@ export type Event =
    * 24): its bytes leave the fleet's buffered-body budget.
    */
   | { kind: "responseSent"; atMs: number; requestId: RequestId }
+  /**
+   * Issue 33.3: `written` bytes of a `respond`'s pieces have left the shell
+   * for the client's socket so far (reported as the socket drains).
+   */
+  | {
+    kind: "responseProgress";
+    atMs: number;
+    requestId: RequestId;
+    written: number;
+  }
   // -- time and operator commands -------------------------------------------------
   /** `unixMs`: the shell's wall clock, only echoed in pings (the core never reasons on it). */
   | { kind: "tick"; atMs: number; unixMs?: number }

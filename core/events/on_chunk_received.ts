@@ -21,6 +21,11 @@ import {
 import type { Request, State } from "../state/state.ts";
 import type { ChunkData } from "../vocabulary.ts";
 import { countDeltas } from "../state/usage.ts";
+import {
+  budgetExceeded,
+  countBodyPiece,
+  tenantBufferBytesMax,
+} from "../state/body_budget.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 import { protocolViolation } from "./on_worker_frame_invalid.ts";
@@ -67,7 +72,7 @@ function cutOversized(
  * and headers come only with the completion, so nothing can go to the client
  * before. An answer over its own limit fails 502 `response_too_large`; one
  * that fits but would take the fleet's buffered pieces past
- * `responseBufferBytesMax` fails 503 `response_buffer_full` with Retry-After
+ * `responseBufferBytesMax`, or its tenant's past their share, fails 503 `response_buffer_full` with Retry-After
  * (the relay is busy, the answer is not at fault). Neither is requeued.
  */
 function keepBodyPiece(
@@ -81,32 +86,29 @@ function keepBodyPiece(
   // heap stays small and V8 collects the frames' garbage early), and written
   // to the client without another encoding.
   const piece = typeof chunk === "string" ? UTF8.encode(chunk) : chunk;
-  const bytes = request.bodyBytes + piece.length;
-  if (bytes > answerBytesMax(state.config)) {
+  if (request.bodyBytes + piece.length > answerBytesMax(state.config)) {
     return cutOversized(state, request, workerId, out);
   }
-  if (
-    state.bodyBytesBuffered + piece.length >
-      state.config.responseBufferBytesMax
-  ) {
-    return cutForBudget(state, request, workerId, out);
+  const exceeded = budgetExceeded(state, request, piece.length);
+  if (exceeded !== null) {
+    return cutForBudget(state, request, workerId, exceeded, out);
   }
-  request.bodyPieces.push(piece);
-  request.bodyBytes = bytes;
-  state.bodyBytesBuffered += piece.length;
+  countBodyPiece(state, request, piece);
 }
 
 const UTF8 = new TextEncoder();
 
 /**
- * The fleet's budget is spent: the request fails 503 with a Retry-After of
- * about one service time (by then the answers holding the budget have most
- * likely gone out), its worker gets a cancel.
+ * The fleet's budget, or the tenant's share of it (issue 33.3), is spent: the
+ * request fails 503 with a Retry-After of about one service time (by then the
+ * answers holding the budget have most likely gone out), its worker gets a
+ * cancel.
  */
 function cutForBudget(
   state: State,
   request: Request,
   workerId: string,
+  exceeded: "fleet" | "tenant",
   out: Effect[],
 ): void {
   const code = "response_buffer_full";
@@ -121,9 +123,15 @@ function cutForBudget(
   const error = clientError(
     503,
     code,
-    `the relay is holding ${
-      state.bodyBytesBuffered - request.bodyBytes
-    } bytes of other answers (MAX_BUFFERED_RESPONSE_BYTES ${state.config.responseBufferBytesMax}); retry later`,
+    exceeded === "fleet"
+      ? `the relay is holding ${
+        state.bodyBytesBuffered - request.bodyBytes
+      } bytes of other answers (MAX_BUFFERED_RESPONSE_BYTES ${state.config.responseBufferBytesMax}); retry later`
+      : `the relay is holding ${
+        (state.bodyBytesByTenant.get(request.tenant) ?? 0) - request.bodyBytes
+      } bytes of tenant ${request.tenant}'s other answers (TENANT_MAX_BUFFERED_RESPONSE_BYTES ${
+        tenantBufferBytesMax(state.config)
+      }); retry later`,
     retry,
   );
   out.push({
@@ -134,6 +142,8 @@ function cutForBudget(
       request_id: request.id,
       worker_id: workerId,
       buffered_bytes: state.bodyBytesBuffered,
+      tenant: request.tenant,
+      tenant_bytes: state.bodyBytesByTenant.get(request.tenant) ?? 0,
     },
   });
   fail(state, request, error, "failed", out);

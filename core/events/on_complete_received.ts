@@ -17,9 +17,9 @@ import {
   clientError,
   fail,
   finish,
-  handOverBodyPieces,
   pumpQueue,
 } from "../state/requests.ts";
+import { handOverBodyPieces } from "../state/body_budget.ts";
 import type { State } from "../state/state.ts";
 import { countDeltas } from "../state/usage.ts";
 import { releaseSlot } from "../state/workers.ts";

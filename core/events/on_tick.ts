@@ -6,7 +6,6 @@ import { closeAndDrop, closeIfDrained } from "../state/drop_worker.ts";
 import {
   cancelOnWorker,
   clientError,
-  expireBodiesSending,
   fail,
   pumpQueue,
 } from "../state/requests.ts";
@@ -20,6 +19,7 @@ import {
   expireLifecycleReplies,
 } from "../state/lifecycle.ts";
 import { syncRoute } from "../state/workers.ts";
+import { watchBodiesSending } from "../state/body_budget.ts";
 import { checkBackendCoolDown } from "../state/backend_circuit.ts";
 
 type E = Extract<Event, { kind: "tick" }>;
@@ -130,7 +130,7 @@ function checkRequest(state: State, r: Request, out: Effect[]): void {
 }
 
 export function onTick(state: State, e: E, out: Effect[]): void {
-  if (state.bodiesSending.size > 0) expireBodiesSending(state);
+  if (state.bodiesSending.size > 0) watchBodiesSending(state, out);
   for (const p of [...state.pending.values()]) {
     if (state.nowMs < p.registerDeadlineAtMs) continue;
     state.pending.delete(p.id);

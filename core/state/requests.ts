@@ -10,6 +10,7 @@ import type { Request, State, Worker } from "./state.ts";
 import { releaseSlot, syncRoute } from "./workers.ts";
 import { settleTokens } from "./token_limit.ts";
 import { tokensOf, usageOf } from "./usage.ts";
+import { dropBodyPieces } from "./body_budget.ts";
 
 /**
  * Request headers a worker may see (C13), plus the spec 004 request headers the
@@ -62,44 +63,6 @@ export function clientError(
   return retryAfterSecs === undefined
     ? { status, code, message }
     : { status, code, message, retryAfterSecs };
-}
-
-/**
- * The request's pieces go to the shell in a `respond`: their bytes stay
- * counted until the shell says they are written (`bodySent`).
- */
-export function handOverBodyPieces(state: State, request: Request): void {
-  if (request.bodyBytes === 0) return;
-  state.bodiesSending.set(request.id, {
-    bytes: request.bodyBytes,
-    sinceMs: state.nowMs,
-  });
-  request.bodyPieces = [];
-  request.bodyBytes = 0;
-}
-
-/** An answer handed over is written out (or its client left, or it expired). */
-export function bodySent(state: State, requestId: string): void {
-  const sending = state.bodiesSending.get(requestId);
-  if (sending === undefined) return;
-  state.bodiesSending.delete(requestId);
-  state.bodyBytesBuffered -= sending.bytes;
-}
-
-/** Hand-overs the shell never confirmed within the request timeout are released. */
-export function expireBodiesSending(state: State): void {
-  for (const [id, s] of state.bodiesSending) {
-    if (state.nowMs - s.sinceMs >= state.config.requestTimeoutMs) {
-      bodySent(state, id);
-    }
-  }
-}
-
-/** Forgets a request's body pieces and gives their bytes back to the budget (issue 24). */
-export function dropBodyPieces(state: State, request: Request): void {
-  state.bodyBytesBuffered -= request.bodyBytes;
-  request.bodyPieces = [];
-  request.bodyBytes = 0;
 }
 
 /**

@@ -260,13 +260,27 @@ export type State = {
    * budget MAX_BUFFERED_RESPONSE_BYTES is checked against it.
    */
   bodyBytesBuffered: number;
+  /** `bodyBytesBuffered` by tenant (TENANT_MAX_BUFFERED_RESPONSE_BYTES, issue 33.3). */
+  bodyBytesByTenant: Map<string, number>;
   /**
-   * Answers handed to the shell in pieces and not yet written out: request id
-   * -> bytes and when. They stay in `bodyBytesBuffered` until `responseSent`,
-   * or until `requestTimeoutMs` later (a shell that never says: a crashed
-   * instance in cluster mode), so a slow reader cannot step around the budget.
+   * Answers handed to the shell in pieces and not yet written out
+   * (body_budget.ts). Their unsent bytes stay in the budget until the shell
+   * says it let them go, so a slow reader cannot step around it.
    */
-  bodiesSending: Map<RequestId, { bytes: number; sinceMs: number }>;
+  bodiesSending: Map<RequestId, BodySending>;
+};
+
+/** One answer the shell is writing out (body_budget.ts). */
+export type BodySending = {
+  tenant: string;
+  /** Bytes still held by the shell, counted in the budget. */
+  bytes: number;
+  /** Bytes the shell reported written so far. */
+  written: number;
+  /** Hand-over, or the last write progress. */
+  progressAtMs: number;
+  /** When the core told the shell to cut it (no progress), else null. */
+  cutAtMs: number | null;
 };
 
 export function emptyQueue(): ProviderQueue {
@@ -320,6 +334,7 @@ export function initialState(config: Config, nowMs = 0): State {
     lifecycleTasks: new Map(),
     lifecycleReplies: new Map(),
     bodyBytesBuffered: 0,
+    bodyBytesByTenant: new Map(),
     bodiesSending: new Map(),
   };
 }

@@ -140,6 +140,23 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "non-streaming response bytes the server holds at once, all requests together; a piece beyond it fails its request 503 response_buffer_full with Retry-After",
   },
   {
+    flag: "tenant-max-buffered-response-bytes",
+    env: "TENANT_MAX_BUFFERED_RESPONSE_BYTES",
+    kind: "string",
+    default: "",
+    help:
+      "what one tenant's non-streaming answers may hold of MAX_BUFFERED_RESPONSE_BYTES; a piece beyond it fails 503 response_buffer_full (none = half of MAX_BUFFERED_RESPONSE_BYTES)",
+  },
+  {
+    flag: "client-write-timeout-secs",
+    env: "CLIENT_WRITE_TIMEOUT_SECS",
+    kind: "int",
+    default: "30",
+    min: 1,
+    help:
+      "a client that takes none of a non-streaming answer's bytes for this long is cut, and the bytes held for it are let go",
+  },
+  {
     flag: "model-grace-secs",
     env: "MODEL_GRACE_SECS",
     kind: "int",
@@ -738,6 +755,17 @@ function tenantQueueLen(values: OptionValues, queueLenMax: number): number {
   return raw === "" ? queueLenMax : Number(raw);
 }
 
+/** TENANT_MAX_BUFFERED_RESPONSE_BYTES; null = half the fleet's budget (core/state/body_budget.ts). */
+function tenantBufferBytes(values: OptionValues): number | null {
+  const raw = str(values, "tenant-max-buffered-response-bytes");
+  if (raw !== "" && !/^[1-9]\d*$/.test(raw)) {
+    throw new OptionError(
+      `TENANT_MAX_BUFFERED_RESPONSE_BYTES (--tenant-max-buffered-response-bytes) must be a whole number >= 1, got "${raw}"`,
+    );
+  }
+  return raw === "" ? null : Number(raw);
+}
+
 function opTokenSigning(
   values: OptionValues,
 ): { opTokenSigners: string[]; opTokenMinSigners: number } {
@@ -801,6 +829,8 @@ function coreConfigOf(
     streamCharsMax: int(values, "max-stream-bytes"),
     responseBodyCharsMax: int(values, "max-response-body-bytes"),
     responseBufferBytesMax: int(values, "max-buffered-response-bytes"),
+    tenantResponseBufferBytesMax: tenantBufferBytes(values),
+    clientWriteTimeoutMs: int(values, "client-write-timeout-secs") * 1000,
     modelGraceMs: int(values, "model-grace-secs") * 1000,
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,

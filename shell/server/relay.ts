@@ -282,6 +282,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
     return handlePages(req, res, url, {
       metrics,
       state: () => s?.runtime.state ?? null,
+      modelsPublic: !d.policy.requireApiKeys,
     });
   };
 

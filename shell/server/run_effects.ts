@@ -134,6 +134,8 @@ export function safeHead(
 export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
   // Streams whose head was stored by startStream but not yet written.
   const headPending = new Set<ServerResponse>();
+  // Answers in pieces being written out, by request id (cutResponse).
+  const sending = new Map<string, ServerResponse>();
   return (effect) => {
     switch (effect.kind) {
       case "writeChunk": {
@@ -202,7 +204,11 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "respond":
-        return respond(deps, effect);
+        return respond(deps, sending, effect);
+      case "cutResponse":
+        // Its close is the responseSent that gives the bytes back.
+        sending.get(effect.requestId)?.destroy();
+        return;
       case "respondError":
         return respondError(deps, effect);
       case "acceptWorker":
@@ -309,9 +315,20 @@ function isEventStream(contentType: string | undefined): boolean {
     contentType.trimStart().toLowerCase().startsWith("text/event-stream");
 }
 
-function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
-  const c = endClient(deps, effect.requestId);
-  if (c === undefined) return;
+function respond(
+  deps: EffectDeps,
+  sending: Map<string, ServerResponse>,
+  effect: EffectOf<"respond">,
+): void {
+  const requestId = effect.requestId;
+  const c = endClient(deps, requestId);
+  if (c === undefined) {
+    // The client left before its answer came: nothing is held for it.
+    if (effect.bodyPieces !== undefined) {
+      deps.submit({ kind: "responseSent", atMs: deps.now(), requestId });
+    }
+    return;
+  }
   // Spec 004 headers: the backend's when it sent them, else false/0.
   const headers: Record<string, string> = { ...CACHE_HEADER_DEFAULTS };
   const from = effect.headers;
@@ -336,46 +353,61 @@ function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
       (typeof rest === "string" ? Buffer.byteLength(rest) : rest.length),
   );
   c.res.writeHead(head.status, head.headers);
-  const requestId = effect.requestId;
-  writePieces(
-    c.res,
-    effect.bodyPieces.slice(),
-    rest,
-    () => deps.submit({ kind: "responseSent", atMs: deps.now(), requestId }),
-  );
+  sending.set(requestId, c.res);
+  writePieces(c.res, effect.bodyPieces.slice(), rest, {
+    progress: (written) =>
+      deps.submit({
+        kind: "responseProgress",
+        atMs: deps.now(),
+        requestId,
+        written,
+      }),
+    sent: () => {
+      sending.delete(requestId);
+      deps.submit({ kind: "responseSent", atMs: deps.now(), requestId });
+    },
+  });
 }
 
 /**
  * Issue 24: an answer assembled from pieces goes out piece by piece as the
  * client's socket drains, each piece let go once written, so the server never
  * holds a joined copy nor the whole answer encoded at once beside its pieces.
- * `pieces` is this function's own copy: written slots are cleared.
+ * `pieces` is this function's own copy: written slots are cleared. Each drain
+ * reports the pieces' bytes written so far (issue 33.3: the core's write
+ * deadline, and the budget they leave).
  */
 function writePieces(
   res: ServerResponse,
   pieces: (Uint8Array | undefined)[],
   rest: string | Uint8Array,
-  sent: () => void,
+  report: { progress: (written: number) => void; sent: () => void },
 ): void {
   let i = 0;
+  let written = 0;
   const next = (): void => {
     while (i < pieces.length) {
       const piece = pieces[i]!;
       pieces[i++] = undefined;
+      written += piece.length;
       if (!res.write(piece)) {
-        res.once("drain", next);
+        res.once("drain", drained);
         return;
       }
     }
     res.end(rest);
   };
+  const drained = (): void => {
+    report.progress(written);
+    next();
+  };
   // Written out, or the client left mid-answer (the rest is dropped at once):
   // either way the core's budget gets the bytes back. node:http emits "close"
   // after "finish" too.
   res.once("close", () => {
-    res.off("drain", next);
+    res.off("drain", drained);
     pieces.length = 0;
-    sent();
+    report.sent();
   });
   next();
 }

@@ -4,7 +4,9 @@
 //
 // GET /setup/status is public, so it reveals nothing /health and /v1/models don't
 // already: the number of connected workers, how many registrations happened since
-// start, and the union of served models. No worker names, ids, addresses or loads.
+// start, and the union of served models, only while /v1/models itself is public
+// (issue 33.11: not once API keys are required). No worker names, ids,
+// addresses or loads.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { listModels, type State } from "../../../core/mod.ts";
 import { sendAdminError, sendJson } from "../http/http_reply.ts";
@@ -16,6 +18,8 @@ import type { Metrics } from "./metrics.ts";
 export type PagesDeps = {
   metrics: Metrics;
   state: () => State | null;
+  /** Whether GET /v1/models answers without a key (MODELRELAY_REQUIRE_API_KEYS off). */
+  modelsPublic: boolean;
 };
 
 const CSP = [
@@ -56,7 +60,7 @@ export function handlePages(
     sendJson(res, 200, {
       workers_connected: state.workers.size,
       worker_registrations_total: deps.metrics.workerRegistrations,
-      models: listModels(state),
+      ...(deps.modelsPublic ? { models: listModels(state) } : {}),
     });
     return true;
   }

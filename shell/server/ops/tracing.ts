@@ -54,13 +54,40 @@ export function parseTraceparent(
   return { traceId: m[1]!, spanId: m[2]!, flags: m[3]! };
 }
 
+/** W3C trace context: at most 32 list members; 512 characters is what every vendor must pass on. */
+const TRACESTATE_CHARS_MAX = 512;
+const TRACESTATE_MEMBERS_MAX = 32;
+const TRACESTATE_MEMBER =
+  /^[a-z0-9][a-z0-9_\-*/@]{0,255}=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/;
+
+/**
+ * The client's tracestate if it may go on (issue 33.11): only beside a valid
+ * traceparent (W3C: a trace started here has no state of the client's), within
+ * 512 characters and 32 members, each well-formed; else dropped whole.
+ */
+export function forwardedTracestate(value: string): string | null {
+  if (value.length > TRACESTATE_CHARS_MAX) return null;
+  const members = value.split(",").map((m) => m.trim()).filter((m) => m !== "");
+  if (
+    members.length === 0 || members.length > TRACESTATE_MEMBERS_MAX ||
+    !members.every((m) => TRACESTATE_MEMBER.test(m))
+  ) return null;
+  return members.join(",");
+}
+
 /**
  * Continues or starts the request's trace and sets the traceparent the backend
- * sees (the dispatch span as its parent). `headers` are the lowercased request
- * headers the core will forward.
+ * sees (the dispatch span as its parent), and the tracestate that may go with
+ * it. `headers` are the lowercased request headers the core will forward.
  */
 export function traceRequest(headers: Record<string, string>): TraceIds {
   const client = parseTraceparent(headers["traceparent"]);
+  const state = headers["tracestate"];
+  if (state !== undefined) {
+    const kept = client === null ? null : forwardedTracestate(state);
+    if (kept === null) delete headers["tracestate"];
+    else headers["tracestate"] = kept;
+  }
   const ids: TraceIds = {
     traceId: client?.traceId ?? hex(16),
     parentSpanId: client?.spanId ?? null,

@@ -14,14 +14,31 @@ export const REQUESTS_LIMIT_DEFAULT = 100;
 const DAY_MS = 86_400_000;
 const OUTCOMES = new Set(["completed", "failed", "cancelled", "rejected"]);
 
-/** A time given as RFC 3339 or unix seconds (fractions allowed), in ms; null when neither. */
+/** The largest time a Date holds (ECMA-262): past it, `toISOString` throws. */
+const DATE_MS_MAX = 8.64e15;
+
+/**
+ * A time given as RFC 3339 or unix seconds (fractions allowed), in ms; null
+ * when neither, when a field is out of its calendar range (`Date.parse` takes
+ * 2026-02-30 as March 2), or past what a Date holds (issue 33.11: a 500).
+ */
 export function parseTime(raw: string): number | null {
   const t = raw.trim();
-  if (/^\d+(\.\d+)?$/.test(t)) return Math.round(Number(t) * 1000);
+  if (/^\d+(\.\d+)?$/.test(t)) {
+    const ms = Math.round(Number(t) * 1000);
+    return ms <= DATE_MS_MAX ? ms : null;
+  }
   // RFC 3339: a date, a time, and a zone (Z or an offset).
+  const m =
+    /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$/
+      .exec(t);
+  if (m === null) return null;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
+  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
   if (
-    !/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
-      .test(t)
+    month! < 1 || month! > 12 || day! < 1 || day! > daysInMonth ||
+    hour! > 23 || minute! > 59 || second! > 59 ||
+    Number(m[9] ?? 0) > 23 || Number(m[10] ?? 0) > 59
   ) return null;
   const ms = Date.parse(t);
   return Number.isNaN(ms) ? null : ms;
