@@ -7,10 +7,11 @@ import {
   type TokenLimit,
 } from "../../core/mod.ts";
 import {
-  isLogLevel,
   LOG_OPTIONS,
   type LogFormat,
   type LogLevel,
+  logLevelOf,
+  withRustLog,
 } from "../log.ts";
 import {
   DEFAULT_TRUSTED_PROXIES,
@@ -20,6 +21,7 @@ import {
 import { defaultMaxConnections } from "./http/connection_cap.ts";
 import {
   bool,
+  canonicalArgs,
   helpText,
   int,
   OptionError,
@@ -36,6 +38,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "127.0.0.1:8080",
     help: "HTTP listen address host:port",
+    aliases: ["listen"],
   },
   {
     flag: "provider-name",
@@ -43,6 +46,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "local",
     help: "provider name workers connect to and requests route to",
+    aliases: ["provider"],
   },
   {
     flag: "worker-secret",
@@ -57,23 +61,29 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "int",
     default: "100",
     min: 0,
-    help: "queued requests before 503 queue_full",
+    help:
+      "queued requests before 503 queue_full (0 = unlimited, as in the original)",
+    envAliases: ["MAX_QUEUE_DEPTH"],
   },
   {
     flag: "queue-timeout-secs",
     env: "QUEUE_TIMEOUT_SECS",
     kind: "int",
     default: "30",
-    min: 1,
-    help: "longest wait in the queue before 504",
+    min: 0,
+    help:
+      "longest wait in the queue before 504 (0 = none, as in the original); spec 004's QUEUE_TIMEOUT_MS is read when this is unset",
+    aliases: ["queue-timeout"],
   },
   {
     flag: "request-timeout-secs",
     env: "REQUEST_TIMEOUT_SECS",
     kind: "int",
     default: "300",
-    min: 1,
-    help: "time to first byte from arrival; then the idle limit of a stream",
+    min: 0,
+    help:
+      "time to first byte from arrival; then the idle limit of a stream (0 = none, as in the original)",
+    aliases: ["request-timeout"],
   },
   ...LOG_OPTIONS,
   {
@@ -543,7 +553,11 @@ export function loadServerConfig(
   env: (name: string) => string | undefined,
   allEnv: Record<string, string> = {},
 ): { config: ServerConfig; help: false } | { help: true } {
-  const { values, help } = readOptions(args, env, SERVER_OPTIONS);
+  const { values, help } = readOptions(
+    args,
+    withRustLog(env),
+    SERVER_OPTIONS,
+  );
   if (help) return { help: true };
   // Checked in this order: the first invalid setting is the one reported.
   const workerSecret = requiredSecret(values);
@@ -551,13 +565,14 @@ export function loadServerConfig(
   const provider = providerName(values);
   const { hostname, port } = parseListenAddr(str(values, "listen-addr"));
   const limits = tenantRateLimits(values, allEnv);
-  const queueLenMax = int(values, "max-queue-len");
+  const queueLenMax = zeroIsUnlimited(int(values, "max-queue-len"));
   const tenantQueueLenMax = tenantQueueLen(values, queueLenMax);
   const { opTokenSigners, opTokenMinSigners } = opTokenSigning(values);
   const trustedProxies = trustedProxiesOf(values);
   const maxConnections = maxConnectionsSetting(values);
   const core = coreConfigOf(values, {
     provider,
+    queueTimeoutMs: queueTimeoutMsOf(args, values, env),
     queueLenMax,
     tenantQueueLenMax,
     ...limits,
@@ -607,6 +622,48 @@ export function loadServerConfig(
   };
 }
 
+/**
+ * The original's `0` for a timeout is "no timeout" (issue 32). The core has no
+ * "off": a zero becomes a limit no process lives to reach (ten years), so its
+ * arithmetic and invariants stay as they are.
+ */
+export const NO_TIMEOUT_MS = 10 * 365 * 24 * 3_600_000;
+/** The original's `MAX_QUEUE_LEN=0` is "unlimited": as many as a queue can hold. */
+export const UNLIMITED_QUEUE_LEN = 2 ** 31 - 1;
+
+function zeroIsNone(ms: number): number {
+  return ms === 0 ? NO_TIMEOUT_MS : ms;
+}
+
+function zeroIsUnlimited(n: number): number {
+  return n === 0 ? UNLIMITED_QUEUE_LEN : n;
+}
+
+/**
+ * QUEUE_TIMEOUT_SECS (flag or environment), else spec 004's QUEUE_TIMEOUT_MS,
+ * else the default; in milliseconds, 0 meaning none.
+ */
+function queueTimeoutMsOf(
+  args: string[],
+  values: OptionValues,
+  env: (name: string) => string | undefined,
+): number {
+  const secsGiven = env("QUEUE_TIMEOUT_SECS") !== undefined ||
+    canonicalArgs(args, SERVER_OPTIONS).some((a) =>
+      /^--queue-timeout-secs(=|$)/.test(a)
+    );
+  const ms = env("QUEUE_TIMEOUT_MS")?.trim();
+  if (secsGiven || ms === undefined) {
+    return int(values, "queue-timeout-secs") * 1000;
+  }
+  if (!/^\d+$/.test(ms)) {
+    throw new OptionError(
+      `QUEUE_TIMEOUT_MS must be a whole number of milliseconds (0 = none), got "${ms}"`,
+    );
+  }
+  return Number(ms);
+}
+
 /** CLUSTER_SECRET, when set (issue 23). */
 function clusterSecretOf(values: OptionValues): { clusterSecret?: string } {
   const v = values["cluster-secret"];
@@ -626,10 +683,12 @@ function requiredSecret(values: OptionValues): string {
 function logSettings(
   values: OptionValues,
 ): { logLevel: LogLevel; logFormat: LogFormat } {
-  const logLevel = str(values, "log-level").toLowerCase();
-  if (!isLogLevel(logLevel)) {
+  const logLevel = logLevelOf(str(values, "log-level"));
+  if (logLevel === null) {
     throw new OptionError(
-      `LOG_LEVEL must be trace, debug, info, warn or error, got "${logLevel}"`,
+      `LOG_LEVEL must be trace, debug, info, warn or error, got "${
+        str(values, "log-level")
+      }"`,
     );
   }
   const logFormat = str(values, "log-format").toLowerCase();
@@ -768,6 +827,7 @@ function coreConfigOf(
   values: OptionValues,
   o: TenantLimits & {
     provider: string;
+    queueTimeoutMs: number;
     queueLenMax: number;
     tenantQueueLenMax: number;
   },
@@ -784,8 +844,8 @@ function coreConfigOf(
     tokenBudgets: o.tokenBudgets,
     defaultTokenBudget: o.defaultTokenBudget,
     affinityLoadMargin: int(values, "affinity-load-margin"),
-    queueTimeoutMs: int(values, "queue-timeout-secs") * 1000,
-    requestTimeoutMs: int(values, "request-timeout-secs") * 1000,
+    queueTimeoutMs: zeroIsNone(o.queueTimeoutMs),
+    requestTimeoutMs: zeroIsNone(int(values, "request-timeout-secs") * 1000),
     drainTimeoutMs: int(values, "drain-timeout-secs") * 1000,
     streamCharsMax: int(values, "max-stream-bytes"),
     responseBodyCharsMax: int(values, "max-response-body-bytes"),
