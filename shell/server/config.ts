@@ -101,6 +101,14 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     help: "require a client API key on inference routes",
   },
   {
+    flag: "api-keys-as-worker-secret",
+    env: "API_KEYS_AS_WORKER_SECRET",
+    kind: "bool",
+    default: "false",
+    help:
+      "a client API key (POST /admin/keys) is also accepted as a worker's secret, as in the original; off = only WORKER_SECRET admits a worker",
+  },
+  {
     flag: "db-path",
     env: "MODELRELAY_DB_PATH",
     kind: "string",
@@ -404,6 +412,8 @@ export type ServerConfig = {
   logFormat: LogFormat;
   adminToken: string;
   requireApiKeys: boolean;
+  /** Issue 32: API_KEYS_AS_WORKER_SECRET; absent = false. */
+  apiKeysAsWorkerSecret?: boolean;
   dbPath: string;
   /** USAGE_RETENTION_DAYS (issue 26): 0 = the usage ledger is off; absent = 30. */
   usageRetentionDays?: number;
@@ -587,6 +597,7 @@ export function loadServerConfig(
       logFormat,
       adminToken: str(values, "admin-token"),
       requireApiKeys: bool(values, "require-api-keys"),
+      apiKeysAsWorkerSecret: bool(values, "api-keys-as-worker-secret"),
       dbPath: str(values, "db-path"),
       usageRetentionDays: usageRetentionDays(values),
       maxBodyBytes: int(values, "max-body-bytes"),

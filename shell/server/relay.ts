@@ -55,9 +55,19 @@ export type Relay = RunningServer & {
   ledger: UsageLedger | null;
 };
 
+/** Issue 32: client keys admit workers only when the operator said so. */
+function workerKeyHook(
+  config: ServerConfig,
+  keys: KeyStore | null,
+): { workerKeyValid?: (key: string) => boolean } {
+  if (!config.apiKeysAsWorkerSecret || keys === null) return {};
+  return { workerKeyValid: (key) => keys.verify(key) !== null };
+}
+
 /** Whether the key database is needed: keys are managed via the admin API and checked when required. */
 export function needsKeyStore(config: ServerConfig): boolean {
-  return config.requireApiKeys || config.adminToken !== "";
+  return config.requireApiKeys || config.adminToken !== "" ||
+    config.apiKeysAsWorkerSecret === true;
 }
 
 /** The client API key of a request and its header: Bearer, or x-api-key on the Anthropic route. */
@@ -460,6 +470,7 @@ export async function startRelay(
     running = await startServer(config, log, {
       ...hooks,
       lifecycleCallers: callers,
+      ...workerKeyHook(config, keys),
       // Keys loaded before the port opens: a new instance never answers 401
       // to a valid key (issue 23, found by the Sentinel test).
       beforeListen: async (cluster) => {

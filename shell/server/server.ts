@@ -71,6 +71,8 @@ export type ServerHooks = {
   lifecycleCallers?: LifecycleCallers;
   /** Runs once the runtime is up, before the port opens (issue 23: the cluster's API keys load here). */
   beforeListen?: (cluster: ClusterRuntime | null) => Promise<void>;
+  /** Issue 32: a client API key admits a worker (API_KEYS_AS_WORKER_SECRET); absent = never. */
+  workerKeyValid?: (key: string) => boolean;
 };
 
 export async function startServer(
@@ -99,6 +101,7 @@ export async function startServer(
     submit: (e) => submit(e),
     now: nowMs,
     workerSecret: config.workerSecret,
+    ...(hooks.workerKeyValid ? { workerKeyValid: hooks.workerKeyValid } : {}),
     defaultProvider: config.core.defaultProvider,
     frameCharsMax: config.core.frameCharsMax,
     trustedProxies: config.trustedProxies,
