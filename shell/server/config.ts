@@ -287,6 +287,29 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "Bearer token Prometheus sends for /metrics (the admin token works too); required when API keys are required or this is set, else /metrics is open",
   },
   {
+    flag: "enable-metrics",
+    env: "ENABLE_METRICS",
+    kind: "bool",
+    default: "true",
+    help: "serve /metrics (spec 004); false = /metrics answers 404",
+  },
+  {
+    flag: "metrics-port",
+    env: "METRICS_PORT",
+    kind: "string",
+    default: "",
+    help:
+      "a second listener, on LISTEN_ADDR's host and this port, that serves only /metrics (spec 004, e.g. 9090); the main port keeps /metrics too; unset = none",
+  },
+  {
+    flag: "enable-multi-tenant",
+    env: "ENABLE_MULTI_TENANT",
+    kind: "bool",
+    default: "true",
+    help:
+      "tenants from X-Tenant-ID and API keys (spec 004); false = every request is tenant default and X-Tenant-ID is not read",
+  },
+  {
     flag: "cors-allow-origins",
     env: "CORS_ALLOW_ORIGINS",
     kind: "string",
@@ -436,6 +459,10 @@ export type ServerConfig = {
   otelServiceName?: string;
   /** Bearer token for /metrics besides the admin token; absent = none. */
   metricsToken?: string;
+  /** ENABLE_METRICS (spec 004, issue 32); absent = true. */
+  enableMetrics?: boolean;
+  /** METRICS_PORT: a second listener for /metrics (0 = any free port); absent = none. */
+  metricsPort?: number;
   /** CORS for /v1/*: ["*"] or exact origins; absent = ["*"]. */
   corsAllowOrigins?: string[];
   /** FORWARD_PATH_PREFIXES (issue 25): paths outside /v1/ forwarded to workers. */
@@ -613,6 +640,8 @@ export function loadServerConfig(
       opTokenSigners,
       opTokenMinSigners,
       metricsToken: str(values, "metrics-token"),
+      enableMetrics: bool(values, "enable-metrics"),
+      ...metricsPortOf(values),
       otlpEndpoint: str(values, "otel-exporter-otlp-endpoint"),
       otelServiceName: str(values, "otel-service-name"),
       corsAllowOrigins: parseCorsOrigins(str(values, "cors-allow-origins")),
@@ -673,6 +702,18 @@ function queueTimeoutMsOf(
     );
   }
   return Number(ms);
+}
+
+/** METRICS_PORT (spec 004): a port number, 0 for any free one; unset = no second listener. */
+function metricsPortOf(values: OptionValues): { metricsPort?: number } {
+  const raw = str(values, "metrics-port");
+  if (raw === "") return {};
+  if (!/^\d{1,5}$/.test(raw) || Number(raw) > 65535) {
+    throw new OptionError(
+      `METRICS_PORT (--metrics-port) must be a port number (0-65535), got "${raw}"`,
+    );
+  }
+  return { metricsPort: Number(raw) };
 }
 
 /** CLUSTER_SECRET, when set (issue 23). */
@@ -867,6 +908,7 @@ function coreConfigOf(
     requireProtocolVersion: bool(values, "require-protocol-version"),
     registerTimeoutMs: int(values, "register-timeout-secs") * 1000,
     modelAliases: parseModelAliases(str(values, "model-aliases")),
+    multiTenant: bool(values, "enable-multi-tenant"),
   });
 }
 

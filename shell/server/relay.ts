@@ -43,6 +43,10 @@ import { tenantMismatch } from "./http/tenancy.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { Metrics } from "./ops/metrics.ts";
+import {
+  type MetricsListener,
+  startMetricsListener,
+} from "./ops/metrics_listener.ts";
 import { openUsageLedger, type UsageLedger } from "./ops/usage_ledger.ts";
 import { makeTracer, type Tracer } from "./ops/tracing.ts";
 import { handlePages } from "./ops/pages.ts";
@@ -50,6 +54,8 @@ import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
 
 export type Relay = RunningServer & {
   metrics: Metrics;
+  /** The METRICS_PORT listener's port (issue 32); absent = none. */
+  metricsPort?: number;
   keys: KeyStore | null;
   /** The usage ledger (issue 26); null when off. */
   ledger: UsageLedger | null;
@@ -154,6 +160,7 @@ export function makeAuthorize(
   keys: KeyStore | null,
   metrics: Metrics,
   log: Logger,
+  multiTenant = true,
 ): Authorize {
   const denied = (error: ClientError): Access => ({ kind: "denied", error });
   if (!requireApiKeys) return () => ({ kind: "granted", grant: null });
@@ -195,8 +202,11 @@ export function makeAuthorize(
     // Refused before the body is read, and logged with the key: a bound key
     // naming another tenant is a client trying to leave its own limits. A key
     // without a tenant is its own tenant unless it may name tenants (issue 24).
-    const tenant = keyTenant(key);
-    const mismatch = tenantMismatch(req, tenant, key.tenant === null);
+    // ENABLE_MULTI_TENANT=false (issue 32): every key is the one tenant's.
+    const tenant = multiTenant ? keyTenant(key) : null;
+    const mismatch = multiTenant
+      ? tenantMismatch(req, tenant, key.tenant === null)
+      : null;
     if (mismatch !== null) {
       metrics.authFailure("tenant_mismatch");
       log("warn", "tenant mismatch refused", {
@@ -228,6 +238,8 @@ export type RelayRoutesDeps = {
   policy: AccessPolicy;
   /** The admin API's part of the configuration. */
   admin: Pick<ServerConfig, "adminToken" | "bodyTimeoutMs">;
+  /** ENABLE_METRICS (issue 32): false = /metrics is not served; absent = true. */
+  metricsEnabled?: boolean;
   keys: KeyStore | null;
   metrics: Metrics;
   server: () => RunningServer | null;
@@ -249,6 +261,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
     const s = d.server();
     if (lifecycle?.handle(req, res, url) === true) return true;
     if (url.pathname === "/metrics") {
+      if (d.metricsEnabled === false) return false;
       return serveMetrics(req, res, s, d.policy, metrics);
     }
     const cluster = s?.cluster;
@@ -322,6 +335,26 @@ function fleetUsageRoute(
       }
     });
   };
+}
+
+/** METRICS_PORT's listener when it is set and metrics are on, announced like the main port. */
+async function startMetricsPort(
+  config: ServerConfig,
+  log: Logger,
+  serve: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<MetricsListener | null> {
+  if (config.metricsPort === undefined || config.enableMetrics === false) {
+    return null;
+  }
+  const listener = await startMetricsListener(
+    config.hostname,
+    config.metricsPort,
+    serve,
+  );
+  log("info", "metrics listening", {
+    address: `${config.hostname}:${listener.port}`,
+  });
+  return listener;
 }
 
 /** GET /metrics: the Prometheus text, for whoever the access policy lets read it. */
@@ -428,7 +461,13 @@ export async function startRelay(
   const metrics = new Metrics(nowMs());
   let running: RunningServer | null = null;
   // One key check and one token policy, for every route that asks.
-  const authorize = makeAuthorize(config.requireApiKeys, keys, metrics, log);
+  const authorize = makeAuthorize(
+    config.requireApiKeys,
+    keys,
+    metrics,
+    log,
+    config.core.multiTenant,
+  );
   const policy = accessPolicy(config);
   const callers: LifecycleCallers = new Map();
   const lifecycle = makeLifecycleRoutes({
@@ -458,6 +497,7 @@ export async function startRelay(
       adminToken: config.adminToken,
       bodyTimeoutMs: config.bodyTimeoutMs,
     },
+    metricsEnabled: config.enableMetrics !== false,
     keys,
     metrics,
     server: () => running,
@@ -484,18 +524,30 @@ export async function startRelay(
     throw e;
   }
   const server = running;
+  const metricsListener = await startMetricsPort(config, log, (req, res) => {
+    if (!serveMetrics(req, res, server, policy, metrics)) {
+      sendAdminError(res, 503, "starting", "the server is still starting");
+    }
+  }).catch(async (e) => {
+    await server.close();
+    closeDb();
+    throw e;
+  });
   return {
     ...server,
     metrics,
     keys,
     ledger,
+    ...(metricsListener === null ? {} : { metricsPort: metricsListener.port }),
     shutdown: async () => {
       await server.shutdown();
+      await metricsListener?.close();
       await tracer.close();
       closeDb();
     },
     close: async () => {
       await server.close();
+      await metricsListener?.close();
       await tracer.close();
       closeDb();
     },
