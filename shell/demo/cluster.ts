@@ -19,7 +19,7 @@ export const PERMISSIONS = {
  * environment so a stray LISTEN_ADDR or MODELS in the caller's shell cannot
  * change what the demo or a test runs.
  */
-const RELAY_ENV = [
+export const RELAY_ENV = [
   ...[...SERVER_OPTIONS, ...WORKER_OPTIONS].flatMap((o) => [
     o.env,
     ...(o.envAliases ?? []),
