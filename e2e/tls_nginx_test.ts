@@ -50,9 +50,18 @@ async function debianNginx(): Promise<string> {
     }
   };
   if (await present()) return path;
-  const install = await run("apt-get", ["install", "-y", "nginx-light"]);
-  if (!install.ok) await run("apt-get", ["update"]);
-  if (!install.ok) await run("apt-get", ["install", "-y", "nginx-light"]);
+  // Another install may hold the dpkg lock: wait for it, as the other tests do.
+  const apt = ["-o", "DPkg::Lock::Timeout=600"];
+  const install = await run("apt-get", [
+    ...apt,
+    "install",
+    "-y",
+    "nginx-light",
+  ]);
+  if (!install.ok) await run("apt-get", [...apt, "update"]);
+  if (!install.ok) {
+    await run("apt-get", [...apt, "install", "-y", "nginx-light"]);
+  }
   if (!await present()) {
     throw new Error(
       "no nginx for the TLS example test: run `sudo apt-get install -y nginx-light`",

@@ -124,7 +124,12 @@ export type Relay = {
 };
 
 export async function startRelayServer(
-  opts: { cpuProfDir?: string; env?: Record<string, string> } = {},
+  opts: {
+    cpuProfDir?: string;
+    env?: Record<string, string>;
+    /** Another server entry (bench:ci's mutant, bench/e2e/mutant_server.ts). */
+    entry?: string;
+  } = {},
 ): Promise<Relay> {
   const port = freePort();
   const prof = opts.cpuProfDir === undefined
@@ -138,7 +143,7 @@ export async function startRelayServer(
     "--allow-env",
     "--allow-read",
     "--allow-write",
-    "shell/server/main.ts",
+    opts.entry ?? "shell/server/main.ts",
   ], {
     WORKER_SECRET: SECRET,
     LISTEN_ADDR: `127.0.0.1:${port}`,

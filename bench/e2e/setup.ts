@@ -56,6 +56,8 @@ export async function setUp(opts: {
   nginx: boolean;
   /** More relay server settings (issue 26: the usage ledger on or off). */
   serverEnv?: Record<string, string>;
+  /** Another server entry than shell/server/main.ts (bench:ci's mutant). */
+  serverEntry?: string;
   log: (line: string) => void;
 }): Promise<Setup> {
   const procs: Proc[] = [];
@@ -111,6 +113,7 @@ export async function setUp(opts: {
         ...(opts.cpuProfDir === undefined
           ? {}
           : { cpuProfDir: `${opts.cpuProfDir}/i${i}` }),
+        ...(opts.serverEntry === undefined ? {} : { entry: opts.serverEntry }),
         env: {
           ...opts.serverEnv,
           ...(redis === null ? {} : { CLUSTER_URL: redis.url }),
