@@ -123,6 +123,11 @@ export type Config = {
   defaultTokenRateLimit: TokenLimit | null;
   tokenBudgets: Record<string, TokenLimit>;
   defaultTokenBudget: TokenLimit | null;
+  /**
+   * ENABLE_MULTI_TENANT (spec 004, issue 32): false = one tenant, `default`,
+   * for every request; X-Tenant-ID and a key's tenant are not read.
+   */
+  multiTenant: boolean;
   /** Cache affinity: remembered keys (LRU) and the load margin the preferred worker may exceed the least-loaded one by. */
   affinityKeysMax: number;
   affinityLoadMargin: number;
@@ -185,6 +190,7 @@ export const DEFAULT_CONFIG: Config = {
   defaultTokenRateLimit: null,
   tokenBudgets: {},
   defaultTokenBudget: null,
+  multiTenant: true,
   affinityKeysMax: 10_000,
   affinityLoadMargin: 2,
   lifecycleTasksMax: 256,

@@ -43,6 +43,10 @@ import { tenantMismatch } from "./http/tenancy.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { Metrics } from "./ops/metrics.ts";
+import {
+  type MetricsListener,
+  startMetricsListener,
+} from "./ops/metrics_listener.ts";
 import { openUsageLedger, type UsageLedger } from "./ops/usage_ledger.ts";
 import { makeTracer, type Tracer } from "./ops/tracing.ts";
 import {
@@ -60,14 +64,26 @@ import {
 
 export type Relay = RunningServer & {
   metrics: Metrics;
+  /** The METRICS_PORT listener's port (issue 32); absent = none. */
+  metricsPort?: number;
   keys: KeyStore | null;
   /** The usage ledger (issue 26); null when off. */
   ledger: UsageLedger | null;
 };
 
+/** Issue 32: client keys admit workers only when the operator said so. */
+function workerKeyHook(
+  config: ServerConfig,
+  keys: KeyStore | null,
+): { workerKeyValid?: (key: string) => boolean } {
+  if (!config.apiKeysAsWorkerSecret || keys === null) return {};
+  return { workerKeyValid: (key) => keys.verify(key) !== null };
+}
+
 /** Whether the key database is needed: keys are managed via the admin API and checked when required. */
 export function needsKeyStore(config: ServerConfig): boolean {
-  return config.requireApiKeys || config.adminToken !== "";
+  return config.requireApiKeys || config.adminToken !== "" ||
+    config.apiKeysAsWorkerSecret === true;
 }
 
 /** The client API key of a request and its header: Bearer, or x-api-key on the Anthropic route. */
@@ -154,6 +170,7 @@ export function makeAuthorize(
   keys: KeyStore | null,
   metrics: Metrics,
   log: Logger,
+  multiTenant = true,
 ): Authorize {
   const denied = (error: ClientError): Access => ({ kind: "denied", error });
   if (!requireApiKeys) return () => ({ kind: "granted", grant: null });
@@ -195,8 +212,11 @@ export function makeAuthorize(
     // Refused before the body is read, and logged with the key: a bound key
     // naming another tenant is a client trying to leave its own limits. A key
     // without a tenant is its own tenant unless it may name tenants (issue 24).
-    const tenant = keyTenant(key);
-    const mismatch = tenantMismatch(req, tenant, key.tenant === null);
+    // ENABLE_MULTI_TENANT=false (issue 32): every key is the one tenant's.
+    const tenant = multiTenant ? keyTenant(key) : null;
+    const mismatch = multiTenant
+      ? tenantMismatch(req, tenant, key.tenant === null)
+      : null;
     if (mismatch !== null) {
       metrics.authFailure("tenant_mismatch");
       log("warn", "tenant mismatch refused", {
@@ -228,6 +248,8 @@ export type RelayRoutesDeps = {
   policy: AccessPolicy;
   /** The admin API's part of the configuration. */
   admin: Pick<ServerConfig, "adminToken" | "bodyTimeoutMs">;
+  /** ENABLE_METRICS (issue 32): false = /metrics is not served; absent = true. */
+  metricsEnabled?: boolean;
   keys: KeyStore | null;
   metrics: Metrics;
   server: () => RunningServer | null;
@@ -251,6 +273,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
     const s = d.server();
     if (lifecycle?.handle(req, res, url) === true) return true;
     if (url.pathname === "/metrics") {
+      if (d.metricsEnabled === false) return false;
       return serveMetrics(req, res, s, d, metrics);
     }
     const cluster = s?.cluster;
@@ -326,6 +349,26 @@ function fleetUsageRoute(
       }
     });
   };
+}
+
+/** METRICS_PORT's listener when it is set and metrics are on, announced like the main port. */
+async function startMetricsPort(
+  config: ServerConfig,
+  log: Logger,
+  serve: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<MetricsListener | null> {
+  if (config.metricsPort === undefined || config.enableMetrics === false) {
+    return null;
+  }
+  const listener = await startMetricsListener(
+    config.hostname,
+    config.metricsPort,
+    serve,
+  );
+  log("info", "metrics listening", {
+    address: `${config.hostname}:${listener.port}`,
+  });
+  return listener;
 }
 
 /** GET /metrics: the Prometheus text, for whoever the access policy lets read it. */
@@ -482,7 +525,13 @@ export async function startRelay(
   }
   let running: RunningServer | null = null;
   // One key check and one token policy, for every route that asks.
-  const authorize = makeAuthorize(config.requireApiKeys, keys, metrics, log);
+  const authorize = makeAuthorize(
+    config.requireApiKeys,
+    keys,
+    metrics,
+    log,
+    config.core.multiTenant,
+  );
   const policy = accessPolicy(config);
   const callers: LifecycleCallers = new Map();
   const lifecycle = makeLifecycleRoutes({
@@ -505,6 +554,7 @@ export async function startRelay(
     log,
     capabilitiesAccess: (req) => capabilitiesAccess(req, policy, authorize),
   });
+  const throttle = makeAuthThrottle(config.core, config.trustedProxies, nowMs);
   const hooks = makeRelayHooks({
     authorize,
     policy,
@@ -512,19 +562,21 @@ export async function startRelay(
       adminToken: config.adminToken,
       bodyTimeoutMs: config.bodyTimeoutMs,
     },
+    metricsEnabled: config.enableMetrics !== false,
     keys,
     metrics,
     server: () => running,
     lifecycle,
     ledger,
     tracer,
-    throttle: makeAuthThrottle(config.core, config.trustedProxies, nowMs),
+    throttle,
     log,
   });
   try {
     running = await startServer(config, log, {
       ...hooks,
       lifecycleCallers: callers,
+      ...workerKeyHook(config, keys),
       // Keys loaded before the port opens: a new instance never answers 401
       // to a valid key (issue 23, found by the Sentinel test).
       beforeListen: async (cluster) => {
@@ -538,18 +590,30 @@ export async function startRelay(
     throw e;
   }
   const server = running;
+  const metricsListener = await startMetricsPort(config, log, (req, res) => {
+    if (!serveMetrics(req, res, server, { policy, throttle }, metrics)) {
+      sendAdminError(res, 503, "starting", "the server is still starting");
+    }
+  }).catch(async (e) => {
+    await server.close();
+    closeDb();
+    throw e;
+  });
   return {
     ...server,
     metrics,
     keys,
     ledger,
+    ...(metricsListener === null ? {} : { metricsPort: metricsListener.port }),
     shutdown: async () => {
       await server.shutdown();
+      await metricsListener?.close();
       await tracer.close();
       closeDb();
     },
     close: async () => {
       await server.close();
+      await metricsListener?.close();
       await tracer.close();
       closeDb();
     },

@@ -10,6 +10,15 @@ export function secretsEqual(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
+/**
+ * The admin token as the original also takes it (issue 32): the whole
+ * `Authorization` value when it is one word with no scheme, else null.
+ */
+export function bareToken(req: IncomingMessage): string | null {
+  const h = req.headers.authorization?.trim();
+  return h === undefined || h === "" || /\s/.test(h) ? null : h;
+}
+
 /** The token of an `Authorization: Bearer <token>` header, or null. */
 export function bearerToken(req: IncomingMessage): string | null {
   const h = req.headers.authorization;

@@ -418,7 +418,12 @@ function handleInference(
     const named = modelAndBody(req, bytes, deps, anyPath);
     if ("status" in named) return sendError(res, api, named);
     const parsed = named.found;
-    const tenancy = readTenancy(req, parsed.fields, access.grant);
+    const tenancy = readTenancy(
+      req,
+      parsed.fields,
+      access.grant,
+      deps.state.config.multiTenant,
+    );
     if ("status" in tenancy) return sendError(res, api, tenancy);
     // The backend sees the tenant and priority the relay applied, not the claim.
     if (access.grant?.tenant != null) {

@@ -71,15 +71,20 @@ export function readTenancy(
   req: IncomingMessage,
   body: Record<string, unknown>,
   grant: KeyGrant | null,
+  multiTenant = true,
 ): Tenancy | ClientError {
-  const claimed = header(req, "x-tenant-id");
-  if (claimed !== undefined && !TENANT.test(claimed)) {
-    return invalid("invalid_tenant", `X-Tenant-ID must be ${TENANT_RULE}`);
+  let tenant = "default";
+  // ENABLE_MULTI_TENANT=false (issue 32): one tenant; the header is not read.
+  if (multiTenant) {
+    const claimed = header(req, "x-tenant-id");
+    if (claimed !== undefined && !TENANT.test(claimed)) {
+      return invalid("invalid_tenant", `X-Tenant-ID must be ${TENANT_RULE}`);
+    }
+    const bound = grant?.tenant ?? null;
+    const mismatch = tenantMismatch(req, bound);
+    if (mismatch !== null) return mismatch;
+    tenant = bound ?? claimed ?? "default";
   }
-  const bound = grant?.tenant ?? null;
-  const mismatch = tenantMismatch(req, bound);
-  if (mismatch !== null) return mismatch;
-  const tenant = bound ?? claimed ?? "default";
   const asked = (header(req, "x-priority") ?? "normal").toLowerCase();
   if (!isPriority(asked)) {
     return invalid(

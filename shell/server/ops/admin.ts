@@ -9,7 +9,7 @@ import type { Metrics } from "./metrics.ts";
 import { type AuthThrottle, sendThrottled } from "./auth_throttle.ts";
 import { readJsonBody } from "../http/body.ts";
 import { sendAdminError, sendJson } from "../http/http_reply.ts";
-import { bearerToken, secretsEqual } from "../secret.ts";
+import { bareToken, bearerToken, secretsEqual } from "../secret.ts";
 import { isPriority, isTenantId, TENANT_RULE } from "../http/tenancy.ts";
 import { parseKeyLimits } from "./api_keys.ts";
 import type { KeyLimitsText } from "./api_keys.ts";
@@ -64,12 +64,19 @@ function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
 }
 
+/** The original's type for a key's times: whole epoch seconds (issue 32). */
+function epochSecs(ms: number | null): number | null {
+  return ms === null ? null : Math.floor(ms / 1000);
+}
+
 function keyJson(k: ApiKeyInfo): Record<string, unknown> {
   return {
     id: k.id,
     name: k.name,
-    created_at: iso(k.createdAtMs),
-    last_used_at: iso(k.lastUsedAtMs),
+    created_at: epochSecs(k.createdAtMs),
+    last_used_at: epochSecs(k.lastUsedAtMs),
+    created_at_iso: iso(k.createdAtMs),
+    last_used_at_iso: iso(k.lastUsedAtMs),
     tenant: k.tenant,
     max_priority: k.maxPriority,
     may_name_tenants: k.mayNameTenants,
@@ -154,7 +161,7 @@ function adminAdmitted(
     );
     return false;
   }
-  const given = bearerToken(req);
+  const given = bearerToken(req) ?? bareToken(req);
   const waitSecs = given === null
     ? null
     : deps.throttle?.refusedForSecs("admin", req) ?? null;
@@ -185,6 +192,11 @@ function listWorkers(res: ServerResponse, state: State, deps: AdminDeps): void {
   sendJson(res, 200, {
     workers: workerViews(state).map((w) => ({
       ...w,
+      // The original's names for the same facts (issue 32), beside ours.
+      worker_id: w.id,
+      worker_name: w.name,
+      in_flight_count: w.in_flight,
+      is_draining: w.draining,
       connected_since: iso(wall(w.connected_at_ms)),
       connected_secs: Math.round((now - w.connected_at_ms) / 1000),
       last_heartbeat: iso(wall(w.last_heartbeat_at_ms)),
@@ -193,6 +205,20 @@ function listWorkers(res: ServerResponse, state: State, deps: AdminDeps): void {
       ),
     })),
   });
+}
+
+/**
+ * /admin/stats in the original's shape, ours beside it (issue 32): a script
+ * written for the original reads `queue_depth` as a map by provider and
+ * `active_workers`; the total depth moves to `queue_depth_total`.
+ */
+function originalStats(ours: Record<string, unknown>): Record<string, unknown> {
+  return {
+    ...ours,
+    queue_depth: ours.queue_depth_by_provider,
+    queue_depth_total: ours.queue_depth,
+    active_workers: ours.workers_connected,
+  };
 }
 
 /** POST /admin/workers/{id}/drain: the core drains it; 202 at once. */
@@ -270,7 +296,7 @@ export function handleAdmin(
   }
   if (path === "/admin/stats") {
     if (!only("GET")) return true;
-    sendJson(res, 200, deps.metrics.stats(state, deps.now()));
+    sendJson(res, 200, originalStats(deps.metrics.stats(state, deps.now())));
     return true;
   }
   if (path === "/admin/usage" || path === "/admin/requests") {
@@ -408,8 +434,15 @@ function handleKeys(
     return true;
   }
   try {
-    if (keys.revoke(id)) sendJson(res, 200, { id, revoked: true });
-    else sendAdminError(res, 404, "key_not_found", `no API key with id ${id}`);
+    // The original's answer: 204 and no body (issue 32).
+    if (keys.revoke(id)) {
+      res.writeHead(204, { "cache-control": "no-store" }).end();
+    } else {sendAdminError(
+        res,
+        404,
+        "key_not_found",
+        `no API key with id ${id}`,
+      );}
   } catch (e) {
     fail(e);
   }

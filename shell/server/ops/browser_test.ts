@@ -91,12 +91,19 @@ Deno.test({
       await page.locator("#no-workers").waitFor({ state: "visible" });
       assert.equal(await textOf(page, "#workers-connected"), "0");
       assert.equal(await textOf(page, "#requests-total"), "0");
+      // The total depth, now beside the original's map (issue 32).
+      assert.equal(await textOf(page, "#queue-depth"), "0");
       // Keys show their tenant and priority ceiling (issue 15).
       const keyRow = page.locator(`#keys tr[data-key-id="${key.id}"]`);
       await keyRow.waitFor();
       assert.match(
         (await keyRow.textContent()) ?? "",
         /team-a app.*team-a.*low/,
+      );
+      // Its creation time as a date (ISO beside the original's epoch seconds).
+      assert.match(
+        (await keyRow.textContent()) ?? "",
+        /\d{4}-\d\d-\d\d \d\d:\d\d/,
       );
 
       const w = await registeredWorker(relay, {

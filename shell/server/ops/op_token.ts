@@ -4,7 +4,11 @@
 //                     ...every other parameter of the call},
 //         "signature": "..."}
 // sent as a JSON object, as a JSON string, or as that JSON base64url-encoded
-// (standard base64 is accepted too).
+// (standard base64 is accepted too). Or in the compact JWS form spec 004 says
+// to parse ("Parse JWT/JSON", issue 32): `header.payload.signature`, each part
+// base64url, the header {"alg":"HS256"} (no other algorithm, never "none"), the
+// payload the opToken object itself, and the signature HMAC-SHA256 over the
+// text `header.payload` as JWS defines it (not over canonical JSON).
 //
 // The token signs the whole call (issue 15): besides `modelId`, every field of
 // the request body except `verifiedOpToken` itself (scope, tenantId, tag,
@@ -123,10 +127,55 @@ type Parsed = {
   token: OpToken;
   signature: string;
   raw: Record<string, unknown>;
+  /** The compact form's `header.payload`, which its signature covers; absent = canonical JSON of `raw`. */
+  signingInput?: string;
 };
+
+/** A complete token in the compact form `header.payload.signature` (HS256). */
+export function encodeCompactOpToken(
+  token: SignedCall,
+  key: Uint8Array,
+): string {
+  const part = (v: unknown) =>
+    Buffer.from(JSON.stringify(v)).toString("base64url");
+  const input = `${part({ alg: "HS256", typ: "JWT" })}.${part(token)}`;
+  const sig = createHmac("sha256", key).update(input).digest("base64url");
+  return `${input}.${sig}`;
+}
+
+const COMPACT = /^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$/;
+
+/** The compact form, turned into the JSON form's outer object, with what it signs. */
+function parseCompact(
+  m: RegExpExecArray,
+): { outer: unknown; signingInput: string } | OpTokenError {
+  let header: unknown;
+  let payload: unknown;
+  try {
+    header = JSON.parse(Buffer.from(m[1]!, "base64url").toString("utf8"));
+    payload = JSON.parse(Buffer.from(m[2]!, "base64url").toString("utf8"));
+  } catch {
+    return malformed("the compact form's header or payload is not JSON");
+  }
+  if ((header as { alg?: unknown } | null)?.alg !== "HS256") {
+    return malformed('the compact form\'s header must say "alg":"HS256"');
+  }
+  return {
+    outer: { opToken: payload, signature: m[3]! },
+    signingInput: `${m[1]}.${m[2]}`,
+  };
+}
 
 export function parseOpToken(input: unknown): Parsed | OpTokenError {
   let value = input;
+  let signingInput: string | undefined;
+  const compact = typeof value === "string" ? COMPACT.exec(value.trim()) : null;
+  if (compact !== null) {
+    const c = parseCompact(compact);
+    if ("status" in c) return c;
+    value = c.outer;
+    signingInput = c.signingInput;
+  }
   if (typeof value === "string") {
     const text = value.trim();
     let json = text;
@@ -184,6 +233,7 @@ export function parseOpToken(input: unknown): Parsed | OpTokenError {
     },
     signature: outer.signature,
     raw: o,
+    ...(signingInput === undefined ? {} : { signingInput }),
   };
 }
 
@@ -238,9 +288,11 @@ export function verifyOpToken(
   if ("status" in parsed) return parsed;
   const { token, signature, raw } = parsed;
   const given = signatureBytes(signature);
-  // Signed over what the client sent (canonicalized), not our re-typed copy.
-  const expected = createHmac("sha256", policy.key).update(canonicalJson(raw))
-    .digest();
+  // Signed over what the client sent (canonicalized), not our re-typed copy;
+  // the compact form over its own `header.payload` text.
+  const expected = createHmac("sha256", policy.key).update(
+    parsed.signingInput ?? canonicalJson(raw),
+  ).digest();
   if (
     given === null || given.length !== expected.length ||
     !timingSafeEqual(given, expected)

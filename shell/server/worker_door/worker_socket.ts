@@ -37,6 +37,12 @@ export type WorkerSocketDeps = {
   submit: (event: Event) => void;
   now: () => number;
   workerSecret: string;
+  /**
+   * Whether a client API key presented as the secret admits a worker (the
+   * original's key-as-worker-credential, issue 32); absent = never. Set only
+   * when the operator turned API_KEYS_AS_WORKER_SECRET on.
+   */
+  workerKeyValid?: (key: string) => boolean;
   defaultProvider: string;
   frameCharsMax: number;
   trustedProxies: TrustedProxies;
@@ -210,10 +216,9 @@ function screenUpgrade(
     socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
     return null;
   }
-  const secretValid = secretsEqual(
-    presentedSecret(req, url),
-    deps.workerSecret,
-  );
+  const presented = presentedSecret(req, url);
+  const secretValid = secretsEqual(presented, deps.workerSecret) ||
+    (presented !== "" && deps.workerKeyValid?.(presented) === true);
   if (secretValid) deps.cap?.exempt(socket);
   else if (deps.cap?.overCap(socket) === true) {
     socket.end(
@@ -224,11 +229,15 @@ function screenUpgrade(
   return { url, secretValid };
 }
 
-/** The secret a worker presented: the header, else the `secret` query parameter. */
+/**
+ * The secret a worker presented: the header, else the `secret` query
+ * parameter, else the original's `worker_secret` (issue 32).
+ */
 function presentedSecret(req: IncomingMessage, url: URL): string {
   const header = req.headers["x-worker-secret"];
   return (Array.isArray(header) ? header[0] : header) ??
     url.searchParams.get("secret") ??
+    url.searchParams.get("worker_secret") ??
     "";
 }
 
