@@ -300,6 +300,7 @@ function newRequest(
     key,
     modelAsked: e.modelAsked ?? e.model,
     deltas: countsDeltas(e.endpointPath, e.isStreaming, e.body) ? 0 : null,
+    waitsForLoad: false,
   };
 }
 
