@@ -318,6 +318,7 @@ function newRequest(
       : null,
     promptEstimate: e.tokenAsk?.promptEstimate ?? 0,
     tokensReserved: 0,
+    waitsForLoad: false,
   };
 }
 

@@ -184,6 +184,15 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "a model whose last worker left within this long is queued (504 at the queue timeout), not answered 404, while other workers are connected",
   },
   {
+    flag: "model-drain-max",
+    env: "MODEL_DRAIN_MAX",
+    kind: "int",
+    default: "8",
+    min: 1,
+    help:
+      "requests of its loaded models a worker takes in a row while a model no worker has loaded waits for its room; then it lets that model load (workers that report residency only)",
+  },
+  {
     flag: "client-buffer-bytes",
     env: "CLIENT_BUFFER_BYTES",
     kind: "int",
@@ -944,6 +953,7 @@ function coreConfigOf(
     tenantResponseBufferBytesMax: tenantBufferBytes(values),
     clientWriteTimeoutMs: int(values, "client-write-timeout-secs") * 1000,
     modelGraceMs: int(values, "model-grace-secs") * 1000,
+    modelDrainMax: int(values, "model-drain-max"),
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
     requireProtocolVersion: bool(values, "require-protocol-version"),
