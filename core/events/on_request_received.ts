@@ -13,6 +13,7 @@ import {
 import { admitRate, admitRateOf } from "../state/rate_limit.ts";
 import { admitTokens, type TokenVerdict } from "../state/token_limit.ts";
 import { countsDeltas, NO_USAGE } from "../state/usage.ts";
+import { waitLinesFor, writeWaitLinesOf } from "../state/wait_lines.ts";
 import type { KeyRef } from "../config.ts";
 import {
   clientError,
@@ -300,6 +301,7 @@ function newRequest(
     key,
     modelAsked: e.modelAsked ?? e.model,
     deltas: countsDeltas(e.endpointPath, e.isStreaming, e.body) ? 0 : null,
+    waitLines: waitLinesFor(state, e.endpointPath, e.isStreaming, e.headers),
   };
 }
 
@@ -332,4 +334,5 @@ function enqueue(state: State, e: E, request: Request, out: Effect[]): void {
     fields: { request_id: request.id, model: request.model, tenant },
   });
   pumpQueue(state, provider, out);
+  writeWaitLinesOf(state, request, out);
 }

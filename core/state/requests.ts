@@ -10,6 +10,7 @@ import type { Request, State, Worker } from "./state.ts";
 import { releaseSlot, syncRoute } from "./workers.ts";
 import { chargeTokens } from "./token_limit.ts";
 import { tokensOf, usageOf } from "./usage.ts";
+import { streamOpened } from "./wait_lines.ts";
 
 /**
  * Request headers a worker may see (C13), plus the spec 004 request headers the
@@ -170,7 +171,8 @@ export function fail(
   cacheReport: CacheReport | null = null,
   tokenCounts: TokenCounts | null = null,
 ): void {
-  if (request.status.kind === "streaming") {
+  // Issue 30: a stream opened by wait lines is started for its client too.
+  if (request.status.kind === "streaming" || streamOpened(request)) {
     out.push({ kind: "endStream", requestId: request.id, error });
   } else {
     const waiting = request.status.kind === "queued"

@@ -159,6 +159,20 @@ export type Request = {
    * stream that did not ask for usage (issue 26: the estimate); null = not counted.
    */
   deltas: number | null;
+  /** Issue 30: lines for a waiting stream (keep-alive, progress); null = none. */
+  waitLines: WaitLines | null;
+};
+
+/** Issue 30: a waiting stream's keep-alive and progress lines (wait_lines.ts). */
+export type WaitLines = {
+  /** X-ModelRelay-Progress: 1 */
+  progress: boolean;
+  /** The relay's SSE head went out with the first line. */
+  opened: boolean;
+  /** When the next `: keep-alive` is due; null = keep-alive off. */
+  nextKeepAliveAtMs: number | null;
+  /** The last progress line written (without `: `), so only changes go out. */
+  lastNote: string | null;
 };
 
 /**

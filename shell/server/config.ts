@@ -149,6 +149,15 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "a model whose last worker left within this long is queued (504 at the queue timeout), not answered 404, while other workers are connected",
   },
   {
+    flag: "sse-keepalive-secs",
+    env: "SSE_KEEPALIVE_SECS",
+    kind: "int",
+    default: "0",
+    min: 0,
+    help:
+      "a streaming request with no backend byte yet (queued, or waiting for a load) gets an SSE comment `: keep-alive` after this many seconds without a line; 0 = off",
+  },
+  {
     flag: "client-buffer-bytes",
     env: "CLIENT_BUFFER_BYTES",
     kind: "int",
@@ -791,6 +800,7 @@ function coreConfigOf(
     responseBodyCharsMax: int(values, "max-response-body-bytes"),
     responseBufferBytesMax: int(values, "max-buffered-response-bytes"),
     modelGraceMs: int(values, "model-grace-secs") * 1000,
+    sseKeepAliveMs: int(values, "sse-keepalive-secs") * 1000,
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
     requireProtocolVersion: bool(values, "require-protocol-version"),
