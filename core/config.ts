@@ -132,6 +132,15 @@ export type Config = {
    * gets the target's name; /v1/models lists an alias beside its target.
    */
   modelAliases: Record<string, string>;
+  /**
+   * MODEL_DRAIN_MAX (issue 30.3): requests of its resident models a worker
+   * takes in a row while a model no worker holds waits for room, before it
+   * lets that model load. Bounds the wait of a lone request without swapping
+   * on every request.
+   */
+  modelDrainMax: number;
+  /** A model's load time assumed until a load is measured (issue 30). */
+  modelLoadMsAssumed: number;
 };
 
 /**
@@ -185,6 +194,8 @@ export const DEFAULT_CONFIG: Config = {
   lifecycleTaskTimeoutMs: MODEL_LOAD_MS_MAX,
   lifecycleReplyWaitMs: 30_000,
   modelAliases: {},
+  modelDrainMax: 8,
+  modelLoadMsAssumed: 30_000,
 };
 
 /**

@@ -43,6 +43,9 @@ export type LifecycleReplyKind =
   | "finished"
   | "pending";
 
+/** Why a model load started (issue 30): a request needed it, or the worker reported one. */
+export type ModelLoadReason = "demand" | "reported";
+
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
 export type Effect =
@@ -130,6 +133,39 @@ export type Effect =
     /** The worker that last held it; null when it never left the queue. */
     workerName: string | null;
     usage: TokenUsage;
+  }
+  // -- models across the fleet (issue 30, core/state/residency.ts) -----------------
+  /**
+   * A model starts loading on a worker: `demand`, the core sent it a request
+   * for a model it did not hold (`triggeredBy`); `reported`, the worker's
+   * residency report says so (an operator's or the backend's own load).
+   * `evicting`: the model the backend unloads to make room, when the core
+   * knows it.
+   */
+  | {
+    kind: "modelLoadStarted";
+    workerId: WorkerId;
+    workerName: string;
+    model: string;
+    /** The request that needed it (`demand`); null when reported. */
+    triggeredBy: RequestId | null;
+    reason: ModelLoadReason;
+    evicting: string | null;
+  }
+  /** A model is loaded on a worker; `loadMs` from its load's start, null when the start was not seen. */
+  | {
+    kind: "modelLoadFinished";
+    workerId: WorkerId;
+    workerName: string;
+    model: string;
+    loadMs: number | null;
+  }
+  /** A model left a worker's memory (to make room, or as its report says). */
+  | {
+    kind: "modelEvicted";
+    workerId: WorkerId;
+    workerName: string;
+    model: string;
   }
   /** A lifecycle task changed (progress, completion, failure). */
   | { kind: "lifecycleTaskChanged"; task: LifecycleTaskView }

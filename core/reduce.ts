@@ -23,6 +23,7 @@ import {
 import { onPongReceived } from "./events/on_pong_received.ts";
 import { onRegisterReceived } from "./events/on_register_received.ts";
 import { onRequestReceived } from "./events/on_request_received.ts";
+import { onResidencyReceived } from "./events/on_residency_received.ts";
 import { onTick } from "./events/on_tick.ts";
 import { onWorkerConnectAttempted } from "./events/on_worker_connect_attempted.ts";
 import { onWorkerDisconnected } from "./events/on_worker_disconnected.ts";
@@ -62,6 +63,7 @@ export function reduce(state: State, event: Event): Reduced {
     case "modelsUpdateReceived":
     case "workerErrorReceived":
     case "capabilitiesReceived":
+    case "residencyReceived":
     case "lifecycleProgressReceived":
       if (state.pending.has(event.workerId)) {
         protocolViolation(
@@ -90,6 +92,9 @@ export function reduce(state: State, event: Event): Reduced {
           break;
         case "capabilitiesReceived":
           onCapabilitiesReceived(state, event, out);
+          break;
+        case "residencyReceived":
+          onResidencyReceived(state, event, out);
           break;
         case "lifecycleProgressReceived":
           onLifecycleProgressReceived(state, event, out);

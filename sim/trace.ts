@@ -119,6 +119,10 @@ export function eventLine(e: Event): string {
       return `${e.atMs} E lifecycleProgress ${e.workerId} ${e.taskId} ${e.status}`;
     case "lifecycleRequested":
       return `${e.atMs} E lifecycle ${e.taskId} ${e.operation} ${e.modelId}`;
+    case "residencyReceived":
+      return `${e.atMs} E residency ${e.workerId} loaded=${
+        e.loaded.join(",")
+      } loading=${e.loading.join(",")} room=${e.room}`;
   }
 }
 
@@ -167,5 +171,11 @@ export function effectLine(f: Effect): string {
       return `  F lifecycleTask ${f.task.id} ${f.task.status}`;
     case "replyLifecycle":
       return `  F replyLifecycle ${f.task.id} ${f.reply}`;
+    case "modelLoadStarted":
+      return `  F modelLoad ${f.workerId} ${f.model} ${f.reason} evicting=${f.evicting}`;
+    case "modelLoadFinished":
+      return `  F modelLoaded ${f.workerId} ${f.model} ${f.loadMs}`;
+    case "modelEvicted":
+      return `  F modelEvicted ${f.workerId} ${f.model}`;
   }
 }

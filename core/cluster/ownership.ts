@@ -60,6 +60,15 @@ export function ownerOf(effect: Effect): EffectOwner {
     case "lifecycleTaskChanged":
       // Every instance's capabilities view and metrics follow lifecycle tasks.
       return { kind: "every" };
+    case "modelLoadStarted":
+    case "modelLoadFinished":
+    case "modelEvicted":
+      // Issue 30: counted once, fleet-wide, where the worker is held.
+      return {
+        kind: "workerSocket",
+        workerId: effect.workerId,
+        handshake: false,
+      };
     case "shutdownComplete":
       // Only a core shutdown emits it, and in a cluster an instance leaves
       // through its life cycle (instance.ts), never a fleet-wide shutdown.

@@ -125,6 +125,16 @@ export type Event =
     error: string | null;
     result: Record<string, unknown> | null;
   }
+  /** residency-v1 (issue 30): the models resident on the worker's backend, the whole picture. */
+  | {
+    kind: "residencyReceived";
+    atMs: number;
+    workerId: WorkerId;
+    loaded: string[];
+    loading: string[];
+    /** How many models the backend holds at once; null = no limit reported. */
+    room: number | null;
+  }
   /** A verified lifecycle operation (the shell checked its op token and minted `taskId`). */
   | {
     kind: "lifecycleRequested";

@@ -92,6 +92,15 @@ export function eventFromFrame(
         workerId,
         capabilities: m.capabilities,
       };
+    case "residency":
+      return {
+        kind: "residencyReceived",
+        atMs,
+        workerId,
+        loaded: m.loaded,
+        loading: m.loading ?? [],
+        room: m.room ?? null,
+      };
     case "lifecycle_progress":
       return {
         kind: "lifecycleProgressReceived",

@@ -11,6 +11,7 @@ import {
   trialFreedByCancel,
 } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
+import { noteServed } from "../state/residency.ts";
 import {
   assignedRequest,
   cancelOnWorker,
@@ -150,11 +151,18 @@ function cutForBudget(
  * moves at once (found by the simulator: a newcomer took the slot ahead of an
  * older queued request).
  */
-function backendAnswered(state: State, workerId: string, out: Effect[]): void {
+function backendAnswered(
+  state: State,
+  workerId: string,
+  model: string,
+  out: Effect[],
+): void {
   const worker = state.workers.get(workerId);
-  if (worker !== undefined && recordBackendSuccess(state, worker)) {
-    pumpQueue(state, worker.provider, out);
-  }
+  if (worker === undefined) return;
+  const closed = recordBackendSuccess(state, worker);
+  // Issue 30: an answer's first byte says the backend holds its model.
+  const loaded = noteServed(state, worker, model, out);
+  if (closed || loaded) pumpQueue(state, worker.provider, out);
 }
 
 /** Whether `workerId` negotiated chunk-bytes-v1 (binary chunk frames). */
@@ -181,11 +189,11 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
   }
   const s = request.status;
   if (!request.isStreaming) {
-    backendAnswered(state, e.workerId, out);
+    backendAnswered(state, e.workerId, request.model, out);
     return keepBodyPiece(state, request, e.workerId, e.chunk, out);
   }
   if (s.kind === "dispatched") {
-    backendAnswered(state, e.workerId, out);
+    backendAnswered(state, e.workerId, request.model, out);
     request.status = {
       kind: "streaming",
       workerId: s.workerId,

@@ -12,6 +12,7 @@ import { answerBytesMax } from "../config.ts";
 import { recordBackendSuccess } from "../state/backend_circuit.ts";
 import { cacheReportOf } from "../state/cache_report.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
+import { noteServed } from "../state/residency.ts";
 import {
   assignedRequest,
   clientError,
@@ -46,6 +47,8 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
       );
     }
     recordBackendSuccess(state, worker);
+    // Issue 30: an answer says the backend holds its model (the pump below moves the queue).
+    if (e.statusCode < 400) noteServed(state, worker, request.model, out);
     const cacheReport = cacheReportOf(e.headers);
     // Either way the request ends with what the backend reported of its cache
     // and tokens.

@@ -105,6 +105,7 @@ export function onRegisterReceived(state: State, e: E, out: Effect[]): void {
     capabilities: null,
     capabilitiesAtMs: null,
     endpointPrefixes: sanitizePrefixes(e.endpointPrefixes ?? []),
+    residency: null,
   };
   state.workers.set(worker.id, worker);
   indexWorker(state, worker);

@@ -224,9 +224,12 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     : pickWorker(state, provider, e.model, request.cacheKey, needOf(request));
   if (worker !== null) {
     state.requests.set(request.id, request);
-    return dispatch(state, request, worker, out);
+    dispatch(state, request, worker, out);
+  } else {
+    enqueue(state, e, request, out);
   }
-  enqueue(state, e, request, out);
+  // Issue 30: its first progress line (queued, or loading) leaves at once.
+  if (state.requests.has(request.id)) writeWaitLinesOf(state, request, out);
 }
 
 /** Spec 004: the tenant's request limit, checked before queueing; a refused request is not counted. */
@@ -301,6 +304,7 @@ function newRequest(
     key,
     modelAsked: e.modelAsked ?? e.model,
     deltas: countsDeltas(e.endpointPath, e.isStreaming, e.body) ? 0 : null,
+    waitsForLoad: false,
     waitLines: waitLinesFor(state, e.endpointPath, e.isStreaming, e.headers),
   };
 }
@@ -334,5 +338,4 @@ function enqueue(state: State, e: E, request: Request, out: Effect[]): void {
     fields: { request_id: request.id, model: request.model, tenant },
   });
   pumpQueue(state, provider, out);
-  writeWaitLinesOf(state, request, out);
 }

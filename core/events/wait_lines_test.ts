@@ -14,6 +14,7 @@ import {
   tick,
 } from "../_testing.ts";
 import type { Effect } from "../effect.ts";
+import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
 
 const PROGRESS = { "x-modelrelay-progress": "1" };
 
@@ -142,4 +143,34 @@ Deno.test("progress: no line for a request dispatched at once", () => {
   const arrived = addRequest(state, "r1", { stream: true, headers: PROGRESS });
   assert.deepEqual(lines(arrived), []);
   assert.deepEqual(lines(tick(state, 1_000)), []);
+});
+
+Deno.test("progress: `: loading model=M` once its worker loads the model for it, and no more lines after the first byte", () => {
+  const state = newState({ queueTimeoutMs: 600_000 });
+  addWorker(state, "w1", {
+    models: ["a", "b"],
+    extensions: [EXTENSION_RESIDENCY],
+  });
+  step(state, {
+    kind: "residencyReceived",
+    atMs: 0,
+    workerId: "w1",
+    loaded: ["b"],
+    loading: [],
+    room: 1,
+  });
+  const arrived = addRequest(state, "r1", {
+    model: "a",
+    stream: true,
+    headers: PROGRESS,
+  });
+  assert.deepEqual(ofKind(arrived, "sendToWorker").length, 1);
+  assert.deepEqual(lines(arrived), [": loading model=a\n\n"]);
+  assert.deepEqual(lines(tick(state, 1_000)), []);
+  assert.deepEqual(
+    kinds(chunk(state, "w1", "r1", "data: {}\n\n", 2_000))
+      .filter((k) => k === "startStream"),
+    [],
+  );
+  assert.deepEqual(lines(tick(state, 3_000)), []);
 });

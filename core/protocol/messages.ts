@@ -55,6 +55,14 @@ export const EXTENSION_BODY_BYTES = "body-bytes-v1";
  * instead of its fixed SSE head. One frame per stream, none per chunk.
  */
 export const EXTENSION_STREAM_HEAD = "stream-head-v1";
+/**
+ * residency-v1 (issue 30): the worker reports which models its backend holds
+ * (`loaded`), is loading (`loading`), and how many it holds at once (`room`),
+ * in a `residency` frame after register_ack, after every answer, load and
+ * unload, and on a timer. Every other acked model is `available` (loadable
+ * there). A worker that sends none routes as before.
+ */
+export const EXTENSION_RESIDENCY = "residency-v1";
 export const SUPPORTED_EXTENSIONS: readonly string[] = [
   EXTENSION_CAPABILITIES,
   EXTENSION_LIFECYCLE,
@@ -63,6 +71,7 @@ export const SUPPORTED_EXTENSIONS: readonly string[] = [
   EXTENSION_CHUNK_BYTES,
   EXTENSION_BODY_BYTES,
   EXTENSION_STREAM_HEAD,
+  EXTENSION_RESIDENCY,
 ];
 export const LIFECYCLE_OPERATIONS = [
   "model-load",
@@ -184,6 +193,18 @@ export const capabilitiesSchema = z.object({
   type: z.literal("capabilities"),
   capabilities: runnerCapabilitiesSchema,
 });
+/**
+ * Extension frame (residency-v1, issue 30): the models resident on the
+ * worker's backend. The whole picture each time, never a delta, so a lost or
+ * reordered frame heals with the next one.
+ */
+export const residencySchema = z.object({
+  type: z.literal("residency"),
+  loaded: z.array(z.string()),
+  loading: z.array(z.string()).nullish(),
+  /** Models the backend holds at once (MAX_RESIDENT_MODELS); absent = no limit. */
+  room: z.number().int().min(1).max(0xffff).nullish(),
+});
 /** Extension frame (lifecycle-v1): progress or the end of a lifecycle task. */
 export const lifecycleProgressSchema = z.object({
   type: z.literal("lifecycle_progress"),
@@ -204,6 +225,7 @@ export const workerMessageSchema = z.discriminatedUnion("type", [
   capabilitiesSchema,
   lifecycleProgressSchema,
   responseHeadSchema,
+  residencySchema,
 ]);
 export type WorkerMessage = z.infer<typeof workerMessageSchema>;
 /** Every frame type a worker may send, read off the schemas so no list drifts. */
@@ -281,3 +303,4 @@ export const SERVER_MESSAGE_TYPES: readonly ServerMessage["type"][] =
 export type RequestMessage = z.infer<typeof requestSchema>;
 export type LifecycleRequestMessage = z.infer<typeof lifecycleRequestSchema>;
 export type LifecycleProgressMessage = z.infer<typeof lifecycleProgressSchema>;
+export type ResidencyMessage = z.infer<typeof residencySchema>;

@@ -14,6 +14,7 @@ export function dropWorker(
 ): void {
   unindexWorker(state, worker);
   state.workers.delete(worker.id);
+  if (worker.residency !== null) state.residencyWorkers--;
   for (const requestId of [...worker.inFlight]) {
     const request = state.requests.get(requestId);
     if (request === undefined) continue;

@@ -9,6 +9,7 @@ import { recordAffinity } from "./routing.ts";
 import type { Request, State, Worker } from "./state.ts";
 import { releaseSlot, syncRoute } from "./workers.ts";
 import { chargeTokens } from "./token_limit.ts";
+import { noteDispatched, recordServiceMs } from "./residency.ts";
 import { tokensOf, usageOf } from "./usage.ts";
 import { streamOpened } from "./wait_lines.ts";
 
@@ -127,6 +128,7 @@ export function finish(
     state.serviceMsAvg = state.serviceMsAvg === 0
       ? serviceMs
       : state.serviceMsAvg * 0.8 + serviceMs * 0.2;
+    recordServiceMs(state, request, serviceMs);
   }
   state.requests.delete(request.id);
   dropBodyPieces(state, request);
@@ -215,6 +217,8 @@ export function dispatch(
     workerId: worker.id,
     dispatchedAtMs: state.nowMs,
   };
+  // Issue 30: before the slot is taken, so the eviction it may cause sees the worker's other requests only.
+  noteDispatched(state, worker, request, out);
   worker.inFlight.add(request.id);
   worker.lastDispatchSeq = ++state.dispatchSeq;
   syncRoute(state, worker);

@@ -14,6 +14,9 @@
 // path, or that can carry a body that is not text (accepts.ts). Such a `need`
 // looks further along the same buckets, lowest load first; without one (every
 // worker of a model accepts every path, as before) the first worker is taken.
+//
+// Issue 30: once workers report which models they hold, placement.ts decides
+// instead (hot first); without any report this file's rules stand unchanged.
 import type { WorkerId } from "../vocabulary.ts";
 import { type Need, workerAccepts } from "./accepts.ts";
 import {
@@ -22,6 +25,7 @@ import {
   bucketFirstWhere,
   type LoadBuckets,
 } from "./load_buckets.ts";
+import { type Placement, placeRequest } from "./placement.ts";
 import type { State, Worker } from "./state.ts";
 import { WILDCARD_MODEL, workerCanServe } from "./workers.ts";
 
@@ -50,7 +54,15 @@ function firstFit(
   });
 }
 
-/** The worker a request for `model` should go to now, or null when none is free. */
+function placed(p: Placement): Worker | null {
+  return p.kind === "wait" ? null : p.worker;
+}
+
+/**
+ * The worker a request for `model` should go to now, or null when none is
+ * free. Once any worker reports residency (issue 30), placement.ts decides:
+ * hot first, then wait, join or load, whichever is expected sooner.
+ */
 export function pickWorker(
   state: State,
   provider: string,
@@ -58,6 +70,21 @@ export function pickWorker(
   cacheKey: string | null = null,
   need: Need | null = null,
 ): Worker | null {
+  if (state.residencyWorkers > 0) {
+    const preferred = cacheKey === null
+      ? null
+      : state.affinity.get(affinityKey(provider, model, cacheKey)) ?? null;
+    return placed(placeRequest(
+      state,
+      provider,
+      model,
+      cacheKey,
+      need,
+      null,
+      preferred,
+      state.config.affinityLoadMargin,
+    ));
+  }
   const byKey = state.routes.get(provider);
   if (byKey === undefined) return null;
   const id = firstFit(state, byKey.get(model), need) ??
@@ -92,6 +119,11 @@ export function pickWorkerExcept(
   avoid: WorkerId,
   need: Need | null = null,
 ): Worker | null {
+  if (state.residencyWorkers > 0) {
+    return placed(
+      placeRequest(state, provider, model, null, need, avoid, null, 0),
+    );
+  }
   const byKey = state.routes.get(provider);
   if (byKey === undefined) return null;
   const id = firstFit(state, byKey.get(model), need, avoid) ??

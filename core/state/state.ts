@@ -69,6 +69,42 @@ export type Worker = {
    * issue 25); empty = every path.
    */
   endpointPrefixes: string[];
+  /**
+   * residency-v1 (issue 30): which models its backend holds; null until the
+   * worker reports any (an original-dialect worker never does): then every
+   * model it acked counts as loaded and it routes as before.
+   */
+  residency: Residency | null;
+};
+
+/**
+ * The models resident on one worker's backend, as the core knows them
+ * (residency.ts keeps it): the worker's reports, plus what the core itself
+ * sent there since (a request for a model the backend does not hold starts
+ * its load). Every acked model in neither map is `available`.
+ */
+export type Residency = {
+  /** Loaded models -> when a request for it was last sent here; Map order is least recently used first. */
+  loaded: Map<string, number>;
+  /** Models being loaded -> since when. */
+  loading: Map<string, number>;
+  /** How many models the backend holds at once (MAX_RESIDENT_MODELS); null = no limit. */
+  room: number | null;
+  /**
+   * Requests of its resident models sent here in a row while a model no
+   * worker holds waited for room (the drain bound, `modelDrainMax`): at the
+   * bound the worker stops taking its resident models' requests and lets that
+   * model load (issue 30.3). Back to 0 when it starts a load.
+   */
+  drainRun: number;
+};
+
+/** Measured times of one model (issue 30): moving averages, null until measured. */
+export type ModelTimes = {
+  /** From a load's start (the request that started it, or the report) to loaded. */
+  loadMsAvg: number | null;
+  /** Dispatch to end of requests sent to a worker that had the model loaded. */
+  serviceMsAvg: number | null;
 };
 
 /**
@@ -154,6 +190,12 @@ export type Request = {
   key: KeyRef | null;
   /** The model the client named (an alias of `model`, or `model` itself). */
   modelAsked: string;
+  /**
+   * Issue 30: its dispatch went to a worker that did not hold its model yet
+   * (it started or joined a load there), so no byte comes before the load
+   * ends; false when sent to a worker holding it, or queued.
+   */
+  waitsForLoad: boolean;
   /**
    * Content deltas streamed so far, counted only for a chat or completions
    * stream that did not ask for usage (issue 26: the estimate); null = not counted.
@@ -253,6 +295,10 @@ export type State = {
   /** Moving averages of dispatch-to-end and queue-wait times (Retry-After estimate). */
   serviceMsAvg: number;
   queueWaitMsAvg: number;
+  /** Issue 30: provider|model -> measured load and service times (routing.ts weighs them). */
+  modelTimes: Map<string, ModelTimes>;
+  /** Issue 30: workers that reported residency, so routing without any keeps today's path. */
+  residencyWorkers: number;
   /** Lifecycle tasks (issue 9) in creation order; bounded by `lifecycleTasksMax`. */
   lifecycleTasks: Map<string, LifecycleTask>;
   /**
@@ -322,6 +368,8 @@ export function initialState(config: Config, nowMs = 0): State {
     affinity: new Map(),
     serviceMsAvg: 0,
     queueWaitMsAvg: 0,
+    modelTimes: new Map(),
+    residencyWorkers: 0,
     lifecycleTasks: new Map(),
     lifecycleReplies: new Map(),
     bodyBytesBuffered: 0,

@@ -137,9 +137,15 @@ function queuePositions(state: State): Positions {
   return out;
 }
 
-/** The progress line for `r` now; null = nothing new to say (it left the queue). */
+/**
+ * The progress line for `r` now: its place in the queue, or the load its
+ * worker runs for it (residency.ts sets `waitsForLoad` as it dispatches);
+ * null = nothing to say (dispatched to a worker that holds its model).
+ */
 function noteOf(r: Request, positions: Positions): string | null {
-  if (r.status.kind !== "queued") return null;
+  if (r.status.kind === "dispatched") {
+    return r.waitsForLoad ? `loading model=${r.model}` : null;
+  }
   const list = positions.get(`${r.provider}|${r.model}`) ?? [];
   return `queued position=${firstAtLeast(list, r.enqueueSeq) + 1}`;
 }

@@ -230,6 +230,10 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         return; // Read by metrics and the capabilities cache through the effect tap (relay.ts).
       case "replyLifecycle":
         return replyLifecycle(deps, effect);
+      case "modelLoadStarted":
+      case "modelLoadFinished":
+      case "modelEvicted":
+        return; // Issue 30: read by metrics through the effect tap (relay.ts).
       default:
         assertNever(effect);
     }
