@@ -38,6 +38,12 @@ import {
   onModelsRefreshDue,
   periodicTimers,
 } from "./periodic.ts";
+import {
+  noteServed,
+  onResidencyDue,
+  onResidencyRead,
+  probeResidency,
+} from "./residency.ts";
 import { streamHeadActions } from "./stream_head.ts";
 import {
   advertised,
@@ -115,6 +121,10 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
       return onCapabilitiesDue(state);
     case "capabilitiesRead":
       return onCapabilitiesRead(state, event.capabilities);
+    case "residencyDue":
+      return onResidencyDue(state);
+    case "residencyRead":
+      return onResidencyRead(state, event.residency);
     case "lifecycleUpdate":
       return onLifecycleUpdate(state, event);
     default:
@@ -241,6 +251,8 @@ function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {
       if (state.extensions.includes(EXTENSION_CAPABILITIES)) {
         out.push({ kind: "probeCapabilities" });
       }
+      state.residencySent = null;
+      out.push(...probeResidency(state));
       return out;
     }
     case "request":
@@ -297,6 +309,7 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
     ];
   }
   state.inFlight.set(r.request_id, r.endpoint_path);
+  state.inFlightModels.set(r.request_id, r.model);
   // Debug, not info (issue 10): a line per request was a synchronous stdout
   // write on every request, measured in the worker's profile.
   return [
@@ -320,6 +333,7 @@ function onCancel(
   requestId: string,
   reason: CancelReason,
 ): WorkerAction[] {
+  state.inFlightModels.delete(requestId);
   if (!state.inFlight.delete(requestId)) {
     return [
       log("debug", "cancel for a request not in flight", {
@@ -353,6 +367,10 @@ function onBackendFinished(
   const endpointPath = state.inFlight.get(requestId);
   if (endpointPath === undefined) return []; // Cancelled or disconnected meanwhile.
   state.inFlight.delete(requestId);
+  const model = state.inFlightModels.get(requestId);
+  state.inFlightModels.delete(requestId);
+  // Issue 30: an answer says the backend held its model; its residency may have changed.
+  if (model !== undefined && c.status_code < 400) noteServed(state, model);
   const out: WorkerAction[] = [];
   if (c.status_code >= 400) {
     out.push(
@@ -365,6 +383,7 @@ function onBackendFinished(
   for (const m of completionFrames(state, requestId, endpointPath, c)) {
     out.push(send(m));
   }
+  out.push(...probeResidency(state));
   out.push(...finishDrainIfIdle(state));
   return out;
 }
@@ -384,6 +403,7 @@ function onBackendFailure(
   const endpointPath = state.inFlight.get(requestId);
   if (endpointPath === undefined) return [];
   state.inFlight.delete(requestId);
+  state.inFlightModels.delete(requestId);
   return [
     log(
       "warn",
@@ -413,6 +433,7 @@ function abortAll(state: WorkerState): WorkerAction[] {
     out.push({ kind: "abortBackend", requestId });
   }
   state.inFlight.clear();
+  state.inFlightModels.clear();
   return out;
 }
 

@@ -6,6 +6,7 @@ import {
   type LifecycleRequestMessage,
   type RunnerCapabilities,
 } from "../protocol/mod.ts";
+import { probeResidency } from "./residency.ts";
 import { log, modelsUpdate, send } from "./worker_actions.ts";
 import type { WorkerAction, WorkerEvent, WorkerState } from "./worker_state.ts";
 
@@ -68,6 +69,8 @@ export function onLifecycleUpdate(
   if (e.status !== "completed" || task.operation === "cache-flush") {
     return out;
   }
+  // Issue 30: a load or unload changed what the backend holds.
+  out.push(...probeResidency(state));
   // The backend's models changed: tell the proxy, and refresh capabilities.
   if (state.modelsDiscovered) out.push({ kind: "listModels", reply: true });
   else if (task.modelId !== "") {

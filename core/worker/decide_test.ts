@@ -58,6 +58,7 @@ Deno.test("opening the socket registers with the bridge protocol version and cur
       "chunk-bytes-v1",
       "body-bytes-v1",
       "stream-head-v1",
+      "residency-v1",
     ],
   });
 });

@@ -7,6 +7,8 @@
 /** The decision: one event in, the actions to carry out. */
 export { connectActions, startActions, step } from "./decide.ts";
 export { CAPABILITIES_INTERVAL_MS } from "./periodic.ts";
+/** Issue 30: the residency timer and the frame a backend read makes. */
+export { RESIDENCY_INTERVAL_MS, residencyFrame } from "./residency.ts";
 /** What each poll of a model load means (the shell fetches and waits). */
 export {
   LOAD_POLL_MS,
@@ -16,6 +18,7 @@ export {
   UNLOADED_GIVE_UP_MS,
 } from "./load_poll.ts";
 export {
+  type BackendResidency,
   type Completion,
   initialWorkerState,
   type TimerName,

@@ -3,6 +3,7 @@
 // at start and again each time it fires, so the shell only runs timers (before,
 // the worker's shell repeated them on its own interval timers).
 import { EXTENSION_CAPABILITIES } from "../protocol/mod.ts";
+import { residencyTimers } from "./residency.ts";
 import type { WorkerAction, WorkerState } from "./worker_state.ts";
 
 /** How often the worker looks at the backend's capabilities (sent only on change). */
@@ -13,7 +14,11 @@ export const CAPABILITIES_INTERVAL_MS = 5_000;
  * or not the link is up; what a firing does depends on the link at that moment.
  */
 export function periodicTimers(state: WorkerState): WorkerAction[] {
-  return [capabilitiesTimer(), ...modelsRefreshTimer(state)];
+  return [
+    capabilitiesTimer(),
+    ...modelsRefreshTimer(state),
+    ...residencyTimers(state),
+  ];
 }
 
 /** The capabilities timer fired: probe if the server takes capabilities, and re-arm. */

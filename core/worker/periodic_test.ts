@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import {
   CAPABILITIES_INTERVAL_MS,
+  RESIDENCY_INTERVAL_MS,
   startActions,
   step,
   type WorkerAction,
@@ -17,12 +18,14 @@ Deno.test("a starting worker arms the capabilities timer and the models refresh,
   assert.deepEqual(kinds(actions), [
     "armTimer",
     "armTimer",
+    "armTimer",
     "connect",
     "armTimer",
   ]);
   assert.deepEqual(armed(actions), [
     ["capabilities", CAPABILITIES_INTERVAL_MS],
     ["modelsRefresh", 30_000],
+    ["residency", RESIDENCY_INTERVAL_MS],
     ["handshake", 15_000],
   ]);
 });
@@ -37,7 +40,7 @@ Deno.test("configured models, or no refresh interval, arm no models refresh", ()
   ) {
     assert.deepEqual(
       armed(startActions(s)).map(([timer]) => timer),
-      ["capabilities", "handshake"],
+      ["capabilities", "residency", "handshake"],
     );
   }
 });

@@ -7,6 +7,7 @@ import {
   EXTENSION_CHUNK_BYTES,
   EXTENSION_DRAIN,
   EXTENSION_LIFECYCLE,
+  EXTENSION_RESIDENCY,
   EXTENSION_STREAM_HEAD,
   type LifecycleOperation,
   type LifecycleProgressStatus,
@@ -58,6 +59,29 @@ export type WorkerState = {
   lifecycle: Map<string, { operation: LifecycleOperation; modelId: string }>;
   /** ENDPOINT_PREFIXES (issue 25), sent in register when not empty; empty = every path. */
   endpointPrefixes: string[];
+  /** MAX_RESIDENT_MODELS (issue 30): models the backend holds at once; null = what it reports. */
+  maxResidentModels: number | null;
+  /** Models of answers sent, most recent first (residency where the backend says nothing). */
+  served: string[];
+  /** Requests being forwarded -> their model (what an answer says the backend held). */
+  inFlightModels: Map<string, string>;
+  /** JSON of the residency last sent on this connection (change detection). */
+  residencySent: string | null;
+  /** A backend residency read under way; `again`: one more is wanted after it. */
+  residencyProbe: "idle" | "running" | "again";
+};
+
+/**
+ * What the backend says it holds (issue 30), as the shell read it; `loaded`
+ * null when it says nothing (a plain OpenAI-compatible server).
+ */
+export type BackendResidency = {
+  loaded: string[] | null;
+  loading: string[];
+  /** How many models it holds at once, when it says. */
+  room: number | null;
+  /** It loads models on demand and unloads others for them (Ollama, llama-swap, a router, spec 004). */
+  swaps: boolean;
 };
 
 /** What our worker speaks, listed in register (an added field the original server ignores). */
@@ -69,6 +93,7 @@ export const WORKER_EXTENSIONS = [
   EXTENSION_CHUNK_BYTES,
   EXTENSION_BODY_BYTES,
   EXTENSION_STREAM_HEAD,
+  EXTENSION_RESIDENCY,
 ];
 
 /** The frame limit, in bytes: the protocol's (our server counts the same number in characters, which a byte-fit frame never exceeds). */
@@ -133,6 +158,10 @@ export type WorkerInput =
   /** The `capabilities` timer fired (every 5 s): look at the backend's capabilities again. */
   | { kind: "capabilitiesDue" }
   | { kind: "capabilitiesRead"; capabilities: RunnerCapabilities }
+  /** The `residency` timer fired (every 5 s, residency-v1 only). */
+  | { kind: "residencyDue" }
+  /** The shell's read of the backend's residency (null: the read failed). */
+  | { kind: "residencyRead"; residency: BackendResidency | null }
   /** The lifecycle adapter's report on a task. */
   | {
     kind: "lifecycleUpdate";
@@ -160,7 +189,9 @@ export type TimerName =
   /** Periodic, re-armed each time it fires (core/worker/periodic.ts). */
   | "capabilities"
   /** Periodic, armed only for discovered models with a refresh interval. */
-  | "modelsRefresh";
+  | "modelsRefresh"
+  /** Periodic, armed only by a worker that speaks residency-v1 (issue 30). */
+  | "residency";
 
 export type WorkerAction =
   | { kind: "connect" }
@@ -171,6 +202,8 @@ export type WorkerAction =
   | { kind: "abortBackend"; requestId: string }
   | { kind: "listModels"; reply: boolean }
   | { kind: "probeCapabilities" }
+  /** Read the backend's residency; a `residencyRead` follows. */
+  | { kind: "probeResidency" }
   | { kind: "runLifecycle"; request: LifecycleRequestMessage }
   | { kind: "armTimer"; timer: TimerName; ms: number }
   | { kind: "closeSocket"; code: number; reason: string }
@@ -194,6 +227,8 @@ export function initialWorkerState(opts: {
   speaks?: readonly string[] | null;
   /** ENDPOINT_PREFIXES; absent: every path. */
   endpointPrefixes?: readonly string[];
+  /** MAX_RESIDENT_MODELS; absent or null: what the backend reports. */
+  maxResidentModels?: number | null;
 }): WorkerState {
   return {
     workerName: opts.workerName,
@@ -216,5 +251,10 @@ export function initialWorkerState(opts: {
     capabilitiesSent: null,
     lifecycle: new Map(),
     endpointPrefixes: [...(opts.endpointPrefixes ?? [])],
+    maxResidentModels: opts.maxResidentModels ?? null,
+    served: [],
+    inFlightModels: new Map(),
+    residencySent: null,
+    residencyProbe: "idle",
   };
 }

@@ -158,6 +158,15 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "a streaming request with no backend byte yet (queued, or waiting for a load) gets an SSE comment `: keep-alive` after this many seconds without a line; 0 = off",
   },
   {
+    flag: "model-drain-max",
+    env: "MODEL_DRAIN_MAX",
+    kind: "int",
+    default: "8",
+    min: 1,
+    help:
+      "requests of its loaded models a worker takes in a row while a model no worker has loaded waits for its room; then it lets that model load (workers that report residency only)",
+  },
+  {
     flag: "client-buffer-bytes",
     env: "CLIENT_BUFFER_BYTES",
     kind: "int",
@@ -801,6 +810,7 @@ function coreConfigOf(
     responseBufferBytesMax: int(values, "max-buffered-response-bytes"),
     modelGraceMs: int(values, "model-grace-secs") * 1000,
     sseKeepAliveMs: int(values, "sse-keepalive-secs") * 1000,
+    modelDrainMax: int(values, "model-drain-max"),
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,
     requireProtocolVersion: bool(values, "require-protocol-version"),

@@ -26,6 +26,7 @@ export function testConfig(
     modelsRefreshSecs: 0,
     onServerShutdown: "exit",
     backendHeadTimeoutSecs: 300,
+    maxResidentModels: null,
     ...over,
   };
 }

@@ -39,6 +39,8 @@ export type WorkerConfig = {
   endpointPrefixes?: string[];
   /** Longest wait for a backend's response head, in seconds (0 = none; C63). */
   backendHeadTimeoutSecs: number;
+  /** MAX_RESIDENT_MODELS (issue 30): models the backend holds at once; null = what it reports. */
+  maxResidentModels: number | null;
 };
 
 export const WORKER_OPTIONS: OptionSpec[] = [
@@ -142,7 +144,27 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     help:
       "comma-separated path prefixes this worker serves, e.g. /v1/embeddings,/v1/rerank (empty = every path)",
   },
+  {
+    flag: "max-resident-models",
+    env: "MAX_RESIDENT_MODELS",
+    kind: "string",
+    default: "",
+    help:
+      "models the backend holds in memory at once, reported to the proxy for routing (empty = what the backend reports, else 1 for a backend that swaps models)",
+  },
 ];
+
+/** MAX_RESIDENT_MODELS: empty = null (the backend's own figure), else a whole number >= 1. */
+export function parseMaxResidentModels(raw: string): number | null {
+  const t = raw.trim();
+  if (t === "") return null;
+  if (!/^[0-9]+$/.test(t) || Number(t) < 1 || Number(t) > 0xffff) {
+    throw new OptionError(
+      `MAX_RESIDENT_MODELS (--max-resident-models) must be a whole number from 1 to 65535, or empty, got "${raw}"`,
+    );
+  }
+  return Number(t);
+}
 
 export function workerHelp(): string {
   return helpText(
@@ -239,6 +261,9 @@ export function parseWorkerConfig(
     onServerShutdown,
     endpointPrefixes: parseModels(str(values, "endpoint-prefixes")),
     backendHeadTimeoutSecs: int(values, "backend-head-timeout-secs"),
+    maxResidentModels: parseMaxResidentModels(
+      str(values, "max-resident-models"),
+    ),
   };
 }
 

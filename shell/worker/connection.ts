@@ -62,6 +62,7 @@ export function startWorker(
     drainTimeoutSecs: config.drainTimeoutSecs,
     onServerShutdown: config.onServerShutdown,
     endpointPrefixes: config.endpointPrefixes ?? [],
+    maxResidentModels: config.maxResidentModels,
   });
   const driver = makeDriver({
     state,
@@ -174,6 +175,13 @@ function runAction(io: WorkerIo, action: WorkerAction): void {
         }),
       );
       return;
+    case "probeResidency":
+      io.track(
+        io.lifecycle.residency().then((residency) =>
+          io.dispatch({ kind: "residencyRead", residency })
+        ),
+      );
+      return;
     case "runLifecycle": {
       const taskId = action.request.task_id;
       io.track(
@@ -218,6 +226,8 @@ function timerFired(timer: TimerName): WorkerInput {
       return { kind: "capabilitiesDue" };
     case "modelsRefresh":
       return { kind: "modelsRefreshDue" };
+    case "residency":
+      return { kind: "residencyDue" };
     default:
       return assertNever(timer);
   }

@@ -13,6 +13,8 @@ import {
   runOperation,
 } from "./backends.ts";
 import { readCapabilities } from "./capabilities.ts";
+import { readResidency } from "./residency.ts";
+import type { BackendResidency } from "../../../core/worker/mod.ts";
 
 export type { BackendKind, Report };
 
@@ -20,6 +22,8 @@ export type Lifecycle = {
   capabilities(): Promise<RunnerCapabilities | null>;
   run(request: LifecycleRequestMessage, report: Report): Promise<void>;
   kind(): Promise<BackendKind>;
+  /** What the backend holds (issue 30); null when the read failed. */
+  residency(): Promise<BackendResidency | null>;
 };
 
 export function makeLifecycle(
@@ -38,6 +42,12 @@ export function makeLifecycle(
       // Nothing useful, or a backend that may have changed: probe again next time.
       if (caps === null || k === "none") detected = null;
       return caps;
+    },
+    async residency() {
+      const k = await kind();
+      const read = await readResidency(base, k, call);
+      if (read === null || k === "none") detected = null;
+      return read;
     },
     async run(request, report) {
       const k = await kind();

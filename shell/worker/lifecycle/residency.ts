@@ -1,0 +1,79 @@
+// What the backend holds (issue 30), for the worker core's residency reports:
+// Ollama /api/ps, llama-server router GET /models status and spec 004
+// capabilities (read through capabilities.ts), llama-swap /running, and a
+// single-model llama-server (it holds the one model it serves, and never
+// swaps). A plain OpenAI-compatible server says nothing (`loaded` null).
+import type { BackendResidency } from "../../../core/worker/mod.ts";
+import type { BackendFetch, BackendKind } from "./backends.ts";
+import { readCapabilities } from "./capabilities.ts";
+
+type Json = Record<string, unknown>;
+
+async function json(call: BackendFetch, url: string): Promise<Json | null> {
+  try {
+    const res = await call(url, { signal: AbortSignal.timeout(3_000) });
+    if (!res.ok) {
+      await res.body?.cancel();
+      return null;
+    }
+    const v = await res.json();
+    return typeof v === "object" && v !== null && !Array.isArray(v)
+      ? v as Json
+      : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * llama-swap's /running: `{"running":[{"model":"a","state":"ready"}]}`;
+ * `starting` is loading, `ready` loaded, any other state (stopping) neither.
+ */
+export function fromLlamaSwapRunning(v: Json): BackendResidency | null {
+  if (!Array.isArray(v.running)) return null;
+  const loaded: string[] = [];
+  const loading: string[] = [];
+  for (const m of v.running as Json[]) {
+    if (typeof m?.model !== "string") continue;
+    if (m.state === "starting") loading.push(m.model);
+    else if (m.state === "ready" || m.state === undefined) loaded.push(m.model);
+  }
+  return { loaded, loading, room: null, swaps: true };
+}
+
+/** Never throws; null when the read failed. */
+export async function readResidency(
+  base: string,
+  kind: BackendKind,
+  call: BackendFetch = fetch,
+): Promise<BackendResidency | null> {
+  switch (kind) {
+    case "llama-swap": {
+      const v = await json(call, `${base}/running`);
+      return v === null ? null : fromLlamaSwapRunning(v);
+    }
+    case "spec004":
+    case "ollama":
+    case "llama-router": {
+      const caps = await readCapabilities(base, kind, call);
+      const models = caps?.models;
+      if (models == null) return null;
+      return {
+        loaded: (models.loaded ?? []).map((m) => m.id),
+        loading: (models.loading ?? []).map((m) => m.id),
+        room: null,
+        swaps: true,
+      };
+    }
+    case "llama-server": {
+      const v = await json(call, `${base}/v1/models`);
+      if (v === null || !Array.isArray(v.data)) return null;
+      const ids = (v.data as Json[]).map((m) => m?.id).filter((
+        id,
+      ): id is string => typeof id === "string");
+      return { loaded: ids, loading: [], room: null, swaps: false };
+    }
+    case "none":
+      return { loaded: null, loading: [], room: null, swaps: false };
+  }
+}
