@@ -88,6 +88,12 @@ export type Config = {
    * other workers are connected: the gap of a rolling restart.
    */
   modelGraceMs: number;
+  /**
+   * SSE_KEEPALIVE_SECS (issue 30): a streaming request with no backend byte
+   * yet gets `: keep-alive` after this long without a line (wait_lines.ts);
+   * 0 = off.
+   */
+  sseKeepAliveMs: number;
   /** Consecutive `backend_unavailable` errors that open a worker's backend circuit (issue 14). */
   backendFailuresMax: number;
   /** First cool-down of an open circuit; doubles after each failed trial up to the max. */
@@ -179,6 +185,7 @@ export const DEFAULT_CONFIG: Config = {
   tenantResponseBufferBytesMax: null,
   clientWriteTimeoutMs: 30_000,
   modelGraceMs: 300_000,
+  sseKeepAliveMs: 0,
   backendFailuresMax: 3,
   backendCoolDownMs: 5_000,
   backendCoolDownMaxMs: 60_000,

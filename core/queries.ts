@@ -2,6 +2,7 @@
 // Queries never change state; the shell calls them directly.
 import type { State } from "./state/state.ts";
 import { effectiveLoad, WILDCARD_MODEL } from "./state/workers.ts";
+import { type ModelResidency, residencyOf } from "./state/residency.ts";
 
 /** Union of models acked by connected workers, first-seen order, `*` never listed (C42). */
 export function listModels(state: State): string[] {
@@ -42,6 +43,15 @@ export type WorkerView = {
   connected_at_ms: number;
   last_heartbeat_at_ms: number;
   protocol_version: string | null;
+  /**
+   * Issue 30: what its backend holds (residency-v1): each acked model's
+   * state and how many it holds at once (null = no limit reported); null
+   * when the worker does not report residency (original dialect).
+   */
+  residency: {
+    room: number | null;
+    models: Record<string, ModelResidency>;
+  } | null;
 };
 
 export function workerViews(state: State): WorkerView[] {
@@ -61,5 +71,14 @@ export function workerViews(state: State): WorkerView[] {
     connected_at_ms: w.connectedAtMs,
     last_heartbeat_at_ms: w.lastHeartbeatAtMs,
     protocol_version: w.protocolVersion,
+    residency: w.residency === null ? null : {
+      room: w.residency.room,
+      models: Object.fromEntries(
+        w.models.filter((m) => m !== WILDCARD_MODEL).map((m) => [
+          m,
+          residencyOf(w, m),
+        ]),
+      ),
+    },
   }));
 }

@@ -11,9 +11,12 @@ import {
 } from "../shell/demo/cluster.ts";
 import { encodeOpToken } from "../shell/server/ops/op_token.ts";
 
-/** ../shared/llama relative to the repository root, as in CI. */
-export const LLAMA_DIR = new URL("../shared/llama/", `file://${ROOT}`)
-  .pathname;
+/**
+ * ../shared/llama relative to the repository root, as in CI; LLAMA_DIR in the
+ * environment names another place (a git worktree one level deeper).
+ */
+export const LLAMA_DIR = Deno.env.get("LLAMA_DIR")?.replace(/\/?$/, "/") ??
+  new URL("../shared/llama/", `file://${ROOT}`).pathname;
 /** The model id llama-server serves (start.sh passes --alias tiny). */
 export const LLAMA_MODEL = "tiny";
 /** Tokens a slot holds (start.sh: -np 4 -c 4096). */

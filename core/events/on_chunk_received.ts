@@ -27,6 +27,7 @@ import {
   countBodyPiece,
   tenantBufferBytesMax,
 } from "../state/body_budget.ts";
+import { streamOpened } from "../state/wait_lines.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 import { protocolViolation } from "./on_worker_frame_invalid.ts";
@@ -211,13 +212,16 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
       lastChunkAtMs: state.nowMs,
       charsStreamed: e.chunk.length,
     };
-    out.push({
-      kind: "startStream",
-      requestId: request.id,
-      queueWaitMs: request.queueWaitMs,
-      // stream-head-v1 (issue 25): the backend's head, once per stream.
-      ...(s.head === undefined ? {} : { head: s.head }),
-    });
+    // Issue 30: a wait line already opened the stream with the relay's head.
+    if (!streamOpened(request)) {
+      out.push({
+        kind: "startStream",
+        requestId: request.id,
+        queueWaitMs: request.queueWaitMs,
+        // stream-head-v1 (issue 25): the backend's head, once per stream.
+        ...(s.head === undefined ? {} : { head: s.head }),
+      });
+    }
   } else if (s.kind === "streaming") {
     s.charsStreamed += e.chunk.length;
     s.lastChunkAtMs = state.nowMs;

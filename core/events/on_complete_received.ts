@@ -23,6 +23,7 @@ import {
 import { handOverBodyPieces } from "../state/body_budget.ts";
 import type { State } from "../state/state.ts";
 import { countDeltas } from "../state/usage.ts";
+import { streamOpened } from "../state/wait_lines.ts";
 import { releaseSlot } from "../state/workers.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
@@ -63,7 +64,8 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         cacheReport,
         e.tokenCounts,
       );
-    if (request.status.kind === "streaming") {
+    // Issue 30: a stream opened by wait lines ends as a started one.
+    if (request.status.kind === "streaming" || streamOpened(request)) {
       if (e.statusCode >= 400) {
         failWith(clientError(
           502,

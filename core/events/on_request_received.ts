@@ -19,6 +19,7 @@ import {
   type TokenVerdict,
 } from "../state/token_limit.ts";
 import { countsDeltas, NO_TOKEN_ASK, NO_USAGE } from "../state/usage.ts";
+import { waitLinesFor, writeWaitLinesOf } from "../state/wait_lines.ts";
 import type { KeyRef } from "../config.ts";
 import {
   clientError,
@@ -233,9 +234,12 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
   if (worker !== null) {
     state.requests.set(request.id, request);
     reserveTokens(state, request, reserve);
-    return dispatch(state, request, worker, out);
+    dispatch(state, request, worker, out);
+  } else {
+    enqueue(state, e, request, reserve, out);
   }
-  enqueue(state, e, request, reserve, out);
+  // Issue 30: its first progress line (queued, or loading) leaves at once.
+  if (state.requests.has(request.id)) writeWaitLinesOf(state, request, out);
 }
 
 /** Spec 004: the tenant's request limit, checked before queueing; a refused request is not counted. */
@@ -319,6 +323,7 @@ function newRequest(
     promptEstimate: e.tokenAsk?.promptEstimate ?? 0,
     tokensReserved: 0,
     waitsForLoad: false,
+    waitLines: waitLinesFor(state, e.endpointPath, e.isStreaming, e.headers),
   };
 }
 

@@ -21,6 +21,7 @@ import {
 import { syncRoute } from "../state/workers.ts";
 import { watchBodiesSending } from "../state/body_budget.ts";
 import { checkBackendCoolDown } from "../state/backend_circuit.ts";
+import { writeWaitLines } from "../state/wait_lines.ts";
 
 type E = Extract<Event, { kind: "tick" }>;
 
@@ -177,6 +178,7 @@ export function onTick(state: State, e: E, out: Effect[]): void {
     checkWorker(state, w, unixMs, out);
   }
   for (const r of [...state.requests.values()]) checkRequest(state, r, out);
+  writeWaitLines(state, out);
   for (const ip of [...state.authFailures.keys()]) {
     recentAuthFailures(state, ip);
   }

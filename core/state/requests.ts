@@ -12,6 +12,7 @@ import { settleTokens } from "./token_limit.ts";
 import { noteDispatched, recordServiceMs } from "./residency.ts";
 import { tokensOf, usageOf } from "./usage.ts";
 import { dropBodyPieces } from "./body_budget.ts";
+import { streamOpened } from "./wait_lines.ts";
 
 /**
  * Request headers a worker may see (C13), plus the spec 004 request headers the
@@ -135,7 +136,8 @@ export function fail(
   cacheReport: CacheReport | null = null,
   tokenCounts: TokenCounts | null = null,
 ): void {
-  if (request.status.kind === "streaming") {
+  // Issue 30: a stream opened by wait lines is started for its client too.
+  if (request.status.kind === "streaming" || streamOpened(request)) {
     out.push({ kind: "endStream", requestId: request.id, error });
   } else {
     const waiting = request.status.kind === "queued"

@@ -208,6 +208,20 @@ export type Request = {
    * (issue 33: prompt estimate plus max_tokens), released when it is charged.
    */
   tokensReserved: number;
+  /** Issue 30: lines for a waiting stream (keep-alive, progress); null = none. */
+  waitLines: WaitLines | null;
+};
+
+/** Issue 30: a waiting stream's keep-alive and progress lines (wait_lines.ts). */
+export type WaitLines = {
+  /** X-ModelRelay-Progress: 1 */
+  progress: boolean;
+  /** The relay's SSE head went out with the first line. */
+  opened: boolean;
+  /** When the next `: keep-alive` is due; null = keep-alive off. */
+  nextKeepAliveAtMs: number | null;
+  /** The last progress line written (without `: `), so only changes go out. */
+  lastNote: string | null;
 };
 
 /**

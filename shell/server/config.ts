@@ -184,6 +184,15 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "a model whose last worker left within this long is queued (504 at the queue timeout), not answered 404, while other workers are connected",
   },
   {
+    flag: "sse-keepalive-secs",
+    env: "SSE_KEEPALIVE_SECS",
+    kind: "int",
+    default: "0",
+    min: 0,
+    help:
+      "a streaming request with no backend byte yet (queued, or waiting for a load) gets an SSE comment `: keep-alive` after this many seconds without a line; 0 = off",
+  },
+  {
     flag: "model-drain-max",
     env: "MODEL_DRAIN_MAX",
     kind: "int",
@@ -953,6 +962,7 @@ function coreConfigOf(
     tenantResponseBufferBytesMax: tenantBufferBytes(values),
     clientWriteTimeoutMs: int(values, "client-write-timeout-secs") * 1000,
     modelGraceMs: int(values, "model-grace-secs") * 1000,
+    sseKeepAliveMs: int(values, "sse-keepalive-secs") * 1000,
     modelDrainMax: int(values, "model-drain-max"),
     heartbeatIntervalMs: int(values, "heartbeat-interval-secs") * 1000,
     heartbeatTimeoutMs: int(values, "heartbeat-timeout-secs") * 1000,

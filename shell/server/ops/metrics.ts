@@ -29,7 +29,14 @@ export const LATENCY_BUCKETS = [
  * tenants); past the cap a new value is counted as "other", so a client cannot
  * grow /metrics without bound.
  */
-export const LABEL_VALUES_MAX = { model: 100, tenant: 100, route: 50 } as const;
+export const LABEL_VALUES_MAX = {
+  model: 100,
+  tenant: 100,
+  route: 50,
+  // Issue 30: worker names come from workers (WORKER_NAME), not clients, but
+  // a fleet that churns names must not grow /metrics either.
+  worker: 100,
+} as const;
 export const OTHER_LABEL = "other";
 
 /** The values one label kind has admitted, and how many it may. */
@@ -111,6 +118,10 @@ export class Metrics {
     seen: new Set(),
     max: LABEL_VALUES_MAX.tenant,
   };
+  readonly #workers: LabelCap = {
+    seen: new Set(),
+    max: LABEL_VALUES_MAX.worker,
+  };
   /** route SEP model SEP outcome -> count */
   readonly requests = new Map<string, number>();
   /** status code -> count */
@@ -141,6 +152,12 @@ export class Metrics {
   usageRecordsDropped = 0;
   /** Issue 33: reason (queue_full, export_failed, shutdown) -> spans never exported. */
   readonly spansDropped = new Map<string, number>();
+  /** Issue 30: model SEP worker SEP reason (demand, reported) -> loads started. */
+  readonly modelLoads = new Map<string, number>();
+  /** Issue 30: model SEP worker -> models that left a worker's memory. */
+  readonly modelEvictions = new Map<string, number>();
+  /** Issue 30: start to loaded, for loads whose start the relay saw. */
+  readonly modelLoadSeconds = new Histogram();
 
   constructor(readonly startedAtMs: number) {}
 
@@ -180,6 +197,24 @@ export class Metrics {
       case "requestFinished":
         this.requestFinished(effect);
         return;
+      case "modelLoadStarted":
+        inc(
+          this.modelLoads,
+          this.modelWorker(effect.model, effect.workerName) + SEP +
+            effect.reason,
+        );
+        return;
+      case "modelEvicted":
+        inc(
+          this.modelEvictions,
+          this.modelWorker(effect.model, effect.workerName),
+        );
+        return;
+      case "modelLoadFinished":
+        if (effect.loadMs !== null) {
+          this.modelLoadSeconds.observe(effect.loadMs / 1000);
+        }
+        return;
       case "lifecycleTaskChanged":
         if (effect.task.status !== "running") {
           inc(
@@ -191,6 +226,11 @@ export class Metrics {
       default:
         return;
     }
+  }
+
+  /** The model and worker labels of a residency change, each capped. */
+  modelWorker(model: string, worker: string): string {
+    return capped(this.#models, model) + SEP + capped(this.#workers, worker);
   }
 
   /** Average and p95 queue wait in ms from the histogram (GET /v1/capabilities). */
@@ -433,6 +473,27 @@ export const METRICS: readonly MetricDef[] = [
     help:
       "Lifecycle tasks (model-load, model-unload, cache-flush) that ended, by operation and status.",
     value: (m) => byLabels(m.lifecycleTasks, ["operation", "status"]),
+  },
+  {
+    name: "modelrelay_model_loads_total",
+    type: "counter",
+    help:
+      "Model loads started on workers (issue 30), by model, worker and reason (demand: the relay sent a request there; reported: the worker's residency report showed one).",
+    value: (m) => byLabels(m.modelLoads, ["model", "worker", "reason"]),
+  },
+  {
+    name: "modelrelay_model_evictions_total",
+    type: "counter",
+    help:
+      "Models that left a worker's memory (to make room, or as its report showed), by model and worker.",
+    value: (m) => byLabels(m.modelEvictions, ["model", "worker"]),
+  },
+  {
+    name: "modelrelay_model_load_seconds",
+    type: "histogram",
+    help:
+      "Time from a model load's start to the model being loaded, for loads whose start the relay saw.",
+    histogram: (m) => m.modelLoadSeconds,
   },
   {
     name: "modelrelay_responses_total",

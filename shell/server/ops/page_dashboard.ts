@@ -49,6 +49,15 @@ export const DASHBOARD_HTML = pageHtml({
       <p id="no-workers" class="muted">No worker connected. <a href="/setup">Connect one</a>.</p>
     </section>
 
+    <section class="panel" id="residency-panel">
+      <h2>Models &times; workers</h2>
+      <table>
+        <thead id="residency-head"></thead>
+        <tbody id="residency"></tbody>
+      </table>
+      <p class="muted">What each backend holds (issue 30): <span class="tag res-loaded">loaded</span> in memory, <span class="tag res-loading">loading</span>, <span class="tag res-available">available</span> it can load it; <span class="tag">serves</span> its worker does not report residency; empty: not served there.</p>
+    </section>
+
     <div class="cards three">
       <section class="panel"><h2>Models</h2><table><tbody id="models"></tbody></table></section>
       <section class="panel"><h2>Queues</h2><table><tbody id="queues"></tbody></table></section>
@@ -204,6 +213,7 @@ export const DASHBOARD_JS = `"use strict";
     text("ttfb", fmtMs(s.time_to_first_byte_ms.p50) + " / " + fmtMs(s.time_to_first_byte_ms.p95));
     renderWorkers(workers);
     renderModels(workers);
+    renderResidency(workers);
     renderPairs("queues", s.queue_depth_by_provider);
     var outcomes = {};
     Object.keys(s.requests_by_outcome).forEach(function (k) { outcomes[k] = s.requests_by_outcome[k]; });
@@ -350,6 +360,41 @@ export const DASHBOARD_JS = `"use strict";
     var out = {};
     Object.keys(counts).sort().forEach(function (m) { out[m] = counts[m] + (counts[m] === 1 ? " worker" : " workers"); });
     renderPairs("models", out);
+  }
+
+  // Issue 30: rows are models, columns workers; a cell says where the model
+  // stands on that worker's backend (GET /admin/workers "residency").
+  function renderResidency(workers) {
+    var models = {};
+    workers.forEach(function (w) { w.models.forEach(function (m) { if (m !== "*") models[m] = true; }); });
+    var names = Object.keys(models).sort();
+    var head = $("residency-head");
+    head.textContent = "";
+    var hr = el("tr");
+    hr.appendChild(el("th", "Model"));
+    workers.forEach(function (w) {
+      var th = el("th", w.name);
+      if (w.residency && w.residency.room !== null) th.appendChild(el("div", "room " + w.residency.room, "muted"));
+      hr.appendChild(th);
+    });
+    head.appendChild(hr);
+    var body = emptyTable("residency", names.length, "no models");
+    names.forEach(function (m) {
+      var tr = el("tr");
+      tr.setAttribute("data-model", m);
+      tr.appendChild(el("td", m));
+      workers.forEach(function (w) {
+        var td = el("td");
+        td.setAttribute("data-worker-id", w.id);
+        var state = w.models.indexOf(m) < 0 ? null : w.residency ? w.residency.models[m] : "serves";
+        if (state) {
+          td.setAttribute("data-state", state);
+          td.appendChild(el("span", state, "tag res-" + state));
+        }
+        tr.appendChild(td);
+      });
+      body.appendChild(tr);
+    });
   }
 
   function renderPairs(id, obj) {

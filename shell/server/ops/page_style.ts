@@ -39,6 +39,9 @@ button.secondary { background: transparent; color: var(--text); }
 .tag { display: inline-block; padding: 0 6px; border-radius: 4px; background: #0b1016;
   border: 1px solid var(--line); margin: 0 4px 2px 0; font-size: 12px; }
 .tag.warn { color: var(--warn); border-color: var(--warn); }
+.tag.res-loaded { color: var(--ok); border-color: var(--ok); }
+.tag.res-loading { color: var(--warn); border-color: var(--warn); }
+.tag.res-available { color: var(--muted); }
 pre { background: #0b1016; border: 1px solid var(--line); border-radius: 6px;
   padding: 12px; overflow-x: auto; white-space: pre; }
 canvas { width: 100%; height: 180px; display: block; }

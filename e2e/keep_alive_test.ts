@@ -1,0 +1,115 @@
+// Issue 30, "Waiting clients": a stream that waits for a model to load hears
+// from the relay before the backend's first byte. Real server and worker
+// processes; the backend is a swapping fake (mock/swapping.ts) whose load
+// takes seconds.
+import assert from "node:assert/strict";
+import OpenAI from "openai";
+import { type Box, FAKE_MODELS, withFleet } from "./_fleet.ts";
+import { startSwappingBackend } from "../mock/swapping.ts";
+import { waitUntil } from "../shell/procs.ts";
+
+const ANSWER = "Loaded at last and streaming every word.";
+
+async function slowBox(
+  loadDelayMs: number,
+): Promise<Box & { loading(): string | null }> {
+  const b = await startSwappingBackend({
+    dialect: "ollama",
+    models: [...FAKE_MODELS],
+    loadDelayMs,
+    chunkDelayMs: 5,
+    answer: ANSWER,
+  });
+  return {
+    url: b.url,
+    loads: () => b.stats.loads,
+    loading: b.loading,
+    close: b.close,
+  };
+}
+
+/** A streamed chat completion read as raw bytes: every line, comments included. */
+async function rawStream(
+  serverUrl: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; lines: string[] }> {
+  const res = await fetch(`${serverUrl}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({
+      model: FAKE_MODELS[0],
+      stream: true,
+      messages: [{ role: "user", content: "hi" }],
+    }),
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    lines: text.split("\n").filter((l) => l !== ""),
+  };
+}
+
+/** The content deltas of an SSE chat stream's data lines, joined. */
+function contentOf(lines: string[]): string {
+  return lines.filter((l) => l.startsWith("data: {")).map((l) =>
+    JSON.parse(l.slice(6)).choices[0]?.delta?.content ?? ""
+  ).join("");
+}
+
+Deno.test("SSE_KEEPALIVE_SECS=2: an openai-SDK stream that waits 7 s for a load completes with exactly the backend's content", async () => {
+  const box = await slowBox(7_000);
+  await withFleet([box], async ({ serverUrl }) => {
+    const client = new OpenAI({
+      baseURL: `${serverUrl}/v1`,
+      apiKey: "unused",
+      maxRetries: 0,
+      timeout: 60_000,
+    });
+    const started = Date.now();
+    const stream = await client.chat.completions.create({
+      model: FAKE_MODELS[0],
+      messages: [{ role: "user", content: "hi" }],
+      stream: true,
+    });
+    let text = "";
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? "";
+    }
+    assert.equal(text, ANSWER);
+    assert.ok(Date.now() - started >= 7_000, "the load was not waited for");
+    assert.equal(box.loads(), 1);
+  }, { serverEnv: { SSE_KEEPALIVE_SECS: "2" } });
+});
+
+Deno.test("SSE_KEEPALIVE_SECS=2 seen by a raw client: `: keep-alive` lines while the load runs, then the backend's events", async () => {
+  const box = await slowBox(5_000);
+  await withFleet([box], async ({ serverUrl }) => {
+    const { status, lines } = await rawStream(serverUrl);
+    assert.equal(status, 200);
+    const firstData = lines.findIndex((l) => l.startsWith("data: "));
+    const before = lines.slice(0, firstData);
+    assert.ok(before.length >= 2, lines.join("\n"));
+    assert.ok(before.every((l) => l === ": keep-alive"), before.join("\n"));
+    assert.ok(lines.slice(firstData).every((l) => !l.startsWith(":")));
+    assert.equal(contentOf(lines), ANSWER);
+    assert.equal(lines.at(-1), "data: [DONE]");
+  }, { serverEnv: { SSE_KEEPALIVE_SECS: "2" } });
+});
+
+Deno.test("X-ModelRelay-Progress: 1 seen by a raw client: `: queued position=N` as it waits in the queue", async () => {
+  const box = await slowBox(2_000);
+  await withFleet([box], async ({ serverUrl }) => {
+    // The first takes the worker's only slot for the load; the second queues.
+    const first = rawStream(serverUrl);
+    await waitUntil(
+      "the box to load for the first",
+      () => Promise.resolve(box.loading() !== null),
+    );
+    const second = await rawStream(serverUrl, { "x-modelrelay-progress": "1" });
+    assert.equal(second.status, 200);
+    const comments = second.lines.filter((l) => l.startsWith(":"));
+    assert.equal(comments[0], ": queued position=1", second.lines.join("\n"));
+    assert.equal(contentOf(second.lines), ANSWER);
+    assert.equal(contentOf((await first).lines), ANSWER);
+  }, { maxConcurrent: 1 });
+});

@@ -1,0 +1,204 @@
+import assert from "node:assert/strict";
+import { startSwappingBackend, type SwappingDialect } from "./swapping.ts";
+import {
+  detectBackend,
+  type Report,
+  runOperation,
+} from "../shell/worker/lifecycle/backends.ts";
+import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
+
+function chat(url: string, model: string, stream = false) {
+  return fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model,
+      stream,
+      messages: [{ role: "user", content: "hi" }],
+    }),
+  });
+}
+
+async function content(res: Response): Promise<string> {
+  const text = await res.text();
+  if (!text.startsWith("data: ")) {
+    return JSON.parse(text).choices[0].message.content;
+  }
+  return text.split("\n").filter((l) => l.startsWith("data: {")).map((l) =>
+    JSON.parse(l.slice(6)).choices[0]?.delta?.content ?? ""
+  ).join("");
+}
+
+for (const dialect of ["ollama", "llama-swap"] as SwappingDialect[]) {
+  Deno.test(`${dialect} fake: one model resident, each change of model is a load, counted`, async () => {
+    const b = await startSwappingBackend({
+      dialect,
+      models: ["a", "b"],
+      loadDelayMs: 20,
+      chunkDelayMs: 0,
+      answer: "one two",
+    });
+    try {
+      assert.equal(await content(await chat(b.url, "a")), "one two");
+      assert.equal(await content(await chat(b.url, "a", true)), "one two");
+      assert.deepEqual(b.resident(), ["a"]);
+      await (await chat(b.url, "b")).text();
+      await (await chat(b.url, "a")).text();
+      assert.equal(b.stats.loads, 3);
+      assert.deepEqual(b.stats.loadsByModel, { a: 2, b: 1 });
+      assert.equal(b.stats.unloads, 2);
+      assert.equal(b.stats.requests, 4);
+      assert.deepEqual(b.resident(), ["a"]);
+    } finally {
+      await b.close();
+    }
+  });
+
+  Deno.test(`${dialect} fake: a request for another model waits until the resident one's stream ends`, async () => {
+    const b = await startSwappingBackend({
+      dialect,
+      models: ["a", "b"],
+      loadDelayMs: 0,
+      chunkDelayMs: 30,
+      answer: "w1 w2 w3 w4",
+    });
+    try {
+      const order: string[] = [];
+      const first = chat(b.url, "a", true).then(async (r) => {
+        await r.text();
+        order.push("a done");
+      });
+      // Let the first take the box before asking for the other model.
+      while (b.resident().length === 0) {
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      const second = chat(b.url, "b").then(async (r) => {
+        await r.text();
+        order.push("b done");
+      });
+      await Promise.all([first, second]);
+      assert.deepEqual(order, ["a done", "b done"]);
+      assert.equal(b.stats.loads, 2);
+    } finally {
+      await b.close();
+    }
+  });
+
+  Deno.test(`${dialect} fake: the worker's lifecycle adapter detects it and loads through it`, async () => {
+    const b = await startSwappingBackend({
+      dialect,
+      models: ["a", "b"],
+      loaded: ["b"],
+      loadDelayMs: 0,
+    });
+    try {
+      assert.equal(await detectBackend(b.url), dialect);
+      if (dialect === "ollama") {
+        // /api/ps; llama-swap's /running is read by the residency report.
+        const caps = await readCapabilities(b.url, dialect);
+        assert.deepEqual(caps?.models?.loaded?.map((m) => m.id), ["b"]);
+        assert.deepEqual(caps?.models?.available, ["a", "b"]);
+      }
+      const updates: Parameters<Report>[0][] = [];
+      await runOperation(
+        b.url,
+        dialect,
+        "model-load",
+        { modelId: "a" },
+        (u) => updates.push(u),
+        new AbortController().signal,
+      );
+      assert.equal(updates.at(-1)?.status, "completed");
+      assert.deepEqual(b.resident(), ["a"]);
+      assert.equal(b.stats.loads, 1);
+    } finally {
+      await b.close();
+    }
+  });
+}
+
+Deno.test("ollama fake: /api/ps and /api/tags in Ollama's shapes; keep_alive 0 unloads", async () => {
+  const b = await startSwappingBackend({
+    dialect: "ollama",
+    models: ["a", "b"],
+    loaded: ["a"],
+  });
+  try {
+    const tags = await (await fetch(`${b.url}/api/tags`)).json();
+    assert.deepEqual(tags.models.map((m: { name: string }) => m.name), [
+      "a",
+      "b",
+    ]);
+    const ps = await (await fetch(`${b.url}/api/ps`)).json();
+    assert.equal(ps.models.length, 1);
+    const m = ps.models[0];
+    assert.equal(m.name, "a");
+    assert.equal(m.model, "a");
+    assert.equal(typeof m.size_vram, "number");
+    assert.ok(!Number.isNaN(Date.parse(m.expires_at)));
+    const res = await fetch(`${b.url}/api/generate`, {
+      method: "POST",
+      body: JSON.stringify({ model: "a", prompt: "", keep_alive: 0 }),
+    });
+    assert.equal((await res.json()).done, true);
+    assert.deepEqual(b.resident(), []);
+    assert.equal(
+      (await (await fetch(`${b.url}/api/ps`)).json()).models.length,
+      0,
+    );
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("ollama fake: /api/chat streams NDJSON lines ending with done", async () => {
+  const b = await startSwappingBackend({
+    dialect: "ollama",
+    models: ["a"],
+    loadDelayMs: 0,
+    chunkDelayMs: 0,
+    answer: "x y",
+  });
+  try {
+    const res = await fetch(`${b.url}/api/chat`, {
+      method: "POST",
+      body: JSON.stringify({ model: "a", messages: [] }),
+    });
+    assert.equal(res.headers.get("content-type"), "application/x-ndjson");
+    const lines = (await res.text()).trim().split("\n").map((l) =>
+      JSON.parse(l)
+    );
+    assert.equal(
+      lines.map((l) => l.message.content).join(""),
+      "x y",
+    );
+    assert.equal(lines.at(-1).done, true);
+    assert.equal(b.stats.loads, 1);
+  } finally {
+    await b.close();
+  }
+});
+
+Deno.test("llama-swap fake: /running lists the resident model as ready; /unload empties it", async () => {
+  const b = await startSwappingBackend({
+    dialect: "llama-swap",
+    models: ["a", "b"],
+    loaded: ["b"],
+  });
+  try {
+    assert.deepEqual(await (await fetch(`${b.url}/running`)).json(), {
+      running: [{ model: "b", state: "ready" }],
+    });
+    const res = await fetch(`${b.url}/unload`, { method: "POST" });
+    assert.equal(await res.text(), "OK");
+    assert.deepEqual(await (await fetch(`${b.url}/running`)).json(), {
+      running: [],
+    });
+    // llama-swap has no Ollama routes: the adapter must not take it for one.
+    const tags = await fetch(`${b.url}/api/tags`);
+    await tags.body?.cancel();
+    assert.equal(tags.status, 404);
+  } finally {
+    await b.close();
+  }
+});
