@@ -3,8 +3,9 @@
 // chunk-bytes-v1 (issue 18) the very bytes (a subarray of the binary frame).
 // O(1), no copies. The stream limit counts `chunk.length`: UTF-16 units of a
 // string, bytes of a binary chunk (never fewer than its characters).
+import { answerTooLarge, apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
-import { answerBytesMax } from "../config.ts";
+import { answerBytesMax, answerLimit } from "../config.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import {
   recordBackendSuccess,
@@ -14,7 +15,6 @@ import { closeIfDrained } from "../state/drop_worker.ts";
 import {
   assignedRequest,
   cancelOnWorker,
-  clientError,
   fail,
   pumpQueue,
 } from "../state/requests.ts";
@@ -44,13 +44,9 @@ function cutOversized(
   if (worker !== undefined) {
     cancelOnWorker(state, worker, request, { other: code }, out);
   }
-  const max = request.isStreaming
-    ? state.config.streamCharsMax
-    : answerBytesMax(state.config);
-  const error = clientError(
-    502,
-    code,
-    `response exceeded the ${max} character limit`,
+  const error = answerTooLarge(
+    request.isStreaming,
+    answerLimit(state.config, request.isStreaming),
   );
   fail(state, request, error, "failed", out);
   // C28: a draining worker whose last request was cut is idle now.
@@ -118,14 +114,11 @@ function cutForBudget(
     state.config.retryAfterMaxSecs,
     Math.max(state.config.retryAfterSecs, Math.ceil(state.serviceMsAvg / 1000)),
   );
-  const error = clientError(
-    503,
-    code,
-    `the relay is holding ${
-      state.bodyBytesBuffered - request.bodyBytes
-    } bytes of other answers (MAX_BUFFERED_RESPONSE_BYTES ${state.config.responseBufferBytesMax}); retry later`,
-    retry,
-  );
+  const error = apiError(code, {
+    held: state.bodyBytesBuffered - request.bodyBytes,
+    max: state.config.responseBufferBytesMax,
+    retryAfterSecs: retry,
+  });
   out.push({
     kind: "log",
     level: "warn",
