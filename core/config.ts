@@ -226,6 +226,17 @@ export function answerBytesMax(config: Config): number {
   return Math.min(config.responseBodyCharsMax, config.responseBufferBytesMax);
 }
 
+/** The limit an answer is cut at, as the one too-large message names it (core/protocol/errors.ts). */
+export function answerLimit(config: Config, streaming: boolean): {
+  limit: number;
+  unit: "characters";
+  of: string;
+} {
+  return streaming
+    ? { limit: config.streamCharsMax, unit: "characters", of: "in a stream" }
+    : { limit: answerBytesMax(config), unit: "characters", of: "in an answer" };
+}
+
 export function makeConfig(overrides: Partial<Config> = {}): Config {
   return { ...DEFAULT_CONFIG, ...overrides };
 }

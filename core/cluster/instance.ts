@@ -9,7 +9,10 @@ import { assertNever } from "../assert_never.ts";
 import type { Config } from "../config.ts";
 import type { ClientError, Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { clientError } from "../state/requests.ts";
+import {
+  apiError,
+  shuttingDown as shuttingDownError,
+} from "../protocol/errors.ts";
 import { initialState } from "../state/state.ts";
 import {
   type ClusterRecord,
@@ -195,19 +198,9 @@ export type Routing =
   | { kind: "refuse"; effect: Effect }
   | { kind: "drop" };
 
-export const UNAVAILABLE: ClientError = {
-  status: 503,
-  code: "cluster_unavailable",
-  message: "the relay cluster's shared log is unreachable; retry shortly",
-  retryAfterSecs: 2,
-};
+export const UNAVAILABLE: ClientError = apiError("cluster_unavailable");
 
-const RESET: ClientError = {
-  status: 503,
-  code: "cluster_instance_reset",
-  message: "the relay instance lost its cluster membership; retry",
-  retryAfterSecs: 1,
-};
+const RESET: ClientError = apiError("cluster_instance_reset");
 
 export function initialInstance(
   config: Config,
@@ -380,12 +373,7 @@ function reject(workerId: string, code: number, reason: string): Routing {
 
 /** The core's own refusal while shutting down (on_request_received.ts). */
 function shuttingDown(config: Config): ClientError {
-  return clientError(
-    503,
-    "shutting_down",
-    "server is shutting down; retry shortly",
-    config.retryAfterSecs,
-  );
+  return shuttingDownError(config);
 }
 
 /** The record for one turn's observed events (null when there are none). */
@@ -829,12 +817,7 @@ function finishLeave(s: InstanceState, logUp: boolean): InstanceAction[] {
     { kind: "stopReading" },
     {
       kind: "endLocal",
-      error: clientError(
-        503,
-        "shutting_down",
-        "server shut down before the request finished",
-        s.config.retryAfterSecs,
-      ),
+      error: shuttingDownError(s.config),
       closeCode: 1001,
     },
     { kind: "left" },

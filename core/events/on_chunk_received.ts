@@ -3,8 +3,9 @@
 // chunk-bytes-v1 (issue 18) the very bytes (a subarray of the binary frame).
 // O(1), no copies. The stream limit counts `chunk.length`: UTF-16 units of a
 // string, bytes of a binary chunk (never fewer than its characters).
+import { answerTooLarge, apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
-import { answerBytesMax } from "../config.ts";
+import { answerBytesMax, answerLimit } from "../config.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import {
   recordBackendSuccess,
@@ -15,7 +16,6 @@ import { noteServed } from "../state/residency.ts";
 import {
   assignedRequest,
   cancelOnWorker,
-  clientError,
   fail,
   pumpQueue,
 } from "../state/requests.ts";
@@ -51,13 +51,9 @@ function cutOversized(
   if (worker !== undefined) {
     cancelOnWorker(state, worker, request, { other: code }, out);
   }
-  const max = request.isStreaming
-    ? state.config.streamCharsMax
-    : answerBytesMax(state.config);
-  const error = clientError(
-    502,
-    code,
-    `response exceeded the ${max} character limit`,
+  const error = answerTooLarge(
+    request.isStreaming,
+    answerLimit(state.config, request.isStreaming),
   );
   fail(state, request, error, "failed", out);
   // C28: a draining worker whose last request was cut is idle now.
@@ -122,19 +118,21 @@ function cutForBudget(
     state.config.retryAfterMaxSecs,
     Math.max(state.config.retryAfterSecs, Math.ceil(state.serviceMsAvg / 1000)),
   );
-  const error = clientError(
-    503,
+  const error = apiError(
     code,
     exceeded === "fleet"
-      ? `the relay is holding ${
-        state.bodyBytesBuffered - request.bodyBytes
-      } bytes of other answers (MAX_BUFFERED_RESPONSE_BYTES ${state.config.responseBufferBytesMax}); retry later`
-      : `the relay is holding ${
-        (state.bodyBytesByTenant.get(request.tenant) ?? 0) - request.bodyBytes
-      } bytes of tenant ${request.tenant}'s other answers (TENANT_MAX_BUFFERED_RESPONSE_BYTES ${
-        tenantBufferBytesMax(state.config)
-      }); retry later`,
-    retry,
+      ? {
+        held: state.bodyBytesBuffered - request.bodyBytes,
+        max: state.config.responseBufferBytesMax,
+        retryAfterSecs: retry,
+      }
+      : {
+        held: (state.bodyBytesByTenant.get(request.tenant) ?? 0) -
+          request.bodyBytes,
+        max: tenantBufferBytesMax(state.config),
+        tenant: request.tenant,
+        retryAfterSecs: retry,
+      },
   );
   out.push({
     kind: "log",

@@ -2,6 +2,7 @@
 // be served (shutting down, provider disabled, unknown model, tenant over its rate
 // limit, queue or tenant share full), else dispatched to the best free worker,
 // else queued.
+import { apiError, shuttingDown } from "../protocol/errors.ts";
 import type { ClientError, Effect } from "../effect.ts";
 import { retryAfterSecs } from "../state/backpressure.ts";
 import {
@@ -22,7 +23,6 @@ import { countsDeltas, NO_TOKEN_ASK, NO_USAGE } from "../state/usage.ts";
 import { waitLinesFor, writeWaitLinesOf } from "../state/wait_lines.ts";
 import type { KeyRef } from "../config.ts";
 import {
-  clientError,
   dispatch,
   forwardableHeaders,
   pumpQueue,
@@ -73,14 +73,13 @@ function reject(e: E, error: ClientError, out: Effect[]): void {
 /** 429 for a tenant or key at or over a token limit (issue 26), with when it has room. */
 function tokenLimited(e: E, verdict: TokenVerdict, out: Effect[]): void {
   if (verdict.ok) return;
-  const error = clientError(
-    429,
-    verdict.code,
-    `${verdict.who} used ${verdict.used} of its ${verdict.limit.tokens} tokens per ${
-      windowName(verdict.limit.windowMs)
-    }${verdict.code === "token_budget_exceeded" ? " budget" : ""}`,
-    Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)),
-  );
+  const error = apiError(verdict.code, {
+    who: verdict.who,
+    used: verdict.used,
+    limit: verdict.limit.tokens,
+    per: windowName(verdict.limit.windowMs),
+    retryAfterSecs: Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)),
+  });
   error.details = {
     limit: verdict.limit.tokens,
     remaining: 0,
@@ -109,23 +108,11 @@ function windowName(ms: number): string {
 /** Why a request cannot be admitted before any limit is counted, or null. */
 function refusal(state: State, e: E, provider: string): ClientError | null {
   const retry = state.config.retryAfterSecs;
-  if (state.shuttingDown) {
-    return clientError(
-      503,
-      "shutting_down",
-      "server is shutting down; retry shortly",
-      retry,
-    );
-  }
+  if (state.shuttingDown) return shuttingDown(state.config);
   if (
     state.config.providers.find((p) => p.name === provider)?.enabled !== true
   ) {
-    return clientError(
-      503,
-      "provider_disabled",
-      "Provider is currently disabled",
-      retry,
-    );
+    return apiError("provider_disabled", { retryAfterSecs: retry });
   }
   // C11: with workers connected, a model none of them acked is unknown; with none
   // connected, the request waits for one (walkthrough 7); a model whose worker
@@ -133,11 +120,10 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
   if (!hasWorkers(state, provider)) return null;
   if (!modelKnown(state, provider, e.model)) {
     if (modelServedRecently(state, provider, e.model)) return null;
-    return clientError(
-      404,
-      "model_not_found",
-      `no provider for model "${e.model}": no connected worker serves it (GET /v1/models lists the models available)`,
-    );
+    return apiError("model_not_found", {
+      model: e.model,
+      why: "no connected worker serves it",
+    });
   }
   // Issue 25: the model's workers must also take the path and carry the body.
   const need = { path: e.endpointPath, binary: e.bodyBase64 === true };
@@ -145,17 +131,17 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
     case "ok":
       return null;
     case "path":
-      return clientError(
-        404,
-        "model_not_found",
-        `no provider for model "${e.model}" on ${e.endpointPath}: no connected worker serving it accepts this path (its ENDPOINT_PREFIXES)`,
-      );
+      return apiError("model_not_found", {
+        model: e.model,
+        why:
+          `no connected worker serving it accepts ${e.endpointPath} (its ENDPOINT_PREFIXES)`,
+      });
     case "body":
-      return clientError(
-        501,
-        "binary_body_unsupported",
-        `the request body is not UTF-8 text, and no connected worker serving "${e.model}" on ${e.endpointPath} can carry it (only workers that negotiated ${EXTENSION_BODY_BYTES} can; workers of the original dialect carry text bodies only)`,
-      );
+      return apiError("binary_body_unsupported", {
+        model: e.model,
+        path: e.endpointPath,
+        extension: EXTENSION_BODY_BYTES,
+      });
   }
 }
 
@@ -163,14 +149,16 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
 function queueFull(
   state: State,
   provider: string,
-  message: string,
+  tenant: string | null,
 ): ClientError {
-  const error = clientError(
-    503,
-    "queue_full",
-    message,
-    retryAfterSecs(state, provider),
-  );
+  const error = apiError("queue_full", {
+    waiting: queueOf(state, provider).length,
+    max: tenant === null
+      ? state.config.queueLenMax
+      : state.config.tenantQueueLenMax,
+    tenant,
+    retryAfterSecs: retryAfterSecs(state, provider),
+  });
   error.details = {
     queueDepth: queueOf(state, provider).length,
     avgWaitMs: Math.round(state.queueWaitMsAvg),
@@ -188,14 +176,12 @@ function admitKeyRate(
   const limit = key.rateLimit!;
   const rate = admitRateOf(state, state.keyRateWindows, key.id, limit);
   if (rate.ok) return true;
-  const error = clientError(
-    429,
-    "rate_limit_exceeded",
-    `API key ${key.id} exceeded ${limit.limit} requests per ${
-      windowName(limit.windowMs)
-    }`,
-    Math.max(1, Math.ceil(rate.retryAfterMs / 1000)),
-  );
+  const error = apiError("rate_limit_exceeded", {
+    who: `API key ${key.id}`,
+    limit: limit.limit,
+    per: `requests per ${windowName(limit.windowMs)}`,
+    retryAfterSecs: Math.max(1, Math.ceil(rate.retryAfterMs / 1000)),
+  });
   error.details = {
     limit: limit.limit,
     remaining: 0,
@@ -255,12 +241,12 @@ function admitTenantRate(
   const perMin = rate.limit.windowMs === 60_000
     ? "req/min"
     : `req per ${rate.limit.windowMs} ms`;
-  const error = clientError(
-    429,
-    "rate_limit_exceeded",
-    `Tenant ${tenant} exceeded ${rate.limit.limit} ${perMin}`,
-    secs,
-  );
+  const error = apiError("rate_limit_exceeded", {
+    who: `Tenant ${tenant}`,
+    limit: rate.limit.limit,
+    per: perMin,
+    retryAfterSecs: secs,
+  });
   error.details = {
     limit: rate.limit.limit,
     remaining: 0,
@@ -370,12 +356,7 @@ function enqueue(
       message: "queue full",
       fields: { request_id: e.requestId, model: e.model, tenant },
     });
-    const message = global
-      ? `queue full: ${
-        queueOf(state, provider).length
-      }/${state.config.queueLenMax} requests already waiting; retry later`
-      : `queue full for tenant ${tenant}: ${state.config.tenantQueueLenMax} of its requests already waiting; retry later`;
-    return reject(e, queueFull(state, provider, message), out);
+    return reject(e, queueFull(state, provider, global ? null : tenant), out);
   }
   state.requests.set(request.id, request);
   reserveTokens(state, request, reserve);

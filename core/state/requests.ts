@@ -1,6 +1,7 @@
 // The request lifecycle: queued -> dispatched -> streaming -> ended (done, failed
 // or cancelled). Every way a request ends goes through `finish`, which removes it
 // from state and emits exactly one `requestFinished` (C34: ends exactly once).
+import { apiError, shuttingDown } from "../protocol/errors.ts";
 import type { CacheReport, ClientError, Effect, Outcome } from "../effect.ts";
 import type { Headers } from "../vocabulary.ts";
 import type { CancelReason, TokenCounts } from "../protocol/messages.ts";
@@ -54,17 +55,6 @@ export function assignedRequest(
     return undefined;
   }
   return request.status.workerId === workerId ? request : undefined;
-}
-
-export function clientError(
-  status: number,
-  code: string,
-  message: string,
-  retryAfterSecs?: number,
-): ClientError {
-  return retryAfterSecs === undefined
-    ? { status, code, message }
-    : { status, code, message, retryAfterSecs };
 }
 
 /**
@@ -278,21 +268,12 @@ export function requeueOrFail(
 ): void {
   releaseSlot(state, worker, request.id);
   if (request.status.kind === "streaming") {
-    const error = clientError(
-      502,
-      "worker_disconnected",
-      `${cause}; the stream cannot be resumed`,
-    );
+    const error = apiError("worker_disconnected", { cause });
     fail(state, request, error, "failed", out);
     return;
   }
   if (state.shuttingDown) {
-    const error = clientError(
-      503,
-      "shutting_down",
-      `server is shutting down (${cause})`,
-      state.config.retryAfterSecs,
-    );
+    const error = shuttingDown(state.config);
     fail(state, request, error, "failed", out);
     return;
   }
@@ -300,7 +281,7 @@ export function requeueOrFail(
   // tick that would have noticed has not run yet; requeueing it would hand a dead
   // request to another worker.
   if (state.nowMs >= request.deadlineAtMs) {
-    const error = clientError(504, "request_timeout", "request timeout");
+    const error = apiError("request_timeout", {});
     fail(state, request, error, "failed", out);
     return;
   }
@@ -311,16 +292,11 @@ export function requeueOrFail(
       message: "requeue exhausted",
       fields: { request_id: request.id, requeues: request.requeueCount },
     });
-    const error = clientError(
-      503,
-      "requeue_exhausted",
-      // "attempts", not "workers" (issue 24.5, C61): with one worker serving
-      // the model, every attempt was on the same one.
-      `requeue attempts exhausted: the request failed ${
-        request.requeueCount + 1
-      } attempts (${cause})`,
-      state.config.retryAfterSecs,
-    );
+    const error = apiError("requeue_exhausted", {
+      attempts: request.requeueCount + 1,
+      cause,
+      retryAfterSecs: state.config.retryAfterSecs,
+    });
     fail(state, request, error, "failed", out);
     return;
   }

@@ -4,7 +4,7 @@
 // governance. `startRelay` is what `deno task server` runs; tests start it the
 // same way.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ClientApi, ClientError } from "../../core/mod.ts";
+import { apiError, type ClientApi, type ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { type AdminDeps, handleAdmin } from "./ops/admin.ts";
 import type { ClusterRuntime } from "./cluster/runtime.ts";
@@ -17,7 +17,7 @@ import {
   sendFleetUsage,
 } from "./cluster/usage_fleet.ts";
 import type { LifecycleCallers } from "./http/clients.ts";
-import { sendAdminError } from "./http/http_reply.ts";
+import { replyError } from "./http/http_reply.ts";
 import type { DatabaseSync } from "node:sqlite";
 import {
   type KeyStore,
@@ -181,12 +181,7 @@ export function makeAuthorize(
       : "send Authorization: Bearer <key>";
     if (found === null) {
       metrics.authFailure("api_key");
-      return denied({
-        status: 401,
-        code: "missing_api_key",
-        message:
-          `this relay requires an API key (MODELRELAY_REQUIRE_API_KEYS=true): ${how}; keys are created with POST /admin/keys`,
-      });
+      return denied(apiError("missing_api_key", { how }));
     }
     let key: VerifiedKey | null;
     try {
@@ -194,20 +189,11 @@ export function makeAuthorize(
       if (key !== null) keys?.touch(key.id, Date.now());
     } catch (e) {
       log("error", "API key store failed", { error: String(e) });
-      return denied({
-        status: 503,
-        code: "key_store_unavailable",
-        message: "the API key store is unavailable; try again shortly",
-        retryAfterSecs: 5,
-      });
+      return denied(apiError("key_store_unavailable"));
     }
     if (key === null) {
       metrics.authFailure("api_key");
-      return denied({
-        status: 401,
-        code: "invalid_api_key",
-        message: `the API key is invalid or was revoked; ${how}`,
-      });
+      return denied(apiError("invalid_api_key", { how }));
     }
     // Refused before the body is read, and logged with the key: a bound key
     // naming another tenant is a client trying to leave its own limits. A key
@@ -345,7 +331,10 @@ function fleetUsageRoute(
     answer.catch((e) => {
       d.log("error", "fleet usage query failed", { error: String(e) });
       if (!res.headersSent) {
-        sendAdminError(res, 500, "internal_error", "the usage query failed");
+        replyError(
+          res,
+          apiError("internal_error", { what: "the usage query failed" }),
+        );
       }
     });
   };
@@ -381,9 +370,11 @@ function serveMetrics(
 ): boolean {
   req.resume();
   if (req.method !== "GET" && req.method !== "HEAD") {
-    sendAdminError(res, 405, "method_not_allowed", "use GET for /metrics", {
-      allow: "GET",
-    });
+    replyError(
+      res,
+      apiError("method_not_allowed", { use: "GET", path: "/metrics" }),
+      { allow: "GET" },
+    );
     return true;
   }
   if (s === null) return false;
@@ -399,13 +390,7 @@ function serveMetrics(
   if (access.kind === "denied") {
     metrics.authFailure("metrics_token");
     if (given !== null) d.throttle?.failed("metrics", req);
-    sendAdminError(
-      res,
-      access.status,
-      access.code,
-      access.message,
-      access.headers,
-    );
+    replyError(res, access.error, access.headers);
     return true;
   }
   res.writeHead(200, {
@@ -592,7 +577,7 @@ export async function startRelay(
   const server = running;
   const metricsListener = await startMetricsPort(config, log, (req, res) => {
     if (!serveMetrics(req, res, server, { policy, throttle }, metrics)) {
-      sendAdminError(res, 503, "starting", "the server is still starting");
+      replyError(res, apiError("starting"));
     }
   }).catch(async (e) => {
     await server.close();

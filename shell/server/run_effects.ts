@@ -25,7 +25,7 @@ import type {
 } from "./http/clients.ts";
 import { errorBody, errorHeaders, sseErrorEvent } from "./http/errors.ts";
 import { endsOnEventBoundary } from "../../core/protocol/sse_events.ts";
-import { compactHead, sendAdminError, sendJson } from "./http/http_reply.ts";
+import { compactHead, replyError, sendJson } from "./http/http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./http/tenancy.ts";
 
 /** Hop-by-hop and length headers are the relay's to set, not the backend's. */
@@ -462,7 +462,6 @@ function replyLifecycle(
   if (answer.kind === "document") {
     sendJson(res, answer.status, answer.body);
   } else {
-    const e = answer.error;
-    sendAdminError(res, e.status, e.code, e.message, {}, answer.extra);
+    replyError(res, answer.error, {}, answer.extra);
   }
 }

@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net";
 // @ts-types="npm:@types/ws@8.18.1"
 import type { WebSocket } from "ws";
 import {
+  apiError,
   type Effect,
   type Event,
   initialState,
@@ -29,7 +30,7 @@ import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import {
   answerUnparsable,
   closeIfBodyUnread,
-  sendJson,
+  replyError,
 } from "./http/http_reply.ts";
 import { type EffectDeps, makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
@@ -209,13 +210,10 @@ function serveClient(
   } catch (e) {
     log("error", "request handler failed", { error: String(e) });
     if (!res.headersSent) {
-      sendJson(res, 500, {
-        error: {
-          message: "internal error",
-          type: "server_error",
-          code: "internal_error",
-        },
-      });
+      replyError(
+        res,
+        apiError("internal_error", { what: "request handler failed" }),
+      );
     } else res.destroy();
   }
 }

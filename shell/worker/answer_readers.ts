@@ -11,6 +11,8 @@ import { isUtf8 } from "node:buffer";
 import type http from "node:http";
 import type { ResponseHeaders } from "./http1/header_lines.ts";
 import {
+  answerTooLarge,
+  apiError,
   bodyFitsOneFrame,
   errorShapeOf,
   FRAME_ENVELOPE_BYTES,
@@ -18,6 +20,7 @@ import {
   type RequestMessage,
   routeErrorBody,
 } from "../../core/protocol/mod.ts";
+import type { ClientError } from "../../core/vocabulary.ts";
 import type { Completion } from "../../core/worker/mod.ts";
 import {
   keepTail,
@@ -54,20 +57,11 @@ function copyHeaders(from: Iterable<[string, string]>): Record<string, string> {
   return out;
 }
 
-function failure(
-  request: RequestMessage,
-  status: number,
-  code: string,
-  message: string,
-): Completion {
+function failure(request: RequestMessage, error: ClientError): Completion {
   return {
-    status_code: status,
+    status_code: error.status,
     headers: { "content-type": "application/json" },
-    body: routeErrorBody(errorShapeOf(request.endpoint_path), {
-      status,
-      code,
-      message,
-    }),
+    body: routeErrorBody(errorShapeOf(request.endpoint_path), error),
     token_counts: null,
   };
 }
@@ -155,20 +149,17 @@ export function protocolErrorAnswer(
   request: RequestMessage,
   message: string,
 ): Completion {
-  return failure(
-    request,
-    502,
-    "backend_protocol_error",
-    `the backend's answer is not valid HTTP/1.1: ${message}`,
-  );
+  return failure(request, apiError("backend_protocol_error", { why: message }));
 }
 
 function tooLarge(request: RequestMessage): Completion {
   return failure(
     request,
-    502,
-    "response_too_large",
-    `the backend's answer is larger than one relay frame (${RESPONSE_FRAME_BYTES_MAX} bytes) and the proxy did not negotiate body-chunks-v1`,
+    answerTooLarge(false, {
+      limit: RESPONSE_FRAME_BYTES_MAX,
+      unit: "bytes",
+      of: "in one worker frame (the proxy did not negotiate body-chunks-v1)",
+    }),
   );
 }
 

@@ -13,6 +13,7 @@ import type {
 } from "../../../core/mod.ts";
 import {
   aliasTarget,
+  apiError,
   errorShapeOf,
   healthAnswer,
   modelById,
@@ -32,7 +33,7 @@ import { readBody } from "./body.ts";
 import type { Clients } from "./clients.ts";
 import { applyCors } from "./cors.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
-import { requestUrl, sendJson } from "./http_reply.ts";
+import { replyError, requestUrl, sendJson } from "./http_reply.ts";
 import { newRequestId } from "../ids.ts";
 import { type KeyGrant, readTenancy } from "./tenancy.ts";
 
@@ -159,10 +160,6 @@ function sendError(
   res.end(errorBody(api, error));
 }
 
-function badRequest(code: string, message: string, status = 400): ClientError {
-  return { status, code, message };
-}
-
 function traced(
   deps: HttpDeps,
   requestId: string,
@@ -192,17 +189,19 @@ export function parseInference(body: string): Parsed {
   try {
     value = JSON.parse(body);
   } catch {
-    return badRequest("invalid_json", "request body is not valid JSON");
+    return apiError("invalid_json");
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return badRequest("invalid_body", "request body must be a JSON object");
+    return apiError("invalid_body", {
+      detail: "request body must be a JSON object",
+    });
   }
   const obj = value as Record<string, unknown>;
   if (typeof obj.model !== "string" || obj.model.trim() === "") {
     return modelRequired();
   }
   if (obj.stream !== undefined && typeof obj.stream !== "boolean") {
-    return badRequest("invalid_stream", '"stream" must be true or false');
+    return apiError("invalid_stream");
   }
   return { model: obj.model, stream: obj.stream === true, fields: obj };
 }
@@ -222,7 +221,7 @@ export function handleHttp(
     return sendError(
       res,
       "openai",
-      badRequest("bad_request", "malformed request target"),
+      apiError("bad_request", { what: "request target" }),
     );
   }
   const path = url === null ? raw : url.pathname;
@@ -237,7 +236,7 @@ export function handleHttp(
       return sendError(
         res,
         api,
-        badRequest("method_not_allowed", `use POST for ${path}`, 405),
+        apiError("method_not_allowed", { use: "POST", path }),
       );
     }
     return handleInference(req, res, deps, api, path, false);
@@ -249,14 +248,7 @@ export function handleHttp(
   }
   if (path === "/v1/worker/connect") {
     res.setHeader("upgrade", "websocket");
-    return sendJson(res, 426, {
-      error: {
-        message:
-          "workers connect here with a WebSocket upgrade and the X-Worker-Secret header",
-        type: "invalid_request_error",
-        code: "upgrade_required",
-      },
-    });
+    return replyError(res, apiError("upgrade_required"));
   }
   if (
     deps.extraRoutes?.(req, res, url ?? requestUrl(raw)!) === true
@@ -274,10 +266,7 @@ export function handleHttp(
       return sendError(
         res,
         apiOf(path),
-        badRequest(
-          "invalid_path",
-          `the path has ${why}; the relay forwards only plain paths (no encoded separators, backslashes or dot segments)`,
-        ),
+        apiError("invalid_path", { why }),
       );
     }
     const u = url ?? requestUrl(raw)!;
@@ -293,7 +282,7 @@ export function handleHttp(
   sendError(
     res,
     "openai",
-    badRequest("not_found", `no route for ${req.method} ${path}`, 404),
+    apiError("not_found", { method: req.method ?? "GET", path }),
   );
 }
 
@@ -331,11 +320,10 @@ function retrieveModel(
   sendError(
     res,
     "openai",
-    badRequest(
-      "model_not_found",
-      `The model '${id}' does not exist: no connected worker serves it (GET /v1/models lists the models available)`,
-      404,
-    ),
+    apiError("model_not_found", {
+      model: id,
+      why: "no connected worker serves it",
+    }),
   );
 }
 

@@ -5,7 +5,11 @@
 // per-worker detail. Without required keys (a trusted network) /metrics stays
 // open as before and /v1/capabilities shows the fleet without worker names.
 import type { IncomingMessage } from "node:http";
-import type { ClientApi } from "../../../core/mod.ts";
+import {
+  apiError,
+  type ClientApi,
+  type ClientError,
+} from "../../../core/mod.ts";
 import type { Access } from "./client_http.ts";
 import { bearerToken, secretsEqual } from "../secret.ts";
 
@@ -18,9 +22,7 @@ export type AccessPolicy = {
 /** An answer that refuses the caller, in the operator routes' error shape. */
 export type Refusal = {
   kind: "denied";
-  status: number;
-  code: string;
-  message: string;
+  error: ClientError;
   headers: Record<string, string>;
 };
 
@@ -48,16 +50,7 @@ export function capabilitiesAccess(
   // Either header a client sends on its own routes is accepted here.
   const access = authorize(req, "anthropic");
   if (access.kind === "granted") return { kind: "fleet" };
-  const e = access.error;
-  return {
-    kind: "denied",
-    status: e.status,
-    code: e.code,
-    message: e.message,
-    headers: e.retryAfterSecs === undefined
-      ? {}
-      : { "retry-after": String(e.retryAfterSecs) },
-  };
+  return { kind: "denied", error: access.error, headers: {} };
 }
 
 /** /metrics: open unless keys are required or METRICS_TOKEN is set; then that token or the admin token. */
@@ -76,11 +69,10 @@ export function metricsAccess(
     : "send Authorization: Bearer <METRICS_TOKEN> (authorization.credentials in the Prometheus scrape config)";
   return {
     kind: "denied",
-    status: given === null ? 401 : 403,
-    code: given === null ? "missing_metrics_token" : "invalid_metrics_token",
-    message: given === null
-      ? `/metrics needs a token: ${how}`
-      : `the token does not match; ${how}`,
+    error: apiError(
+      given === null ? "missing_metrics_token" : "invalid_metrics_token",
+      { how },
+    ),
     headers: { "www-authenticate": 'Bearer realm="metrics"' },
   };
 }

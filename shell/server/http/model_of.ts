@@ -2,7 +2,7 @@
 // `model`, else the X-Model header, else a multipart form field `model` (audio
 // uploads). And the one change an alias makes to a body: the model's name,
 // every other byte left as the client sent it.
-import type { ClientError } from "../../../core/mod.ts";
+import { apiError, type ClientError } from "../../../core/mod.ts";
 
 /** Where the model was found; an alias is rewritten in the same place. */
 export type ModelSource = "json" | "header" | "multipart";
@@ -16,12 +16,7 @@ export type FoundModel = {
 };
 
 export function modelRequired(): ClientError {
-  return {
-    status: 400,
-    code: "model_required",
-    message:
-      'the request names no model: put "model" in the JSON body, an X-Model header, or a multipart form field "model" (GET /v1/models lists them)',
-  };
+  return apiError("model_required");
 }
 
 /** The body's top-level JSON object, or null when the body is not one. */

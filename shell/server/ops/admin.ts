@@ -2,13 +2,18 @@
 // /admin/keys. Bearer MODELRELAY_ADMIN_TOKEN, compared in constant time; with no
 // token configured every /admin route answers 403 saying how to enable it.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { type Event, type State, workerViews } from "../../../core/mod.ts";
+import {
+  apiError,
+  type Event,
+  type State,
+  workerViews,
+} from "../../../core/mod.ts";
 import type { ApiKeyInfo, KeyScope, KeyStore } from "./api_keys.ts";
 import { KEY_NAME_MAX } from "./api_keys.ts";
 import type { Metrics } from "./metrics.ts";
 import { type AuthThrottle, sendThrottled } from "./auth_throttle.ts";
 import { readJsonBody } from "../http/body.ts";
-import { sendAdminError, sendJson } from "../http/http_reply.ts";
+import { replyError, sendJson } from "../http/http_reply.ts";
 import { bareToken, bearerToken, secretsEqual } from "../secret.ts";
 import { isPriority, isTenantId, TENANT_RULE } from "../http/tenancy.ts";
 import { parseKeyLimits } from "./api_keys.ts";
@@ -52,12 +57,7 @@ export function decodeSegment(raw: string): string | null {
 }
 
 function badSegment(res: ServerResponse, raw: string): void {
-  sendAdminError(
-    res,
-    400,
-    "invalid_path",
-    `the path segment "${raw}" has a malformed percent-escape`,
-  );
+  replyError(res, apiError("invalid_path", { segment: raw }));
 }
 
 function iso(ms: number | null): string | null {
@@ -141,7 +141,7 @@ function readAdminJson(
       body.kind === "json"
         ? onDone(body.value, null)
         : onDone(null, "body is not valid JSON"),
-    (e) => sendAdminError(res, e.status, e.code, e.message),
+    (e) => replyError(res, e),
   );
 }
 
@@ -153,12 +153,7 @@ function adminAdmitted(
 ): boolean {
   if (deps.adminToken === "") {
     req.resume();
-    sendAdminError(
-      res,
-      403,
-      "admin_disabled",
-      "the admin API is disabled: start the server with MODELRELAY_ADMIN_TOKEN=<token> (or --admin-token <token>) and send Authorization: Bearer <token>",
-    );
+    replyError(res, apiError("admin_disabled"));
     return false;
   }
   const given = bearerToken(req) ?? bareToken(req);
@@ -174,13 +169,9 @@ function adminAdmitted(
   req.resume();
   deps.metrics.authFailure("admin_token");
   if (given !== null) deps.throttle?.failed("admin", req);
-  sendAdminError(
+  replyError(
     res,
-    403,
-    given === null ? "missing_admin_token" : "invalid_admin_token",
-    given === null
-      ? "send the admin token as Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>"
-      : "the admin token does not match MODELRELAY_ADMIN_TOKEN",
+    apiError(given === null ? "missing_admin_token" : "invalid_admin_token"),
   );
   return false;
 }
@@ -232,12 +223,7 @@ function drainWorker(
   if (id === null) return badSegment(res, rawId);
   const worker = state.workers.get(id);
   if (worker === undefined) {
-    return sendAdminError(
-      res,
-      404,
-      "worker_not_found",
-      `no worker with id ${id}`,
-    );
+    return replyError(res, apiError("worker_not_found", { id }));
   }
   deps.submit({
     kind: "workerDrainRequested",
@@ -266,20 +252,16 @@ export function handleAdmin(
   const state = deps.state();
   if (state === null) {
     req.resume();
-    sendAdminError(res, 503, "starting", "the server is still starting");
+    replyError(res, apiError("starting"));
     return true;
   }
   const method = req.method ?? "GET";
   const only = (allowed: string): boolean => {
     if (method === allowed) return true;
     req.resume();
-    sendAdminError(
-      res,
-      405,
-      "method_not_allowed",
-      `use ${allowed} for ${path}`,
-      { allow: allowed },
-    );
+    replyError(res, apiError("method_not_allowed", { use: allowed, path }), {
+      allow: allowed,
+    });
     return false;
   };
 
@@ -314,7 +296,7 @@ export function handleAdmin(
     return handleKeys(req, res, path, method, deps);
   }
   req.resume();
-  sendAdminError(res, 404, "not_found", `no admin route for ${method} ${path}`);
+  replyError(res, apiError("not_found", { method, path }));
   return true;
 }
 
@@ -328,27 +310,28 @@ function createKey(
 ): void {
   readAdminJson(req, res, deps.bodyTimeoutMs, (value, error) => {
     if (error !== null) {
-      return sendAdminError(res, 400, "invalid_body", error);
+      return replyError(res, apiError("invalid_body", { detail: error }));
     }
     const name = (value as { name?: unknown } | null)?.name;
     if (
       typeof name !== "string" || name.trim() === "" ||
       name.length > KEY_NAME_MAX
     ) {
-      return sendAdminError(
+      return replyError(
         res,
-        400,
-        "invalid_name",
-        `send {"name": "..."}: a non-empty name of at most ${KEY_NAME_MAX} characters`,
+        apiError("invalid_name", {
+          detail:
+            `send {"name": "..."}: a non-empty name of at most ${KEY_NAME_MAX} characters`,
+        }),
       );
     }
     const scope = scopeOf(value as Record<string, unknown>);
     if (typeof scope === "string") {
-      return sendAdminError(res, 400, "invalid_scope", scope);
+      return replyError(res, apiError("invalid_scope", { detail: scope }));
     }
     const limits = limitsOf(value as Record<string, unknown>);
     if (typeof limits === "string") {
-      return sendAdminError(res, 400, "invalid_limit", limits);
+      return replyError(res, apiError("invalid_limit", { detail: limits }));
     }
     try {
       const k = keys.create(name.trim(), deps.wallNow(), scope, limits);
@@ -377,15 +360,13 @@ function handleKeys(
   const keys = deps.keys;
   if (keys === null) {
     req.resume();
-    sendAdminError(res, 503, "keys_unavailable", "the key store is not open");
+    replyError(res, apiError("keys_unavailable"));
     return true;
   }
   const fail = (e: unknown) => {
-    sendAdminError(
+    replyError(
       res,
-      500,
-      "key_store_error",
-      `the key store failed: ${(e as Error).message}`,
+      apiError("key_store_error", { why: (e as Error).message }),
     );
   };
   if (path === "/admin/keys") {
@@ -403,11 +384,9 @@ function handleKeys(
       return true;
     }
     req.resume();
-    sendAdminError(
+    replyError(
       res,
-      405,
-      "method_not_allowed",
-      "use GET or POST for /admin/keys",
+      apiError("method_not_allowed", { use: "GET or POST", path }),
       { allow: "GET, POST" },
     );
     return true;
@@ -415,15 +394,13 @@ function handleKeys(
   const m = /^\/admin\/keys\/([^/]+)$/.exec(path);
   req.resume();
   if (m === null) {
-    sendAdminError(res, 404, "not_found", `no admin route for ${path}`);
+    replyError(res, apiError("not_found", { method, path }));
     return true;
   }
   if (method !== "DELETE") {
-    sendAdminError(
+    replyError(
       res,
-      405,
-      "method_not_allowed",
-      `use DELETE for ${path}`,
+      apiError("method_not_allowed", { use: "DELETE", path }),
       { allow: "DELETE" },
     );
     return true;
@@ -437,12 +414,7 @@ function handleKeys(
     // The original's answer: 204 and no body (issue 32).
     if (keys.revoke(id)) {
       res.writeHead(204, { "cache-control": "no-store" }).end();
-    } else {sendAdminError(
-        res,
-        404,
-        "key_not_found",
-        `no API key with id ${id}`,
-      );}
+    } else replyError(res, apiError("key_not_found", { id }));
   } catch (e) {
     fail(e);
   }

@@ -13,7 +13,8 @@ import {
   throttledForSecs,
 } from "../../../core/mod.ts";
 import { clientAddress, type TrustedProxies } from "../http/client_address.ts";
-import { sendAdminError } from "../http/http_reply.ts";
+import { replyError } from "../http/http_reply.ts";
+import { apiError } from "../../../core/mod.ts";
 
 /** The operator doors, each throttled on its own. */
 export type OperatorDoor = "admin" | "metrics";
@@ -60,11 +61,8 @@ export function makeAuthThrottle(
 
 /** 429 in the operator routes' error shape, with Retry-After. */
 export function sendThrottled(res: ServerResponse, secs: number): void {
-  sendAdminError(
+  replyError(
     res,
-    429,
-    "too_many_auth_failures",
-    `too many wrong tokens from this address: retry in ${secs} s`,
-    { "retry-after": String(secs) },
+    apiError("too_many_auth_failures", { retryAfterSecs: secs }),
   );
 }

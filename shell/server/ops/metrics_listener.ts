@@ -6,7 +6,8 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
-import { sendAdminError } from "../http/http_reply.ts";
+import { replyError } from "../http/http_reply.ts";
+import { apiError } from "../../../core/mod.ts";
 
 export type MetricsListener = { port: number; close: () => Promise<void> };
 
@@ -17,14 +18,13 @@ export async function startMetricsListener(
   serve: (req: IncomingMessage, res: ServerResponse) => void,
 ): Promise<MetricsListener> {
   const server = createServer((req, res) => {
-    const path = (req.url ?? "/").split("?")[0];
+    const path = (req.url ?? "/").split("?")[0] ?? "/";
     if (path === "/metrics") return serve(req, res);
     req.resume();
-    sendAdminError(
+    // This port (METRICS_PORT) serves only /metrics.
+    replyError(
       res,
-      404,
-      "not_found",
-      "this port (METRICS_PORT) serves only /metrics",
+      apiError("not_found", { method: req.method ?? "GET", path }),
     );
   });
   await new Promise<void>((resolve, reject) => {

@@ -46,7 +46,11 @@
 // The nonce is recorded only when every other check passed, so a rejected token
 // does not burn its nonce.
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { LifecycleOperation } from "../../../core/mod.ts";
+import {
+  apiError,
+  type ClientError,
+  type LifecycleOperation,
+} from "../../../core/mod.ts";
 
 export const OP_TOKEN_WINDOW_SECS = 300;
 export const NONCE_CHARS_MAX = 256;
@@ -71,7 +75,7 @@ export const OP_TOKEN_FIELDS: readonly string[] = [
 /** A token with the call's other parameters (evictModel, scope, ...) beside its own fields. */
 export type SignedCall = OpToken & Record<string, unknown>;
 
-export type OpTokenError = { status: number; code: string; message: string };
+export type OpTokenError = ClientError;
 
 export type OpTokenPolicy = {
   key: Uint8Array;
@@ -111,16 +115,8 @@ export function encodeOpToken(token: SignedCall, key: Uint8Array): string {
   ).toString("base64url");
 }
 
-function err(status: number, code: string, message: string): OpTokenError {
-  return { status, code, message };
-}
-
 function malformed(what: string): OpTokenError {
-  return err(
-    400,
-    "invalid_op_token",
-    `verifiedOpToken is malformed: ${what} (expected {"opToken":{"operation","modelId","issuedAt","signers","nonce"},"signature"} as JSON or base64url JSON)`,
-  );
+  return apiError("invalid_op_token", { what });
 }
 
 type Parsed = {
@@ -278,11 +274,10 @@ export function verifyOpToken(
   nowSecs: number,
 ): OpToken | OpTokenError {
   if (input === undefined || input === null || input === "") {
-    return err(
-      401,
-      "missing_op_token",
-      `${call.operation} is a governed operation: send "verifiedOpToken" signed by ${policy.minSigners} of the configured signers`,
-    );
+    return apiError("missing_op_token", {
+      detail:
+        `${call.operation} is a governed operation: send "verifiedOpToken" signed by ${policy.minSigners} of the configured signers`,
+    });
   }
   const parsed = parseOpToken(input);
   if ("status" in parsed) return parsed;
@@ -297,68 +292,55 @@ export function verifyOpToken(
     given === null || given.length !== expected.length ||
     !timingSafeEqual(given, expected)
   ) {
-    return err(
-      401,
-      "op_token_bad_signature",
-      "verifiedOpToken signature does not verify: HMAC-SHA256 over the canonical JSON of opToken (sorted keys, no spaces) with the key at VERIFIED_OP_TOKEN_KEY_PATH, as hex or base64url",
-    );
+    return apiError("op_token_bad_signature");
   }
   if (token.operation !== call.operation) {
-    return err(
-      403,
-      "op_token_wrong_operation",
-      `verifiedOpToken is for operation "${token.operation}", this call is "${call.operation}"`,
-    );
+    return apiError("op_token_wrong_operation", {
+      detail:
+        `verifiedOpToken is for operation "${token.operation}", this call is "${call.operation}"`,
+    });
   }
   if (token.modelId !== call.modelId) {
-    return err(
-      403,
-      "op_token_wrong_model",
-      `verifiedOpToken is for model ${
+    return apiError("op_token_wrong_model", {
+      detail: `verifiedOpToken is for model ${
         JSON.stringify(token.modelId)
       }, this call is for ${JSON.stringify(call.modelId)}`,
-    );
+    });
   }
   const differs = paramDifferences(raw, call.params);
   if (differs.length > 0) {
-    return err(
-      403,
-      "op_token_params_mismatch",
-      `verifiedOpToken does not sign this call's parameters (${
+    return apiError("op_token_params_mismatch", {
+      detail: `verifiedOpToken does not sign this call's parameters (${
         differs.join("; ")
       }); the token must carry every body field except verifiedOpToken, with the same values`,
-    );
+    });
   }
   const skew = nowSecs - token.issuedAt;
   if (Math.abs(skew) > OP_TOKEN_WINDOW_SECS) {
-    return err(
-      401,
-      "op_token_expired",
-      `verifiedOpToken was issued ${Math.round(Math.abs(skew))} s ${
+    return apiError("op_token_expired", {
+      detail: `verifiedOpToken was issued ${Math.round(Math.abs(skew))} s ${
         skew > 0 ? "ago" : "in the future"
       }; it must be within ${OP_TOKEN_WINDOW_SECS} s of the relay's clock`,
-    );
+    });
   }
   const valid = new Set(
     token.signers.filter((s) => policy.signers.includes(s)),
   );
   if (valid.size < policy.minSigners) {
-    return err(
-      403,
-      "op_token_insufficient_signers",
-      `verifiedOpToken has ${valid.size} distinct configured signer(s), ${policy.minSigners} of [${
-        policy.signers.join(", ")
-      }] are required (OP_TOKEN_MIN_SIGNERS)`,
-    );
+    return apiError("op_token_insufficient_signers", {
+      detail:
+        `verifiedOpToken has ${valid.size} distinct configured signer(s), ${policy.minSigners} of [${
+          policy.signers.join(", ")
+        }] are required (OP_TOKEN_MIN_SIGNERS)`,
+    });
   }
   if (
     !nonces.claim(token.nonce, nowSecs, token.issuedAt + OP_TOKEN_WINDOW_SECS)
   ) {
-    return err(
-      409,
-      "op_token_replayed",
-      "verifiedOpToken nonce was already used: every operation needs a fresh token",
-    );
+    return apiError("op_token_replayed", {
+      detail:
+        "verifiedOpToken nonce was already used: every operation needs a fresh token",
+    });
   }
   return token;
 }
@@ -406,7 +388,7 @@ export async function checkOpToken(
       : "the nonce store is unavailable";
     return {
       kind: "refused",
-      error: err(503, "lifecycle_unconfigured", message),
+      error: apiError("lifecycle_unconfigured", { detail: message }),
     };
   }
   const verified = verifyOpToken(input, call, policy, nonces, nowSecs());
@@ -421,11 +403,10 @@ export async function checkOpToken(
   ) {
     return {
       kind: "refused",
-      error: err(
-        409,
-        "op_token_replayed",
-        "verifiedOpToken nonce was already used (or the shared nonce store is unreachable): every operation needs a fresh token",
-      ),
+      error: apiError("op_token_replayed", {
+        detail:
+          "verifiedOpToken nonce was already used (or the shared nonce store is unreachable): every operation needs a fresh token",
+      }),
     };
   }
   return { kind: "verified", token: verified };

@@ -8,8 +8,8 @@
 // (issue 33.11: not once API keys are required). No worker names, ids,
 // addresses or loads.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { listModels, type State } from "../../../core/mod.ts";
-import { sendAdminError, sendJson } from "../http/http_reply.ts";
+import { apiError, listModels, type State } from "../../../core/mod.ts";
+import { replyError, sendJson } from "../http/http_reply.ts";
 import { DASHBOARD_HTML, DASHBOARD_JS } from "./page_dashboard.ts";
 import { SETUP_HTML, SETUP_JS } from "./page_setup.ts";
 import { PAGE_CSS } from "./page_style.ts";
@@ -69,7 +69,7 @@ export function handlePages(
   req.resume();
   if (req.method !== "GET" && req.method !== "HEAD") {
     // Found by the HTTP fuzz (issue 15): every error is JSON in one shape.
-    sendAdminError(res, 405, "method_not_allowed", `use GET for ${path}`, {
+    replyError(res, apiError("method_not_allowed", { use: "GET", path }), {
       allow: "GET",
     });
     return true;

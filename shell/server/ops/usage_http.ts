@@ -1,7 +1,8 @@
 // GET /admin/usage and GET /admin/requests (issue 26): the usage ledger read
 // back. Behind the admin token (admin.ts checks it before routing here).
 import type { ServerResponse } from "node:http";
-import { sendAdminError, sendJson } from "../http/http_reply.ts";
+import { apiError, type ClientError } from "../../../core/mod.ts";
+import { replyError, sendJson } from "../http/http_reply.ts";
 import {
   type GroupBy,
   GROUPS,
@@ -45,19 +46,26 @@ export function parseTime(raw: string): number | null {
 }
 
 export function disabled(res: ServerResponse): void {
-  sendAdminError(
-    res,
-    404,
-    "usage_ledger_disabled",
-    "the usage ledger is off: it is kept when the admin API or API keys are on and USAGE_RETENTION_DAYS is above 0",
-  );
+  replyError(res, apiError("usage_ledger_disabled"));
 }
 
 /** A usage query's range (both ends in ms, `to` included) and grouping. */
 export type UsageQuery = { groupBy: GroupBy; fromMs: number; toMs: number };
 
 /** What is wrong with a query: the admin error to answer. */
-export type QueryError = { code: string; message: string };
+export type QueryError = {
+  code: "invalid_group_by" | "invalid_from" | "invalid_to" | "invalid_range";
+  message: string;
+};
+
+function queryError(code: QueryError["code"], message: string): QueryError {
+  return { code, message };
+}
+
+/** A usage query's error from the catalogue, its validator's words as its message. */
+export function queryErrorOf(q: QueryError): ClientError {
+  return apiError(q.code, { detail: q.message });
+}
 
 /** The query of GET /admin/usage, `from` and `to` defaulting to the last 24 hours before `wallNow`. */
 export function usageQuery(
@@ -66,10 +74,10 @@ export function usageQuery(
 ): UsageQuery | QueryError {
   const groupBy = q.get("group_by") ?? "tenant";
   if (!(GROUPS as readonly string[]).includes(groupBy)) {
-    return {
-      code: "invalid_group_by",
-      message: `group_by must be one of ${GROUPS.join(", ")}`,
-    };
+    return queryError(
+      "invalid_group_by",
+      `group_by must be one of ${GROUPS.join(", ")}`,
+    );
   }
   const range: number[] = [];
   for (
@@ -81,17 +89,16 @@ export function usageQuery(
     const raw = q.get(name);
     const ms = raw === null ? fallback : parseTime(raw);
     if (ms === null) {
-      return {
-        code: `invalid_${name}`,
-        message:
-          `${name} must be an RFC 3339 time (2026-11-25T10:00:00Z) or unix seconds`,
-      };
+      return queryError(
+        name === "from" ? "invalid_from" : "invalid_to",
+        `${name} must be an RFC 3339 time (2026-11-25T10:00:00Z) or unix seconds`,
+      );
     }
     range.push(ms);
   }
   const [fromMs, toMs] = range as [number, number];
   if (toMs < fromMs) {
-    return { code: "invalid_range", message: "to is before from" };
+    return queryError("invalid_range", "to is before from");
   }
   return { groupBy: groupBy as GroupBy, fromMs, toMs };
 }
@@ -120,7 +127,7 @@ export function sendUsage(
   if (ledger === null) return disabled(res);
   const query = usageQuery(url.searchParams, wallNow);
   if ("code" in query) {
-    return sendAdminError(res, 400, query.code, query.message);
+    return replyError(res, queryErrorOf(query));
   }
   // `to` is included: a record stamped at the very instant counts.
   const part = ledger.usage(query.groupBy, query.fromMs, query.toMs + 1);
@@ -168,7 +175,7 @@ export function sendRequests(
   if (ledger === null) return disabled(res);
   const filter = requestFilter(url.searchParams);
   if (typeof filter === "string") {
-    return sendAdminError(res, 400, "invalid_query", filter);
+    return replyError(res, apiError("invalid_query", { detail: filter }));
   }
   const { records, nextCursor } = ledger.requests(filter);
   sendJson(res, 200, { requests: records, next_cursor: nextCursor });
