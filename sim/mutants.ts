@@ -244,6 +244,31 @@ function tokensCountedAtAdmission(): ReduceFn {
   };
 }
 
+function streamsUncounted(): ReduceFn {
+  // Issue 33: a stream is recorded as 0 tokens and charged nothing (what a
+  // field named include_usage anywhere in the body did, and what the direct
+  // path does in cluster mode).
+  return (state, event) => {
+    const streaming = event.kind === "completeReceived" &&
+      state.requests.get(event.requestId)?.isStreaming === true;
+    const out = reduce(state, event);
+    if (!streaming) return out;
+    for (const f of out.effects) {
+      if (f.kind !== "requestFinished") continue;
+      const tokens = (f.usage.prompt ?? 0) + (f.usage.completion ?? 0);
+      f.usage = { ...f.usage, prompt: null, completion: null };
+      for (const kind of ["rate", "budget"]) {
+        const w = state.tokenWindows.get(`${kind}|tenant:${f.tenant}`);
+        const last = w?.buckets[w.buckets.length - 1];
+        if (w === undefined || last === undefined || tokens === 0) continue;
+        last.tokens -= tokens;
+        w.total -= tokens;
+      }
+    }
+    return out;
+  };
+}
+
 function rateForgetsWindow(): ReduceFn {
   // A fixed window reset on every tick instead of a sliding one.
   return (state, event) => {
@@ -509,6 +534,11 @@ export const MUTANTS: readonly Mutant[] = [
     name: "tokens_counted_at_admission",
     breaks: "issue 26 a request's tokens count when it finishes",
     make: tokensCountedAtAdmission,
+  },
+  {
+    name: "streams_uncounted",
+    breaks: "issue 33 every finished stream is counted and charged",
+    make: streamsUncounted,
   },
   {
     name: "tenant_queue_unbounded",

@@ -33,6 +33,8 @@ export const INVARIANTS = {
     "004 per tenant, admissions in any sliding window never exceed the limit; 429 only when the window is full (never under- or over-counted)",
   tokenLimit:
     "issue 26 per tenant, a request is admitted only while its finished requests' tokens in the window are below each token limit (so a window holds at most the limit plus the tokens in flight when it was reached); a token 429 only when the window holds the limit",
+  streamsCounted:
+    "issue 33 every stream that finished normally is counted: its usage holds at least a token per chunk, charged to every token limit of its tenant",
   cacheAffinity:
     "004 a cache key goes to the worker that served it last unless that worker is busier than the least-loaded one by more than the margin",
   extensionFramesOnlyToNegotiated:

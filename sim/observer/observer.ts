@@ -45,6 +45,7 @@ import * as priorityOrder from "../invariants/priority_order.ts";
 import * as queueBound from "../invariants/queue_bound.ts";
 import * as rateLimit from "../invariants/rate_limit.ts";
 import * as tokenLimit from "../invariants/token_limit.ts";
+import * as streamsCounted from "../invariants/streams_counted.ts";
 import * as requeueCap from "../invariants/requeue_cap.ts";
 import * as retryElsewhere from "../invariants/retry_elsewhere.ts";
 import * as streamCarriesOnlyBackendBytes from "../invariants/stream_carries_only_backend_bytes.ts";
@@ -389,6 +390,8 @@ export class Observer {
         cancelled: false,
         how: f.kind,
         code: f.error.code,
+        streaming: nr.streaming,
+        chunks: 0,
       });
       return;
     }
@@ -429,6 +432,12 @@ export class Observer {
     );
     m.finishedNow.add(f.requestId);
     tokenLimit.charge(m, f);
+    streamsCounted.finishedStreamCounted(
+      m,
+      check,
+      f,
+      m.endedNow.get(f.requestId),
+    );
     requeueCap.finishedWithinCap(m, check, f.requestId, f.requeues);
     endsExactlyOnce.rejectedOnlyOnArrival(m, check, f);
     return;
@@ -649,6 +658,7 @@ export class Observer {
       cancelWhenAbandoned.cancelOnlyWhenAbandoned(m, check, id);
     }
     observerAgrees.countsAgree(m, check, state);
+    streamsCounted.chargedToEveryLimit(m, check, state);
     if (m.dropped || e.kind === "tick" || m.queued > 0) {
       for (const r of m.reqs.values()) {
         if (r.status === "queued") requeueCap.waitsWithinCap(m, check, r);
