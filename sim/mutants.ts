@@ -11,6 +11,7 @@ import type { ReduceFn } from "./run_scenario.ts";
 import { pieceArrived, receiverDue } from "../core/cluster/mod.ts";
 import type { DataPathInvariant, DataPathRules } from "./data_path_world.ts";
 import { chargeTokens } from "../core/state/token_limit.ts";
+import { bodySent } from "../core/state/body_budget.ts";
 import type {
   ClusterFault,
   ClusterInvariant,
@@ -26,6 +27,20 @@ export type Mutant = {
   /** A named scenario that must catch it too (seeds 1-5), besides the default sweep. */
   scenario?: string;
 };
+
+/**
+ * Issue 33.3's regression, in its cut form: an idle reader's bytes leave the
+ * budget when the core orders the cut, not when the shell reports them let go.
+ */
+function releaseOnCut(): ReduceFn {
+  return (state, event) => {
+    const out = reduce(state, event);
+    for (const f of out.effects) {
+      if (f.kind === "cutResponse") bodySent(state, f.requestId);
+    }
+    return out;
+  };
+}
 
 /** startStream forgets the worker's head: the client gets the SSE head. */
 function dropStreamHead(): ReduceFn {
@@ -626,6 +641,12 @@ export const MUTANTS: readonly Mutant[] = [
     breaks:
       "issue 25 a request goes only to a worker whose endpoint_prefixes match its path",
     make: ignoreEndpointPrefixes,
+  },
+  {
+    name: "release_on_cut",
+    breaks:
+      "issue 33.3 an answer's bytes leave the budget only when its client's connection lets them go",
+    make: releaseOnCut,
   },
 ];
 

@@ -41,6 +41,7 @@ const EXPECTED: Record<string, string[]> = {
   drain_as_empty_models: ["drainingModelsStayRoutable"],
   ignore_endpoint_prefixes: ["dispatchOnlyToAccepting"],
   drop_stream_head: ["streamHeadFromItsWorker"],
+  release_on_cut: ["answerBytesCounted"],
 };
 
 Deno.test("every mutant has an expected catcher", () => {

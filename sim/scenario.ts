@@ -185,6 +185,8 @@ export type ScenarioConfig = {
   backendFailuresMax?: number;
   backendCoolDownMs?: number;
   backendCoolDownMaxMs?: number;
+  /** Issue 33.3: a client taking none of its answer for this long is cut. */
+  clientWriteTimeoutMs?: number;
 };
 
 export type Scenario = {
@@ -228,6 +230,7 @@ export const SIM_CONFIG_DEFAULTS: Required<ScenarioConfig> = {
   backendFailuresMax: 3,
   backendCoolDownMs: 500,
   backendCoolDownMaxMs: 4_000,
+  clientWriteTimeoutMs: 2_000,
 };
 
 /**

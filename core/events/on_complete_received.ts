@@ -26,6 +26,11 @@ import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "completeReceived" }>;
 
+/** A status a whole answer may carry: HTTP's final ones. */
+export function isFinalStatus(status: number): boolean {
+  return Number.isInteger(status) && status >= 200 && status <= 599;
+}
+
 export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
   const worker = state.workers.get(e.workerId);
   if (worker === undefined) return;
@@ -78,6 +83,15 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         out.push({ kind: "endStream", requestId: request.id, error: null });
         complete();
       }
+    } else if (!isFinalStatus(e.statusCode)) {
+      // Issue 33.11: a status HTTP has no final meaning for (600, a 1xx) is
+      // not an answer: the client gets the relay's 502, never the backend's
+      // body under a status it did not send.
+      failWith(clientError(
+        502,
+        "backend_protocol_error",
+        `the backend answered with status ${e.statusCode}, which is not a final HTTP status (200-599)`,
+      ));
     } else if (
       request.bodyBytes + e.body.length > answerBytesMax(state.config)
     ) {

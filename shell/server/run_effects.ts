@@ -50,6 +50,29 @@ const DROPPED_RESPONSE_HEADERS = new Set([
   "access-control-max-age",
 ]);
 
+/**
+ * The backend's headers a client may see: none of the relay's own
+ * (DROPPED_RESPONSE_HEADERS), nor any its `Connection` header names (issue
+ * 33.11: hop-by-hop by RFC 9110 §7.6.1), lowercased onto `into`.
+ */
+function copyBackendHeaders(
+  from: Record<string, string>,
+  into: Record<string, string>,
+): void {
+  let hopByHop: Set<string> | null = null;
+  for (const k in from) {
+    if (k.toLowerCase() !== "connection") continue;
+    hopByHop = new Set(
+      from[k]!.split(",").map((t) => t.trim().toLowerCase()),
+    );
+  }
+  for (const k in from) {
+    const lower = k.toLowerCase();
+    if (DROPPED_RESPONSE_HEADERS.has(lower) || hopByHop?.has(lower)) continue;
+    into[lower] = from[k]!;
+  }
+}
+
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
   "cache-control": "no-cache",
@@ -306,10 +329,7 @@ export function streamHead(
     ...CACHE_HEADER_DEFAULTS,
     "x-accel-buffering": "no",
   };
-  for (const k in from.headers) {
-    const lower = k.toLowerCase();
-    if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = from.headers[k]!;
-  }
+  copyBackendHeaders(from.headers, headers);
   headers["x-queue-wait-ms"] = String(queueWaitMs);
   return safeHead(from.status, headers);
 }
@@ -335,11 +355,7 @@ function respond(
   }
   // Spec 004 headers: the backend's when it sent them, else false/0.
   const headers: Record<string, string> = { ...CACHE_HEADER_DEFAULTS };
-  const from = effect.headers;
-  for (const k in from) {
-    const lower = k.toLowerCase();
-    if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = from[k]!;
-  }
+  copyBackendHeaders(effect.headers, headers);
   headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
   const head = safeHead(effect.status, headers);
   // body-bytes-v1 (issue 25): a binary answer's bytes, exactly as the backend sent them.
@@ -347,15 +363,15 @@ function respond(
     Buffer.from(effect.body),
     Buffer.from(effect.bodyBase64, "base64"),
   ]);
+  const length = (effect.bodyPieces ?? []).reduce((n, p) => n + p.length, 0) +
+    (typeof rest === "string" ? Buffer.byteLength(rest) : rest.length);
+  const framing = contentLength(c.res, head.status, effect.headers, length);
+  if (framing !== null) head.headers["content-length"] = framing;
   if (effect.bodyPieces === undefined) {
     c.res.writeHead(head.status, head.headers);
     c.res.end(rest);
     return;
   }
-  head.headers["content-length"] = String(
-    effect.bodyPieces.reduce((n, p) => n + p.length, 0) +
-      (typeof rest === "string" ? Buffer.byteLength(rest) : rest.length),
-  );
   c.res.writeHead(head.status, head.headers);
   sending.set(requestId, c.res);
   writePieces(c.res, effect.bodyPieces.slice(), rest, {
@@ -371,6 +387,30 @@ function respond(
       deps.submit({ kind: "responseSent", atMs: deps.now(), requestId });
     },
   });
+}
+
+/**
+ * A whole answer's `content-length` (issue 33.11: a one-frame answer went out
+ * chunked): the bytes it carries, which are the backend's own when it sent
+ * one; a HEAD answer carries no bytes, so it keeps the backend's; 204 and 304
+ * have none.
+ */
+function contentLength(
+  res: ServerResponse,
+  status: number,
+  backend: Record<string, string>,
+  length: number,
+): string | null {
+  if (status === 204 || status === 304) return null;
+  if (res.req?.method === "HEAD") {
+    for (const k in backend) {
+      if (k.toLowerCase() === "content-length") {
+        return /^\d+$/.test(backend[k]!) ? backend[k]! : null;
+      }
+    }
+    return null;
+  }
+  return String(length);
 }
 
 /**

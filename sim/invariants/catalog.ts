@@ -57,6 +57,8 @@ export const INVARIANTS = {
     "C60 issue 24.1 a stream never carries a partial event followed by another event: no chunk starts an event while the stream ends inside one, and our worker's stream breaks only between events",
   streamHeadFromItsWorker:
     "C108 issue 25 a stream opens with the head its committing worker sent in this dispatch (stream-head-v1), never an earlier worker's, and never without it",
+  answerBytesCounted:
+    "C170/C172 issue 33.3 an answer's bytes handed to the shell stay in MAX_BUFFERED_RESPONSE_BYTES until its client took them or its connection is gone; the fleet's count equals its tenants' and its pieces', each tenant within its share",
   liveness:
     "C34 heal phase: every request and lifecycle task ends within bounded steps",
 } as const;

@@ -41,6 +41,7 @@ import * as noSplice from "../invariants/no_splice.ts";
 import * as noStarvation from "../invariants/no_starvation.ts";
 import * as nothingAfterEnd from "../invariants/nothing_after_end.ts";
 import * as observerAgrees from "../invariants/observer_agrees.ts";
+import * as answerBytes from "../invariants/answer_bytes_counted.ts";
 import * as priorityOrder from "../invariants/priority_order.ts";
 import * as queueBound from "../invariants/queue_bound.ts";
 import * as rateLimit from "../invariants/rate_limit.ts";
@@ -66,6 +67,8 @@ import { pieces } from "../model/pieces.ts";
 
 export class Observer {
   readonly #m: Model;
+  /** Answers handed over whose clients have not taken all their bytes. */
+  readonly #held: answerBytes.Held = new Map();
   #checks = 0;
   #violation: Violation | null = null;
   /** Bound once: the invariants call it as a plain function. */
@@ -121,6 +124,7 @@ export class Observer {
     const m = this.#m;
     const check = this.#check;
     m.startStep(e);
+    answerBytes.clientReported(this.#held, e);
     switch (e.kind) {
       case "lifecycleRequested":
         return this.#taskRequested(e);
@@ -308,6 +312,7 @@ export class Observer {
       case "writeChunk":
         return this.#writeChunk(f.requestId, f.chunk);
       case "respond":
+        answerBytes.handedOver(this.#held, f);
         return this.#respond(f);
       case "respondError":
         return this.#respondError(f);
@@ -659,6 +664,7 @@ export class Observer {
     }
     observerAgrees.countsAgree(m, check, state);
     streamsCounted.chargedToEveryLimit(m, check, state);
+    answerBytes.countedWhileHeld(check, this.#held, state);
     if (m.dropped || e.kind === "tick" || m.queued > 0) {
       for (const r of m.reqs.values()) {
         if (r.status === "queued") requeueCap.waitsWithinCap(m, check, r);

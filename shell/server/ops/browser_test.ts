@@ -79,6 +79,16 @@ Deno.test({
           max_priority: "low",
         }),
       })).json();
+      // Issue 33.11: a key without a tenant is its own tenant; only a
+      // gateway's key (may_name_tenants) names tenants.
+      const lone = await (await admin(relay, "/admin/keys", {
+        method: "POST",
+        body: JSON.stringify({ name: "lone app" }),
+      })).json();
+      const gateway = await (await admin(relay, "/admin/keys", {
+        method: "POST",
+        body: JSON.stringify({ name: "gateway", may_name_tenants: true }),
+      })).json();
       await page.goto(`${relay.url}/dashboard`);
       // A wrong token is refused and the form stays.
       await page.fill("#token", "wrong-token");
@@ -104,6 +114,20 @@ Deno.test({
       assert.match(
         (await keyRow.textContent()) ?? "",
         /\d{4}-\d\d-\d\d \d\d:\d\d/,
+      );
+      assert.match(
+        (await page.locator(`#keys tr[data-key-id="${lone.id}"]`)
+          .textContent()) ?? "",
+        new RegExp(`lone app.*its own \\(${lone.id}\\)`),
+      );
+      assert.match(
+        (await page.locator(`#keys tr[data-key-id="${gateway.id}"]`)
+          .textContent()) ?? "",
+        /gateway.*any \(X-Tenant-ID\)/,
+      );
+      assert.doesNotMatch(
+        (await page.locator("#dash").textContent()) ?? "",
+        /one without may name tenants/,
       );
 
       const w = await registeredWorker(relay, {
