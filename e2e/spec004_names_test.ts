@@ -51,7 +51,7 @@ Deno.test("spec 004: the environment names, a compact op token, /health's fields
       WORKER_SECRET: SECRET,
       MODELRELAY_DB_PATH: ":memory:",
       MAX_QUEUE_DEPTH: "16",
-      QUEUE_TIMEOUT_MS: "30000",
+      QUEUE_TIMEOUT_MS: "45000",
       ENABLE_METRICS: "true",
       METRICS_PORT: "0",
       ENABLE_MULTI_TENANT: "true",
@@ -70,7 +70,7 @@ Deno.test("spec 004: the environment names, a compact op token, /health's fields
     const main = JSON.parse(
       (await server.waitForLine(/^\{.*"message":"server listening".*\}$/))[0],
     );
-    assert.equal(main.queue_timeout, "30s");
+    assert.equal(main.queue_timeout, "45s");
     assert.equal(main.max_queue_len, "16");
     const side = JSON.parse(
       (await server.waitForLine(/^\{.*"message":"metrics listening".*\}$/))[0],
