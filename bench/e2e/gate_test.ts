@@ -18,6 +18,7 @@ function scenario(id: string, serverNs: number, backendNs: number) {
         server: serverNs,
         worker: 3e6,
         nginx: 0,
+        naive: 0,
         loadgen: 1e6,
       },
     }, {
@@ -25,6 +26,7 @@ function scenario(id: string, serverNs: number, backendNs: number) {
       server: [2],
       worker: [3],
       nginx: [],
+      naive: [],
       loadgen: [4],
     })],
   };

@@ -221,3 +221,42 @@ export async function startWorker(
   );
   return proc;
 }
+
+/**
+ * The naive relay of issue 31 (bench/naive/relay.ts): its server and one
+ * worker in front of `backendUrl`, up once the server counts the worker.
+ */
+export async function startNaiveRelay(
+  backendUrl: string,
+): Promise<{ server: Proc; worker: Proc; url: string }> {
+  const port = freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const server = spawn("naive-server", [
+    "run",
+    "--allow-net=127.0.0.1",
+    "bench/naive/relay.ts",
+    "server",
+    String(port),
+  ]);
+  const worker = spawn("naive-worker", [
+    "run",
+    // A real backend may be on another host.
+    "--allow-net",
+    "bench/naive/relay.ts",
+    "worker",
+    url,
+    backendUrl,
+  ]);
+  await waitUntil(
+    "the naive relay",
+    async () => {
+      const body = await getJson(`${url}/health`) as {
+        workers_connected?: number;
+      };
+      return body.workers_connected === 1;
+    },
+    30_000,
+    server,
+  );
+  return { server, worker, url };
+}
