@@ -10,6 +10,7 @@ import {
   newState,
   ofKind,
   queued,
+  requestEvent,
   step,
   worker,
 } from "../_testing.ts";
@@ -229,4 +230,30 @@ Deno.test("a worker leaving takes its residency with it", () => {
     reason: "gone",
   });
   assert.equal(s.residencyWorkers, 0);
+});
+
+Deno.test("tenant turns and priorities still order the requests waiting for a hot worker", () => {
+  const s = newState();
+  addWorker(s, "w1", {
+    models: ["a", "b"],
+    maxConcurrent: 1,
+    extensions: [EXTENSION_RESIDENCY],
+  });
+  report(s, "w1", ["a"]);
+  addRequest(s, "first", { model: "a" });
+  const arrive = (id: string, tenant: string, priority: "high" | "normal") =>
+    step(s, { ...requestEvent(s, id, { model: "a" }), tenant, priority });
+  arrive("t1-1", "t1", "normal");
+  arrive("t1-2", "t1", "normal");
+  arrive("t2-1", "t2", "normal");
+  arrive("hi", "t3", "high");
+  const order: string[] = [];
+  let last = "first";
+  for (let i = 0; i < 4; i++) {
+    const d = dispatched(complete(s, "w1", last));
+    assert.equal(d.length, 1);
+    last = d[0]![0];
+    order.push(last);
+  }
+  assert.deepEqual(order, ["hi", "t1-1", "t2-1", "t1-2"]);
 });

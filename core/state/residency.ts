@@ -10,6 +10,7 @@
 import type { Effect } from "../effect.ts";
 import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
 import type { WorkerId } from "../vocabulary.ts";
+import { holdersOf, refileResidency } from "./hot_routes.ts";
 import type { Request, Residency, State, Worker } from "./state.ts";
 
 export type ModelResidency = "loaded" | "loading" | "available";
@@ -56,17 +57,32 @@ export function starvedModels(state: State, provider: string): Set<string> {
   const q = state.queues.get(provider);
   if (q === undefined) return out;
   for (const model of q.models.keys()) {
-    let held = false;
-    for (const id of state.modelIndex.get(provider)?.get(model) ?? []) {
-      const w = state.workers.get(id);
-      if (w !== undefined && residencyOf(w, model) !== "available") {
-        held = true;
-        break;
-      }
-    }
-    if (!held) out.add(model);
+    if (!heldByAny(state, provider, model)) out.add(model);
   }
   return out;
+}
+
+/** Whether some worker holds or loads `model` (an original-dialect one holds all it acked). */
+export function heldByAny(
+  state: State,
+  provider: string,
+  model: string,
+): boolean {
+  if (holdersOf(state, provider, model).size > 0) return true;
+  if (!hasPlainWorkers(state)) return false;
+  for (const id of state.modelIndex.get(provider)?.get(model) ?? []) {
+    if (state.workers.get(id)?.residency === null) return true;
+  }
+  return false;
+}
+
+/**
+ * Whether some registered worker never reported residency: only then are
+ * the workers of a model scanned for one (a fleet mid-upgrade); a fleet that
+ * reports is read through its indexes (hot_routes.ts).
+ */
+export function hasPlainWorkers(state: State): boolean {
+  return state.workers.size > state.residencyWorkers;
 }
 
 /** Whether `worker` could load one of the `starved` models. */
@@ -85,11 +101,11 @@ function couldLoadStarved(worker: Worker, starved: Set<string>): boolean {
 export function yieldsRoom(
   state: State,
   worker: Worker,
-  starved: Set<string>,
+  starved: () => Set<string>,
 ): boolean {
   const r = worker.residency;
   return r !== null && r.drainRun >= state.config.modelDrainMax &&
-    couldLoadStarved(worker, starved);
+    couldLoadStarved(worker, starved());
 }
 
 /**
@@ -244,11 +260,13 @@ export function noteDispatched(
   }
   request.waitsForLoad = true;
   if (r.loading.has(model)) return;
-  const yields = yieldsRoom(
-    state,
-    worker,
-    starvedModels(state, worker.provider),
-  );
+  // The drain bound gives room only to a model no worker holds.
+  const yields = !heldByAny(state, worker.provider, model) &&
+    yieldsRoom(
+      state,
+      worker,
+      () => starvedModels(state, worker.provider).add(model),
+    );
   const evicting = evictionFor(state, worker, yields) ?? null;
   if (evicting !== null) {
     r.loaded.delete(evicting);
@@ -276,6 +294,7 @@ export function noteServed(
   r.loaded.set(model, state.nowMs);
   loadedNow(state, worker, model, since, out);
   trimToRoom(state, worker, r, out);
+  refileResidency(state, worker);
   return true;
 }
 
@@ -314,7 +333,14 @@ export function applyResidencyReport(
 ): void {
   let r = worker.residency;
   if (r === null) {
-    r = { loaded: new Map(), loading: new Map(), room: null, drainRun: 0 };
+    r = {
+      loaded: new Map(),
+      loading: new Map(),
+      room: null,
+      drainRun: 0,
+      held: new Set(),
+      filed: null,
+    };
     worker.residency = r;
     state.residencyWorkers++;
   }
@@ -359,6 +385,7 @@ export function applyResidencyReport(
   r.loaded = loaded;
   r.loading = loading;
   if (pending) trimToRoom(state, worker, r, out);
+  refileResidency(state, worker);
 }
 
 /** Whether the worker may send residency frames (it and this server listed residency-v1). */
