@@ -27,15 +27,25 @@ export type {
   EffectKind,
   LifecycleReplyKind,
   LogLevel,
+  ModelLoadReason,
   Outcome,
   TokenUsage,
 } from "./effect.ts";
 export {
   initialState,
+  type ModelTimes,
   type Request,
+  type Residency,
   type State,
   type Worker,
 } from "./state/state.ts";
+/** Issue 30: which models each worker holds, for views and the simulator. */
+export {
+  fleetResidency,
+  inFlightFor,
+  type ModelResidency,
+  residencyOf,
+} from "./state/residency.ts";
 export { eventFromBinaryFrame, eventFromFrame } from "./events/from_frame.ts";
 export { FORWARDED_HEADERS } from "./state/requests.ts";
 export { effectiveLoad, WILDCARD_MODEL } from "./state/workers.ts";

@@ -28,6 +28,7 @@ import { type Need, workerAccepts } from "./accepts.ts";
 import { bucketFirstWhere, type LoadBuckets } from "./load_buckets.ts";
 import {
   evictionFor,
+  heldByAny,
   loadMsEstimate,
   queuedFor,
   residencyOf,
@@ -155,9 +156,17 @@ export function placeRequest(
   );
   if (roomy !== null) return { kind: "load", worker: roomy, evicting: null };
   let evicting: string | null = null;
+  const held = heldByAny(state, provider, model);
+  if (!held) starved.add(model);
   const swapper = firstOf(state, buckets, (w) => {
     if (!cold(w)) return false;
-    const victim = evictionFor(state, w, yieldsRoom(state, w, starved));
+    // The drain bound gives room only to a model no worker holds (found by
+    // the simulator: it once let a second copy of a held model evict demand).
+    const victim = evictionFor(
+      state,
+      w,
+      !held && yieldsRoom(state, w, starved),
+    );
     if (typeof victim !== "string") return false;
     evicting = victim;
     return true;

@@ -56,17 +56,22 @@ export function starvedModels(state: State, provider: string): Set<string> {
   const q = state.queues.get(provider);
   if (q === undefined) return out;
   for (const model of q.models.keys()) {
-    let held = false;
-    for (const id of state.modelIndex.get(provider)?.get(model) ?? []) {
-      const w = state.workers.get(id);
-      if (w !== undefined && residencyOf(w, model) !== "available") {
-        held = true;
-        break;
-      }
-    }
-    if (!held) out.add(model);
+    if (!heldByAny(state, provider, model)) out.add(model);
   }
   return out;
+}
+
+/** Whether some worker holds or loads `model` (an original-dialect one holds all it acked). */
+export function heldByAny(
+  state: State,
+  provider: string,
+  model: string,
+): boolean {
+  for (const id of state.modelIndex.get(provider)?.get(model) ?? []) {
+    const w = state.workers.get(id);
+    if (w !== undefined && residencyOf(w, model) !== "available") return true;
+  }
+  return false;
 }
 
 /** Whether `worker` could load one of the `starved` models. */
@@ -244,11 +249,9 @@ export function noteDispatched(
   }
   request.waitsForLoad = true;
   if (r.loading.has(model)) return;
-  const yields = yieldsRoom(
-    state,
-    worker,
-    starvedModels(state, worker.provider),
-  );
+  // The drain bound gives room only to a model no worker holds.
+  const yields = !heldByAny(state, worker.provider, model) &&
+    yieldsRoom(state, worker, starvedModels(state, worker.provider).add(model));
   const evicting = evictionFor(state, worker, yields) ?? null;
   if (evicting !== null) {
     r.loaded.delete(evicting);

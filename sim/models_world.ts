@@ -1,0 +1,621 @@
+// The models simulator (issue 30): virtual GPU boxes whose backends hold a
+// few models at once (room), load one in seconds on a request for a model they
+// do not hold (unloading their least recently used idle model, as llama-swap
+// and Ollama do), and report what they hold (residency-v1) — or, for today's
+// routing on the same seed, report nothing (original dialect). The real core
+// routes; named invariants (sim/invariants/) are checked after every step.
+// Everything random is drawn from the run's seed.
+import {
+  type Config,
+  type Effect,
+  type Event,
+  EXTENSION_RESIDENCY,
+  initialState,
+  makeConfig,
+  reduce,
+  type State,
+} from "../core/mod.ts";
+import { EventQueue } from "./event_queue.ts";
+import { everyRequestEnds } from "./invariants/every_request_ends.ts";
+import { hotFirst } from "./invariants/hot_first.ts";
+import { modelsBefore } from "./invariants/models_snapshot.ts";
+import { noEvictionUnderDemand } from "./invariants/no_eviction_under_demand.ts";
+import { noLoadWithoutDemand } from "./invariants/no_load_without_demand.ts";
+import { Prng } from "./prng.ts";
+import type { Range } from "./scenario.ts";
+
+export type ModelsInvariant =
+  | "hotFirst"
+  | "noEvictionUnderDemand"
+  | "noLoadWithoutDemand"
+  | "everyRequestEnds";
+
+/** new: workers report residency (hot first); today: they report nothing. */
+export type Policy = "new" | "today";
+
+export type BoxSpec = {
+  name: string;
+  models: string[];
+  maxConcurrent: number;
+  room: number;
+  /** Models loaded when it starts. */
+  preloaded: string[];
+  /** The worker dies while its first load after this time runs, and comes back after `backAfterMs`. */
+  dieMidLoadAfterMs?: number;
+  backAfterMs?: number;
+};
+
+/** Request arrivals, expanded with the run's seed. */
+export type Arrivals =
+  /** One at a time, models in turn (A, B, A, B…), each after the previous one ended plus a gap. */
+  | { kind: "sequential"; count: number; models: string[]; gapMs: Range }
+  /** `count` at random times in [fromMs, toMs], models weighted (the first most often). */
+  | {
+    kind: "random";
+    count: number;
+    fromMs: number;
+    toMs: number;
+    models: string[];
+  }
+  /** Bursts of `size` for one model at once, `everyMs` apart, models in turn. */
+  | {
+    kind: "bursts";
+    bursts: number;
+    size: number;
+    everyMs: number;
+    models: string[];
+  };
+
+export type ModelsScenario = {
+  name: string;
+  boxes: BoxSpec[];
+  arrivals: Arrivals[];
+  loadMs: Range;
+  serviceMs: Range;
+  firstByteMs: Range;
+  netMs: Range;
+  config?: Partial<Config>;
+};
+
+export type ModelsMutant = {
+  name: string;
+  breaks: string;
+  caughtBy: ModelsInvariant;
+  /** A fresh broken reducer per run. */
+  make: () => typeof reduce;
+  /** Scenario that catches it (seeds 1-5). */
+  scenario: string;
+};
+
+export type ModelsResult = {
+  scenario: string;
+  policy: Policy;
+  seed: bigint;
+  violation: { name: ModelsInvariant; message: string } | null;
+  requests: number;
+  completed: number;
+  failed: number;
+  /** Loads the backends did. */
+  loads: number;
+  ttfbMs: number[];
+  events: number;
+};
+
+type Item =
+  | { kind: "arrive"; id: string; model: string }
+  /** A frame from a box's connection `conn` (dropped if that connection died meanwhile). */
+  | { kind: "core"; box: number; conn: number; event: Event }
+  | { kind: "box"; box: number; conn: number; step: BoxStep }
+  | { kind: "tick" }
+  | { kind: "connect"; box: number };
+
+type BoxStep =
+  | { kind: "request"; id: string; model: string }
+  | { kind: "cancel"; id: string }
+  | { kind: "loaded"; model: string }
+  | { kind: "firstByte"; id: string }
+  | { kind: "done"; id: string }
+  | { kind: "die" };
+
+type Job = { id: string; model: string; serving: boolean };
+
+/** One GPU box: its backend's memory and its worker's connection. */
+type Box = {
+  spec: BoxSpec;
+  prng: Prng;
+  conn: number;
+  connected: boolean;
+  /** model -> loaded (true) or loading (false); Map order is least recently used first. */
+  resident: Map<string, boolean>;
+  jobs: Map<string, Job>;
+  /** Last time a frame from this connection reaches the core (frames keep their order). */
+  sendAt: number;
+  recvAt: number;
+  dieArmed: boolean;
+};
+
+const TICK_MS = 1_000;
+const HORIZON_AFTER_LAST_MS = 300_000;
+
+function draw(prng: Prng, r: Range): number {
+  return prng.int(r[0], r[1]);
+}
+
+export const MODELS_CONFIG: Partial<Config> = {
+  queueLenMax: 100_000,
+  tenantQueueLenMax: 100_000,
+  queueTimeoutMs: 240_000,
+  requestTimeoutMs: 600_000,
+  modelDrainMax: 8,
+  modelLoadMsAssumed: 30_000,
+};
+
+export function runModels(
+  scenario: ModelsScenario,
+  seed: bigint,
+  policy: Policy,
+  reduceFn: typeof reduce = reduce,
+): ModelsResult {
+  const root = Prng.fromSeed(seed);
+  const arrivalsPrng = root.fork();
+  const boxPrngs = scenario.boxes.map(() => root.fork());
+  const config = makeConfig({ ...MODELS_CONFIG, ...scenario.config });
+  const drainMax = config.modelDrainMax;
+  const state: State = initialState(config, 0);
+  const queue = new EventQueue<Item>();
+  const result: ModelsResult = {
+    scenario: scenario.name,
+    policy,
+    seed,
+    violation: null,
+    requests: 0,
+    completed: 0,
+    failed: 0,
+    loads: 0,
+    ttfbMs: [],
+    events: 0,
+  };
+  const arrivedAt = new Map<string, number>();
+  const arrived: string[] = [];
+  const ends = new Map<string, number>();
+  const firstByte = new Set<string>();
+  /** Sequential arrivals: the next one is released when this one ends. */
+  const chained = new Map<string, Item & { kind: "arrive" }>();
+  const chainGap = new Map<string, Range>();
+  let now = 0;
+  let lastArrivalMs = 0;
+  let nextId = 0;
+
+  const boxes: Box[] = scenario.boxes.map((spec, i) => ({
+    spec,
+    prng: boxPrngs[i]!,
+    conn: 0,
+    connected: false,
+    resident: new Map(spec.preloaded.map((m) => [m, true])),
+    jobs: new Map(),
+    sendAt: 0,
+    recvAt: 0,
+    dieArmed: spec.dieMidLoadAfterMs !== undefined,
+  }));
+  const workerId = (b: number) => `${boxes[b]!.spec.name}#${boxes[b]!.conn}`;
+
+  // ---- arrivals ---------------------------------------------------------------
+  for (const a of scenario.arrivals) {
+    switch (a.kind) {
+      case "random":
+        for (let i = 0; i < a.count; i++) {
+          // Weighted: model k is picked with weight (n - k).
+          const n = a.models.length;
+          let roll = arrivalsPrng.int(0, (n * (n + 1)) / 2 - 1);
+          let k = 0;
+          while (roll >= n - k) {
+            roll -= n - k;
+            k++;
+          }
+          const at = arrivalsPrng.int(a.fromMs, a.toMs);
+          const id = `r${++nextId}`;
+          queue.push(at, { kind: "arrive", id, model: a.models[k]! });
+          lastArrivalMs = Math.max(lastArrivalMs, at);
+        }
+        break;
+      case "bursts":
+        for (let b = 0; b < a.bursts; b++) {
+          const model = a.models[b % a.models.length]!;
+          for (let i = 0; i < a.size; i++) {
+            const at = b * a.everyMs + arrivalsPrng.int(0, 200);
+            queue.push(at, { kind: "arrive", id: `r${++nextId}`, model });
+            lastArrivalMs = Math.max(lastArrivalMs, at);
+          }
+        }
+        break;
+      case "sequential": {
+        let prev: string | null = null;
+        for (let i = 0; i < a.count; i++) {
+          const item = {
+            kind: "arrive" as const,
+            id: `r${++nextId}`,
+            model: a.models[i % a.models.length]!,
+          };
+          if (prev === null) queue.push(100, item);
+          else chained.set(prev, item);
+          chainGap.set(item.id, a.gapMs);
+          prev = item.id;
+        }
+        break;
+      }
+    }
+  }
+
+  // ---- the core -----------------------------------------------------------------
+  function step(event: Event): void {
+    if (result.violation !== null) return;
+    result.events++;
+    const before = modelsBefore(state);
+    const { effects } = reduceFn(state, event);
+    const fail = (name: ModelsInvariant, message: string | null) => {
+      if (message !== null && result.violation === null) {
+        result.violation = { name, message: `${now} ms: ${message}` };
+      }
+    };
+    fail("noLoadWithoutDemand", noLoadWithoutDemand(state, effects));
+    fail("hotFirst", hotFirst(state, before, effects, drainMax));
+    fail(
+      "noEvictionUnderDemand",
+      noEvictionUnderDemand(state, before, effects, drainMax),
+    );
+    for (const f of effects) carryOut(f);
+  }
+
+  function ended(id: string, ok: boolean): void {
+    ends.set(id, (ends.get(id) ?? 0) + 1);
+    if (ok) result.completed++;
+    else result.failed++;
+    const next = chained.get(id);
+    if (next !== undefined) {
+      chained.delete(id);
+      const gap = chainGap.get(next.id)!;
+      queue.push(now + draw(arrivalsPrng, gap), next);
+    }
+  }
+
+  function boxOf(wid: string): number {
+    return boxes.findIndex((b, i) => b.connected && workerId(i) === wid);
+  }
+
+  function carryOut(f: Effect): void {
+    switch (f.kind) {
+      case "sendToWorker": {
+        const b = boxOf(f.workerId);
+        if (b < 0) return;
+        const box = boxes[b]!;
+        const m = f.message;
+        const at = box.recvAt = Math.max(
+          box.recvAt,
+          now + draw(box.prng, scenario.netMs),
+        );
+        if (m.type === "request") {
+          queue.push(at, {
+            kind: "box",
+            box: b,
+            conn: box.conn,
+            step: { kind: "request", id: m.request_id, model: m.model },
+          });
+        } else if (m.type === "cancel") {
+          queue.push(at, {
+            kind: "box",
+            box: b,
+            conn: box.conn,
+            step: { kind: "cancel", id: m.request_id },
+          });
+        } else if (m.type === "ping") {
+          toCore(b, {
+            kind: "pongReceived",
+            atMs: 0,
+            workerId: workerId(b),
+            currentLoad: box.jobs.size,
+          });
+        } else if (m.type === "register_ack") {
+          report(b);
+        }
+        return;
+      }
+      case "startStream":
+      case "writeChunk":
+        if (!firstByte.has(f.requestId)) {
+          firstByte.add(f.requestId);
+          result.ttfbMs.push(now - arrivedAt.get(f.requestId)!);
+        }
+        return;
+      case "respond":
+        ended(f.requestId, f.status < 400);
+        return;
+      case "respondError":
+        ended(f.requestId, false);
+        return;
+      case "endStream":
+        ended(f.requestId, f.error === null);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** A frame from box `b` reaches the core after the network delay, in order. */
+  function toCore(b: number, event: Event): void {
+    const box = boxes[b]!;
+    const at = box.sendAt = Math.max(
+      box.sendAt,
+      now + draw(box.prng, scenario.netMs),
+    );
+    queue.push(at, {
+      kind: "core",
+      box: b,
+      conn: box.conn,
+      event: { ...event, atMs: at },
+    });
+  }
+
+  function report(b: number): void {
+    const box = boxes[b]!;
+    if (policy !== "new" || !box.connected) return;
+    const loaded: string[] = [];
+    const loading: string[] = [];
+    for (const [m, ready] of box.resident) (ready ? loaded : loading).push(m);
+    toCore(b, {
+      kind: "residencyReceived",
+      atMs: 0,
+      workerId: workerId(b),
+      loaded,
+      loading,
+      room: box.spec.room,
+    });
+  }
+
+  // ---- the virtual backend ------------------------------------------------------
+  function startLoad(b: number, model: string): void {
+    const box = boxes[b]!;
+    box.resident.set(model, false);
+    result.loads++;
+    const loadMs = draw(box.prng, scenario.loadMs);
+    queue.push(now + loadMs, {
+      kind: "box",
+      box: b,
+      conn: box.conn,
+      step: { kind: "loaded", model },
+    });
+    const dieAfter = box.spec.dieMidLoadAfterMs;
+    if (box.dieArmed && dieAfter !== undefined && now >= dieAfter) {
+      box.dieArmed = false;
+      queue.push(now + Math.floor(loadMs / 2), {
+        kind: "box",
+        box: b,
+        conn: box.conn,
+        step: { kind: "die" },
+      });
+    }
+  }
+
+  function serve(b: number, job: Job): void {
+    const box = boxes[b]!;
+    job.serving = true;
+    const first = draw(box.prng, scenario.firstByteMs);
+    const total = first + draw(box.prng, scenario.serviceMs);
+    const item = (step: BoxStep): Item => ({
+      kind: "box",
+      box: b,
+      conn: box.conn,
+      step,
+    });
+    queue.push(now + first, item({ kind: "firstByte", id: job.id }));
+    queue.push(now + total, item({ kind: "done", id: job.id }));
+  }
+
+  /** Starts what can start: jobs of loaded models; loads for the rest, room allowing. */
+  function advance(b: number): void {
+    const box = boxes[b]!;
+    for (const job of box.jobs.values()) {
+      if (job.serving) continue;
+      const r = box.resident.get(job.model);
+      if (r === true) {
+        serve(b, job);
+        continue;
+      }
+      if (r === false) continue; // loading: served when it is loaded
+      if (box.resident.size >= box.spec.room) {
+        // Unload the least recently used model with no job here.
+        let victim: string | undefined;
+        for (const [m, ready] of box.resident) {
+          if (!ready) continue;
+          let busy = false;
+          for (const j of box.jobs.values()) {
+            if (j.model === m) busy = true;
+          }
+          if (!busy) {
+            victim = m;
+            break;
+          }
+        }
+        if (victim === undefined) continue; // waits for a model to go idle
+        box.resident.delete(victim);
+      }
+      startLoad(b, job.model);
+      report(b);
+    }
+  }
+
+  function onBox(b: number, s: BoxStep): void {
+    const box = boxes[b]!;
+    const wid = workerId(b);
+    switch (s.kind) {
+      case "request": {
+        if (box.resident.has(s.model)) {
+          // Least recently used order follows the requests, as the core's does.
+          const ready = box.resident.get(s.model)!;
+          box.resident.delete(s.model);
+          box.resident.set(s.model, ready);
+        }
+        box.jobs.set(s.id, { id: s.id, model: s.model, serving: false });
+        advance(b);
+        return;
+      }
+      case "cancel": {
+        if (!box.jobs.delete(s.id)) return;
+        toCore(b, {
+          kind: "completeReceived",
+          atMs: 0,
+          workerId: wid,
+          requestId: s.id,
+          statusCode: 499,
+          headers: {},
+          body: "",
+          tokenCounts: null,
+        });
+        advance(b);
+        return;
+      }
+      case "loaded":
+        if (box.resident.get(s.model) !== false) return;
+        box.resident.set(s.model, true);
+        advance(b);
+        report(b);
+        return;
+      case "firstByte":
+        if (!box.jobs.has(s.id)) return;
+        toCore(b, {
+          kind: "chunkReceived",
+          atMs: 0,
+          workerId: wid,
+          requestId: s.id,
+          chunk: "data: {}\n\n",
+        });
+        return;
+      case "done":
+        if (!box.jobs.delete(s.id)) return;
+        toCore(b, {
+          kind: "completeReceived",
+          atMs: 0,
+          workerId: wid,
+          requestId: s.id,
+          statusCode: 200,
+          headers: {},
+          body: "",
+          tokenCounts: null,
+        });
+        advance(b);
+        report(b);
+        return;
+      case "die":
+        box.connected = false;
+        box.jobs.clear();
+        box.resident.clear();
+        step({
+          kind: "workerDisconnected",
+          atMs: now,
+          workerId: wid,
+          reason: "worker died mid-load",
+        });
+        queue.push(now + (box.spec.backAfterMs ?? 20_000), {
+          kind: "connect",
+          box: b,
+        });
+        return;
+    }
+  }
+
+  function connect(b: number): void {
+    const box = boxes[b]!;
+    box.conn++;
+    box.connected = true;
+    const wid = workerId(b);
+    step({
+      kind: "workerConnectAttempted",
+      atMs: now,
+      workerId: wid,
+      provider: "local",
+      clientIp: "10.0.0.1",
+      secretValid: true,
+    });
+    step({
+      kind: "registerReceived",
+      atMs: now,
+      workerId: wid,
+      workerName: box.spec.name,
+      models: box.spec.models,
+      maxConcurrent: box.spec.maxConcurrent,
+      protocolVersion: "2026-04-bridge-v1",
+      currentLoad: 0,
+      ...(policy === "new" ? { extensions: [EXTENSION_RESIDENCY] } : {}),
+    });
+  }
+
+  // ---- the run --------------------------------------------------------------------
+  boxes.forEach((_, b) => queue.push(0, { kind: "connect", box: b }));
+  queue.push(TICK_MS, { kind: "tick" });
+  for (;;) {
+    const next = queue.pop();
+    if (next === null || result.violation !== null) break;
+    now = next.atMs;
+    const item = next.item;
+    switch (item.kind) {
+      case "arrive":
+        arrivedAt.set(item.id, now);
+        arrived.push(item.id);
+        result.requests++;
+        lastArrivalMs = Math.max(lastArrivalMs, now);
+        step({
+          kind: "requestReceived",
+          atMs: now,
+          requestId: item.id,
+          api: "openai",
+          endpointPath: "/v1/chat/completions",
+          model: item.model,
+          isStreaming: true,
+          body: `{"model":"${item.model}","stream":true}`,
+          headers: {},
+        });
+        break;
+      case "core":
+        if (boxes[item.box]!.conn === item.conn && boxes[item.box]!.connected) {
+          step(item.event);
+        }
+        break;
+      case "box":
+        if (boxes[item.box]!.conn === item.conn && boxes[item.box]!.connected) {
+          onBox(item.box, item.step);
+        }
+        break;
+      case "connect":
+        connect(item.box);
+        break;
+      case "tick": {
+        step({ kind: "tick", atMs: now });
+        const done = arrived.length === nextId && ends.size >= nextId;
+        if (!done && now < lastArrivalMs + HORIZON_AFTER_LAST_MS) {
+          queue.push(now + TICK_MS, { kind: "tick" });
+        }
+        break;
+      }
+    }
+  }
+  if (result.violation === null) {
+    const message = everyRequestEnds(arrived, ends) ??
+      (chained.size > 0
+        ? `${chained.size} sequential request(s) never released`
+        : null);
+    if (message !== null) {
+      result.violation = { name: "everyRequestEnds", message };
+    }
+  }
+  return result;
+}
+
+/** Percentile (nearest rank) of `xs`, 0 when empty. */
+export function percentile(xs: readonly number[], p: number): number {
+  if (xs.length === 0) return 0;
+  const sorted = [...xs].sort((a, b) => a - b);
+  const rank = Math.min(
+    sorted.length - 1,
+    Math.ceil((p / 100) * sorted.length) - 1,
+  );
+  return sorted[Math.max(0, rank)]!;
+}
