@@ -30,6 +30,16 @@ async function run(
   let count: SwapCount | null = null;
   await withFleet(boxes, async ({ serverUrl }) => {
     count = await swapScenarios(serverUrl, models, boxes);
+    if (!original) {
+      // The relay counted the loads it started, as the boxes did.
+      const text = await (await fetch(`${serverUrl}/metrics`)).text();
+      const started = [
+        ...text.matchAll(
+          /^modelrelay_model_loads_total\{[^}]*reason="demand"\} (\d+)$/gm,
+        ),
+      ].reduce((n, m) => n + Number(m[1]), 0);
+      assert.equal(started, loadsInAll(count), text);
+    }
   }, original ? { original: { models } } : { maxConcurrent });
   return count!;
 }
