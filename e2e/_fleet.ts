@@ -16,6 +16,10 @@ import {
   type SwappingDialect,
 } from "../mock/swapping.ts";
 import { LLAMA_DIR } from "./_llama.ts";
+import {
+  type OriginalWorker,
+  startOriginalWorker,
+} from "./_original_worker.ts";
 
 /** One box: where it listens, and how many loads it has done so far. */
 export type Box = {
@@ -127,7 +131,12 @@ export async function startRouterBox(
 
 export type Fleet = { serverUrl: string; server: Child; workers: Child[] };
 
-/** The relay's server and one worker per box, each a real process; all stopped afterwards (the boxes too). */
+/**
+ * The relay's server and one worker per box, each a real process; all stopped
+ * afterwards (the boxes too). `original`: each box gets an original-dialect
+ * worker instead (e2e/_original_worker.ts, in this process): it reports no
+ * residency, so the server routes as it did before issue 30 — today's count.
+ */
 export async function withFleet(
   boxes: Box[],
   body: (f: Fleet) => Promise<void>,
@@ -135,9 +144,11 @@ export async function withFleet(
     serverEnv?: Record<string, string>;
     workerEnv?: Record<string, string>;
     maxConcurrent?: number;
+    original?: { models: Pair };
   } = {},
 ): Promise<void> {
   const started: Child[] = [];
+  const originals: OriginalWorker[] = [];
   try {
     const server = await startServerProcess({
       secret: SECRET,
@@ -146,6 +157,18 @@ export async function withFleet(
     started.push(server.child);
     const workers: Child[] = [];
     for (const [i, box] of boxes.entries()) {
+      if (opts.original !== undefined) {
+        const w = startOriginalWorker({
+          serverUrl: server.url,
+          secret: SECRET,
+          backendUrl: box.url,
+          models: [...opts.original.models],
+          name: `box-${i + 1}`,
+        });
+        originals.push(w);
+        await w.ack;
+        continue;
+      }
       const w = await startWorkerProcess({
         name: `box-${i + 1}`,
         serverUrl: server.url,
@@ -163,6 +186,7 @@ export async function withFleet(
     );
     await body({ serverUrl: server.url, server: server.child, workers });
   } finally {
+    for (const w of originals) await w.close();
     for (const c of started.reverse()) await c.stop(5_000);
     for (const b of boxes) await b.close();
   }
@@ -220,11 +244,17 @@ export async function swapScenarios(
   return { alternating, concurrent: loads() - mid, failed };
 }
 
+/** Loads of both scenarios together. */
+export function loadsInAll(count: SwapCount): number {
+  return count.alternating + count.concurrent;
+}
+
 /** The line the tests print, so a run shows the counts beside each other. */
 export function report(what: string, count: SwapCount): string {
-  const all = count.alternating + count.concurrent;
   const failed = count.failed.length === 0
     ? ""
     : `; ${count.failed.length} failed, first: ${count.failed[0]}`;
-  return `[issue 30] ${what}: 20 alternating A,A,B,B,… -> ${count.alternating} loads; 10 A + 10 B at once -> ${count.concurrent} loads; ${all} in all${failed}`;
+  return `[issue 30] ${what}: 20 alternating A,A,B,B,… -> ${count.alternating} loads; 10 A + 10 B at once -> ${count.concurrent} loads; ${
+    loadsInAll(count)
+  } in all${failed}`;
 }

@@ -96,20 +96,29 @@ Deno.test("SSE_KEEPALIVE_SECS=2 seen by a raw client: `: keep-alive` lines while
   }, { serverEnv: { SSE_KEEPALIVE_SECS: "2" } });
 });
 
-Deno.test("X-ModelRelay-Progress: 1 seen by a raw client: `: queued position=N` as it waits in the queue", async () => {
+Deno.test("X-ModelRelay-Progress: 1 seen by a raw client: `: loading model=M` while its worker loads, `: queued position=N` while it waits in the queue", async () => {
   const box = await slowBox(2_000);
   await withFleet([box], async ({ serverUrl }) => {
-    // The first takes the worker's only slot for the load; the second queues.
-    const first = rawStream(serverUrl);
+    // The worker has reported what its backend holds (nothing yet).
+    await waitUntil("the relay to know the box holds nothing", async () => {
+      const res = await fetch(`${serverUrl}/v1/models/${FAKE_MODELS[0]}`);
+      return (await res.json()).status === "available";
+    });
+    const progress = { "x-modelrelay-progress": "1" };
+    // The first takes the worker's only slot and its model loads there.
+    const first = rawStream(serverUrl, progress);
     await waitUntil(
       "the box to load for the first",
       () => Promise.resolve(box.loading() !== null),
     );
-    const second = await rawStream(serverUrl, { "x-modelrelay-progress": "1" });
+    const second = await rawStream(serverUrl, progress);
     assert.equal(second.status, 200);
-    const comments = second.lines.filter((l) => l.startsWith(":"));
-    assert.equal(comments[0], ": queued position=1", second.lines.join("\n"));
+    const queued = second.lines.filter((l) => l.startsWith(":"));
+    assert.equal(queued[0], ": queued position=1", second.lines.join("\n"));
     assert.equal(contentOf(second.lines), ANSWER);
+    const loading = (await first).lines.filter((l) => l.startsWith(":"));
+    assert.deepEqual(loading, [`: loading model=${FAKE_MODELS[0]}`]);
     assert.equal(contentOf((await first).lines), ANSWER);
+    assert.equal(box.loads(), 1);
   }, { maxConcurrent: 1 });
 });

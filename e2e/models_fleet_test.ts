@@ -1,53 +1,102 @@
 // Issue 30, "Fakes and the real thing": two boxes with room for one model
-// each, both listing models A and B. 20 requests alternating A/B, then 10 A
-// and 10 B at once, through the relay's real server and workers. Each run
-// prints how many loads the boxes did.
+// each, both listing models A and B. 20 requests alternating A,A,B,B,…, then
+// 10 A and 10 B at once, through the relay's real server and workers: at
+// most 2 loads in all (one per model, then everything is hot). Each test runs
+// the same on fresh boxes with workers that report no residency (today's
+// routing) and prints both counts.
 import assert from "node:assert/strict";
 import {
   type Box,
   FAKE_MODELS,
+  loadsInAll,
+  type Pair,
   report,
   ROUTER_MODELS,
   routerModelsDir,
   startFakeBox,
   startRouterBox,
+  type SwapCount,
   swapScenarios,
   withFleet,
 } from "./_fleet.ts";
 import { LLAMA_ABSENT } from "./_llama.ts";
 
+async function run(
+  boxes: Box[],
+  models: Pair,
+  original: boolean,
+  maxConcurrent: number,
+): Promise<SwapCount> {
+  let count: SwapCount | null = null;
+  await withFleet(boxes, async ({ serverUrl }) => {
+    count = await swapScenarios(serverUrl, models, boxes);
+    if (!original) {
+      // The relay counted the loads it started, as the boxes did.
+      const text = await (await fetch(`${serverUrl}/metrics`)).text();
+      const started = [
+        ...text.matchAll(
+          /^modelrelay_model_loads_total\{[^}]*reason="demand"\} (\d+)$/gm,
+        ),
+      ].reduce((n, m) => n + Number(m[1]), 0);
+      assert.equal(started, loadsInAll(count), text);
+    }
+  }, original ? { original: { models } } : { maxConcurrent });
+  return count!;
+}
+
+async function compare(
+  what: string,
+  models: Pair,
+  boxes: () => Promise<Box[]>,
+  maxConcurrent = 4,
+  /** Requests the backends themselves may fail (see the router test). */
+  backendFailuresOk = false,
+): Promise<void> {
+  const today = await run(await boxes(), models, true, maxConcurrent);
+  console.log(report(`${what}, today's routing (no residency)`, today));
+  const hot = await run(await boxes(), models, false, maxConcurrent);
+  console.log(report(`${what}, hot-first`, hot));
+  if (!backendFailuresOk) assert.deepEqual(hot.failed, []);
+  assert.ok(loadsInAll(hot) <= 2, report(what, hot));
+  assert.equal(hot.alternating, 2, "each model loads once, somewhere");
+}
+
 for (const dialect of ["ollama", "llama-swap"] as const) {
-  Deno.test(`fleet of two ${dialect} boxes with room for one model: every request answered, loads counted`, async () => {
-    const boxes: Box[] = [
-      await startFakeBox(dialect, 300),
-      await startFakeBox(dialect, 300),
-    ];
-    await withFleet(boxes, async ({ serverUrl }) => {
-      const count = await swapScenarios(serverUrl, FAKE_MODELS, boxes);
-      console.log(report(`two ${dialect} boxes`, count));
-      // Each model needs one load somewhere before anything is hot.
-      assert.deepEqual(count.failed, []);
-      assert.ok(count.alternating >= 2, JSON.stringify(count));
-    });
+  Deno.test(`two ${dialect} boxes with room for one model: 20 alternating and 10 + 10 at once cause at most 2 loads in all`, async () => {
+    await compare(
+      `two ${dialect} boxes`,
+      FAKE_MODELS,
+      async () => [
+        await startFakeBox(dialect, 300),
+        await startFakeBox(dialect, 300),
+      ],
+    );
   });
 }
 
 Deno.test({
   name:
-    "fleet of two real llama-server routers (--models-max 1, two copies of tiny.gguf): every request answered, loads counted",
+    "two real llama-server routers (--models-max 1, two copies of tiny.gguf): 20 alternating and 10 + 10 at once cause at most 2 loads in all",
   ignore: LLAMA_ABSENT,
 }, async () => {
   const models = await routerModelsDir();
   try {
-    const boxes: Box[] = [
-      await startRouterBox(models.dir),
-      await startRouterBox(models.dir),
-    ];
-    await withFleet(boxes, async ({ serverUrl }) => {
-      const count = await swapScenarios(serverUrl, ROUTER_MODELS, boxes);
-      console.log(report("two llama-server routers", count));
-      assert.ok(count.alternating >= 2, JSON.stringify(count));
-    });
+    // Two slots a box: this machine's two cores run both routers, their
+    // children, the relay and the test. On a loaded machine a router now and
+    // then hangs up on a request ("socket hang up"); the relay requeues it,
+    // and such a request may still time out (a placement bug found here,
+    // handed to the core's owner): the loads are asserted, the failures
+    // printed.
+    await compare(
+      "two llama-server routers",
+      ROUTER_MODELS,
+      async () => [
+        await startRouterBox(models.dir),
+        await startRouterBox(models.dir),
+      ],
+      2,
+      true,
+    );
   } finally {
     await models.drop();
   }

@@ -1,6 +1,10 @@
 // CLI for the mock backend: `deno run --allow-net mock/main.ts --port 8000`.
 import { parseArgs } from "node:util";
 import { startMockBackend } from "./backend.ts";
+import {
+  startSwappingBackend,
+  type SwappingBackendOptions,
+} from "./swapping.ts";
 
 const HELP =
   `Mock OpenAI/Anthropic-compatible backend (see mock/backend.ts for request controls)
@@ -13,6 +17,9 @@ Usage: deno run --allow-net mock/main.ts [options]
   --models <list>   comma-separated models listed at /v1/models (default mock-model)
   --answer <text>   the canned answer streamed word by word
   --api-key <key>   require Authorization: Bearer <key> on every route
+  --swap <dialect>  a swapping box instead (mock/swapping.ts): ollama or
+                    llama-swap; one of --models resident at a time
+  --load-delay-ms <n>  with --swap: how long a load takes (default 2000)
   --help            show this help
 `;
 
@@ -28,6 +35,8 @@ async function main(): Promise<number> {
         models: { type: "string", default: "mock-model" },
         answer: { type: "string" },
         "api-key": { type: "string" },
+        swap: { type: "string" },
+        "load-delay-ms": { type: "string", default: "2000" },
         help: { type: "boolean" },
       },
       strict: true,
@@ -51,6 +60,15 @@ async function main(): Promise<number> {
   const models = values.models.split(",").map((m) => m.trim()).filter((m) =>
     m !== ""
   );
+  if (values.swap !== undefined) {
+    return await swapping(values.swap, {
+      port,
+      models,
+      chunkDelayMs: delay,
+      loadDelayMs: Number(values["load-delay-ms"]),
+      ...(values.answer === undefined ? {} : { answer: values.answer }),
+    });
+  }
   const backend = await startMockBackend({
     port,
     hostname: values.hostname,
@@ -64,6 +82,34 @@ async function main(): Promise<number> {
   );
   const stop = () => {
     backend.close().then(() => Deno.exit(0));
+  };
+  Deno.addSignalListener("SIGINT", stop);
+  Deno.addSignalListener("SIGTERM", stop);
+  return await new Promise<number>(() => {});
+}
+
+/** `--swap`: a box that holds one model at a time, until SIGINT/SIGTERM. */
+async function swapping(
+  dialect: string,
+  opts: Omit<SwappingBackendOptions, "dialect">,
+): Promise<number> {
+  if (dialect !== "ollama" && dialect !== "llama-swap") {
+    console.error(`--swap takes ollama or llama-swap, got "${dialect}"`);
+    return 2;
+  }
+  if (!Number.isFinite(opts.loadDelayMs) || opts.loadDelayMs! < 0) {
+    console.error("--load-delay-ms must be a non-negative number");
+    return 2;
+  }
+  const box = await startSwappingBackend({ dialect, ...opts });
+  console.log(
+    `mock ${dialect} box listening on ${box.url} (models: ${
+      opts.models.join(", ")
+    }; one resident, loads take ${opts.loadDelayMs} ms)`,
+  );
+  const stop = () => {
+    console.log(`loads: ${box.stats.loads}`);
+    box.close().then(() => Deno.exit(0));
   };
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);

@@ -6,6 +6,7 @@ import {
   runOperation,
 } from "../shell/worker/lifecycle/backends.ts";
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
+import { spawnChild } from "../shell/procs.ts";
 
 function chat(url: string, model: string, stream = false) {
   return fetch(`${url}/v1/chat/completions`, {
@@ -200,5 +201,36 @@ Deno.test("llama-swap fake: /running lists the resident model as ready; /unload 
     assert.equal(tags.status, 404);
   } finally {
     await b.close();
+  }
+});
+
+Deno.test("mock/main.ts --swap llama-swap runs a swapping box on its own", async () => {
+  const child = spawnChild({
+    name: "mock-swap",
+    script: "mock/main.ts",
+    permissions: ["--allow-net=127.0.0.1"],
+    args: [
+      "--port",
+      "0",
+      "--swap",
+      "llama-swap",
+      "--models",
+      "a,b",
+      "--load-delay-ms",
+      "0",
+    ],
+  });
+  try {
+    const m = await child.waitForLine(/listening on (http:\/\/\S+)/);
+    const url = m[1]!;
+    assert.equal(
+      await content(await chat(url, "b")),
+      "Swapped in and answering every word in order.",
+    );
+    assert.deepEqual(await (await fetch(`${url}/running`)).json(), {
+      running: [{ model: "b", state: "ready" }],
+    });
+  } finally {
+    await child.stop(2_000);
   }
 });

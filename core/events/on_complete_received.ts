@@ -8,7 +8,11 @@
 // whole one). A non-streaming answer assembled from chunks (body-chunks-v1) is
 // bounded by `responseBodyCharsMax`.
 import type { ClientError } from "../vocabulary.ts";
-import { answerTooLarge, apiError } from "../protocol/errors.ts";
+import {
+  answerTooLarge,
+  apiError,
+  notFinalStatus,
+} from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { answerBytesMax, answerLimit } from "../config.ts";
 import { recordBackendSuccess } from "../state/backend_circuit.ts";
@@ -87,11 +91,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
       // Issue 33.11: a status HTTP has no final meaning for (600, a 1xx) is
       // not an answer: the client gets the relay's 502, never the backend's
       // body under a status it did not send.
-      failWith(clientError(
-        502,
-        "backend_protocol_error",
-        `the backend answered with status ${e.statusCode}, which is not a final HTTP status (200-599)`,
-      ));
+      failWith(notFinalStatus(e.statusCode));
     } else if (
       request.bodyBytes + e.body.length > answerBytesMax(state.config)
     ) {

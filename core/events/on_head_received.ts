@@ -4,12 +4,12 @@
 // next worker's head replaces this one with the dispatch). The first chunk's
 // `startStream` carries it, so the client's head is the backend's instead of
 // the relay's fixed SSE head. Per stream, never per chunk.
+import { notFinalStatus } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { EXTENSION_STREAM_HEAD } from "../protocol/messages.ts";
 import {
   assignedRequest,
   cancelOnWorker,
-  clientError,
   fail,
   pumpQueue,
 } from "../state/requests.ts";
@@ -75,11 +75,7 @@ function refuseHead(
   fail(
     state,
     request,
-    clientError(
-      502,
-      "backend_protocol_error",
-      `the backend answered with status ${status}, which is not a final HTTP status (200-599)`,
-    ),
+    notFinalStatus(status),
     "failed",
     out,
   );

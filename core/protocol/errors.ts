@@ -485,6 +485,14 @@ export function apiError<C extends ErrorCode>(
   return error;
 }
 
+/** Issue 33: a backend status outside 200-599 (the relay's body, never the backend's). */
+export function notFinalStatus(status: number): ClientError {
+  return apiError("backend_protocol_error", {
+    why:
+      `it answered with status ${status}, which is not a final HTTP status (200-599)`,
+  });
+}
+
 /** An answer cut for its size: `stream_too_large` for a stream, else `response_too_large`. */
 export function answerTooLarge(
   streaming: boolean,

@@ -44,6 +44,7 @@ import {
   onResidencyRead,
   probeResidency,
 } from "./residency.ts";
+import { holdForLoad, needsLoad, onAutoLoadDone } from "./auto_load.ts";
 import { streamHeadActions } from "./stream_head.ts";
 import {
   advertised,
@@ -125,6 +126,14 @@ export function step(state: WorkerState, event: WorkerEvent): WorkerAction[] {
       return onResidencyDue(state);
     case "residencyRead":
       return onResidencyRead(state, event.residency);
+    case "autoLoadDone":
+      return onAutoLoadDone(
+        state,
+        event.model,
+        event.error,
+        (requestId, message) =>
+          onBackendFailure(state, requestId, message, "backend_unavailable"),
+      );
     case "lifecycleUpdate":
       return onLifecycleUpdate(state, event);
     default:
@@ -310,6 +319,8 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
   }
   state.inFlight.set(r.request_id, r.endpoint_path);
   state.inFlightModels.set(r.request_id, r.model);
+  // Issue 30: a model the backend must be asked to load is loaded first.
+  if (needsLoad(state, r.model)) return holdForLoad(state, r);
   // Debug, not info (issue 10): a line per request was a synchronous stdout
   // write on every request, measured in the worker's profile.
   return [

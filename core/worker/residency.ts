@@ -86,6 +86,7 @@ export function onResidencyRead(
 ): WorkerAction[] {
   const again = state.residencyProbe === "again";
   state.residencyProbe = "idle";
+  if (read !== null) state.backendHolds = read;
   const out: WorkerAction[] = [];
   const frame = speaksResidency(state) ? residencyFrame(state, read) : null;
   if (frame !== null) {

@@ -69,6 +69,12 @@ export type WorkerState = {
   residencySent: string | null;
   /** A backend residency read under way; `again`: one more is wanted after it. */
   residencyProbe: "idle" | "running" | "again";
+  /** AUTO_LOAD (issue 30): load a model the backend must be asked to load before its request. */
+  autoLoad: boolean;
+  /** The backend's last residency read (auto_load.ts decides from it); null until one. */
+  backendHolds: BackendResidency | null;
+  /** Loads the worker runs for its requests: model -> the requests waiting for it. */
+  autoLoads: Map<string, RequestMessage[]>;
 };
 
 /**
@@ -82,6 +88,12 @@ export type BackendResidency = {
   room: number | null;
   /** It loads models on demand and unloads others for them (Ollama, llama-swap, a router, spec 004). */
   swaps: boolean;
+  /**
+   * Issue 30: it must be asked to load a model before serving it (a
+   * llama-server router started with --no-models-autoload, a spec 004
+   * runner); absent = no.
+   */
+  explicitLoad?: boolean;
 };
 
 /** What our worker speaks, listed in register (an added field the original server ignores). */
@@ -162,6 +174,8 @@ export type WorkerInput =
   | { kind: "residencyDue" }
   /** The shell's read of the backend's residency (null: the read failed). */
   | { kind: "residencyRead"; residency: BackendResidency | null }
+  /** Issue 30: an AUTO_LOAD load (and its unload first) ended; error null = loaded. */
+  | { kind: "autoLoadDone"; model: string; error: string | null }
   /** The lifecycle adapter's report on a task. */
   | {
     kind: "lifecycleUpdate";
@@ -204,6 +218,8 @@ export type WorkerAction =
   | { kind: "probeCapabilities" }
   /** Read the backend's residency; a `residencyRead` follows. */
   | { kind: "probeResidency" }
+  /** Issue 30 (AUTO_LOAD): unload `evict` when not null, then load `model`; answered by autoLoadDone. */
+  | { kind: "autoLoad"; model: string; evict: string | null }
   | { kind: "runLifecycle"; request: LifecycleRequestMessage }
   | { kind: "armTimer"; timer: TimerName; ms: number }
   | { kind: "closeSocket"; code: number; reason: string }
@@ -229,6 +245,8 @@ export function initialWorkerState(opts: {
   endpointPrefixes?: readonly string[];
   /** MAX_RESIDENT_MODELS; absent or null: what the backend reports. */
   maxResidentModels?: number | null;
+  /** AUTO_LOAD; absent: off. */
+  autoLoad?: boolean;
 }): WorkerState {
   return {
     workerName: opts.workerName,
@@ -256,5 +274,8 @@ export function initialWorkerState(opts: {
     inFlightModels: new Map(),
     residencySent: null,
     residencyProbe: "idle",
+    autoLoad: opts.autoLoad ?? false,
+    backendHolds: null,
+    autoLoads: new Map(),
   };
 }

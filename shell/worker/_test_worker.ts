@@ -27,6 +27,7 @@ export function testConfig(
     onServerShutdown: "exit",
     backendHeadTimeoutSecs: 300,
     maxResidentModels: null,
+    autoLoad: false,
     ...over,
   };
 }

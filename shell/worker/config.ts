@@ -45,6 +45,8 @@ export type WorkerConfig = {
   configWarnings?: string[];
   /** MAX_RESIDENT_MODELS (issue 30): models the backend holds at once; null = what it reports. */
   maxResidentModels: number | null;
+  /** AUTO_LOAD (issue 30). */
+  autoLoad: boolean;
 };
 
 export const WORKER_OPTIONS: OptionSpec[] = [
@@ -168,7 +170,25 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     help:
       "models the backend holds in memory at once, reported to the proxy for routing (empty = what the backend reports, else 1 for a backend that swaps models)",
   },
+  {
+    flag: "auto-load",
+    env: "AUTO_LOAD",
+    kind: "string",
+    default: "off",
+    help:
+      "on: a request for a model the backend must be asked to load (llama-server router with --no-models-autoload, spec 004 runner) loads it first, unloading the least recently used idle model when there is no room; off: forwarded as is",
+  },
 ];
+
+/** AUTO_LOAD: on or off (true/false, yes/no, 1/0 as well). */
+export function parseAutoLoad(raw: string): boolean {
+  const t = raw.trim().toLowerCase();
+  if (["on", "true", "yes", "1"].includes(t)) return true;
+  if (["off", "false", "no", "0", ""].includes(t)) return false;
+  throw new OptionError(
+    `AUTO_LOAD (--auto-load) must be on or off, got "${raw}"`,
+  );
+}
 
 /** MAX_RESIDENT_MODELS: empty = null (the backend's own figure), else a whole number >= 1. */
 export function parseMaxResidentModels(raw: string): number | null {
@@ -293,6 +313,7 @@ export function parseWorkerConfig(
     maxResidentModels: parseMaxResidentModels(
       str(values, "max-resident-models"),
     ),
+    autoLoad: parseAutoLoad(str(values, "auto-load")),
   };
 }
 

@@ -251,5 +251,20 @@ Deno.test("issue 32: RUST_LOG overrides LOG_LEVEL (and the file); its directive 
       "w.toml": WIZARD_FILE,
     })!.logLevel,
     "trace",
+
+Deno.test("issue 30: AUTO_LOAD is off by default, on with on (or true), and refuses anything else", () => {
+  assert.equal(parse({ WORKER_SECRET: "s" })!.autoLoad, false);
+  assert.equal(parse({ WORKER_SECRET: "s", AUTO_LOAD: "on" })!.autoLoad, true);
+  assert.equal(
+    parse({ WORKER_SECRET: "s" }, ["--auto-load", "true"])!.autoLoad,
+    true,
+  );
+  assert.equal(
+    parse({ WORKER_SECRET: "s", AUTO_LOAD: "off" })!.autoLoad,
+    false,
+  );
+  assert.throws(
+    () => parse({ WORKER_SECRET: "s", AUTO_LOAD: "sometimes" }),
+    (e) => e instanceof OptionError && /AUTO_LOAD .*on or off/.test(e.message),
   );
 });

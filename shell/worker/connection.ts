@@ -65,6 +65,7 @@ export function startWorker(
     onServerShutdown: config.onServerShutdown,
     endpointPrefixes: config.endpointPrefixes ?? [],
     maxResidentModels: config.maxResidentModels,
+    autoLoad: config.autoLoad,
   });
   const driver = makeDriver({
     state,
@@ -186,6 +187,15 @@ function runAction(io: WorkerIo, action: WorkerAction): void {
         ),
       );
       return;
+    case "autoLoad": {
+      const { model, evict } = action;
+      io.track(
+        io.lifecycle.autoLoad(model, evict).then((error) =>
+          io.dispatch({ kind: "autoLoadDone", model, error })
+        ),
+      );
+      return;
+    }
     case "runLifecycle": {
       const taskId = action.request.task_id;
       io.track(

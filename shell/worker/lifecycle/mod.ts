@@ -24,6 +24,11 @@ export type Lifecycle = {
   kind(): Promise<BackendKind>;
   /** What the backend holds (issue 30); null when the read failed. */
   residency(): Promise<BackendResidency | null>;
+  /**
+   * AUTO_LOAD (issue 30): unloads `evict` (when not null), then loads
+   * `model`; null when loaded, else why not. Never throws.
+   */
+  autoLoad(model: string, evict: string | null): Promise<string | null>;
 };
 
 export function makeLifecycle(
@@ -48,6 +53,32 @@ export function makeLifecycle(
       const read = await readResidency(base, k, call);
       if (read === null || k === "none") detected = null;
       return read;
+    },
+    async autoLoad(model, evict) {
+      const k = await kind();
+      const once = async (
+        operation: "model-load" | "model-unload",
+        modelId: string,
+      ): Promise<string | null> => {
+        let error: string | null = "no report";
+        await runOperation(
+          base,
+          k,
+          operation,
+          { modelId },
+          (u) => {
+            if (u.status === "completed") error = null;
+            else if (u.status === "failed") error = u.error ?? "failed";
+          },
+          signal,
+          call,
+        );
+        return error;
+      };
+      // An unload that fails (already gone) does not stop the load: the
+      // backend answers the load itself when it has no room.
+      if (evict !== null) await once("model-unload", evict);
+      return await once("model-load", model);
     },
     async run(request, report) {
       const k = await kind();

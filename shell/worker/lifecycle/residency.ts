@@ -41,6 +41,24 @@ export function fromLlamaSwapRunning(v: Json): BackendResidency | null {
   return { loaded, loading, room: null, swaps: true };
 }
 
+/**
+ * A router's own /props (checked against the real binary, issue 30):
+ * `max_instances` (--models-max; 0 = no limit) is its room, and
+ * `models_autoload: false` (--no-models-autoload) means a model must be
+ * loaded before a request for it.
+ */
+async function routerProps(
+  call: BackendFetch,
+  base: string,
+): Promise<Partial<BackendResidency>> {
+  const props = await json(call, `${base}/props`);
+  const max = props?.max_instances;
+  return {
+    ...(typeof max === "number" && max > 0 ? { room: max } : {}),
+    ...(props?.models_autoload === false ? { explicitLoad: true } : {}),
+  };
+}
+
 /** Never throws; null when the read failed. */
 export async function readResidency(
   base: string,
@@ -63,6 +81,9 @@ export async function readResidency(
         loading: (models.loading ?? []).map((m) => m.id),
         room: null,
         swaps: true,
+        // A spec 004 runner serves a model only once asked to load it.
+        ...(kind === "spec004" ? { explicitLoad: true } : {}),
+        ...(kind === "llama-router" ? await routerProps(call, base) : {}),
       };
     }
     case "llama-server": {
