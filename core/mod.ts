@@ -37,7 +37,6 @@ export {
   type Worker,
 } from "./state/state.ts";
 export { eventFromBinaryFrame, eventFromFrame } from "./events/from_frame.ts";
-export { FORWARDED_HEADERS } from "./state/requests.ts";
 export { effectiveLoad, WILDCARD_MODEL } from "./state/workers.ts";
 export { aliasTarget } from "./state/aliases.ts";
 export * from "./queries.ts";

@@ -2,7 +2,12 @@
 // fleets with failure plans, durations. Everything random inside a run (arrival
 // jitter, speeds, delays) is drawn from the run's seed, so `--scenario NAME
 // --seed N` is one exact run.
-import type { Priority, RateLimit, TokenLimit } from "../core/mod.ts";
+import {
+  type Priority,
+  type RateLimit,
+  SUPPORTED_EXTENSIONS,
+  type TokenLimit,
+} from "../core/mod.ts";
 
 /** Inclusive integer range [lo, hi]. */
 export type Range = readonly [number, number];
@@ -281,16 +286,8 @@ export function worker(
   };
 }
 
-/** Every extension our worker speaks (issue 9 and 14). */
-export const OUR_EXTENSIONS: string[] = [
-  "capabilities-v1",
-  "lifecycle-v1",
-  "drain-v1",
-  "body-chunks-v1",
-  "chunk-bytes-v1",
-  "body-bytes-v1",
-  "stream-head-v1",
-];
+/** Every extension our worker speaks (issue 9 and 14): the protocol's one list. */
+export const OUR_EXTENSIONS: string[] = [...SUPPORTED_EXTENSIONS];
 
 /** A backend fault plan with every share zero unless overridden. */
 export function backendPlan(overrides: Partial<BackendPlan> = {}): BackendPlan {

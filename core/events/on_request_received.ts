@@ -15,12 +15,7 @@ import { admitRate, admitRateOf } from "../state/rate_limit.ts";
 import { admitTokens, type TokenVerdict } from "../state/token_limit.ts";
 import { countsDeltas, NO_USAGE } from "../state/usage.ts";
 import type { KeyRef } from "../config.ts";
-import {
-  dispatch,
-  forwardableHeaders,
-  pumpQueue,
-  putInQueue,
-} from "../state/requests.ts";
+import { dispatch, pumpQueue, putInQueue } from "../state/requests.ts";
 import { pickWorker } from "../state/routing.ts";
 import type { Request, State } from "../state/state.ts";
 import {
@@ -30,6 +25,7 @@ import {
 } from "../state/workers.ts";
 import { needOf, servedFor } from "../state/accepts.ts";
 import { EXTENSION_BODY_BYTES } from "../protocol/messages.ts";
+import { forwardableHeaders } from "../protocol/headers.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "requestReceived" }>;

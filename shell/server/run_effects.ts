@@ -11,6 +11,7 @@ import {
 import { Buffer } from "node:buffer";
 import { assertNever } from "../../core/assert_never.ts";
 import {
+  clientResponseHeaders,
   type Effect,
   encodeFrame,
   type Event,
@@ -24,31 +25,14 @@ import type {
   LifecycleCallers,
 } from "./http/clients.ts";
 import { errorBody, errorHeaders, sseErrorEvent } from "./http/errors.ts";
-import { endsOnEventBoundary } from "../../core/protocol/sse_events.ts";
+import {
+  endsOnEventBoundary,
+  isEventStream,
+} from "../../core/protocol/sse_events.ts";
 import { compactHead, replyError, sendJson } from "./http/http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./http/tenancy.ts";
-
-/** Hop-by-hop and length headers are the relay's to set, not the backend's. */
-const DROPPED_RESPONSE_HEADERS = new Set([
-  "connection",
-  "keep-alive",
-  "transfer-encoding",
-  "content-length",
-  "content-encoding",
-  "upgrade",
-  "te",
-  "trailer",
-  "proxy-authenticate",
-  "proxy-authorization",
-  // CORS is the relay's policy (CORS_ALLOW_ORIGINS), not the backend's:
-  // llama-server and vLLM answer `*`, which would override a narrower list.
-  "access-control-allow-origin",
-  "access-control-allow-credentials",
-  "access-control-allow-methods",
-  "access-control-allow-headers",
-  "access-control-expose-headers",
-  "access-control-max-age",
-]);
+import { cutAfterLinger } from "./linger.ts";
+import { pieceBytes } from "../piece_bytes.ts";
 
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -295,30 +279,20 @@ export function streamHead(
   const headers: Record<string, string> = {
     ...CACHE_HEADER_DEFAULTS,
     "x-accel-buffering": "no",
+    ...clientResponseHeaders(from.headers),
   };
-  for (const k in from.headers) {
-    const lower = k.toLowerCase();
-    if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = from.headers[k]!;
-  }
   headers["x-queue-wait-ms"] = String(queueWaitMs);
   return safeHead(from.status, headers);
-}
-
-function isEventStream(contentType: string | undefined): boolean {
-  return contentType !== undefined &&
-    contentType.trimStart().toLowerCase().startsWith("text/event-stream");
 }
 
 function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
   const c = endClient(deps, effect.requestId);
   if (c === undefined) return;
   // Spec 004 headers: the backend's when it sent them, else false/0.
-  const headers: Record<string, string> = { ...CACHE_HEADER_DEFAULTS };
-  const from = effect.headers;
-  for (const k in from) {
-    const lower = k.toLowerCase();
-    if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = from[k]!;
-  }
+  const headers: Record<string, string> = {
+    ...CACHE_HEADER_DEFAULTS,
+    ...clientResponseHeaders(effect.headers),
+  };
   headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
   const head = safeHead(effect.status, headers);
   // body-bytes-v1 (issue 25): a binary answer's bytes, exactly as the backend sent them.
@@ -333,7 +307,7 @@ function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
   }
   head.headers["content-length"] = String(
     effect.bodyPieces.reduce((n, p) => n + p.length, 0) +
-      (typeof rest === "string" ? Buffer.byteLength(rest) : rest.length),
+      pieceBytes(rest),
   );
   c.res.writeHead(head.status, head.headers);
   const requestId = effect.requestId;
@@ -409,9 +383,8 @@ function closeWorker(
     return;
   }
   // The close event comes back as workerDisconnected; the core ignores it.
-  // A peer that never answers the close handshake is cut after 2 s.
-  const timer = setTimeout(() => ws.terminate(), 2000);
-  ws.once("close", () => clearTimeout(timer));
+  // A peer that never answers the close handshake is cut.
+  cutAfterLinger(ws, () => ws.terminate());
 }
 
 /** The core's answer to a lifecycle call, rendered by core/views/lifecycle_reply.ts. */

@@ -13,7 +13,7 @@ import { KEY_NAME_MAX } from "./api_keys.ts";
 import type { Metrics } from "./metrics.ts";
 import { readJsonBody } from "../http/body.ts";
 import { replyError, sendJson } from "../http/http_reply.ts";
-import { bearerToken, secretsEqual } from "../secret.ts";
+import { bearerCheck } from "../secret.ts";
 import { isPriority, isTenantId, TENANT_RULE } from "../http/tenancy.ts";
 import { parseKeyLimits } from "./api_keys.ts";
 import type { KeyLimitsText } from "./api_keys.ts";
@@ -146,13 +146,15 @@ function adminAdmitted(
     replyError(res, apiError("admin_disabled"));
     return false;
   }
-  const given = bearerToken(req);
-  if (given !== null && secretsEqual(given, deps.adminToken)) return true;
+  const check = bearerCheck(req, deps.adminToken);
+  if (check === "ok") return true;
   req.resume();
   deps.metrics.authFailure("admin_token");
   replyError(
     res,
-    apiError(given === null ? "missing_admin_token" : "invalid_admin_token"),
+    apiError(
+      check === "missing" ? "missing_admin_token" : "invalid_admin_token",
+    ),
   );
   return false;
 }
