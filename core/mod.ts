@@ -47,7 +47,6 @@ export {
   residencyOf,
 } from "./state/residency.ts";
 export { eventFromBinaryFrame, eventFromFrame } from "./events/from_frame.ts";
-export { FORWARDED_HEADERS } from "./state/requests.ts";
 export { effectiveLoad, WILDCARD_MODEL } from "./state/workers.ts";
 export { aliasTarget } from "./state/aliases.ts";
 export { type TokenAsk, tokenAskOf } from "./state/usage.ts";

@@ -4,7 +4,13 @@
 // run the binary, `LLAMA` says why and the tests that need it are ignored.
 import OpenAI from "openai";
 import { workersConnected } from "../shell/demo/relay_probes.ts";
-import { type Child, ROOT, spawnProgram, waitUntil } from "../shell/procs.ts";
+import {
+  type Child,
+  ROOT,
+  spawnProgram,
+  stopInReverse,
+  waitUntil,
+} from "../shell/procs.ts";
 import {
   startServerProcess,
   startWorkerProcess,
@@ -170,7 +176,7 @@ export async function withLlamaCluster(
     );
     await body({ serverUrl: server.url, llama, server: server.child, worker });
   } finally {
-    for (const c of started.reverse()) await c.stop(5_000);
+    await stopInReverse(started);
   }
 }
 

@@ -9,7 +9,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI, { toFile } from "openai";
 import { mockVector, SPEECH_BYTES } from "../mock/endpoints.ts";
 import type { MockBackendStats } from "../mock/backend.ts";
-import { type Child, waitUntil } from "../shell/procs.ts";
+import { type Child, stopInReverse, waitUntil } from "../shell/procs.ts";
 import { workersConnected } from "../shell/demo/relay_probes.ts";
 import {
   startMockProcess,
@@ -67,7 +67,7 @@ async function worker(
 }
 
 async function stopAll(started: Child[]): Promise<void> {
-  for (const c of started.reverse()) await c.stop(5_000);
+  await stopInReverse(started);
 }
 
 function openai(baseURL: string, fetchFn?: typeof fetch): OpenAI {

@@ -17,7 +17,7 @@ import {
   startWorker,
 } from "./procs.ts";
 import type { Ctx } from "./scenarios.ts";
-import { ROOT } from "../../shell/procs.ts";
+import { ROOT, stopInReverse } from "../../shell/procs.ts";
 
 /** Whether the nginx path runs, and if not why (printed in the table). */
 export type NginxStatus =
@@ -70,10 +70,8 @@ export async function setUp(opts: {
     await nginx?.stop();
     // Reverse order: workers before the server, so the server can exit cleanly
     // (and write its CPU profile when asked).
-    for (const p of procs.reverse()) {
-      // A cluster instance drains before it exits: give it time to write its profile.
-      await p.stop(opts.cpuProfDir === undefined ? 3000 : 20_000);
-    }
+    // A cluster instance drains before it exits: give it time to write its profile.
+    await stopInReverse(procs, opts.cpuProfDir === undefined ? 3000 : 20_000);
     await redis?.stop();
   };
   try {

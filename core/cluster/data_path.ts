@@ -19,7 +19,6 @@
 // (and anything the log says after it) until that many pieces arrived, so a
 // response is never ended short of its bytes. Pieces that do not come within
 // `DATA_PATH_DEFAULTS.endWaitMs` end the answer with an error, never a normal end.
-import { apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
 import { answerBytesMax } from "../config.ts";
@@ -62,7 +61,12 @@ export const DATA_PATH_DEFAULTS = {
   endWaitMs: 5_000,
 };
 
-export const LINK_LOST: ClientError = apiError("cluster_link_lost");
+export const LINK_LOST: ClientError = {
+  status: 502,
+  code: "cluster_link_lost",
+  message:
+    "the link between relay instances carrying this answer broke; retry the request",
+};
 
 // -- the sender: the instance holding the worker ----------------------------------
 

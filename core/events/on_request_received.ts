@@ -22,12 +22,7 @@ import {
 import { countsDeltas, NO_TOKEN_ASK, NO_USAGE } from "../state/usage.ts";
 import { waitLinesFor, writeWaitLinesOf } from "../state/wait_lines.ts";
 import type { KeyRef } from "../config.ts";
-import {
-  dispatch,
-  forwardableHeaders,
-  pumpQueue,
-  putInQueue,
-} from "../state/requests.ts";
+import { dispatch, pumpQueue, putInQueue } from "../state/requests.ts";
 import { pickWorker } from "../state/routing.ts";
 import type { Request, State } from "../state/state.ts";
 import {
@@ -37,6 +32,7 @@ import {
 } from "../state/workers.ts";
 import { needOf, servedFor } from "../state/accepts.ts";
 import { EXTENSION_BODY_BYTES } from "../protocol/messages.ts";
+import { forwardableHeaders } from "../protocol/headers.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "requestReceived" }>;

@@ -5,3 +5,4 @@ export * from "./binary.ts";
 export * from "./error_body.ts";
 export * from "./frame_limit.ts";
 export * from "./errors.ts";
+export * from "./headers.ts";

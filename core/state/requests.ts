@@ -3,7 +3,6 @@
 // from state and emits exactly one `requestFinished` (C34: ends exactly once).
 import { apiError, shuttingDown } from "../protocol/errors.ts";
 import type { CacheReport, ClientError, Effect, Outcome } from "../effect.ts";
-import type { Headers } from "../vocabulary.ts";
 import type { CancelReason, TokenCounts } from "../protocol/messages.ts";
 import { dequeue, enqueue, markServed, nextToDispatch } from "./queue.ts";
 import { recordAffinity } from "./routing.ts";
@@ -14,35 +13,6 @@ import { noteDispatched, recordServiceMs } from "./residency.ts";
 import { tokensOf, usageOf } from "./usage.ts";
 import { dropBodyPieces } from "./body_budget.ts";
 import { streamOpened } from "./wait_lines.ts";
-
-/**
- * Request headers a worker may see (C13), plus the spec 004 request headers the
- * backend acts on; everything else stays at the relay.
- */
-export const FORWARDED_HEADERS: ReadonlySet<string> = new Set([
-  "authorization",
-  "content-type",
-  "openai-organization",
-  "x-api-key",
-  "anthropic-version",
-  "anthropic-beta",
-  "x-tenant-id",
-  "x-priority",
-  "x-cache-mode",
-  "x-cache-tag",
-  // Issue 26: W3C trace context (the relay sets traceparent to its own span).
-  "traceparent",
-  "tracestate",
-]);
-
-export function forwardableHeaders(headers: Headers): Headers {
-  const out: Headers = {};
-  for (const name in headers) {
-    const lower = name.toLowerCase();
-    if (FORWARDED_HEADERS.has(lower)) out[lower] = headers[name]!;
-  }
-  return out;
-}
 
 /** The request `requestId` if it is assigned to `workerId` (dispatched or streaming), else undefined (C32). */
 export function assignedRequest(
@@ -55,6 +25,22 @@ export function assignedRequest(
     return undefined;
   }
   return request.status.workerId === workerId ? request : undefined;
+}
+
+/**
+ * The builder before the error catalogue (core/protocol/errors.ts `apiError`),
+ * kept for the cluster wing's stream cut (core/cluster/stream_cut.ts), which
+ * the cluster-host branch owns this round; it goes when that calls apiError.
+ */
+export function clientError(
+  status: number,
+  code: string,
+  message: string,
+  retryAfterSecs?: number,
+): ClientError {
+  return retryAfterSecs === undefined
+    ? { status, code, message }
+    : { status, code, message, retryAfterSecs };
 }
 
 /**

@@ -11,6 +11,7 @@ import {
 import { Buffer } from "node:buffer";
 import { assertNever } from "../../core/assert_never.ts";
 import {
+  clientResponseHeaders,
   type Effect,
   encodeFrame,
   type Event,
@@ -24,54 +25,14 @@ import type {
   LifecycleCallers,
 } from "./http/clients.ts";
 import { errorBody, errorHeaders, sseErrorEvent } from "./http/errors.ts";
-import { endsOnEventBoundary } from "../../core/protocol/sse_events.ts";
+import {
+  endsOnEventBoundary,
+  isEventStream,
+} from "../../core/protocol/sse_events.ts";
 import { compactHead, replyError, sendJson } from "./http/http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./http/tenancy.ts";
-
-/** Hop-by-hop and length headers are the relay's to set, not the backend's. */
-const DROPPED_RESPONSE_HEADERS = new Set([
-  "connection",
-  "keep-alive",
-  "transfer-encoding",
-  "content-length",
-  "content-encoding",
-  "upgrade",
-  "te",
-  "trailer",
-  "proxy-authenticate",
-  "proxy-authorization",
-  // CORS is the relay's policy (CORS_ALLOW_ORIGINS), not the backend's:
-  // llama-server and vLLM answer `*`, which would override a narrower list.
-  "access-control-allow-origin",
-  "access-control-allow-credentials",
-  "access-control-allow-methods",
-  "access-control-allow-headers",
-  "access-control-expose-headers",
-  "access-control-max-age",
-]);
-
-/**
- * The backend's headers a client may see: none of the relay's own
- * (DROPPED_RESPONSE_HEADERS), nor any its `Connection` header names (issue
- * 33.11: hop-by-hop by RFC 9110 §7.6.1), lowercased onto `into`.
- */
-function copyBackendHeaders(
-  from: Record<string, string>,
-  into: Record<string, string>,
-): void {
-  let hopByHop: Set<string> | null = null;
-  for (const k in from) {
-    if (k.toLowerCase() !== "connection") continue;
-    hopByHop = new Set(
-      from[k]!.split(",").map((t) => t.trim().toLowerCase()),
-    );
-  }
-  for (const k in from) {
-    const lower = k.toLowerCase();
-    if (DROPPED_RESPONSE_HEADERS.has(lower) || hopByHop?.has(lower)) continue;
-    into[lower] = from[k]!;
-  }
-}
+import { cutAfterLinger } from "./linger.ts";
+import { pieceBytes } from "../piece_bytes.ts";
 
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -328,15 +289,10 @@ export function streamHead(
   const headers: Record<string, string> = {
     ...CACHE_HEADER_DEFAULTS,
     "x-accel-buffering": "no",
+    ...clientResponseHeaders(from.headers),
   };
-  copyBackendHeaders(from.headers, headers);
   headers["x-queue-wait-ms"] = String(queueWaitMs);
   return safeHead(from.status, headers);
-}
-
-function isEventStream(contentType: string | undefined): boolean {
-  return contentType !== undefined &&
-    contentType.trimStart().toLowerCase().startsWith("text/event-stream");
 }
 
 function respond(
@@ -354,8 +310,10 @@ function respond(
     return;
   }
   // Spec 004 headers: the backend's when it sent them, else false/0.
-  const headers: Record<string, string> = { ...CACHE_HEADER_DEFAULTS };
-  copyBackendHeaders(effect.headers, headers);
+  const headers: Record<string, string> = {
+    ...CACHE_HEADER_DEFAULTS,
+    ...clientResponseHeaders(effect.headers),
+  };
   headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
   const head = safeHead(effect.status, headers);
   // body-bytes-v1 (issue 25): a binary answer's bytes, exactly as the backend sent them.
@@ -364,7 +322,7 @@ function respond(
     Buffer.from(effect.bodyBase64, "base64"),
   ]);
   const length = (effect.bodyPieces ?? []).reduce((n, p) => n + p.length, 0) +
-    (typeof rest === "string" ? Buffer.byteLength(rest) : rest.length);
+    pieceBytes(rest);
   const framing = contentLength(c.res, head.status, effect.headers, length);
   if (framing !== null) head.headers["content-length"] = framing;
   if (effect.bodyPieces === undefined) {
@@ -485,9 +443,8 @@ function closeWorker(
     return;
   }
   // The close event comes back as workerDisconnected; the core ignores it.
-  // A peer that never answers the close handshake is cut after 2 s.
-  const timer = setTimeout(() => ws.terminate(), 2000);
-  ws.once("close", () => clearTimeout(timer));
+  // A peer that never answers the close handshake is cut.
+  cutAfterLinger(ws, () => ws.terminate());
 }
 
 /** The core's answer to a lifecycle call, rendered by core/views/lifecycle_reply.ts. */

@@ -19,6 +19,20 @@ export function bareToken(req: IncomingMessage): string | null {
   return h === undefined || h === "" || /\s/.test(h) ? null : h;
 }
 
+/**
+ * How the request's bearer token compares with `secret`: "missing" without
+ * one, "ok" when it is the secret (an empty secret is never presented), else
+ * "wrong". The one check behind the admin, metrics and cluster-peer tokens.
+ */
+export function bearerCheck(
+  req: IncomingMessage,
+  secret: string,
+): "ok" | "missing" | "wrong" {
+  const given = bearerToken(req);
+  if (given === null) return "missing";
+  return secret !== "" && secretsEqual(given, secret) ? "ok" : "wrong";
+}
+
 /** The token of an `Authorization: Bearer <token>` header, or null. */
 export function bearerToken(req: IncomingMessage): string | null {
   const h = req.headers.authorization;

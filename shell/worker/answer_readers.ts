@@ -16,6 +16,7 @@ import {
   bodyFitsOneFrame,
   errorShapeOf,
   FRAME_ENVELOPE_BYTES,
+  passedOnHeaders,
   PROTOCOL_FRAME_MAX,
   type RequestMessage,
   routeErrorBody,
@@ -36,26 +37,11 @@ import {
 } from "./usage.ts";
 import { newUtf8Passage } from "./utf8_passage.ts";
 import { newUsageByteStrip, newUsageStrip } from "./usage_ask.ts";
-import { newSseEventPassage } from "../../core/protocol/sse_events.ts";
-
-// Hop-by-hop or recomputed by fetch: never copied between the two hops.
-export const SKIPPED_HEADERS = new Set([
-  "host",
-  "connection",
-  "content-length",
-  "transfer-encoding",
-  "keep-alive",
-  "upgrade",
-]);
-
-function copyHeaders(from: Iterable<[string, string]>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of from) {
-    const lower = name.toLowerCase();
-    if (!SKIPPED_HEADERS.has(lower)) out[lower] = value;
-  }
-  return out;
-}
+import { pieceBytes } from "../piece_bytes.ts";
+import {
+  isEventStream,
+  newSseEventPassage,
+} from "../../core/protocol/sse_events.ts";
 
 function failure(request: RequestMessage, error: ClientError): Completion {
   return {
@@ -224,7 +210,7 @@ export function readAnswer(
     request,
     body,
     status,
-    headers: copyHeaders(headerEntries(headers)),
+    headers: passedOnHeaders(headerEntries(headers)),
     send: (data) => {
       call.markStarted();
       sink.chunk(data);
@@ -247,16 +233,6 @@ export function readAnswer(
   // Errors of a streaming request arrive as one JSON body: pass it whole.
   else if (!request.is_streaming || !ok) readWhole(answer, ok);
   else readStream(answer, sse);
-}
-
-/**
- * Whether a stream is server-sent events, whose reads are passed on whole
- * events at a time (C60): a `text/event-stream` content type. Anything else
- * (NDJSON, plain text) has no events to keep whole and passes as read.
- */
-function isEventStream(contentType: string | undefined): boolean {
-  return contentType !== undefined &&
-    contentType.trimStart().toLowerCase().startsWith("text/event-stream");
 }
 
 /**
@@ -327,7 +303,7 @@ function readWhole(a: Answer, ok: boolean): void {
   let body = "";
   let bytes = 0;
   onText(a.body, (s) => {
-    bytes += Buffer.byteLength(s);
+    bytes += pieceBytes(s);
     if (bytes > RESPONSE_FRAME_BYTES_MAX) {
       // Already too large for one frame: stop reading, answer 502.
       a.destroy();

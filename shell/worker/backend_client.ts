@@ -14,7 +14,8 @@ import {
   type UsageAskFlavour,
   withUsageAsk,
 } from "./usage_ask.ts";
-import { FORWARDED_HEADERS } from "../../core/mod.ts";
+import { forwardableHeaders } from "../../core/mod.ts";
+import { pieceBytes } from "../piece_bytes.ts";
 import { assertNever } from "../../core/assert_never.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
 import {
@@ -23,7 +24,6 @@ import {
   type Call,
   protocolErrorAnswer,
   readAnswer,
-  SKIPPED_HEADERS,
 } from "./answer_readers.ts";
 export {
   type AnswerSink,
@@ -335,21 +335,12 @@ function backendHeaders(
   request: RequestMessage,
   backend: Backend,
 ): Record<string, string> {
-  const headers: Record<string, string> = {};
-  const from = request.headers ?? {};
-  for (const name in from) {
-    const lower = name.toLowerCase();
-    if (FORWARDED_HEADERS.has(lower) && !SKIPPED_HEADERS.has(lower)) {
-      headers[lower] = from[name]!;
-    }
-  }
+  const headers = forwardableHeaders(request.headers ?? {});
   authorize(headers, backend);
   const body = bodyOf(request);
   // A bodiless GET (issue 25) is not labelled JSON.
   if (body.length > 0) headers["content-type"] ??= "application/json";
-  headers["content-length"] = String(
-    typeof body === "string" ? Buffer.byteLength(body, "utf8") : body.length,
-  );
+  headers["content-length"] = String(pieceBytes(body));
   return headers;
 }
 

@@ -251,6 +251,8 @@ Deno.test("issue 32: RUST_LOG overrides LOG_LEVEL (and the file); its directive 
       "w.toml": WIZARD_FILE,
     })!.logLevel,
     "trace",
+  );
+});
 
 Deno.test("issue 30: AUTO_LOAD is off by default, on with on (or true), and refuses anything else", () => {
   assert.equal(parse({ WORKER_SECRET: "s" })!.autoLoad, false);

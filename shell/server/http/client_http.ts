@@ -25,7 +25,6 @@ import { isUtf8 } from "node:buffer";
 import {
   findModel,
   type FoundModel,
-  modelRequired,
   multipartBoundary,
   renameModel,
 } from "./model_of.ts";
@@ -179,33 +178,6 @@ function lowercaseHeaders(req: IncomingMessage): Record<string, string> {
   return out;
 }
 
-type Parsed =
-  | { model: string; stream: boolean; fields: Record<string, unknown> }
-  | ClientError;
-
-/** Model and stream flag from the JSON body; the body itself is forwarded untouched. */
-export function parseInference(body: string): Parsed {
-  let value: unknown;
-  try {
-    value = JSON.parse(body);
-  } catch {
-    return apiError("invalid_json");
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return apiError("invalid_body", {
-      detail: "request body must be a JSON object",
-    });
-  }
-  const obj = value as Record<string, unknown>;
-  if (typeof obj.model !== "string" || obj.model.trim() === "") {
-    return modelRequired();
-  }
-  if (obj.stream !== undefined && typeof obj.stream !== "boolean") {
-    return apiError("invalid_stream");
-  }
-  return { model: obj.model, stream: obj.stream === true, fields: obj };
-}
-
 export function handleHttp(
   req: IncomingMessage,
   res: ServerResponse,
@@ -342,16 +314,7 @@ function modelAndBody(
   | ClientError {
   const utf8 = anyPath ? isUtf8(bytes) : true;
   const text = utf8 ? bytes.toString("utf8") : null;
-  let found: FoundModel | ClientError;
-  if (anyPath) found = findModel(text, bytes, req.headers);
-  else {
-    const parsed = parseInference(text!);
-    found = "status" in parsed
-      ? (parsed.code === "model_required"
-        ? findModel(text, bytes, req.headers)
-        : parsed)
-      : { ...parsed, source: "json" };
-  }
+  const found = findModel(text, bytes, req.headers, !anyPath);
   if ("status" in found) return found;
   const target = aliasTarget(deps.state.config, found.model);
   if (target === found.model) {

@@ -11,7 +11,7 @@ import {
   type ClientError,
 } from "../../../core/mod.ts";
 import type { Access } from "./client_http.ts";
-import { bearerToken, secretsEqual } from "../secret.ts";
+import { bearerCheck } from "../secret.ts";
 
 export type AccessPolicy = {
   adminToken: string;
@@ -34,9 +34,7 @@ export type CapabilitiesAccess =
 export type MetricsAccess = { kind: "allowed" } | Refusal;
 
 function isAdmin(req: IncomingMessage, p: AccessPolicy): boolean {
-  const given = bearerToken(req);
-  return given !== null && p.adminToken !== "" &&
-    secretsEqual(given, p.adminToken);
+  return bearerCheck(req, p.adminToken) === "ok";
 }
 
 /** /v1/capabilities: admin sees workers; a client (or anyone, keys not required) sees the fleet. */
@@ -59,18 +57,15 @@ export function metricsAccess(
   p: AccessPolicy,
 ): MetricsAccess {
   if (!p.requireApiKeys && p.metricsToken === "") return { kind: "allowed" };
-  const given = bearerToken(req);
-  if (
-    given !== null && (isAdmin(req, p) ||
-      (p.metricsToken !== "" && secretsEqual(given, p.metricsToken)))
-  ) return { kind: "allowed" };
+  const check = bearerCheck(req, p.metricsToken);
+  if (check === "ok" || isAdmin(req, p)) return { kind: "allowed" };
   const how = p.metricsToken === ""
     ? "send Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>, or set METRICS_TOKEN for Prometheus (authorization.credentials in the scrape config)"
     : "send Authorization: Bearer <METRICS_TOKEN> (authorization.credentials in the Prometheus scrape config)";
   return {
     kind: "denied",
     error: apiError(
-      given === null ? "missing_metrics_token" : "invalid_metrics_token",
+      check === "missing" ? "missing_metrics_token" : "invalid_metrics_token",
       { how },
     ),
     headers: { "www-authenticate": 'Bearer realm="metrics"' },

@@ -7,6 +7,7 @@ import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import { apiError, type ClientError, errorShapeOf } from "../../../core/mod.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
+import { cutAfterLinger } from "../linger.ts";
 
 /**
  * An error from the catalogue (core/protocol/errors.ts) in the OpenAI shape,
@@ -58,9 +59,6 @@ export function sendJson(
   res.end(JSON.stringify(body));
 }
 
-/** Unread input after our FIN is drained this long, then the socket is cut. */
-const LINGER_MS = 2000;
-
 /**
  * Marks the answer about to be written as the connection's last: the socket is
  * half-closed once it is flushed, and destroyed if the client keeps sending.
@@ -91,10 +89,10 @@ export function closeIfBodyUnread(
   });
 }
 
+/** Our FIN now; unread input after it is drained a while, then the socket is cut. */
 function endSoon(socket: Socket | Duplex): void {
   socket.end();
-  const cut = setTimeout(() => socket.destroy(), LINGER_MS);
-  socket.once("close", () => clearTimeout(cut));
+  cutAfterLinger(socket, () => socket.destroy());
 }
 
 /**

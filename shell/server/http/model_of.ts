@@ -19,30 +19,51 @@ export function modelRequired(): ClientError {
   return apiError("model_required");
 }
 
-/** The body's top-level JSON object, or null when the body is not one. */
-function jsonObject(text: string): Record<string, unknown> | null {
-  const first = text.trimStart()[0];
-  if (first !== "{") return null;
+/**
+ * The body's top-level JSON object. `strict` (the inference routes, whose
+ * bodies are JSON by their API): a body that is not a JSON object, or whose
+ * "stream" is not a boolean, is refused. Otherwise (a forwarded path): a body
+ * that is not a JSON object is null, and names nothing.
+ */
+function jsonObject(
+  text: string | null,
+  strict: boolean,
+): Record<string, unknown> | null | ClientError {
+  if (text === null || (!strict && text.trimStart()[0] !== "{")) return null;
+  let v: unknown;
   try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === "object" && v !== null && !Array.isArray(v)
-      ? v as Record<string, unknown>
-      : null;
+    v = JSON.parse(text);
   } catch {
-    return null;
+    return strict ? apiError("invalid_json") : null;
   }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    return strict
+      ? apiError("invalid_body", {
+        detail: "request body must be a JSON object",
+      })
+      : null;
+  }
+  const obj = v as Record<string, unknown>;
+  if (strict && obj.stream !== undefined && typeof obj.stream !== "boolean") {
+    return apiError("invalid_stream");
+  }
+  return obj;
 }
 
 /**
- * The model of a request to a forwarded path. `text` is the body when it is
- * UTF-8, else null (then only the header or a multipart field can name it).
+ * The model a request names, by one rule for every route: the JSON body's
+ * `model`, else X-Model, else a multipart field `model`. `text` is the body
+ * when it is UTF-8, else null (then only the header or a multipart field can
+ * name it); `strict` as jsonObject reads the body.
  */
 export function findModel(
   text: string | null,
   bytes: Uint8Array,
   headers: Record<string, string | string[] | undefined>,
+  strict = false,
 ): FoundModel | ClientError {
-  const obj = text === null ? null : jsonObject(text);
+  const obj = jsonObject(text, strict);
+  if (obj !== null && "status" in obj) return obj as ClientError;
   if (obj !== null && typeof obj.model === "string" && obj.model.trim()) {
     return {
       model: obj.model,

@@ -171,7 +171,9 @@ function adminAdmitted(
   if (given !== null) deps.throttle?.failed("admin", req);
   replyError(
     res,
-    apiError(given === null ? "missing_admin_token" : "invalid_admin_token"),
+    apiError(
+      given === null ? "missing_admin_token" : "invalid_admin_token",
+    ),
   );
   return false;
 }

@@ -4,6 +4,7 @@
 // No per-request table: a request's `requestFinished` carries all it counts.
 import type { Effect, Event, State } from "../../../core/mod.ts";
 import { inFlightCount, queueDepth } from "../../../core/mod.ts";
+import { pieceBytes } from "../../piece_bytes.ts";
 
 /** Upper bounds in seconds, shared by the latency histograms. */
 export const LATENCY_BUCKETS = [
@@ -177,7 +178,7 @@ export class Metrics {
     switch (effect.kind) {
       case "writeChunk":
         this.chunks++;
-        this.bytes += Buffer.byteLength(effect.chunk, "utf8");
+        this.bytes += pieceBytes(effect.chunk);
         return;
       case "sendToWorker": {
         const m = effect.message;

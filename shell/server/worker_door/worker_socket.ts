@@ -20,6 +20,7 @@ import { requestUrl } from "../http/http_reply.ts";
 import { newWorkerId } from "../ids.ts";
 import { closeReason } from "../run_effects.ts";
 import { secretsEqual } from "../secret.ts";
+import { cutAfterLinger } from "../linger.ts";
 
 /**
  * Bytes a worker may send before its register is accepted: the largest register
@@ -27,7 +28,7 @@ import { secretsEqual } from "../secret.ts";
  * the rest of the frame. Anything beyond is not a worker we want to buffer for.
  */
 export const PRE_REGISTER_BYTES_MAX = 128 * 1024;
-/** A refused socket that does not answer our close frame is cut after this. */
+/** A refused socket that does not answer our close frame is cut after this (shorter than LINGER_MS: nothing of theirs is worth waiting for). */
 const REFUSED_LINGER_MS = 1000;
 
 export type WorkerSocketDeps = {
@@ -316,7 +317,7 @@ function capUntilRegistered(
     socket.end();
     // Read nothing more of theirs; the close event ends the core's record.
     socket.pause();
-    setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
+    cutAfterLinger(ws, () => ws.terminate(), REFUSED_LINGER_MS);
   };
   socket.on("data", onData);
 }
@@ -334,6 +335,5 @@ function refused(
   ws.on("error", () => {});
   ws.close(code, closeReason(reason));
   socket.end();
-  const cut = setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
-  ws.once("close", () => clearTimeout(cut));
+  cutAfterLinger(ws, () => ws.terminate(), REFUSED_LINGER_MS);
 }
