@@ -41,6 +41,9 @@ const twoBoxesOverlapping: ModelsScenario = {
   ...times,
 };
 
+/** Clients that give up: one in ten leaves 0.5–20 s after arriving (while queued, loading or streaming). */
+const impatient = { abortPct: 10, abortAfterMs: [500, 20_000] as const };
+
 /** Three boxes, six models, room for two each: more models than room. */
 const moreModelsThanRoom: ModelsScenario = {
   name: "more_models_than_room",
@@ -61,6 +64,7 @@ const moreModelsThanRoom: ModelsScenario = {
     },
   ],
   ...times,
+  ...impatient,
 };
 
 /** Bursts of 20 for one model at a time, over two boxes with room for one. */
@@ -92,6 +96,7 @@ const bursts: ModelsScenario = {
     },
   ],
   ...times,
+  ...impatient,
 };
 
 /** Boxes preloaded with A and B, full; now and then a request for C, which nobody has loaded. */
@@ -124,6 +129,7 @@ const modelNobodyLoaded: ModelsScenario = {
     { kind: "random", count: 6, fromMs: 10_000, toMs: 180_000, models: ["C"] },
   ],
   ...times,
+  ...impatient,
 };
 
 /** Each box dies halfway through its first load and comes back empty 20 s later. */
@@ -148,6 +154,7 @@ const workerDiesMidLoad: ModelsScenario = {
     },
   ],
   ...times,
+  ...impatient,
 };
 
 export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(

@@ -74,6 +74,9 @@ export type ModelsScenario = {
   serviceMs: Range;
   firstByteMs: Range;
   netMs: Range;
+  /** Share of clients (percent) that leave before their answer, `abortAfterMs` after arriving. */
+  abortPct?: number;
+  abortAfterMs?: Range;
   config?: Partial<Config>;
 };
 
@@ -95,6 +98,8 @@ export type ModelsResult = {
   requests: number;
   completed: number;
   failed: number;
+  /** Clients that left before their answer ended. */
+  aborted: number;
   /** Loads the backends did. */
   loads: number;
   ttfbMs: number[];
@@ -103,6 +108,7 @@ export type ModelsResult = {
 
 type Item =
   | { kind: "arrive"; id: string; model: string }
+  | { kind: "abort"; id: string }
   /** A frame from a box's connection `conn` (dropped if that connection died meanwhile). */
   | { kind: "core"; box: number; conn: number; event: Event }
   | { kind: "box"; box: number; conn: number; step: BoxStep }
@@ -171,6 +177,7 @@ export function runModels(
     requests: 0,
     completed: 0,
     failed: 0,
+    aborted: 0,
     loads: 0,
     ttfbMs: [],
     events: 0,
@@ -266,9 +273,11 @@ export function runModels(
     for (const f of effects) carryOut(f);
   }
 
-  function ended(id: string, ok: boolean): void {
+  /** The core's one record of a request's end (C34): counted, and the next sequential client released. */
+  function ended(id: string, outcome: string, status: number): void {
     ends.set(id, (ends.get(id) ?? 0) + 1);
-    if (ok) result.completed++;
+    if (outcome === "cancelled") result.aborted++;
+    else if (outcome === "completed" && status < 400) result.completed++;
     else result.failed++;
     const next = chained.get(id);
     if (next !== undefined) {
@@ -326,14 +335,8 @@ export function runModels(
           result.ttfbMs.push(now - arrivedAt.get(f.requestId)!);
         }
         return;
-      case "respond":
-        ended(f.requestId, f.status < 400);
-        return;
-      case "respondError":
-        ended(f.requestId, false);
-        return;
-      case "endStream":
-        ended(f.requestId, f.error === null);
+      case "requestFinished":
+        ended(f.requestId, f.outcome, f.status);
         return;
       default:
         return;
@@ -557,11 +560,25 @@ export function runModels(
     now = next.atMs;
     const item = next.item;
     switch (item.kind) {
+      case "abort":
+        if (!ends.has(item.id)) {
+          step({ kind: "clientDisconnected", atMs: now, requestId: item.id });
+        }
+        break;
       case "arrive":
         arrivedAt.set(item.id, now);
         arrived.push(item.id);
         result.requests++;
         lastArrivalMs = Math.max(lastArrivalMs, now);
+        if (
+          scenario.abortPct !== undefined &&
+          arrivalsPrng.chance(scenario.abortPct, 100)
+        ) {
+          queue.push(now + draw(arrivalsPrng, scenario.abortAfterMs!), {
+            kind: "abort",
+            id: item.id,
+          });
+        }
         step({
           kind: "requestReceived",
           atMs: now,

@@ -257,3 +257,17 @@ Deno.test("tenant turns and priorities still order the requests waiting for a ho
   }
   assert.deepEqual(order, ["hi", "t1-1", "t2-1", "t1-2"]);
 });
+
+Deno.test("a report keeps at most modelsPerWorkerMax names; times are kept only for listed models", () => {
+  const s = newState({ modelsPerWorkerMax: 3 });
+  addWorker(s, "w1", {
+    models: ["a", "b"],
+    maxConcurrent: 2,
+    extensions: [EXTENSION_RESIDENCY],
+  });
+  report(s, "w1", ["a", "x1", "x2", "x3", "x4"], 8);
+  assert.equal(worker(s, "w1").residency!.loaded.size, 3);
+  addRequest(s, "r1", { model: "a" });
+  complete(s, "w1", "r1");
+  assert.deepEqual([...s.modelTimes.keys()], ["local\u0000a"]);
+});

@@ -164,13 +164,25 @@ function average(prev: number | null, sample: number): number {
   return prev === null ? sample : prev * 0.8 + sample * 0.2;
 }
 
+/**
+ * Models whose times are kept; beyond it the longest unmeasured-since one
+ * goes (a worker may report any names: memory must not grow with them).
+ */
+const MODEL_TIMES_MAX = 4096;
+
 function timesOf(state: State, provider: string, model: string) {
   const key = modelTimesKey(provider, model);
   let t = state.modelTimes.get(key);
   if (t === undefined) {
     t = { loadMsAvg: null, serviceMsAvg: null };
-    state.modelTimes.set(key, t);
+    if (state.modelTimes.size >= MODEL_TIMES_MAX) {
+      const oldest = state.modelTimes.keys().next();
+      if (oldest.done !== true) state.modelTimes.delete(oldest.value);
+    }
+  } else {
+    state.modelTimes.delete(key);
   }
+  state.modelTimes.set(key, t);
   return t;
 }
 
@@ -180,7 +192,12 @@ export function recordServiceMs(
   request: Request,
   serviceMs: number,
 ): void {
-  if (request.waitsForLoad) return;
+  // Only while some worker reports residency (nothing else reads it), and
+  // only for a model a worker listed: a `*` worker takes any name.
+  if (
+    request.waitsForLoad || state.residencyWorkers === 0 ||
+    state.modelIndex.get(request.provider)?.has(request.model) !== true
+  ) return;
   const t = timesOf(state, request.provider, request.model);
   t.serviceMsAvg = average(t.serviceMsAvg, serviceMs);
 }
@@ -345,17 +362,21 @@ export function applyResidencyReport(
     state.residencyWorkers++;
   }
   r.room = report.room;
-  const reported = new Set(report.loaded);
+  // As many names as a worker may list (C4): a report cannot grow memory past it.
+  const max = state.config.modelsPerWorkerMax;
+  const reportedLoaded = report.loaded.slice(0, max);
+  const reportedLoading = report.loading.slice(0, max);
+  const reported = new Set(reportedLoaded);
   const loaded = new Map<string, number>();
   // Least recently used order: known models keep their place, new ones follow.
   for (const [model, at] of r.loaded) {
     if (reported.has(model)) loaded.set(model, at);
   }
-  for (const model of report.loaded) {
+  for (const model of reportedLoaded) {
     if (!loaded.has(model)) loaded.set(model, state.nowMs);
   }
   const loading = new Map<string, number>();
-  for (const model of report.loading) {
+  for (const model of reportedLoading) {
     if (!loaded.has(model)) {
       loading.set(model, r.loading.get(model) ?? state.nowMs);
     }
