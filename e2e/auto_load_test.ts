@@ -14,6 +14,7 @@ import {
   withFleet,
 } from "./_fleet.ts";
 import { LLAMA_ABSENT } from "./_llama.ts";
+import { startMockRunner } from "../mock/runner.ts";
 
 const [A, B] = ROUTER_MODELS;
 
@@ -85,5 +86,25 @@ Deno.test({
     const error = await ask(serverUrl, A);
     assert.match(error ?? "", /400 .*model is not loaded/);
     assert.equal((await routerStatus(routerUrl))[A], "unloaded");
+  });
+});
+
+Deno.test("AUTO_LOAD=on with a spec 004 runner (mock/runner.ts): the worker loads the model through /v1/models/load, then the request is answered", async () => {
+  const runner = await startMockRunner({ available: ["spec-a"], stepMs: 20 });
+  await withFleet([{
+    url: runner.url,
+    loads: () => runner.stats.loads,
+    close: runner.close,
+  }], async ({ serverUrl }) => {
+    await waitUntil(
+      "the relay to know the runner holds nothing",
+      async () => (await relayStatus(serverUrl, "spec-a")) === "available",
+    );
+    assert.equal(await ask(serverUrl, "spec-a"), null);
+    assert.equal(runner.stats.loads, 1);
+    assert.deepEqual(runner.loaded(), ["spec-a"]);
+  }, {
+    // The runner lists only loaded models: the worker is told what it serves.
+    workerEnv: { AUTO_LOAD: "on", MODELS: "spec-a" },
   });
 });
