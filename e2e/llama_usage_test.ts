@@ -123,5 +123,24 @@ Deno.test({
         assert.equal(shape(relayed), shape(unasked));
       },
     );
+
+    await t.step(
+      'issue 33 a "metadata":{"include_usage":true} does not turn counting off: recorded with llama-server\'s real counts',
+      async () => {
+        const relayed = await streamText(`${c.serverUrl}/v1/chat/completions`, {
+          model: LLAMA_MODEL,
+          messages: [{ role: "user", content: "Count me, metadata or not." }],
+          max_tokens: 12,
+          temperature: 0,
+          stream: true,
+          metadata: { include_usage: true },
+        });
+        assert.doesNotMatch(relayed, /"usage"/);
+        const rec = await lastRecord(c.serverUrl);
+        assert.ok((rec.prompt_tokens ?? 0) > 0, JSON.stringify(rec));
+        assert.equal(rec.completion_tokens, 12);
+        assert.equal(rec.estimated, false);
+      },
+    );
   }, { serverEnv: { MODELRELAY_ADMIN_TOKEN: ADMIN } });
 });

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import type { KeyRef } from "../config.ts";
 import type { Event } from "../events/event.ts";
 import {
@@ -248,4 +249,66 @@ Deno.test("issue 33 a refused or queue-full request reserves nothing, and a rese
   assert.equal(w.reserved, 0);
   tick(state, state.nowMs + 2000);
   assert.equal(state.tokenWindows.has("budget|tenant:acme"), false);
+});
+
+Deno.test("issue 33 property: with every request using at most its reservation, a budget never holds more than its limit while two or more are in flight, and ends at most one reservation above it", () => {
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 10, max: 200 }),
+      fc.array(
+        fc.oneof(
+          fc.record({
+            kind: fc.constant("arrive" as const),
+            prompt: fc.integer({ min: 0, max: 40 }),
+            maxTokens: fc.integer({ min: 0, max: 120 }),
+          }),
+          fc.record({
+            kind: fc.constant("finish" as const),
+            pick: fc.nat(),
+            share: fc.double({ min: 0, max: 1, noNaN: true }),
+          }),
+        ),
+        { maxLength: 60 },
+      ),
+      (limit, ops) => {
+        const state = newState({
+          tokenBudgets: { acme: { tokens: limit, windowMs: DAY } },
+        });
+        addWorker(state, "w1", { maxConcurrent: 1000 });
+        const inFlight: Array<{ id: string; reserve: number }> = [];
+        let largest = 0;
+        ops.forEach((op, n) => {
+          if (op.kind === "arrive") {
+            const id = `r${n}`;
+            const r = refusal(
+              ask(state, id, {
+                tenant: "acme",
+                prompt: op.prompt,
+                maxTokens: op.maxTokens,
+              }),
+            );
+            if (r === null) {
+              const reserve = op.prompt + op.maxTokens;
+              inFlight.push({ id, reserve });
+              largest = Math.max(largest, reserve);
+            }
+          } else if (inFlight.length > 0) {
+            const [done] = inFlight.splice(op.pick % inFlight.length, 1);
+            const used = Math.floor(done!.reserve * op.share);
+            finishWith(state, done!.id, 0, used);
+          }
+          const w = state.tokenWindows.get("budget|tenant:acme");
+          const held = (w?.total ?? 0) + (w?.reserved ?? 0);
+          if (inFlight.length >= 2) {
+            assert.ok(held <= limit, `${held} > ${limit}`);
+          }
+          assert.ok(
+            (w?.total ?? 0) <= Math.max(limit, limit - 1 + largest),
+            `charged ${w?.total} with limit ${limit}`,
+          );
+        });
+      },
+    ),
+    { seed: 33, numRuns: 300 },
+  );
 });

@@ -170,6 +170,8 @@ export type Call = {
    * usage-only chunk is read and taken out. Absent = false.
    */
   stripUsage?: boolean;
+  /** Sets what to send before a break is reported (a held final event). Absent = nothing. */
+  onBreak?(f: () => void): void;
 };
 
 /**
@@ -342,6 +344,7 @@ function readStream(a: Answer, sse: boolean): void {
   const strip = sse && a.stripUsage === true
     ? newUsageStrip((event) => scanChunk(usage, event))
     : null;
+  if (strip !== null) a.onBreak?.(() => send(strip.end()));
   let pending = "";
   const send = (text: string) => {
     if (text === "") return;
@@ -402,6 +405,7 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
   };
   const send = (out: Buffer) =>
     sendOut(strip === null || out.length === 0 ? out : strip.pass(out));
+  if (strip !== null) a.onBreak?.(() => sendOut(strip.end()));
   const pass = (bytes: Buffer) => {
     // raw (body-bytes-v1, a binary answer): the bytes as they are.
     const out = raw ? bytes : utf8.pass(bytes);

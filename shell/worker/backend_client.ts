@@ -165,12 +165,16 @@ export function forwardToBackendVia(
       signal.removeEventListener("abort", onAbort);
       resolve(signal.aborted ? { kind: "cancelled" } : o);
     };
-    const failed = (why: string) =>
+    /** Issue 33: what a reader holds back goes out before a break is reported. */
+    let letGo = () => {};
+    const failed = (why: string) => {
+      if (!settled) letGo();
       done({
         kind: "failed",
         code: started ? "backend_stream_broken" : "backend_unavailable",
         message: why,
       });
+    };
     let stop = () => {};
     const onAbort = () => {
       stop();
@@ -202,6 +206,7 @@ export function forwardToBackendVia(
       headArrived: () => clearTimeout(headTimer),
       destroy: () => stop(),
       stripUsage: asked !== null,
+      onBreak: (f) => letGo = f,
     };
     stop = target.plain !== null && via === "own"
       ? viaOwnClient(target.plain, headers, request, sink, call, backendUrl)
