@@ -2,7 +2,7 @@
 // `relay/core-purity` keeps core/ and sim/ deterministic and I/O-free: no Deno
 // APIs, no clock, no randomness, no timers, no fetch, and imports only from
 // within core/ (plus zod; sim/ may also use fast-check). The one exception is
-// sim/cli.ts (and sim/cluster_cli.ts) reporting wall-clock throughput, never
+// sim/cli.ts (and sim/cluster/cli.ts) reporting wall-clock throughput, never
 // fed back into a run.
 
 const BANNED_GLOBALS = new Set([
@@ -22,7 +22,7 @@ const BANNED_MEMBERS: Record<string, Set<string>> = {
 function area(filename: string): "core" | "sim" | null {
   const f = filename.replaceAll("\\", "/");
   if (/\/core\//.test(f)) return "core";
-  if (/\/sim\//.test(f) && !/\/sim\/(cluster_)?cli\.ts$/.test(f)) return "sim";
+  if (/\/sim\//.test(f) && !/\/sim\/(cluster\/)?cli\.ts$/.test(f)) return "sim";
   return null;
 }
 
