@@ -194,6 +194,9 @@ type Inputs =
 /** One input, stamped with the host's clock (monotonic ms). */
 export type HostInput = Inputs & { atMs: number };
 
+/** An input before its stamp (what a port reports; its shell adds `atMs`). */
+export type Unstamped = Inputs;
+
 export type Host = {
   inst: InstanceState;
   ports: ClusterPorts;

@@ -16,6 +16,7 @@ import {
   type HostInput,
   makeHost,
   stepHost,
+  type Unstamped,
 } from "../../core/cluster/host.ts";
 import {
   DEFAULT_INSTANCE_RULES,
@@ -486,18 +487,14 @@ function newInst(w: World, idx: number, restarts: number): Inst {
   return inst;
 }
 
-type Untimed = HostInput extends infer I
-  ? I extends unknown ? Omit<I, "atMs"> : never
-  : never;
-
 /** An input for a running process, stamped with the virtual clock. */
-function feed(w: World, inst: Inst, input: Untimed): void {
+function feed(w: World, inst: Inst, input: Unstamped): void {
   if (inst.proc !== "running") return;
   stepHost(inst.host, { ...input, atMs: w.now } as HostInput);
 }
 
 /** An input the process takes later (`ms` from now), if it is still running then. */
-function later(w: World, inst: Inst, ms: number, input: Untimed): void {
+function later(w: World, inst: Inst, ms: number, input: Unstamped): void {
   w.queue.push(w.now + ms, {
     k: "input",
     i: inst.idx,
