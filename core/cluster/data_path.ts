@@ -563,6 +563,17 @@ function carryOut(
       return;
     }
     case "endStream":
+      rx.delete(requestId);
+      // The client has the whole stream (its end marker came): an error the
+      // fleet decided later (its worker's instance was declared gone before
+      // its completion reached the log) is not appended to a complete answer
+      // (issue 33 item 4; found by the simulator).
+      if (effect.error !== null && s.committed && s.complete !== null) {
+        out.push({ kind: "run", effect: { ...effect, error: null } });
+        return;
+      }
+      out.push({ kind: "run", effect });
+      return;
     case "respondError":
       rx.delete(requestId);
       out.push({ kind: "run", effect });

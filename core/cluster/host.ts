@@ -194,6 +194,9 @@ type Inputs =
 /** One input, stamped with the host's clock (monotonic ms). */
 export type HostInput = Inputs & { atMs: number };
 
+/** An input before its stamp (what a port reports; its shell adds `atMs`). */
+export type Unstamped = Inputs;
+
 export type Host = {
   inst: InstanceState;
   ports: ClusterPorts;
@@ -217,6 +220,13 @@ export type Host = {
   receivers: Receivers;
   /** Where peers send this instance answer pieces (CLUSTER_ADVERTISE_URL). */
   peerUrl: string | undefined;
+  /**
+   * A finished leave whose clients still wait for pieces of ends the log gave
+   * (found by the simulator: a client with its whole stream was ended 503
+   * because its end marker was still on the link): its endLocal and `left`
+   * wait until the receivers let go (they end short after endWaitMs at most).
+   */
+  finishing: { error: ClientError; closeCode: number; left: boolean } | null;
   /** Inputs that came while one was being handled: taken in order after it. */
   queue: HostInput[];
   busy: boolean;
@@ -244,6 +254,7 @@ export function makeHost(
     senders: new Map(),
     receivers: new Map(),
     peerUrl: undefined,
+    finishing: null,
     queue: [],
     busy: false,
     closed: false,
@@ -268,6 +279,7 @@ export function stepHost(h: Host, input: HostInput): void {
     ) {
       if (next.atMs > h.nowMs) h.nowMs = next.atMs;
       handle(h, next);
+      if (h.finishing !== null && !endsWaiting(h)) finishLeave(h);
     }
   } finally {
     h.busy = false;
@@ -419,6 +431,10 @@ function carryOut(h: Host, a: InstanceAction): void {
     case "putSnapshot":
       return ports.putSnapshot(a.snapshot, a.trimBeforeId, a.digest);
     case "endLocal":
+      if (h.inst.phase === "gone" && endsWaiting(h)) {
+        h.finishing = { error: a.error, closeCode: a.closeCode, left: false };
+        return;
+      }
       return endLocal(h, a.error, a.closeCode);
     case "observe":
       for (const e of a.events) observed(h, e);
@@ -448,6 +464,7 @@ function carryOut(h: Host, a: InstanceAction): void {
     case "rejoined":
       return ports.fact({ kind: "rejoined", fresh: a.fresh });
     case "left":
+      if (h.finishing !== null) return void (h.finishing.left = true);
       return ports.fact({ kind: "left" });
     case "log":
       return ports.log(a.level, a.message, a.fields);
@@ -547,7 +564,10 @@ export function appendNote(h: Host, note: ClusterNote): void {
 function refuseUnadmitted(h: Host): void {
   const core = h.inst.cluster.core;
   for (const requestId of [...h.ports.holds.clients()]) {
-    if (core.requests.has(requestId)) continue;
+    // Admitted: in the replica, or ended there with its end waiting here for
+    // pieces still on the link (found by the simulator: a whole stream got
+    // this 503 when its instance's log blinked).
+    if (core.requests.has(requestId) || h.receivers.has(requestId)) continue;
     exec(h, { kind: "respondError", requestId, error: UNAVAILABLE });
     batch(h, { kind: "clientDisconnected", atMs: core.nowMs, requestId });
   }
@@ -600,6 +620,20 @@ function endLocal(h: Host, error: ClientError, closeCode: number): void {
   }
 }
 
+/** Whether a client here waits for pieces before an end the log already gave. */
+function endsWaiting(h: Host): boolean {
+  for (const r of h.receivers.values()) if (r.tail.length > 0) return true;
+  return false;
+}
+
+/** The leave's deferred end: what is held ends, and the shell shuts down. */
+function finishLeave(h: Host): void {
+  const f = h.finishing!;
+  h.finishing = null;
+  endLocal(h, f.error, f.closeCode);
+  if (f.left) h.ports.fact({ kind: "left" });
+}
+
 /**
  * The usage record of a stream completed outside the log, written by the
  * core's own `finish` over a scratch state: the same record, counted by the
@@ -607,11 +641,12 @@ function endLocal(h: Host, error: ClientError, closeCode: number): void {
  */
 function finishedHere(h: Host, request: Request, end: StreamEnd): Effect[] {
   const scratch = initialState(h.inst.config, h.inst.cluster.core.nowMs);
-  if (request.deltas !== null && end.deltas !== null) {
-    request.deltas = end.deltas;
-  }
+  // A copy: the request may still be the replica's (an instance declared
+  // gone keeps its replica), and `finish` writes to it.
+  const r: Request = { ...request };
+  if (r.deltas !== null && end.deltas !== null) r.deltas = end.deltas;
   const out: Effect[] = [];
-  finish(scratch, request, "completed", 200, out, null, end.tokenCounts);
+  finish(scratch, r, "completed", 200, out, null, end.tokenCounts);
   return out.filter((e) => e.kind === "requestFinished");
 }
 
@@ -736,7 +771,16 @@ function dataPathEffect(h: Host, effect: Effect): boolean {
     return false;
   }
   if (effect.kind === "requestFinished") {
-    requestEnded(h.receivers, effect.requestId);
+    // The log ended the request without a word to its client (its instance
+    // was declared gone while frozen, found by the simulator): a client that
+    // has its whole stream ends cleanly, not with the error endLocal gives.
+    const rid = effect.requestId;
+    if (
+      h.rules.completedStream(h.receivers, rid) !== null && held.client(rid)
+    ) {
+      exec(h, { kind: "endStream", requestId: rid, error: null });
+    }
+    requestEnded(h.receivers, rid);
     return false;
   }
   if (
@@ -764,7 +808,11 @@ function dataPathTick(h: Host): void {
   carry(h, due.actions);
 }
 
-/** This instance ended or handed off everything it held: forget it all. */
+/**
+ * This instance ended or handed off everything it held: forget it all. (A
+ * client kept past this would meet its effects again when the rebuilt
+ * replica replays the log: the simulator found a stream started twice.)
+ */
 function resetDataPath(h: Host): void {
   h.senders.clear();
   h.receivers.clear();

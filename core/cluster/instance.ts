@@ -1,8 +1,9 @@
 // One relay instance's life in a cluster (issue 23), pure: joining the shared
-// log, replaying it, serving, losing it, rejoining, leaving. The shell
-// (shell/server/cluster/) and the cluster simulator (sim/cluster_world.ts) feed
-// the same inputs, what their Redis (or virtual log), sockets and timers
-// reported, and carry out the returned actions in order. Every rule that was
+// log, replaying it, serving, losing it, rejoining, leaving. Its one driver is
+// the host (host.ts), which the shell (shell/server/cluster/) and the cluster
+// simulator (sim/cluster/world.ts) both run: it feeds what their Redis (or
+// virtual log), sockets and timers reported, and carries out the returned
+// actions in order. Every rule that was
 // in the shell's closure lives here: who snapshots and when, the checkpoint
 // digests, the rejoin and its retry, the leave and its deadline.
 import { assertNever } from "../assert_never.ts";
@@ -572,6 +573,21 @@ function onLogLost(
   if (s.phase === "holding" || s.phase === "resuming") {
     if (i.reset) return giveUp(s, i.reason);
     s.phase = "holding";
+    return [{ kind: "stopReading" }, {
+      kind: "armRetry",
+      ms: s.rules.rejoinRetryMs,
+    }];
+  }
+  if (
+    s.phase === "replaying" || s.phase === "joining" || s.phase === "logDown"
+  ) {
+    if (!i.reset) return [];
+    // The log this replica was catching up on is not the log now (found by
+    // the simulator: a joiner replaying past a failover's lost tail kept
+    // entries the fleet never saw, and diverged): start over from it.
+    resetReplica(s);
+    if (s.phase !== "replaying") return [];
+    s.phase = "logDown";
     return [{ kind: "stopReading" }, {
       kind: "armRetry",
       ms: s.rules.rejoinRetryMs,

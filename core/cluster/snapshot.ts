@@ -62,6 +62,10 @@ type Sink = (text: string) => void;
 /** Writes the JSON of `encodeValue(v)` to `put`. */
 function writeValue(v: unknown, put: Sink): void {
   if (v === null || v === undefined) return put("null");
+  if (typeof v === "number") {
+    // JSON's own text for a number (the common case, without the call).
+    return put(Number.isFinite(v) ? String(v) : "null");
+  }
   if (typeof v !== "object") return put(JSON.stringify(v));
   if (v instanceof Map) {
     put('{"$m":[');

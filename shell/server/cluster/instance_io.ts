@@ -18,6 +18,7 @@ import {
   type HostInput,
   makeHost,
   stepHost,
+  type Unstamped,
 } from "../../../core/cluster/host.ts";
 // @ts-types="npm:@types/ws@8.18.1"
 import type { WebSocket } from "ws";
@@ -113,12 +114,8 @@ export async function firstJoin(
   return io;
 }
 
-type Untimed = HostInput extends infer I
-  ? I extends unknown ? Omit<I, "atMs"> : never
-  : never;
-
 /** Into the host, stamped with the shell's one clock. */
-function input(io: InstanceIo, i: Untimed): void {
+function input(io: InstanceIo, i: Unstamped): void {
   stepHost(io.host, { ...i, atMs: performance.now() } as HostInput);
 }
 
@@ -207,7 +204,7 @@ function ports(io: InstanceIo): ClusterPorts {
 }
 
 /** The version gate (a log reset also resets it), then the epoch and snapshot. */
-async function readJoin(io: InstanceIo): Promise<Untimed> {
+async function readJoin(io: InstanceIo): Promise<Unstamped> {
   const { engine, coreConfig } = io.d;
   const meta = JSON.stringify({
     reducer: REDUCER_VERSION,

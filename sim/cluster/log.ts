@@ -7,7 +7,7 @@ import {
   compareIds,
   type LogEntry,
   type Snapshot,
-} from "../core/cluster/instance.ts";
+} from "../../core/cluster/instance.ts";
 
 export type VirtualLog = {
   epoch: number;
@@ -72,7 +72,10 @@ export function appendEntry(
 function firstAfter(log: VirtualLog, afterId: string): number {
   // Most reads are a tail's poll that finds nothing new.
   const last = log.entries.at(-1);
-  if (last === undefined || compareIds(last.id, afterId) <= 0) {
+  if (
+    last === undefined || last.id === afterId ||
+    compareIds(last.id, afterId) <= 0
+  ) {
     return log.entries.length;
   }
   let lo = 0;

@@ -1,17 +1,18 @@
-// `deno task sim:cluster`: the cluster simulator (issue 16) from the command line.
+// `deno task sim:cluster`: the cluster simulator (issues 16, 34) from the command line.
 //   deno task sim:cluster --runs N [--seed S] [--mutant NAME]
 //   deno task sim:cluster --seed S --one [--trace]  (one scenario, in full)
 // Run k of a sweep uses seed S + k, so a failure names the seed to replay.
-// Like sim/cli.ts, the only wall-clock read is here, for runs/s.
+// Like sim/cli.ts, the only wall-clock read is here, for runs/s. The sweep
+// hash folds every run's log (ids and data): the same seeds, the same hash.
 import { parseArgs } from "node:util";
 import {
   CLUSTER_MUTANTS,
   type ClusterMutant,
   clusterScenario,
   runCluster,
-} from "./cluster_world.ts";
-import { parseSeed } from "./prng.ts";
-import { TraceHash } from "./trace.ts";
+} from "./world.ts";
+import { parseSeed } from "../prng.ts";
+import { TraceHash } from "../trace.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
