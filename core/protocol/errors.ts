@@ -204,8 +204,11 @@ export const ERRORS = {
   not_found: def(
     404,
     "none",
-    (p: { method: string; path: string }) =>
-      `no route for ${p.method} ${p.path}`,
+    // `only`: what this listener serves (METRICS_PORT's serves /metrics).
+    (p: { method: string; path: string; only?: string }) =>
+      `no route for ${p.method} ${p.path}${
+        p.only === undefined ? "" : `: this port serves only ${p.only}`
+      }`,
   ),
   method_not_allowed: def(
     405,

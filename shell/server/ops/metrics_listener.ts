@@ -24,7 +24,11 @@ export async function startMetricsListener(
     // This port (METRICS_PORT) serves only /metrics.
     replyError(
       res,
-      apiError("not_found", { method: req.method ?? "GET", path }),
+      apiError("not_found", {
+        method: req.method ?? "GET",
+        path,
+        only: "/metrics (METRICS_PORT)",
+      }),
     );
   });
   await new Promise<void>((resolve, reject) => {
