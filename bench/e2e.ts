@@ -29,6 +29,7 @@ import {
   type ScenarioResult,
 } from "./e2e/scenarios.ts";
 import { type NginxStatus, setUp } from "./e2e/setup.ts";
+import { baselineCheckout, DEFAULT_BASELINE } from "./e2e/baseline.ts";
 
 const HELP = `deno task bench:e2e [options]
 
@@ -43,6 +44,10 @@ const HELP = `deno task bench:e2e [options]
   --no-naive        no naive-relay path (issue 31: bench/naive/relay.ts, a
                     two-hop relay of Deno's native parts, runs beside the
                     others by default)
+  --baseline <commit>  issue 31: that commit's server and worker (exported
+                    with git archive into <out>/base-<commit>/) run as the path
+                    "base" in the timed scenarios (default ${DEFAULT_BASELINE})
+  --no-base         no baseline path
   --c-streams <n>   concurrent streams in scenario (c) (default 256)
   --cpu-prof <dir>  run the relay server with --cpu-prof into <dir>
   --out <dir>       where the JSON goes (default bench/results)
@@ -67,6 +72,8 @@ const { values } = parseArgs({
     cluster: { type: "string" },
     "no-nginx": { type: "boolean" },
     "no-naive": { type: "boolean" },
+    baseline: { type: "string", default: DEFAULT_BASELINE },
+    "no-base": { type: "boolean" },
     ledger: { type: "boolean" },
     out: { type: "string", default: `${ROOT}bench/results` },
     help: { type: "boolean" },
@@ -193,6 +200,12 @@ async function withRedisBytes(
   return result;
 }
 
+// Issue 31: the baseline's checkout, made before minutes of measuring.
+const baseline = values["no-base"] === true
+  ? null
+  : await baselineCheckout(values.baseline, values.out, log);
+if (baseline !== null) log(`baseline path: ${baseline.commit}`);
+
 /** One fresh relay stack per phase; a failure is reported with the server's output. */
 async function phase(
   withStamp: boolean,
@@ -200,6 +213,7 @@ async function phase(
   run: (c: Ctx) => Promise<void>,
   serverEnv: Record<string, string> = {},
   withNaive = false,
+  withBase = false,
 ): Promise<void> {
   const setup = await setUp({
     backendUrl,
@@ -208,6 +222,7 @@ async function phase(
     withStamp,
     nginx: withNginx,
     naive: withNaive,
+    ...(withBase && baseline !== null ? { baseline: baseline.dir } : {}),
     workerMaxConcurrent: 256,
     serverEnv,
     ...(values.cluster === undefined
@@ -339,6 +354,7 @@ if (timed) {
     },
     {},
     values["no-naive"] !== true,
+    true,
   );
 }
 if (only.has("e") || (only.has("f") && !real)) {
