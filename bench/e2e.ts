@@ -45,7 +45,7 @@ const HELP = `deno task bench:e2e [options]
                     two-hop relay of Deno's native parts, runs beside the
                     others by default)
   --baseline <commit>  issue 31: that commit's server and worker (exported
-                    with git archive into <out>/base-<commit>/) run as the path
+                    with git archive into a /tmp directory removed at the end) run as the path
                     "base" in the timed scenarios (default ${DEFAULT_BASELINE})
   --no-base         no baseline path
   --c-streams <n>   concurrent streams in scenario (c) (default 256)
@@ -203,7 +203,7 @@ async function withRedisBytes(
 // Issue 31: the baseline's checkout, made before minutes of measuring.
 const baseline = values["no-base"] === true
   ? null
-  : await baselineCheckout(values.baseline, values.out, log);
+  : await baselineCheckout(values.baseline, log);
 if (baseline !== null) log(`baseline path: ${baseline.commit}`);
 
 /** One fresh relay stack per phase; a failure is reported with the server's output. */
@@ -424,6 +424,7 @@ if (cpu !== "") {
   );
   console.log(cpu);
 }
+await baseline?.remove();
 const path = await writeJson(report, values.out);
 console.log(`\nJSON: ${path} (${report.durationSecs} s)`);
 Deno.exit(failed ? 1 : 0);

@@ -2,9 +2,9 @@
 // commit's server and worker run beside ours in the same interleaved run, so
 // "at most half of 9ef0db5's" is read off one run on one loaded machine, not
 // from two runs minutes apart. The commit's tree is exported with `git archive`
-// into bench/results/base-<commit>/ (gitignored, kept for the next run): unlike
-// `git worktree add` it leaves no entry in the repository's worktree list when
-// a run is interrupted, and needs no cleanup.
+// into a fresh /tmp/modelrelay-base-<commit>-XXXXXX/, removed when the run
+// ends: unlike `git worktree add` it leaves no entry in the repository's
+// worktree list when a run is interrupted.
 import { ROOT } from "../../shell/procs.ts";
 
 /** The default baseline: main before issue 31's work began. */
@@ -25,46 +25,40 @@ async function git(args: string[]): Promise<string> {
 }
 
 /**
- * The directory holding `commit`'s tree (exported on first use). Returns the
- * absolute path of the checkout, whose shell/server/main.ts and
- * shell/worker/main.ts run with its own deno.json.
+ * Exports `commit`'s tree into a fresh directory under /tmp and returns its
+ * path; `remove` deletes it. Outside the repository on purpose: under
+ * bench/results it would be type-checked by `deno task check bench/`.
  */
 export async function baselineCheckout(
   commit: string,
-  resultsDir: string,
   log: (line: string) => void,
-): Promise<{ dir: string; commit: string }> {
+): Promise<{ dir: string; commit: string; remove(): Promise<void> }> {
   const full = await git(["rev-parse", "--verify", `${commit}^{commit}`]);
   const short = full.slice(0, 12);
-  const dir = `${resultsDir}/base-${short}`;
-  const marker = `${dir}/.exported`;
-  try {
-    await Deno.stat(marker);
-    return { dir, commit: short };
-  } catch {
-    // Not there yet (or half written by an interrupted run): export afresh.
-  }
-  await Deno.remove(dir, { recursive: true }).catch(() => {});
-  await Deno.mkdir(dir, { recursive: true });
+  // A subprocess does it: bench:e2e may write only under bench/results.
   const out = await new Deno.Command("sh", {
     args: [
       "-c",
-      'git -C "$1" archive --format=tar "$2" | tar -x -C "$3"',
+      'd=$(mktemp -d "/tmp/modelrelay-base-$2-XXXXXX") && git -C "$1" archive --format=tar "$2" | tar -x -C "$d" && echo "$d"',
       "sh",
       ROOT,
       full,
-      dir,
     ],
+    stdout: "piped",
     stderr: "piped",
   }).output();
-  if (!out.success) {
+  const dir = new TextDecoder().decode(out.stdout).trim();
+  if (!out.success || dir === "") {
     throw new Error(
-      `exporting ${short} into ${dir} failed: ${
-        new TextDecoder().decode(out.stderr)
-      }`,
+      `exporting ${short} failed: ${new TextDecoder().decode(out.stderr)}`,
     );
   }
-  await Deno.writeTextFile(marker, `${full}\n`);
   log(`baseline ${short} exported into ${dir}`);
-  return { dir, commit: short };
+  return {
+    dir,
+    commit: short,
+    async remove() {
+      await new Deno.Command("rm", { args: ["-rf", "--", dir] }).output();
+    },
+  };
 }
