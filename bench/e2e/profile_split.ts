@@ -4,7 +4,7 @@
 // sample goes to the first stage that its stack names, looked up from the
 // leaf towards the root, so time spent in Node-compat internals (events,
 // streams) is charged to the stage of ours that called them.
-//   deno run --allow-read bench/profile_split.ts <file.cpuprofile> [units]
+//   deno run --allow-read bench/e2e/profile_split.ts <file.cpuprofile> [units]
 // With `units` (requests or chunks the run carried) it also prints µs of
 // sampled time per unit. Sampled time is wall time on the main thread, not
 // CPU time: on a loaded machine a thread preempted inside a syscall (a
