@@ -44,9 +44,11 @@ const HELP = `deno task bench:e2e [options]
   --no-naive        no naive-relay path (issue 31: bench/naive/relay.ts, a
                     two-hop relay of Deno's native parts, runs beside the
                     others by default)
-  --baseline <commit>  issue 31: that commit's server and worker (exported
-                    with git archive into a /tmp directory removed at the end) run as the path
-                    "base" in the timed scenarios (default ${DEFAULT_BASELINE})
+  --baseline <commit>  issue 31: that commit's server and worker run as the
+                    path "base" in the timed scenarios (default
+                    ${DEFAULT_BASELINE}; exported with git archive into a /tmp
+                    directory removed at the end; skipped, with the reason,
+                    when git cannot give it)
   --no-base         no baseline path
   --c-streams <n>   concurrent streams in scenario (c) (default 256)
   --cpu-prof <dir>  run the relay server with --cpu-prof into <dir>
@@ -200,11 +202,24 @@ async function withRedisBytes(
   return result;
 }
 
-// Issue 31: the baseline's checkout, made before minutes of measuring.
-const baseline = values["no-base"] === true
-  ? null
-  : await baselineCheckout(values.baseline, log);
-if (baseline !== null) log(`baseline path: ${baseline.commit}`);
+// Issue 31: the baseline's checkout, made before minutes of measuring. Like
+// nginx, a baseline that cannot be had (no git, a shallow clone without the
+// commit) is skipped with the reason, not a failed run.
+async function baselineOrSkip(): Promise<
+  Awaited<ReturnType<typeof baselineCheckout>> | null
+> {
+  if (values["no-base"] === true) return null;
+  try {
+    const b = await baselineCheckout(values.baseline, log);
+    log(`baseline path: ${b.commit} (one instance, also with --cluster)`);
+    return b;
+  } catch (e) {
+    log(
+      `baseline path skipped: ${e instanceof Error ? e.message.trim() : e}`,
+    );
+    return null;
+  }
+}
 
 /** One fresh relay stack per phase; a failure is reported with the server's output. */
 async function phase(
@@ -253,6 +268,7 @@ async function phase(
 const timed = ["a", "b", "c", "d", "g", "h", "i", "j", "k"].some((s) =>
   only.has(s)
 );
+const baseline = timed ? await baselineOrSkip() : null;
 if (timed) {
   await phase(
     only.has("c"),
