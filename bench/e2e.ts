@@ -26,6 +26,7 @@ import {
   scenarioH,
   scenarioI,
   scenarioK,
+  scenarioL,
   type ScenarioResult,
 } from "./e2e/scenarios.ts";
 import { type NginxStatus, setUp } from "./e2e/setup.ts";
@@ -38,7 +39,9 @@ const HELP = `deno task bench:e2e [options]
   --rounds <n>      measured rounds per scenario and path (default 5, 3 for
                     c/d/g/h/i/j/k; i is embeddings, batches of 64 inputs; j is
                     plain requests at c=8 for CPU per request, k the best
-                    throughput whose p99 stays within 20 ms, issue 31)
+                    throughput whose p99 stays within 20 ms, issue 31; l is
+                    j's load on ours, base and naive at once, 5 rounds: their
+                    CPU per request paired against the same load spikes)
   --no-nginx        no nginx path (by default nginx-light fronts the same
                     backend; installed with apt-get when missing and root)
   --no-naive        no naive-relay path (issue 31: bench/naive/relay.ts, a
@@ -101,7 +104,7 @@ if (
 
 const backendUrl = Deno.env.get("BACKEND_URL") ?? null;
 const real = backendUrl !== null;
-const all = real ? "a,b,c,d,e,g,h,i,j,k" : "a,b,c,d,e,f,g,h,i,j,k";
+const all = real ? "a,b,c,d,e,g,h,i,j,k,l" : "a,b,c,d,e,f,g,h,i,j,k,l";
 const only = new Set((values.only ?? all).split(",").map((s) => s.trim()));
 const roundsOverride = values.rounds === undefined
   ? null
@@ -265,7 +268,7 @@ async function phase(
 
 // Throughput and latency first; memory (e, f) on a fresh server so that the
 // garbage of earlier scenarios does not move its RSS baseline.
-const timed = ["a", "b", "c", "d", "g", "h", "i", "j", "k"].some((s) =>
+const timed = ["a", "b", "c", "d", "g", "h", "i", "j", "k", "l"].some((s) =>
   only.has(s)
 );
 const baseline = timed ? await baselineOrSkip() : null;
@@ -365,6 +368,11 @@ if (timed) {
             size.kRequests,
             size.kP99Ms,
           ),
+        );
+      }
+      if (only.has("l")) {
+        results.push(
+          await scenarioL({ ...c, rounds: rounds(5) }, size.jRequests, 8),
         );
       }
     },

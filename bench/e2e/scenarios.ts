@@ -455,6 +455,124 @@ export async function scenarioD(
 }
 
 /**
+ * (l) Issue 31's "CPU per plain request at most half of 9ef0db5's", measured
+ * paired: ours, the baseline and the naive relay serve `requests` plain
+ * requests each at `concurrency`, all at the same time, so every load spike
+ * of a shared machine falls on all of them alike (interleaved rounds put a
+ * path's whole round in one spell). Each relay's own processes are separate,
+ * so its CPU is its own; the backend and the load generator are shared and
+ * left out. The figure is server + worker µs per request (the naive relay's
+ * two processes; the baseline's two), median over rounds.
+ */
+export async function scenarioL(
+  c: Ctx,
+  requests: number,
+  concurrency: number,
+): Promise<ScenarioResult> {
+  const relays = (["relay", "naive", "base"] as const).flatMap((name) => {
+    const t = c.paths[name];
+    return t === null ? [] : [t];
+  });
+  c.log(
+    `(l) ${requests} non-streaming requests at concurrency ${concurrency} on ${
+      relays.map((t) => t.name).join(", ")
+    } at once`,
+  );
+  const agent = newAgent();
+  const runAll = () =>
+    Promise.all(
+      relays.map((t) =>
+        rateAndLatency(requests, concurrency, () =>
+          postOnce(t, {
+            model: c.model,
+            maxTokens: 5,
+            checker: c.checker,
+            agent,
+            timeoutMs: 30_000,
+          }))
+      ),
+    );
+  await runAll(); // warm-up
+  const own: CpuProcs = { ...c.procs, backend: [], loadgen: [] };
+  const raw: PerPath<number[]> = {
+    relay: [],
+    direct: [],
+    nginx: [],
+    naive: [],
+    base: [],
+  };
+  const tallies = new Map<PathName, CpuTally>();
+  for (let r = 0; r < c.rounds; r++) {
+    const before = snapshot(c.procs);
+    const done = await runAll();
+    const after = snapshot(c.procs);
+    relays.forEach((t, i) => {
+      const tally = tallies.get(t.name) ??
+        { units: 0, rounds: 0, cpuNs: zeroCpu() };
+      const one: CpuTally = {
+        units: done[i]!.units,
+        rounds: 1,
+        cpuNs: zeroCpu(),
+      };
+      for (const role of ROLES) {
+        one.cpuNs[role] = after[role] - before[role];
+        tally.cpuNs[role] += one.cpuNs[role];
+      }
+      tally.units += one.units;
+      tally.rounds++;
+      tallies.set(t.name, tally);
+      raw[t.name].push(cpuFigure(t.name, "request", one, own).totalUsPerUnit);
+    });
+  }
+  agent.destroy();
+  c.log(`  ${c.rounds} rounds done`);
+  const relay = median(raw.relay);
+  const base = medianOrNull(raw.base);
+  // Paired: each round's ours/base, so a spike that hit one round counts once.
+  const perRound = raw.base.map((b, i) => raw.relay[i]! / b);
+  const ratioFigure: Figure[] = base === null ? [] : [{
+    metric: "CPU per request, ours / base per round",
+    unit: "×",
+    relay: round(median(perRound)),
+    direct: null,
+    nginx: null,
+    naive: null,
+    base: null,
+    target: "≤ 0.5",
+    met: median(perRound) <= 0.5,
+    raw: {
+      relay: perRound.map((v) => round(v)),
+      direct: [],
+      nginx: [],
+      naive: [],
+      base: [],
+    },
+  }];
+  return {
+    id: "l",
+    title:
+      `non-streaming, concurrency ${concurrency}, relays at once: server + worker CPU`,
+    params: { requests, concurrency, rounds: c.rounds },
+    figures: [{
+      metric: "CPU per request, paired",
+      unit: "µs",
+      relay: round(relay, 1),
+      direct: null,
+      nginx: null,
+      naive: raw.naive.length === 0 ? null : round(median(raw.naive), 1),
+      base: base === null ? null : round(base, 1),
+      ...(base === null
+        ? {}
+        : { target: "≤ half of base's", met: relay <= base / 2 }),
+      raw: rawRounded(raw, 1),
+    }, ...ratioFigure],
+    cpu: relays.map((t) =>
+      cpuFigure(t.name, "request", tallies.get(t.name)!, own)
+    ),
+  };
+}
+
+/**
  * (k) The gateway board's "throughput with p99 held" (issue 31): non-streaming
  * requests at concurrency 1, 4, 16 and 64, `requests` at each; the figure is
  * the highest requests/s among the levels whose p99 stayed within `p99Ms`
