@@ -657,7 +657,7 @@ function readEntry(w: World, inst: Inst, entry: LogEntry, gen: number): void {
     w.tokens,
     w.history,
     entry.id,
-    () => decodeRecord(read.data),
+    w.s.tokenLimited ? () => decodeRecord(read.data) : null,
   );
   w.applying = entry;
   w.applyingSeen.clear();
