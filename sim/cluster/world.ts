@@ -202,7 +202,7 @@ const TICK_MS = 250;
 const ARRIVALS_UNTIL_MS = 20_000;
 const FAULTS_FROM_MS = 2_000;
 const FAULTS_UNTIL_MS = 18_000;
-const DIGEST_EVERY = 64;
+const DIGEST_EVERY = 128;
 const START_MS = 1_000;
 /** A frozen instance's Redis commands time out after this (redis_engine.ts). */
 const COMMAND_TIMEOUT_MS = 3_000;
