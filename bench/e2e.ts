@@ -25,6 +25,7 @@ import {
   scenarioG,
   scenarioH,
   scenarioI,
+  scenarioK,
   type ScenarioResult,
 } from "./e2e/scenarios.ts";
 import { type NginxStatus, setUp } from "./e2e/setup.ts";
@@ -34,9 +35,14 @@ const HELP = `deno task bench:e2e [options]
   --only <list>     scenarios to run, e.g. a,b,g,h (default: all; f is skipped
                     against a real backend)
   --rounds <n>      measured rounds per scenario and path (default 5, 3 for
-                    c/d/g/h/i; i is embeddings, batches of 64 inputs)
+                    c/d/g/h/i/j/k; i is embeddings, batches of 64 inputs; j is
+                    plain requests at c=8 for CPU per request, k the best
+                    throughput whose p99 stays within 20 ms, issue 31)
   --no-nginx        no nginx path (by default nginx-light fronts the same
                     backend; installed with apt-get when missing and root)
+  --no-naive        no naive-relay path (issue 31: bench/naive/relay.ts, a
+                    two-hop relay of Deno's native parts, runs beside the
+                    others by default)
   --c-streams <n>   concurrent streams in scenario (c) (default 256)
   --cpu-prof <dir>  run the relay server with --cpu-prof into <dir>
   --out <dir>       where the JSON goes (default bench/results)
@@ -60,6 +66,7 @@ const { values } = parseArgs({
     "cpu-prof": { type: "string" },
     cluster: { type: "string" },
     "no-nginx": { type: "boolean" },
+    "no-naive": { type: "boolean" },
     ledger: { type: "boolean" },
     out: { type: "string", default: `${ROOT}bench/results` },
     help: { type: "boolean" },
@@ -85,7 +92,7 @@ if (
 
 const backendUrl = Deno.env.get("BACKEND_URL") ?? null;
 const real = backendUrl !== null;
-const all = real ? "a,b,c,d,e,g,h,i" : "a,b,c,d,e,f,g,h,i";
+const all = real ? "a,b,c,d,e,g,h,i,j,k" : "a,b,c,d,e,f,g,h,i,j,k";
 const only = new Set((values.only ?? all).split(",").map((s) => s.trim()));
 const roundsOverride = values.rounds === undefined
   ? null
@@ -109,6 +116,9 @@ const size = real
     hChunks: 16,
     iRequests: 40,
     iConcurrency: 4,
+    jRequests: 100,
+    kRequests: 40,
+    kP99Ms: 2000,
   }
   : {
     aChunks: 20_000,
@@ -126,6 +136,11 @@ const size = real
     hChunks: 16,
     iRequests: 1000,
     iConcurrency: 16,
+    // The gateway board's figures (issue 31): CPU per request at c=8, and the
+    // best throughput whose p99 stays within a bound.
+    jRequests: 1000,
+    kRequests: 400,
+    kP99Ms: 20,
   };
 
 const log = (line: string) => console.error(line);
@@ -184,6 +199,7 @@ async function phase(
   withNginx: boolean,
   run: (c: Ctx) => Promise<void>,
   serverEnv: Record<string, string> = {},
+  withNaive = false,
 ): Promise<void> {
   const setup = await setUp({
     backendUrl,
@@ -191,6 +207,7 @@ async function phase(
     rounds: 5,
     withStamp,
     nginx: withNginx,
+    naive: withNaive,
     workerMaxConcurrent: 256,
     serverEnv,
     ...(values.cluster === undefined
@@ -218,79 +235,111 @@ async function phase(
 
 // Throughput and latency first; memory (e, f) on a fresh server so that the
 // garbage of earlier scenarios does not move its RSS baseline.
-const timed = ["a", "b", "c", "d", "g", "h", "i"].some((s) => only.has(s));
+const timed = ["a", "b", "c", "d", "g", "h", "i", "j", "k"].some((s) =>
+  only.has(s)
+);
 if (timed) {
-  await phase(only.has("c"), values["no-nginx"] !== true, async (c) => {
-    if (only.has("a")) {
-      results.push(
-        await withRedisBytes(
-          "a",
-          (rounds(5) + 1) * size.aChunks,
-          () => scenarioA({ ...c, rounds: rounds(5) }, size.aChunks),
-        ),
-      );
-    }
-    if (only.has("b")) {
-      results.push(
-        await withRedisBytes(
-          "b",
-          (rounds(5) + 1) * size.bStreams * size.bChunks,
-          () =>
-            scenarioB({ ...c, rounds: rounds(5) }, size.bStreams, size.bChunks),
-        ),
-      );
-    }
-    if (only.has("c")) {
-      results.push(
-        await scenarioC(
-          { ...c, rounds: rounds(3) },
-          values["c-streams"] === undefined
-            ? size.cStreams
-            : Number(values["c-streams"]),
-          size.cChunks,
-          20,
-        ),
-      );
-    }
-    if (only.has("d")) {
-      results.push(
-        await scenarioD(
-          { ...c, rounds: rounds(3) },
-          size.dRequests,
-          size.dConcurrency,
-          5,
-        ),
-      );
-    }
-    if (only.has("g")) {
-      results.push(
-        await scenarioG(
-          { ...c, rounds: rounds(3) },
-          size.gRequests,
-          size.gTokens,
-        ),
-      );
-    }
-    if (only.has("h")) {
-      results.push(
-        await scenarioH(
-          { ...c, rounds: rounds(3) },
-          size.hRequests,
-          size.hChunks,
-        ),
-      );
-    }
-    if (only.has("i")) {
-      results.push(
-        await scenarioI(
-          { ...c, rounds: rounds(3) },
-          size.iRequests,
-          size.iConcurrency,
-          64,
-        ),
-      );
-    }
-  });
+  await phase(
+    only.has("c"),
+    values["no-nginx"] !== true,
+    async (c) => {
+      if (only.has("a")) {
+        results.push(
+          await withRedisBytes(
+            "a",
+            (rounds(5) + 1) * size.aChunks,
+            () => scenarioA({ ...c, rounds: rounds(5) }, size.aChunks),
+          ),
+        );
+      }
+      if (only.has("b")) {
+        results.push(
+          await withRedisBytes(
+            "b",
+            (rounds(5) + 1) * size.bStreams * size.bChunks,
+            () =>
+              scenarioB(
+                { ...c, rounds: rounds(5) },
+                size.bStreams,
+                size.bChunks,
+              ),
+          ),
+        );
+      }
+      if (only.has("c")) {
+        results.push(
+          await scenarioC(
+            { ...c, rounds: rounds(3) },
+            values["c-streams"] === undefined
+              ? size.cStreams
+              : Number(values["c-streams"]),
+            size.cChunks,
+            20,
+          ),
+        );
+      }
+      if (only.has("d")) {
+        results.push(
+          await scenarioD(
+            { ...c, rounds: rounds(3) },
+            size.dRequests,
+            size.dConcurrency,
+            5,
+          ),
+        );
+      }
+      if (only.has("g")) {
+        results.push(
+          await scenarioG(
+            { ...c, rounds: rounds(3) },
+            size.gRequests,
+            size.gTokens,
+          ),
+        );
+      }
+      if (only.has("h")) {
+        results.push(
+          await scenarioH(
+            { ...c, rounds: rounds(3) },
+            size.hRequests,
+            size.hChunks,
+          ),
+        );
+      }
+      if (only.has("i")) {
+        results.push(
+          await scenarioI(
+            { ...c, rounds: rounds(3) },
+            size.iRequests,
+            size.iConcurrency,
+            64,
+          ),
+        );
+      }
+      if (only.has("j")) {
+        results.push(
+          await scenarioD(
+            { ...c, rounds: rounds(3) },
+            size.jRequests,
+            8,
+            5,
+            "j",
+          ),
+        );
+      }
+      if (only.has("k")) {
+        results.push(
+          await scenarioK(
+            { ...c, rounds: rounds(3) },
+            size.kRequests,
+            size.kP99Ms,
+          ),
+        );
+      }
+    },
+    {},
+    values["no-naive"] !== true,
+  );
 }
 if (only.has("e") || (only.has("f") && !real)) {
   await phase(false, false, async (c) => {

@@ -4,10 +4,19 @@
 // checked: chunk order and a proper end ([DONE] after a finish_reason).
 import http from "node:http";
 
-/** The three ways to the backend that every timed scenario compares (issue 18). */
-export type PathName = "relay" | "direct" | "nginx";
+/**
+ * The ways to the backend that every timed scenario compares: ours, direct,
+ * nginx (issue 18) and the naive relay of Deno's native parts (issue 31,
+ * bench/naive/relay.ts).
+ */
+export type PathName = "relay" | "direct" | "nginx" | "naive";
 /** Base order; each round rotates it by one, so every path takes every slot. */
-export const PATH_NAMES: readonly PathName[] = ["direct", "relay", "nginx"];
+export const PATH_NAMES: readonly PathName[] = [
+  "direct",
+  "relay",
+  "nginx",
+  "naive",
+];
 
 export type Target = {
   name: PathName;

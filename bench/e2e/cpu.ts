@@ -11,12 +11,19 @@ import type { PathName } from "./client.ts";
 import { readProc } from "./procs.ts";
 
 /** The processes a request can cross; `loadgen` is the harness itself. */
-export type Role = "backend" | "server" | "worker" | "nginx" | "loadgen";
+export type Role =
+  | "backend"
+  | "server"
+  | "worker"
+  | "nginx"
+  | "naive"
+  | "loadgen";
 export const ROLES: readonly Role[] = [
   "backend",
   "server",
   "worker",
   "nginx",
+  "naive",
   "loadgen",
 ];
 
@@ -32,6 +39,8 @@ export function rolesOn(path: PathName): readonly Role[] {
       return ["backend", "loadgen"];
     case "nginx":
       return ["backend", "nginx", "loadgen"];
+    case "naive":
+      return ["backend", "naive", "loadgen"];
     default:
       return assertNever(path);
   }
@@ -92,7 +101,7 @@ export function snapshot(procs: CpuProcs): Record<Role, number> {
 }
 
 export function zeroCpu(): Record<Role, number> {
-  return { backend: 0, server: 0, worker: 0, nginx: 0, loadgen: 0 };
+  return { backend: 0, server: 0, worker: 0, nginx: 0, naive: 0, loadgen: 0 };
 }
 
 /** Children of a process (Linux ≥ 3.5 with CONFIG_PROC_CHILDREN), e.g. nginx's workers. */
@@ -136,6 +145,7 @@ export function cpuFigure(
     server: null,
     worker: null,
     nginx: null,
+    naive: null,
     loadgen: null,
   };
   let total = 0;

@@ -40,6 +40,7 @@ const PROCS: CpuProcs = {
   server: [2, 3],
   worker: [4],
   nginx: [5, 6, 7],
+  naive: [9, 10],
   loadgen: [8],
 };
 
@@ -55,6 +56,7 @@ Deno.test("cpuFigure divides the path's CPU by its units and leaves other roles 
         server: 30e6,
         worker: 40e6,
         nginx: 50e6,
+        naive: 70e6,
         loadgen: 200e6,
       },
     },
@@ -66,6 +68,7 @@ Deno.test("cpuFigure divides the path's CPU by its units and leaves other roles 
     server: null,
     worker: null,
     nginx: 50,
+    naive: null,
     loadgen: 200,
   });
   assert.equal(f.totalUsPerUnit, 350);
@@ -80,7 +83,14 @@ Deno.test("cpuFigure gives null for a role without a process (a real backend)", 
     {
       units: 100,
       rounds: 1,
-      cpuNs: { backend: 0, server: 0, worker: 0, nginx: 0, loadgen: 10e6 },
+      cpuNs: {
+        backend: 0,
+        server: 0,
+        worker: 0,
+        nginx: 0,
+        naive: 0,
+        loadgen: 10e6,
+      },
     },
     { ...PROCS, backend: [] },
   );

@@ -106,10 +106,13 @@ export async function findOrInstallNginx(
     return unavailable("nginx not installed, no apt-get");
   }
   log("installing nginx-light with apt-get (the nginx path of bench:e2e)");
-  let err = await sys.run("apt-get", ["install", "-y", "nginx-light"]);
+  // Waits for the dpkg lock: another test may be installing at the same time.
+  const apt = ["-o", "DPkg::Lock::Timeout=600"];
+  let err = await sys.run("apt-get", [...apt, "install", "-y", "nginx-light"]);
   if (err !== null) {
-    const update = await sys.run("apt-get", ["update"]);
-    err = update ?? await sys.run("apt-get", ["install", "-y", "nginx-light"]);
+    const update = await sys.run("apt-get", [...apt, "update"]);
+    err = update ??
+      await sys.run("apt-get", [...apt, "install", "-y", "nginx-light"]);
   }
   if (err !== null) {
     return unavailable(

@@ -79,7 +79,10 @@ function fakeSystem(opts: {
       calls.push(key);
       const queue = opts.answers?.[key] ?? [null];
       const answer = queue.length > 1 ? queue.shift()! : queue[0]!;
-      if (answer === null && key === "apt-get install -y nginx-light") {
+      if (
+        answer === null &&
+        key === "apt-get -o DPkg::Lock::Timeout=600 install -y nginx-light"
+      ) {
         for (const b of opts.installs ?? []) have.add(b);
       }
       return Promise.resolve(answer);
@@ -127,21 +130,26 @@ Deno.test("nginx missing as root: installed, apt-get update only after a failed 
     binary: { kind: "found", path: "/usr/sbin/nginx" },
     installed: true,
   });
-  assert.deepEqual(first.calls, ["apt-get install -y nginx-light"]);
+  assert.deepEqual(first.calls, [
+    "apt-get -o DPkg::Lock::Timeout=600 install -y nginx-light",
+  ]);
 
   const second = fakeSystem({
     have: ["apt-get"],
     uid: 0,
     installs: ["nginx"],
     answers: {
-      "apt-get install -y nginx-light": ["E: Unable to locate package", null],
+      "apt-get -o DPkg::Lock::Timeout=600 install -y nginx-light": [
+        "E: Unable to locate package",
+        null,
+      ],
     },
   });
   assert.equal((await findOrInstallNginx(second.sys, quiet)).installed, true);
   assert.deepEqual(second.calls, [
-    "apt-get install -y nginx-light",
-    "apt-get update",
-    "apt-get install -y nginx-light",
+    "apt-get -o DPkg::Lock::Timeout=600 install -y nginx-light",
+    "apt-get -o DPkg::Lock::Timeout=600 update",
+    "apt-get -o DPkg::Lock::Timeout=600 install -y nginx-light",
   ]);
 });
 
@@ -150,7 +158,7 @@ Deno.test("nginx install that fails twice: skipped with apt-get's last line", as
     have: ["apt-get"],
     uid: 0,
     answers: {
-      "apt-get install -y nginx-light": [
+      "apt-get -o DPkg::Lock::Timeout=600 install -y nginx-light": [
         "Reading package lists...\nE: Unable to locate package nginx-light",
       ],
     },

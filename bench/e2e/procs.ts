@@ -124,7 +124,12 @@ export type Relay = {
 };
 
 export async function startRelayServer(
-  opts: { cpuProfDir?: string; env?: Record<string, string> } = {},
+  opts: {
+    cpuProfDir?: string;
+    env?: Record<string, string>;
+    /** Another server entry (bench:ci's mutant, bench/e2e/mutant_server.ts). */
+    entry?: string;
+  } = {},
 ): Promise<Relay> {
   const port = freePort();
   const prof = opts.cpuProfDir === undefined
@@ -138,7 +143,7 @@ export async function startRelayServer(
     "--allow-env",
     "--allow-read",
     "--allow-write",
-    "shell/server/main.ts",
+    opts.entry ?? "shell/server/main.ts",
   ], {
     WORKER_SECRET: SECRET,
     LISTEN_ADDR: `127.0.0.1:${port}`,
@@ -215,4 +220,43 @@ export async function startWorker(
     proc,
   );
   return proc;
+}
+
+/**
+ * The naive relay of issue 31 (bench/naive/relay.ts): its server and one
+ * worker in front of `backendUrl`, up once the server counts the worker.
+ */
+export async function startNaiveRelay(
+  backendUrl: string,
+): Promise<{ server: Proc; worker: Proc; url: string }> {
+  const port = freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const server = spawn("naive-server", [
+    "run",
+    "--allow-net=127.0.0.1",
+    "bench/naive/relay.ts",
+    "server",
+    String(port),
+  ]);
+  const worker = spawn("naive-worker", [
+    "run",
+    // A real backend may be on another host.
+    "--allow-net",
+    "bench/naive/relay.ts",
+    "worker",
+    url,
+    backendUrl,
+  ]);
+  await waitUntil(
+    "the naive relay",
+    async () => {
+      const body = await getJson(`${url}/health`) as {
+        workers_connected?: number;
+      };
+      return body.workers_connected === 1;
+    },
+    30_000,
+    server,
+  );
+  return { server, worker, url };
 }

@@ -79,8 +79,10 @@ function figureRow(id: string, f: Figure): string[] {
     fmt(f.relay),
     fmt(f.direct),
     fmt(f.nginx),
+    fmt(f.naive),
     versus(f.ratio, f.added),
     versus(f.nginxRatio, f.nginxAdded),
+    versus(f.naiveRatio, f.naiveAdded),
     f.target ?? "",
     f.met === undefined ? "" : f.met ? "yes" : "NO",
   ];
@@ -100,15 +102,17 @@ export function table(scenarios: ScenarioResult[]): string {
     "relay",
     "direct",
     "nginx",
+    "naive",
     "relay vs direct",
     "nginx vs direct",
+    "naive vs direct",
     "target",
     "met",
   ]];
   for (const s of scenarios) {
     for (const f of s.figures) rows.push(figureRow(s.id, f));
   }
-  return `${legend}\n\n${markdown(rows, new Set([3, 4, 5, 6, 7]))}`;
+  return `${legend}\n\n${markdown(rows, new Set([3, 4, 5, 6, 7, 8, 9]))}`;
 }
 
 /**

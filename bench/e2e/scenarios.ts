@@ -41,12 +41,16 @@ export type Figure = {
   direct: number | null;
   /** null: nginx did not run, or the figure has no nginx counterpart. */
   nginx: number | null;
-  /** relay/direct and nginx/direct for throughput figures. */
+  /** null: the naive relay did not run, or the figure has no counterpart. */
+  naive: number | null;
+  /** relay/direct, nginx/direct and naive/direct for throughput figures. */
   ratio?: number;
   nginxRatio?: number;
-  /** relay − direct and nginx − direct for latency figures. */
+  naiveRatio?: number;
+  /** relay − direct, nginx − direct and naive − direct for latency figures. */
   added?: number;
   nginxAdded?: number;
+  naiveAdded?: number;
   /** The issue's target for the relay; the nginx column shows the moonshot. */
   target?: string;
   met?: boolean;
@@ -63,7 +67,13 @@ export type ScenarioResult = {
 };
 
 /** Where each path's requests go; nginx null when it is not running. */
-export type Paths = { relay: Target; direct: Target; nginx: Target | null };
+export type Paths = {
+  relay: Target;
+  direct: Target;
+  nginx: Target | null;
+  /** The naive relay of issue 31; null when it is not running. */
+  naive: Target | null;
+};
 
 export type Ctx = {
   paths: Paths;
@@ -103,11 +113,12 @@ async function interleave<T>(
     return t === null ? [] : [t];
   });
   for (const t of active) await run(t);
-  const values: PerPath<T[]> = { relay: [], direct: [], nginx: [] };
+  const values: PerPath<T[]> = { relay: [], direct: [], nginx: [], naive: [] };
   const tallies: PerPath<CpuTally> = {
     relay: { units: 0, rounds: 0, cpuNs: zeroCpu() },
     direct: { units: 0, rounds: 0, cpuNs: zeroCpu() },
     nginx: { units: 0, rounds: 0, cpuNs: zeroCpu() },
+    naive: { units: 0, rounds: 0, cpuNs: zeroCpu() },
   };
   for (let r = 0; r < c.rounds; r++) {
     for (let i = 0; i < active.length; i++) {
@@ -137,6 +148,7 @@ function pick<T>(
     relay: values.relay.map(key),
     direct: values.direct.map(key),
     nginx: values.nginx.map(key),
+    naive: values.naive.map(key),
   };
 }
 
@@ -149,6 +161,7 @@ function rawRounded(raw: PerPath<number[]>, digits: number): PerPath<number[]> {
     relay: raw.relay.map((v) => round(v, digits)),
     direct: raw.direct.map((v) => round(v, digits)),
     nginx: raw.nginx.map((v) => round(v, digits)),
+    naive: raw.naive.map((v) => round(v, digits)),
   };
 }
 
@@ -161,6 +174,7 @@ function throughput(
   const relay = median(raw.relay);
   const direct = median(raw.direct);
   const nginx = medianOrNull(raw.nginx);
+  const naive = medianOrNull(raw.naive);
   const ratio = relay / direct;
   return {
     metric,
@@ -169,7 +183,9 @@ function throughput(
     direct: round(direct, 1),
     nginx: nginx === null ? null : round(nginx, 1),
     ratio: round(ratio),
+    naive: naive === null ? null : round(naive, 1),
     ...(nginx === null ? {} : { nginxRatio: round(nginx / direct) }),
+    ...(naive === null ? {} : { naiveRatio: round(naive / direct) }),
     target: `≥ ${floor}`,
     met: ratio >= floor,
     raw: rawRounded(raw, 1),
@@ -184,6 +200,7 @@ function latency(
   const relay = median(raw.relay);
   const direct = median(raw.direct);
   const nginx = medianOrNull(raw.nginx);
+  const naive = medianOrNull(raw.naive);
   const added = relay - direct;
   return {
     metric,
@@ -192,7 +209,9 @@ function latency(
     direct: round(direct),
     nginx: nginx === null ? null : round(nginx),
     added: round(added),
+    naive: naive === null ? null : round(naive),
     ...(nginx === null ? {} : { nginxAdded: round(nginx - direct) }),
+    ...(naive === null ? {} : { naiveAdded: round(naive - direct) }),
     ...(maxAdded === undefined
       ? {}
       : { target: `≤ +${maxAdded} ms`, met: added <= maxAdded }),
@@ -383,8 +402,11 @@ export async function scenarioD(
   requests: number,
   concurrency: number,
   maxTokens: number,
+  id = "d",
 ): Promise<ScenarioResult> {
-  c.log(`(d) ${requests} non-streaming requests at concurrency ${concurrency}`);
+  c.log(
+    `(${id}) ${requests} non-streaming requests at concurrency ${concurrency}`,
+  );
   const agent = newAgent();
   const { values, cpu } = await interleave(
     c,
@@ -403,10 +425,63 @@ export async function scenarioD(
   );
   agent.destroy();
   return {
-    id: "d",
+    id,
     title: `non-streaming, concurrency ${concurrency}`,
     params: { requests, concurrency, maxTokens, rounds: c.rounds },
     figures: rateAndLatencyFigures(values),
+    cpu,
+  };
+}
+
+/**
+ * (k) The gateway board's "throughput with p99 held" (issue 31): non-streaming
+ * requests at concurrency 1, 4, 16 and 64, `requests` at each; the figure is
+ * the highest requests/s among the levels whose p99 stayed within `p99Ms`
+ * (0 when none did). CPU is per request over all levels.
+ */
+export async function scenarioK(
+  c: Ctx,
+  requests: number,
+  p99Ms: number,
+): Promise<ScenarioResult> {
+  const levels = [1, 4, 16, 64];
+  c.log(
+    `(k) non-streaming at concurrency ${
+      levels.join(", ")
+    }: best req/s with p99 ≤ ${p99Ms} ms`,
+  );
+  const agent = newAgent();
+  const { values, cpu } = await interleave(
+    c,
+    c.paths,
+    c.procs,
+    "request",
+    async (t) => {
+      let best = 0;
+      let units = 0;
+      for (const level of levels) {
+        const m = await rateAndLatency(requests, level, () =>
+          postOnce(t, {
+            model: c.model,
+            maxTokens: 5,
+            checker: c.checker,
+            agent,
+            timeoutMs: 30_000,
+          }));
+        units += m.units;
+        if (m.value.p99 <= p99Ms) best = Math.max(best, m.value.rps);
+      }
+      return { value: best, units };
+    },
+  );
+  agent.destroy();
+  return {
+    id: "k",
+    title: `non-streaming, best throughput with p99 ≤ ${p99Ms} ms`,
+    params: { requests, p99Ms, levels: levels.join(","), rounds: c.rounds },
+    figures: [
+      throughput("requests/s, p99 held", "req/s", pick(values, (v) => v), 0.4),
+    ],
     cpu,
   };
 }
@@ -479,16 +554,18 @@ export async function scenarioE(
       relay: round(perWorker, 1),
       direct: null,
       nginx: null,
+      naive: null,
       target: "≤ 16 KiB",
       met: perWorker <= 16,
-      raw: { relay: [rssBefore, rssAfter], direct: [], nginx: [] },
+      raw: { relay: [rssBefore, rssAfter], direct: [], nginx: [], naive: [] },
     }, {
       metric: `memory per worker, ${workers} → ${2 * workers}`,
       unit: "KiB",
       relay: round(perExtraWorker, 1),
       direct: null,
       nginx: null,
-      raw: { relay: [rssAfter, rssAfter2], direct: [], nginx: [] },
+      naive: null,
+      raw: { relay: [rssAfter, rssAfter2], direct: [], nginx: [], naive: [] },
     }],
   };
 }
@@ -568,9 +645,10 @@ export async function scenarioF(
         relay: round(perStream, 1),
         direct: null,
         nginx: null,
+        naive: null,
         target: "≤ 12 KiB",
         met: perStream <= 12,
-        raw: { relay: [rssBefore, rssAfter], direct: [], nginx: [] },
+        raw: { relay: [rssBefore, rssAfter], direct: [], nginx: [], naive: [] },
       }],
     };
   } finally {

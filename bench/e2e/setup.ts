@@ -11,6 +11,7 @@ import {
   type Proc,
   type Relay,
   startMock,
+  startNaiveRelay,
   startRelayServer,
   startStampBackend,
   startWorker,
@@ -54,8 +55,12 @@ export async function setUp(opts: {
   cluster?: number;
   /** Put nginx in front of the backend(s) as a third path (bench:e2e, not bench:ci). */
   nginx: boolean;
+  /** Run the naive relay of Deno's parts (issue 31) as a fourth path. */
+  naive?: boolean;
   /** More relay server settings (issue 26: the usage ledger on or off). */
   serverEnv?: Record<string, string>;
+  /** Another server entry than shell/server/main.ts (bench:ci's mutant). */
+  serverEntry?: string;
   log: (line: string) => void;
 }): Promise<Setup> {
   const procs: Proc[] = [];
@@ -111,6 +116,7 @@ export async function setUp(opts: {
         ...(opts.cpuProfDir === undefined
           ? {}
           : { cpuProfDir: `${opts.cpuProfDir}/i${i}` }),
+        ...(opts.serverEntry === undefined ? {} : { entry: opts.serverEntry }),
         env: {
           ...opts.serverEnv,
           ...(redis === null ? {} : { CLUSTER_URL: redis.url }),
@@ -186,6 +192,12 @@ export async function setUp(opts: {
         opts.log(`nginx path skipped: ${nginxStatus.reason}`);
       }
     }
+    let naive: { url: string; pids: number[] } | null = null;
+    if (opts.naive === true) {
+      const n = await startNaiveRelay(backendUrl);
+      procs.push(n.server, n.worker);
+      naive = { url: n.url, pids: [n.server.pid, n.worker.pid] };
+    }
     const nginxPids = nginx === null
       ? []
       : [nginx.proc.pid, ...nginx.workerPids];
@@ -200,6 +212,7 @@ export async function setUp(opts: {
       server: serverPids,
       worker: [worker.pid],
       nginx: nginxPids,
+      naive: naive?.pids ?? [],
       loadgen: [Deno.pid],
     };
     const stamp: Ctx["stamp"] = stampBackend === null ? null : {
@@ -207,12 +220,14 @@ export async function setUp(opts: {
         relay: target("relay", relay.url),
         direct: target("direct", stampBackend.url),
         nginx: nginx === null ? null : target("nginx", nginx.urls["stamp"]!),
+        naive: null,
       },
       procs: {
         backend: [stampBackend.pid],
         server: serverPids,
         worker: [stampBackend.workerPid],
         nginx: nginxPids,
+        naive: [],
         loadgen: [Deno.pid],
       },
     };
@@ -237,6 +252,7 @@ export async function setUp(opts: {
           nginx: nginx === null
             ? null
             : target("nginx", nginx.urls["backend"]!),
+          naive: naive === null ? null : target("naive", naive.url),
         },
         relayServer: relay,
         model,

@@ -52,9 +52,21 @@ function ensureProgram(program: string, pkg: string): Promise<string> {
     if (uid === "0" && await which("apt-get") !== null) {
       console.error(`installing ${pkg} with apt-get (cluster tests)`);
       if (
-        await run("apt-get", ["install", "-y", pkg]) ||
-        (await run("apt-get", ["update"]) &&
-          await run("apt-get", ["install", "-y", pkg]))
+        await run("apt-get", [
+          "-o",
+          "DPkg::Lock::Timeout=600",
+          "install",
+          "-y",
+          pkg,
+        ]) ||
+        (await run("apt-get", ["-o", "DPkg::Lock::Timeout=600", "update"]) &&
+          await run("apt-get", [
+            "-o",
+            "DPkg::Lock::Timeout=600",
+            "install",
+            "-y",
+            pkg,
+          ]))
       ) {
         const now = await which(program);
         if (now !== null) return now;

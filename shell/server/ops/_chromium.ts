@@ -62,8 +62,14 @@ async function locate(): Promise<string> {
       "browser tests: installing Debian's chromium with apt-get (running as root)...",
     );
     if (
-      await run("apt-get", ["update"]) &&
-      await run("apt-get", ["install", "-y", "chromium"]) &&
+      await run("apt-get", ["-o", "DPkg::Lock::Timeout=600", "update"]) &&
+      await run("apt-get", [
+        "-o",
+        "DPkg::Lock::Timeout=600",
+        "install",
+        "-y",
+        "chromium",
+      ]) &&
       await exists(DEFAULT_CHROMIUM)
     ) return DEFAULT_CHROMIUM;
   }
