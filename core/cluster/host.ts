@@ -640,7 +640,16 @@ function finishLeave(h: Host): void {
  * same rules, charged to nothing the fleet shares.
  */
 function finishedHere(h: Host, request: Request, end: StreamEnd): Effect[] {
-  const scratch = initialState(h.inst.config, h.inst.cluster.core.nowMs);
+  // Log time: the replica's, unless it was just reset (0); never before the
+  // last the request itself saw, so the record's durations are not negative.
+  const s = request.status;
+  const seen = s.kind === "streaming"
+    ? s.lastChunkAtMs
+    : s.kind === "queued"
+    ? request.arrivedAtMs
+    : s.dispatchedAtMs;
+  const nowMs = Math.max(h.inst.cluster.core.nowMs, seen, request.arrivedAtMs);
+  const scratch = initialState(h.inst.config, nowMs);
   // A copy: the request may still be the replica's (an instance declared
   // gone keeps its replica), and `finish` writes to it.
   const r: Request = { ...request };
