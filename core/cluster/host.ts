@@ -1,7 +1,7 @@
 // One cluster instance's host (issue 34): everything between the instance's
 // life cycle (instance.ts) and the outside world, pure and synchronous like
 // `stepInstance`. The shell (shell/server/cluster/instance_io.ts, over Redis
-// and WebSockets) and the cluster simulator (sim/cluster/world.ts, over a
+// and WebSockets) and the cluster simulator (sim/cluster/instances.ts, over a
 // virtual log and virtual links) implement the same `ClusterPorts` and feed
 // the same `HostInput`s; what used to be written once per host lives here:
 // - the action interpreter (each `InstanceAction` carried out),
