@@ -60,7 +60,7 @@ function main(argv: string[]): number {
     }`,
   );
   console.log(
-    "scenario                  policy  requests  loads/1000  ttfb p50 ms  ttfb p99 ms  failed  left",
+    "scenario                      policy  requests  loads/1000  ttfb p50 ms  ttfb p99 ms  failed  left",
   );
   let violations = 0;
   for (const s of scenarios) {
@@ -75,7 +75,7 @@ function main(argv: string[]): number {
       const ttfb = runs.flatMap((r) => r.ttfbMs);
       console.log(
         [
-          s.name.padEnd(25),
+          s.name.padEnd(29),
           policy.padEnd(6),
           String(requests).padStart(9),
           (requests === 0 ? 0 : (1000 * loads) / requests).toFixed(1)

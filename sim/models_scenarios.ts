@@ -157,6 +157,31 @@ const workerDiesMidLoad: ModelsScenario = {
   ...impatient,
 };
 
+/**
+ * Long requests of B fill box1, which holds A too: A's requests, short, would
+ * wait behind them on the estimate of A's own service time; the bound on
+ * waiting (ski rental) loads A on box2 instead once one waited a load's time.
+ */
+const longRequestsHogTheHolder: ModelsScenario = {
+  name: "long_requests_hog_the_holder",
+  boxes: [
+    {
+      name: "box1",
+      models: ["A", "B"],
+      maxConcurrent: 4,
+      room: 2,
+      preloaded: ["A", "B"],
+    },
+    { name: "box2", models: ["A"], maxConcurrent: 4, room: 1, preloaded: [] },
+  ],
+  arrivals: [
+    { kind: "random", count: 60, fromMs: 0, toMs: 240_000, models: ["B"] },
+    { kind: "random", count: 60, fromMs: 0, toMs: 240_000, models: ["A"] },
+  ],
+  ...times,
+  serviceMsByModel: { B: [20_000, 40_000] },
+};
+
 export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
   [
     twoBoxesOverlapping,
@@ -164,5 +189,6 @@ export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
     bursts,
     modelNobodyLoaded,
     workerDiesMidLoad,
+    longRequestsHogTheHolder,
   ].map((s) => [s.name, s]),
 );

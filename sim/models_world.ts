@@ -72,6 +72,8 @@ export type ModelsScenario = {
   arrivals: Arrivals[];
   loadMs: Range;
   serviceMs: Range;
+  /** Service times of some models, when not `serviceMs`. */
+  serviceMsByModel?: Record<string, Range>;
   firstByteMs: Range;
   netMs: Range;
   /** Share of clients (percent) that leave before their answer, `abortAfterMs` after arriving. */
@@ -103,6 +105,8 @@ export type ModelsResult = {
   /** Loads the backends did. */
   loads: number;
   ttfbMs: number[];
+  /** The same, per model. */
+  ttfbMsByModel: Record<string, number[]>;
   events: number;
 };
 
@@ -180,9 +184,11 @@ export function runModels(
     aborted: 0,
     loads: 0,
     ttfbMs: [],
+    ttfbMsByModel: {},
     events: 0,
   };
   const arrivedAt = new Map<string, number>();
+  const modelOf = new Map<string, string>();
   const arrived: string[] = [];
   const ends = new Map<string, number>();
   const firstByte = new Set<string>();
@@ -332,7 +338,10 @@ export function runModels(
       case "writeChunk":
         if (!firstByte.has(f.requestId)) {
           firstByte.add(f.requestId);
-          result.ttfbMs.push(now - arrivedAt.get(f.requestId)!);
+          const ms = now - arrivedAt.get(f.requestId)!;
+          result.ttfbMs.push(ms);
+          const model = modelOf.get(f.requestId)!;
+          (result.ttfbMsByModel[model] ??= []).push(ms);
         }
         return;
       case "requestFinished":
@@ -402,7 +411,9 @@ export function runModels(
     const box = boxes[b]!;
     job.serving = true;
     const first = draw(box.prng, scenario.firstByteMs);
-    const total = first + draw(box.prng, scenario.serviceMs);
+    const service = scenario.serviceMsByModel?.[job.model] ??
+      scenario.serviceMs;
+    const total = first + draw(box.prng, service);
     const item = (step: BoxStep): Item => ({
       kind: "box",
       box: b,
@@ -567,6 +578,7 @@ export function runModels(
         break;
       case "arrive":
         arrivedAt.set(item.id, now);
+        modelOf.set(item.id, item.model);
         arrived.push(item.id);
         result.requests++;
         lastArrivalMs = Math.max(lastArrivalMs, now);
