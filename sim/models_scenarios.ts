@@ -182,6 +182,42 @@ const longRequestsHogTheHolder: ModelsScenario = {
   serviceMsByModel: { B: [20_000, 40_000] },
 };
 
+/** A rolling restart: each box is drained in turn and comes back 10 s later. */
+const rollingDrain: ModelsScenario = {
+  name: "rolling_drain",
+  boxes: [
+    {
+      name: "box1",
+      models: ["A", "B"],
+      maxConcurrent: 4,
+      room: 1,
+      preloaded: ["A"],
+      drainAtMs: 30_000,
+      backAfterMs: 10_000,
+    },
+    {
+      name: "box2",
+      models: ["A", "B"],
+      maxConcurrent: 4,
+      room: 1,
+      preloaded: ["B"],
+      drainAtMs: 80_000,
+      backAfterMs: 10_000,
+    },
+  ],
+  arrivals: [
+    {
+      kind: "random",
+      count: 200,
+      fromMs: 0,
+      toMs: 150_000,
+      models: ["A", "B"],
+    },
+  ],
+  ...times,
+  ...impatient,
+};
+
 export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
   [
     twoBoxesOverlapping,
@@ -190,5 +226,6 @@ export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
     modelNobodyLoaded,
     workerDiesMidLoad,
     longRequestsHogTheHolder,
+    rollingDrain,
   ].map((s) => [s.name, s]),
 );

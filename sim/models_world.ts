@@ -43,6 +43,12 @@ export type BoxSpec = {
   /** The worker dies while its first load after this time runs, and comes back after `backAfterMs`. */
   dieMidLoadAfterMs?: number;
   backAfterMs?: number;
+  /**
+   * The operator drains the worker at this time (C28): it finishes what it
+   * runs, the relay closes it, and it reconnects `backAfterMs` later; its
+   * backend keeps what it holds meanwhile.
+   */
+  drainAtMs?: number;
 };
 
 /** Request arrivals, expanded with the run's seed. */
@@ -117,7 +123,8 @@ type Item =
   | { kind: "core"; box: number; conn: number; event: Event }
   | { kind: "box"; box: number; conn: number; step: BoxStep }
   | { kind: "tick" }
-  | { kind: "connect"; box: number };
+  | { kind: "connect"; box: number }
+  | { kind: "drain"; box: number };
 
 type BoxStep =
   | { kind: "request"; id: string; model: string }
@@ -347,6 +354,20 @@ export function runModels(
       case "requestFinished":
         ended(f.requestId, f.outcome, f.status);
         return;
+      case "closeWorker": {
+        // The relay closed a drained worker: it comes back later, its backend
+        // still holding what it held.
+        const b = boxOf(f.workerId);
+        if (b < 0) return;
+        const box = boxes[b]!;
+        box.connected = false;
+        box.jobs.clear();
+        queue.push(now + (box.spec.backAfterMs ?? 20_000), {
+          kind: "connect",
+          box: b,
+        });
+        return;
+      }
       default:
         return;
     }
@@ -563,7 +584,12 @@ export function runModels(
   }
 
   // ---- the run --------------------------------------------------------------------
-  boxes.forEach((_, b) => queue.push(0, { kind: "connect", box: b }));
+  boxes.forEach((box, b) => {
+    queue.push(0, { kind: "connect", box: b });
+    if (box.spec.drainAtMs !== undefined) {
+      queue.push(box.spec.drainAtMs, { kind: "drain", box: b });
+    }
+  });
   queue.push(TICK_MS, { kind: "tick" });
   for (;;) {
     const next = queue.pop();
@@ -615,6 +641,16 @@ export function runModels(
         break;
       case "connect":
         connect(item.box);
+        break;
+      case "drain":
+        if (boxes[item.box]!.connected) {
+          step({
+            kind: "workerDrainRequested",
+            atMs: now,
+            workerId: workerId(item.box),
+            reason: "operator",
+          });
+        }
         break;
       case "tick": {
         step({ kind: "tick", atMs: now });
