@@ -3,6 +3,7 @@
 // processes; the backend is a swapping fake (mock/swapping.ts) whose load
 // takes seconds.
 import assert from "node:assert/strict";
+import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { type Box, FAKE_MODELS, withFleet } from "./_fleet.ts";
 import { startSwappingBackend } from "../mock/swapping.ts";
@@ -79,6 +80,29 @@ Deno.test("SSE_KEEPALIVE_SECS=2: an openai-SDK stream that waits 7 s for a load 
     assert.ok(Date.now() - started >= 7_000, "the load was not waited for");
     assert.equal(box.loads(), 1);
   }, { serverEnv: { SSE_KEEPALIVE_SECS: "2" } });
+});
+
+Deno.test("SSE_KEEPALIVE_SECS=1: an Anthropic-SDK stream that waits for a load skips the comment lines and reads exactly the backend's text", async () => {
+  const box = await slowBox(3_000);
+  await withFleet([box], async ({ serverUrl }) => {
+    const client = new Anthropic({
+      baseURL: serverUrl,
+      apiKey: "unused",
+      maxRetries: 0,
+      timeout: 60_000,
+    });
+    const stream = client.messages.stream({
+      model: FAKE_MODELS[0],
+      // The fake answers this many words: its whole answer.
+      max_tokens: ANSWER.split(" ").length,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    let text = "";
+    stream.on("text", (t) => text += t);
+    await stream.finalMessage();
+    assert.equal(text, ANSWER);
+    assert.equal(box.loads(), 1);
+  }, { serverEnv: { SSE_KEEPALIVE_SECS: "1" } });
 });
 
 Deno.test("SSE_KEEPALIVE_SECS=2 seen by a raw client: `: keep-alive` lines while the load runs, then the backend's events", async () => {
