@@ -39,7 +39,8 @@ export function waitLinesFor(
   isStreaming: boolean,
   headers: Headers,
 ): WaitLines | null {
-  if (!isStreaming || !SSE_ROUTES.has(endpointPath)) return null;
+  const route = endpointPath.split("?", 1)[0]!;
+  if (!isStreaming || !SSE_ROUTES.has(route)) return null;
   const progress = headers[PROGRESS_HEADER]?.trim() === "1";
   const every = state.config.sseKeepAliveMs;
   if (!progress && every <= 0) return null;
