@@ -60,7 +60,7 @@ function main(argv: string[]): number {
     }`,
   );
   console.log(
-    "scenario                  policy  requests  loads/1000  ttfb p50 ms  ttfb p99 ms  failed",
+    "scenario                      policy  requests  loads/1000  ttfb p50 ms  ttfb p99 ms  failed  left",
   );
   let violations = 0;
   for (const s of scenarios) {
@@ -71,10 +71,11 @@ function main(argv: string[]): number {
       const requests = runs.reduce((a, r) => a + r.requests, 0);
       const loads = runs.reduce((a, r) => a + r.loads, 0);
       const failed = runs.reduce((a, r) => a + r.failed, 0);
+      const left = runs.reduce((a, r) => a + r.aborted, 0);
       const ttfb = runs.flatMap((r) => r.ttfbMs);
       console.log(
         [
-          s.name.padEnd(25),
+          s.name.padEnd(29),
           policy.padEnd(6),
           String(requests).padStart(9),
           (requests === 0 ? 0 : (1000 * loads) / requests).toFixed(1)
@@ -82,6 +83,7 @@ function main(argv: string[]): number {
           String(percentile(ttfb, 50)).padStart(12),
           String(percentile(ttfb, 99)).padStart(12),
           String(failed).padStart(7),
+          String(left).padStart(5),
         ].join(" "),
       );
       for (const r of runs) {

@@ -41,6 +41,9 @@ const twoBoxesOverlapping: ModelsScenario = {
   ...times,
 };
 
+/** Clients that give up: one in ten leaves 0.5–20 s after arriving (while queued, loading or streaming). */
+const impatient = { abortPct: 10, abortAfterMs: [500, 20_000] as const };
+
 /** Three boxes, six models, room for two each: more models than room. */
 const moreModelsThanRoom: ModelsScenario = {
   name: "more_models_than_room",
@@ -61,6 +64,7 @@ const moreModelsThanRoom: ModelsScenario = {
     },
   ],
   ...times,
+  ...impatient,
 };
 
 /** Bursts of 20 for one model at a time, over two boxes with room for one. */
@@ -92,6 +96,7 @@ const bursts: ModelsScenario = {
     },
   ],
   ...times,
+  ...impatient,
 };
 
 /** Boxes preloaded with A and B, full; now and then a request for C, which nobody has loaded. */
@@ -124,6 +129,7 @@ const modelNobodyLoaded: ModelsScenario = {
     { kind: "random", count: 6, fromMs: 10_000, toMs: 180_000, models: ["C"] },
   ],
   ...times,
+  ...impatient,
 };
 
 /** Each box dies halfway through its first load and comes back empty 20 s later. */
@@ -148,6 +154,32 @@ const workerDiesMidLoad: ModelsScenario = {
     },
   ],
   ...times,
+  ...impatient,
+};
+
+/**
+ * Long requests of B fill box1, which holds A too: A's requests, short, would
+ * wait behind them on the estimate of A's own service time; the bound on
+ * waiting (ski rental) loads A on box2 instead once one waited a load's time.
+ */
+const longRequestsHogTheHolder: ModelsScenario = {
+  name: "long_requests_hog_the_holder",
+  boxes: [
+    {
+      name: "box1",
+      models: ["A", "B"],
+      maxConcurrent: 4,
+      room: 2,
+      preloaded: ["A", "B"],
+    },
+    { name: "box2", models: ["A"], maxConcurrent: 4, room: 1, preloaded: [] },
+  ],
+  arrivals: [
+    { kind: "random", count: 60, fromMs: 0, toMs: 240_000, models: ["B"] },
+    { kind: "random", count: 60, fromMs: 0, toMs: 240_000, models: ["A"] },
+  ],
+  ...times,
+  serviceMsByModel: { B: [20_000, 40_000] },
 };
 
 export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
@@ -157,5 +189,6 @@ export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
     bursts,
     modelNobodyLoaded,
     workerDiesMidLoad,
+    longRequestsHogTheHolder,
   ].map((s) => [s.name, s]),
 );

@@ -72,8 +72,13 @@ export type ModelsScenario = {
   arrivals: Arrivals[];
   loadMs: Range;
   serviceMs: Range;
+  /** Service times of some models, when not `serviceMs`. */
+  serviceMsByModel?: Record<string, Range>;
   firstByteMs: Range;
   netMs: Range;
+  /** Share of clients (percent) that leave before their answer, `abortAfterMs` after arriving. */
+  abortPct?: number;
+  abortAfterMs?: Range;
   config?: Partial<Config>;
 };
 
@@ -95,14 +100,19 @@ export type ModelsResult = {
   requests: number;
   completed: number;
   failed: number;
+  /** Clients that left before their answer ended. */
+  aborted: number;
   /** Loads the backends did. */
   loads: number;
   ttfbMs: number[];
+  /** The same, per model. */
+  ttfbMsByModel: Record<string, number[]>;
   events: number;
 };
 
 type Item =
   | { kind: "arrive"; id: string; model: string }
+  | { kind: "abort"; id: string }
   /** A frame from a box's connection `conn` (dropped if that connection died meanwhile). */
   | { kind: "core"; box: number; conn: number; event: Event }
   | { kind: "box"; box: number; conn: number; step: BoxStep }
@@ -171,11 +181,14 @@ export function runModels(
     requests: 0,
     completed: 0,
     failed: 0,
+    aborted: 0,
     loads: 0,
     ttfbMs: [],
+    ttfbMsByModel: {},
     events: 0,
   };
   const arrivedAt = new Map<string, number>();
+  const modelOf = new Map<string, string>();
   const arrived: string[] = [];
   const ends = new Map<string, number>();
   const firstByte = new Set<string>();
@@ -266,9 +279,11 @@ export function runModels(
     for (const f of effects) carryOut(f);
   }
 
-  function ended(id: string, ok: boolean): void {
+  /** The core's one record of a request's end (C34): counted, and the next sequential client released. */
+  function ended(id: string, outcome: string, status: number): void {
     ends.set(id, (ends.get(id) ?? 0) + 1);
-    if (ok) result.completed++;
+    if (outcome === "cancelled") result.aborted++;
+    else if (outcome === "completed" && status < 400) result.completed++;
     else result.failed++;
     const next = chained.get(id);
     if (next !== undefined) {
@@ -323,17 +338,14 @@ export function runModels(
       case "writeChunk":
         if (!firstByte.has(f.requestId)) {
           firstByte.add(f.requestId);
-          result.ttfbMs.push(now - arrivedAt.get(f.requestId)!);
+          const ms = now - arrivedAt.get(f.requestId)!;
+          result.ttfbMs.push(ms);
+          const model = modelOf.get(f.requestId)!;
+          (result.ttfbMsByModel[model] ??= []).push(ms);
         }
         return;
-      case "respond":
-        ended(f.requestId, f.status < 400);
-        return;
-      case "respondError":
-        ended(f.requestId, false);
-        return;
-      case "endStream":
-        ended(f.requestId, f.error === null);
+      case "requestFinished":
+        ended(f.requestId, f.outcome, f.status);
         return;
       default:
         return;
@@ -399,7 +411,9 @@ export function runModels(
     const box = boxes[b]!;
     job.serving = true;
     const first = draw(box.prng, scenario.firstByteMs);
-    const total = first + draw(box.prng, scenario.serviceMs);
+    const service = scenario.serviceMsByModel?.[job.model] ??
+      scenario.serviceMs;
+    const total = first + draw(box.prng, service);
     const item = (step: BoxStep): Item => ({
       kind: "box",
       box: b,
@@ -557,11 +571,26 @@ export function runModels(
     now = next.atMs;
     const item = next.item;
     switch (item.kind) {
+      case "abort":
+        if (!ends.has(item.id)) {
+          step({ kind: "clientDisconnected", atMs: now, requestId: item.id });
+        }
+        break;
       case "arrive":
         arrivedAt.set(item.id, now);
+        modelOf.set(item.id, item.model);
         arrived.push(item.id);
         result.requests++;
         lastArrivalMs = Math.max(lastArrivalMs, now);
+        if (
+          scenario.abortPct !== undefined &&
+          arrivalsPrng.chance(scenario.abortPct, 100)
+        ) {
+          queue.push(now + draw(arrivalsPrng, scenario.abortAfterMs!), {
+            kind: "abort",
+            id: item.id,
+          });
+        }
         step({
           kind: "requestReceived",
           atMs: now,

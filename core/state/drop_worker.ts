@@ -1,6 +1,7 @@
 // Removing a worker from the registry (disconnect, heartbeat loss, drain end,
 // protocol error): its in-flight requests are requeued or failed one by one (C22).
 import type { Effect } from "../effect.ts";
+import { refileResidency } from "./hot_routes.ts";
 import { failWorkerLifecycleParts } from "./lifecycle.ts";
 import { pumpQueue, requeueOrFail } from "./requests.ts";
 import type { State, Worker } from "./state.ts";
@@ -14,7 +15,10 @@ export function dropWorker(
 ): void {
   unindexWorker(state, worker);
   state.workers.delete(worker.id);
-  if (worker.residency !== null) state.residencyWorkers--;
+  if (worker.residency !== null) {
+    state.residencyWorkers--;
+    refileResidency(state, worker);
+  }
   for (const requestId of [...worker.inFlight]) {
     const request = state.requests.get(requestId);
     if (request === undefined) continue;

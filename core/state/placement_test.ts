@@ -10,7 +10,9 @@ import {
   newState,
   ofKind,
   queued,
+  requestEvent,
   step,
+  tick,
   worker,
 } from "../_testing.ts";
 import type { Effect } from "../effect.ts";
@@ -229,4 +231,59 @@ Deno.test("a worker leaving takes its residency with it", () => {
     reason: "gone",
   });
   assert.equal(s.residencyWorkers, 0);
+});
+
+Deno.test("tenant turns and priorities still order the requests waiting for a hot worker", () => {
+  const s = newState();
+  addWorker(s, "w1", {
+    models: ["a", "b"],
+    maxConcurrent: 1,
+    extensions: [EXTENSION_RESIDENCY],
+  });
+  report(s, "w1", ["a"]);
+  addRequest(s, "first", { model: "a" });
+  const arrive = (id: string, tenant: string, priority: "high" | "normal") =>
+    step(s, { ...requestEvent(s, id, { model: "a" }), tenant, priority });
+  arrive("t1-1", "t1", "normal");
+  arrive("t1-2", "t1", "normal");
+  arrive("t2-1", "t2", "normal");
+  arrive("hi", "t3", "high");
+  const order: string[] = [];
+  let last = "first";
+  for (let i = 0; i < 4; i++) {
+    const d = dispatched(complete(s, "w1", last));
+    assert.equal(d.length, 1);
+    last = d[0]![0];
+    order.push(last);
+  }
+  assert.deepEqual(order, ["hi", "t1-1", "t2-1", "t1-2"]);
+});
+
+Deno.test("a report keeps at most modelsPerWorkerMax names; times are kept only for listed models", () => {
+  const s = newState({ modelsPerWorkerMax: 3 });
+  addWorker(s, "w1", {
+    models: ["a", "b"],
+    maxConcurrent: 2,
+    extensions: [EXTENSION_RESIDENCY],
+  });
+  report(s, "w1", ["a", "x1", "x2", "x3", "x4"], 8);
+  assert.equal(worker(s, "w1").residency!.loaded.size, 3);
+  addRequest(s, "r1", { model: "a" });
+  complete(s, "w1", "r1");
+  assert.deepEqual([...s.modelTimes.keys()], ["local\u0000a"]);
+});
+
+Deno.test("a request stops waiting for a busy hot worker once it has waited as long as a load takes", () => {
+  const s = twoBoxes({ modelLoadMsAssumed: 5_000 }, 1);
+  report(s, "w1", ["a"]);
+  report(s, "w2", [], 1);
+  addRequest(s, "r0", { model: "a" });
+  s.nowMs = 1_000;
+  complete(s, "w1", "r0", { atMs: 1_000 }); // a's service: 1 s
+  addRequest(s, "long", { model: "a" }); // runs far longer than 1 s
+  assert.deepEqual(dispatched(addRequest(s, "r2", { model: "a" })), []);
+  assert.deepEqual(dispatched(tick(s, 5_000)), []);
+  const effects = tick(s, 6_000);
+  assert.deepEqual(dispatched(effects), [["r2", "w2"]]);
+  assert.equal(ofKind(effects, "modelLoadStarted")[0]!.model, "a");
 });

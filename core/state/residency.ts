@@ -10,6 +10,7 @@
 import type { Effect } from "../effect.ts";
 import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
 import type { WorkerId } from "../vocabulary.ts";
+import { holdersOf, refileResidency } from "./hot_routes.ts";
 import type { Request, Residency, State, Worker } from "./state.ts";
 
 export type ModelResidency = "loaded" | "loading" | "available";
@@ -67,11 +68,21 @@ export function heldByAny(
   provider: string,
   model: string,
 ): boolean {
+  if (holdersOf(state, provider, model).size > 0) return true;
+  if (!hasPlainWorkers(state)) return false;
   for (const id of state.modelIndex.get(provider)?.get(model) ?? []) {
-    const w = state.workers.get(id);
-    if (w !== undefined && residencyOf(w, model) !== "available") return true;
+    if (state.workers.get(id)?.residency === null) return true;
   }
   return false;
+}
+
+/**
+ * Whether some registered worker never reported residency: only then are
+ * the workers of a model scanned for one (a fleet mid-upgrade); a fleet that
+ * reports is read through its indexes (hot_routes.ts).
+ */
+export function hasPlainWorkers(state: State): boolean {
+  return state.workers.size > state.residencyWorkers;
 }
 
 /** Whether `worker` could load one of the `starved` models. */
@@ -90,11 +101,11 @@ function couldLoadStarved(worker: Worker, starved: Set<string>): boolean {
 export function yieldsRoom(
   state: State,
   worker: Worker,
-  starved: Set<string>,
+  starved: () => Set<string>,
 ): boolean {
   const r = worker.residency;
   return r !== null && r.drainRun >= state.config.modelDrainMax &&
-    couldLoadStarved(worker, starved);
+    couldLoadStarved(worker, starved());
 }
 
 /**
@@ -119,6 +130,27 @@ export function evictionFor(
       : undefined;
   }
   return undefined;
+}
+
+/** When the longest-waiting queued request for `model` entered the queue, or null when none waits. */
+export function oldestQueuedAtMs(
+  state: State,
+  provider: string,
+  model: string,
+): number | null {
+  const q = state.queues.get(provider);
+  if (q === undefined || !q.models.has(model)) return null;
+  let oldest: number | null = null;
+  for (const cls of Object.values(q.classes)) {
+    for (const lane of cls.tenants.values()) {
+      const id = lane.byModel.get(model)?.[0];
+      const at = id === undefined
+        ? undefined
+        : state.requests.get(id)?.queuedAtMs;
+      if (at !== undefined && (oldest === null || at < oldest)) oldest = at;
+    }
+  }
+  return oldest;
 }
 
 /** Assumed load time of a model until one is measured: any model's, else the config's. */
@@ -153,13 +185,25 @@ function average(prev: number | null, sample: number): number {
   return prev === null ? sample : prev * 0.8 + sample * 0.2;
 }
 
+/**
+ * Models whose times are kept; beyond it the longest unmeasured-since one
+ * goes (a worker may report any names: memory must not grow with them).
+ */
+const MODEL_TIMES_MAX = 4096;
+
 function timesOf(state: State, provider: string, model: string) {
   const key = modelTimesKey(provider, model);
   let t = state.modelTimes.get(key);
   if (t === undefined) {
     t = { loadMsAvg: null, serviceMsAvg: null };
-    state.modelTimes.set(key, t);
+    if (state.modelTimes.size >= MODEL_TIMES_MAX) {
+      const oldest = state.modelTimes.keys().next();
+      if (oldest.done !== true) state.modelTimes.delete(oldest.value);
+    }
+  } else {
+    state.modelTimes.delete(key);
   }
+  state.modelTimes.set(key, t);
   return t;
 }
 
@@ -169,7 +213,12 @@ export function recordServiceMs(
   request: Request,
   serviceMs: number,
 ): void {
-  if (request.waitsForLoad) return;
+  // Only while some worker reports residency (nothing else reads it), and
+  // only for a model a worker listed: a `*` worker takes any name.
+  if (
+    request.waitsForLoad || state.residencyWorkers === 0 ||
+    state.modelIndex.get(request.provider)?.has(request.model) !== true
+  ) return;
   const t = timesOf(state, request.provider, request.model);
   t.serviceMsAvg = average(t.serviceMsAvg, serviceMs);
 }
@@ -251,7 +300,11 @@ export function noteDispatched(
   if (r.loading.has(model)) return;
   // The drain bound gives room only to a model no worker holds.
   const yields = !heldByAny(state, worker.provider, model) &&
-    yieldsRoom(state, worker, starvedModels(state, worker.provider).add(model));
+    yieldsRoom(
+      state,
+      worker,
+      () => starvedModels(state, worker.provider).add(model),
+    );
   const evicting = evictionFor(state, worker, yields) ?? null;
   if (evicting !== null) {
     r.loaded.delete(evicting);
@@ -279,6 +332,7 @@ export function noteServed(
   r.loaded.set(model, state.nowMs);
   loadedNow(state, worker, model, since, out);
   trimToRoom(state, worker, r, out);
+  refileResidency(state, worker);
   return true;
 }
 
@@ -317,22 +371,33 @@ export function applyResidencyReport(
 ): void {
   let r = worker.residency;
   if (r === null) {
-    r = { loaded: new Map(), loading: new Map(), room: null, drainRun: 0 };
+    r = {
+      loaded: new Map(),
+      loading: new Map(),
+      room: null,
+      drainRun: 0,
+      held: new Set(),
+      filed: null,
+    };
     worker.residency = r;
     state.residencyWorkers++;
   }
   r.room = report.room;
-  const reported = new Set(report.loaded);
+  // As many names as a worker may list (C4): a report cannot grow memory past it.
+  const max = state.config.modelsPerWorkerMax;
+  const reportedLoaded = report.loaded.slice(0, max);
+  const reportedLoading = report.loading.slice(0, max);
+  const reported = new Set(reportedLoaded);
   const loaded = new Map<string, number>();
   // Least recently used order: known models keep their place, new ones follow.
   for (const [model, at] of r.loaded) {
     if (reported.has(model)) loaded.set(model, at);
   }
-  for (const model of report.loaded) {
+  for (const model of reportedLoaded) {
     if (!loaded.has(model)) loaded.set(model, state.nowMs);
   }
   const loading = new Map<string, number>();
-  for (const model of report.loading) {
+  for (const model of reportedLoading) {
     if (!loaded.has(model)) {
       loading.set(model, r.loading.get(model) ?? state.nowMs);
     }
@@ -362,6 +427,7 @@ export function applyResidencyReport(
   r.loaded = loaded;
   r.loading = loading;
   if (pending) trimToRoom(state, worker, r, out);
+  refileResidency(state, worker);
 }
 
 /** Whether the worker may send residency frames (it and this server listed residency-v1). */

@@ -90,6 +90,10 @@ export type Residency = {
   loading: Map<string, number>;
   /** How many models the backend holds at once (MAX_RESIDENT_MODELS); null = no limit. */
   room: number | null;
+  /** Models filed under this worker in `State.holders` (hot_routes.ts). */
+  held: Set<string>;
+  /** Where it is filed in `State.hotRoutes`: its load level and the models; null = nowhere. */
+  filed: { level: number; models: Set<string> } | null;
   /**
    * Requests of its resident models sent here in a row while a model no
    * worker holds waited for room (the drain bound, `modelDrainMax`): at the
@@ -299,6 +303,13 @@ export type State = {
   modelTimes: Map<string, ModelTimes>;
   /** Issue 30: workers that reported residency, so routing without any keeps today's path. */
   residencyWorkers: number;
+  /**
+   * Issue 30 (hot_routes.ts): provider -> model -> routable workers that
+   * reported residency and hold the model loaded, by load level.
+   */
+  hotRoutes: Map<string, Map<string, LoadBuckets>>;
+  /** Issue 30: provider|model -> workers that reported holding or loading it. */
+  holders: Map<string, Set<WorkerId>>;
   /** Lifecycle tasks (issue 9) in creation order; bounded by `lifecycleTasksMax`. */
   lifecycleTasks: Map<string, LifecycleTask>;
   /**
@@ -370,6 +381,8 @@ export function initialState(config: Config, nowMs = 0): State {
     queueWaitMsAvg: 0,
     modelTimes: new Map(),
     residencyWorkers: 0,
+    hotRoutes: new Map(),
+    holders: new Map(),
     lifecycleTasks: new Map(),
     lifecycleReplies: new Map(),
     bodyBytesBuffered: 0,

@@ -3,6 +3,7 @@
 import type { Config } from "../config.ts";
 import type { WorkerId } from "../vocabulary.ts";
 import { type Need, workerAccepts } from "./accepts.ts";
+import { refileResidency } from "./hot_routes.ts";
 import { bucketAdd, bucketRemove, emptyBuckets } from "./load_buckets.ts";
 import type { State, Worker } from "./state.ts";
 
@@ -156,6 +157,7 @@ export function syncRoute(state: State, worker: Worker): void {
   const routable = !worker.draining && load < worker.maxConcurrent &&
     backendRoutable(worker) && state.workers.get(worker.id) === worker;
   moveRoute(state, worker, routable ? load : null);
+  refileResidency(state, worker);
 }
 
 /** Adds the worker's acked models to the routing index. */
@@ -178,6 +180,7 @@ export function indexWorker(state: State, worker: Worker): void {
 
 export function unindexWorker(state: State, worker: Worker): void {
   moveRoute(state, worker, null);
+  refileResidency(state, worker);
   const byModel = state.modelIndex.get(worker.provider);
   if (byModel !== undefined) {
     for (const model of worker.modelSet) {
