@@ -65,6 +65,8 @@ export type SwappingBackend = {
   resident(): string[];
   /** The model loading now, or null. */
   loading(): string | null;
+  /** Requests being answered now, all models. */
+  inFlight(): number;
   close(): Promise<void>;
 };
 
@@ -132,6 +134,8 @@ export function startSwappingBackend(
           stats: box.stats,
           resident: () => residentModels(box),
           loading: () => box.loadingModel,
+          inFlight: () =>
+            [...box.resident.values()].reduce((n, s) => n + s.inFlight, 0),
           async close() {
             box.closing.abort();
             for (const wake of box.idleWaiters.splice(0)) wake();
