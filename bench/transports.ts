@@ -28,6 +28,7 @@ import WebSocket from "ws";
 import { readCpuNs } from "./e2e/cpu.ts";
 import { freePort, spawnProgram } from "../shell/procs.ts";
 import { median, percentile } from "./e2e/stats.ts";
+import { postChat } from "./_post_chat.ts";
 
 const ANSWER = JSON.stringify({
   id: "x",
@@ -251,28 +252,14 @@ async function drive(port: number, requests: number): Promise<void> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
   let next = 0;
   const one = () =>
-    new Promise<void>((resolve, reject) => {
-      const req = http.request({
-        host: "127.0.0.1",
-        port,
-        method: "POST",
-        path: "/v1/chat/completions",
-        agent,
-        headers: {
-          "content-type": "application/json",
-          "content-length": Buffer.byteLength(BODY),
-        },
-      }, (res) => {
-        const parts: Buffer[] = [];
-        res.on("data", (c: Buffer) => parts.push(c));
-        res.on("end", () => {
-          if (Buffer.concat(parts).toString() !== ANSWER) {
-            reject(new Error("wrong answer"));
-          } else resolve();
-        });
+    postChat<void>(port, agent, BODY, (res, resolve, reject) => {
+      const parts: Buffer[] = [];
+      res.on("data", (c: Buffer) => parts.push(c));
+      res.on("end", () => {
+        if (Buffer.concat(parts).toString() !== ANSWER) {
+          reject(new Error("wrong answer"));
+        } else resolve();
       });
-      req.on("error", reject);
-      req.end(BODY);
     });
   await Promise.all(
     Array.from({ length: 8 }, async () => {

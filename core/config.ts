@@ -166,6 +166,29 @@ export type Config = {
  */
 export const MODEL_LOAD_MS_MAX = 30 * 60_000;
 
+/** The per-tenant request and token limits with their defaults (issue 26). */
+export type TenantLimits = Pick<
+  Config,
+  | "rateLimits"
+  | "defaultRateLimit"
+  | "tokenRateLimits"
+  | "defaultTokenRateLimit"
+  | "tokenBudgets"
+  | "defaultTokenBudget"
+>;
+
+/** No tenant limited: fresh tables, for the shell to fill from its settings. */
+export function noTenantLimits(): TenantLimits {
+  return {
+    rateLimits: {},
+    defaultRateLimit: null,
+    tokenRateLimits: {},
+    defaultTokenRateLimit: null,
+    tokenBudgets: {},
+    defaultTokenBudget: null,
+  };
+}
+
 export const DEFAULT_CONFIG: Config = {
   providers: [{ name: "local", enabled: true }],
   defaultProvider: "local",
@@ -200,12 +223,7 @@ export const DEFAULT_CONFIG: Config = {
   retryAfterMaxSecs: 60,
   tenantQueueLenMax: 100,
   priorityWeights: { high: 8, normal: 4, low: 1 },
-  rateLimits: {},
-  defaultRateLimit: null,
-  tokenRateLimits: {},
-  defaultTokenRateLimit: null,
-  tokenBudgets: {},
-  defaultTokenBudget: null,
+  ...noTenantLimits(),
   multiTenant: true,
   affinityKeysMax: 10_000,
   affinityLoadMargin: 2,

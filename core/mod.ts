@@ -6,8 +6,10 @@ export {
   type KeyRef,
   makeConfig,
   MODEL_LOAD_MS_MAX,
+  noTenantLimits,
   type ProviderConfig,
   type RateLimit,
+  type TenantLimits,
   type TokenLimit,
 } from "./config.ts";
 export type {

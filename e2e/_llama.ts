@@ -2,7 +2,6 @@
 // binary, the tiny random-weight model and start.sh) behind the relay's real
 // server and worker processes. Where the directory is absent, or the CPU cannot
 // run the binary, `LLAMA` says why and the tests that need it are ignored.
-import OpenAI from "openai";
 import { workersConnected } from "../shell/demo/relay_probes.ts";
 import {
   type Child,
@@ -243,14 +242,4 @@ export async function governedLoad(
     return task.status !== "loading";
   }, timeoutMs);
   return task;
-}
-
-/** The official OpenAI client for `origin` (no retries, 20 s timeout: a test sees the first answer). */
-export function openaiAt(origin: string): OpenAI {
-  return new OpenAI({
-    baseURL: `${origin}/v1`,
-    apiKey: "unused",
-    maxRetries: 0,
-    timeout: 20_000,
-  });
 }

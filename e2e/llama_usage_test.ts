@@ -7,9 +7,9 @@ import {
   LLAMA_ABSENT,
   LLAMA_MODEL,
   longPrompt,
-  openaiAt,
   withLlamaCluster,
 } from "./_llama.ts";
+import { openaiAt } from "./_sdk.ts";
 
 const ADMIN = "e2e-llama-usage-admin";
 

@@ -11,6 +11,7 @@ import {
 } from "../shell/demo/cluster.ts";
 import { type Child, spawnChild, waitUntil } from "../shell/procs.ts";
 import { answerWords, MODEL } from "./_cluster.ts";
+import { openaiAt } from "./_sdk.ts";
 
 const SECRET = "migration-secret-0123456789";
 const ADMIN = "migration-admin-token";
@@ -199,12 +200,7 @@ Deno.test("migration: the original's server flags, worker TOML, ?worker_secret=,
     assert.equal(noKey.status, 401);
     await noKey.body?.cancel();
 
-    const client = new OpenAI({
-      baseURL: `${serverUrl}/v1`,
-      apiKey: key.secret,
-      maxRetries: 0,
-      timeout: 20_000,
-    });
+    const client = openaiAt(serverUrl, { apiKey: key.secret });
     const whole = await client.chat.completions.create({
       model: MODEL,
       messages: [{ role: "user", content: "Hello!" }],

@@ -2,6 +2,7 @@
 // and breaks one promise. A test asserts that the default sweep catches every
 // one, which proves the invariants can fail (conventions §6, P5).
 import {
+  type Config,
   type Effect,
   EXTENSION_LIFECYCLE,
   reduce,
@@ -10,6 +11,21 @@ import {
 import type { ReduceFn } from "./run_scenario.ts";
 import { chargeTokens } from "../core/state/token_limit.ts";
 import { bodySent } from "../core/state/body_budget.ts";
+
+/** A numeric setting of the core's config. */
+type NumericSetting = {
+  [K in keyof Config]: Config[K] extends number ? K : never;
+}[keyof Config];
+
+/** The real reducer with one setting raised to `value`: the bound or guard it sets is gone. */
+function settingRaised(key: NumericSetting, value: number): ReduceFn {
+  return (state, event) => {
+    if (state.config[key] < value) {
+      state.config = { ...state.config, [key]: value };
+    }
+    return reduce(state, event);
+  };
+}
 
 export type Mutant = {
   name: string;
@@ -47,12 +63,7 @@ function dropStreamHead(): ReduceFn {
 }
 
 function skipRequeueCap(): ReduceFn {
-  return (state, event) => {
-    if (state.config.requeueCountMax < 1_000) {
-      state.config = { ...state.config, requeueCountMax: 1_000 };
-    }
-    return reduce(state, event);
-  };
+  return settingRaised("requeueCountMax", 1_000);
 }
 
 function lateChunks(): ReduceFn {
@@ -228,6 +239,18 @@ function rateCountsRefused(): ReduceFn {
   };
 }
 
+/** Takes a finished request's `tokens` back off its tenant's newest rate and budget buckets. */
+function unchargeTenant(state: State, tenant: string, tokens: number): void {
+  if (tokens === 0) return;
+  for (const kind of ["rate", "budget"]) {
+    const w = state.tokenWindows.get(`${kind}|tenant:${tenant}`);
+    const last = w?.buckets[w.buckets.length - 1];
+    if (w === undefined || last === undefined) continue;
+    last.tokens -= tokens;
+    w.total -= tokens;
+  }
+}
+
 function tokensCountedAtAdmission(): ReduceFn {
   // Issue 26: a request's tokens charged when it is admitted (the prompt, all
   // that is known then) instead of when it finishes: long answers go uncounted.
@@ -236,13 +259,7 @@ function tokensCountedAtAdmission(): ReduceFn {
     for (const f of out.effects) {
       if (f.kind !== "requestFinished") continue;
       const tokens = (f.usage.prompt ?? 0) + (f.usage.completion ?? 0);
-      for (const kind of ["rate", "budget"]) {
-        const w = state.tokenWindows.get(`${kind}|tenant:${f.tenant}`);
-        const last = w?.buckets[w.buckets.length - 1];
-        if (w === undefined || last === undefined || tokens === 0) continue;
-        last.tokens -= tokens;
-        w.total -= tokens;
-      }
+      unchargeTenant(state, f.tenant, tokens);
     }
     if (event.kind === "requestReceived") {
       const admitted = state.requests.get(event.requestId);
@@ -265,13 +282,7 @@ function streamsUncounted(): ReduceFn {
       if (f.kind !== "requestFinished") continue;
       const tokens = (f.usage.prompt ?? 0) + (f.usage.completion ?? 0);
       f.usage = { ...f.usage, prompt: null, completion: null };
-      for (const kind of ["rate", "budget"]) {
-        const w = state.tokenWindows.get(`${kind}|tenant:${f.tenant}`);
-        const last = w?.buckets[w.buckets.length - 1];
-        if (w === undefined || last === undefined || tokens === 0) continue;
-        last.tokens -= tokens;
-        w.total -= tokens;
-      }
+      unchargeTenant(state, f.tenant, tokens);
     }
     return out;
   };
@@ -286,22 +297,12 @@ function rateForgetsWindow(): ReduceFn {
 }
 
 function tenantQueueUnbounded(): ReduceFn {
-  return (state, event) => {
-    if (state.config.tenantQueueLenMax < 1_000_000) {
-      state.config = { ...state.config, tenantQueueLenMax: 1_000_000 };
-    }
-    return reduce(state, event);
-  };
+  return settingRaised("tenantQueueLenMax", 1_000_000);
 }
 
 function affinityIgnoresLoad(): ReduceFn {
   // The remembered worker wins however busy it is (no load guard).
-  return (state, event) => {
-    if (state.config.affinityLoadMargin < 1_000_000) {
-      state.config = { ...state.config, affinityLoadMargin: 1_000_000 };
-    }
-    return reduce(state, event);
-  };
+  return settingRaised("affinityLoadMargin", 1_000_000);
 }
 
 // -- issue 9 protocol extensions and lifecycle tasks --------------------------------
@@ -347,12 +348,7 @@ function dropLifecycleCompletion(): ReduceFn {
 
 function noLifecycleTimeout(): ReduceFn {
   // A part whose worker never answers runs forever (no task deadline).
-  return (state, event) => {
-    if (state.config.lifecycleTaskTimeoutMs < 1_000_000_000) {
-      state.config = { ...state.config, lifecycleTaskTimeoutMs: 1_000_000_000 };
-    }
-    return reduce(state, event);
-  };
+  return settingRaised("lifecycleTaskTimeoutMs", 1_000_000_000);
 }
 
 function lifecycleIgnoresTarget(): ReduceFn {

@@ -44,35 +44,37 @@ const BUCKETS = 60;
 function applied(state: State, tenant: string, key: KeyRef | null): Applied[] {
   const c = state.config;
   const out: Applied[] = [];
+  /** The tenant's limit of this kind, then the key's. */
   const add = (
     kind: TokenLimitKind,
-    subject: string,
-    who: string,
-    limit: TokenLimit | null,
+    tenantLimit: TokenLimit | null,
+    keyLimit: TokenLimit | null,
   ) => {
-    if (limit !== null) {
-      out.push({ windowKey: `${kind}|${subject}`, kind, who, limit });
+    if (tenantLimit !== null) {
+      const windowKey = `${kind}|tenant:${tenant}`;
+      out.push({
+        windowKey,
+        kind,
+        who: `tenant ${tenant}`,
+        limit: tenantLimit,
+      });
+    }
+    if (key !== null && keyLimit !== null) {
+      const windowKey = `${kind}|key:${key.id}`;
+      out.push({ windowKey, kind, who: `API key ${key.id}`, limit: keyLimit });
     }
   };
   // Budgets first: when both are reached, the longer wait is the one to tell.
   add(
     "budget",
-    `tenant:${tenant}`,
-    `tenant ${tenant}`,
     c.tokenBudgets[tenant] ?? c.defaultTokenBudget,
+    key?.tokenBudget ?? null,
   );
-  if (key !== null) {
-    add("budget", `key:${key.id}`, `API key ${key.id}`, key.tokenBudget);
-  }
   add(
     "rate",
-    `tenant:${tenant}`,
-    `tenant ${tenant}`,
     c.tokenRateLimits[tenant] ?? c.defaultTokenRateLimit,
+    key?.tokenRateLimit ?? null,
   );
-  if (key !== null) {
-    add("rate", `key:${key.id}`, `API key ${key.id}`, key.tokenRateLimit);
-  }
   return out;
 }
 

@@ -85,18 +85,7 @@ Deno.test("fleet health: unhealthy with no worker, degraded by a saturated queue
 Deno.test("fleet health follows the workers' own reports", () => {
   const state = newState();
   for (const workerId of ["w1", "w2"]) {
-    step(state, {
-      kind: "workerConnectAttempted",
-      atMs: 0,
-      workerId,
-      provider: "local",
-      clientIp: "10.0.0.1",
-      secretValid: true,
-    });
-    step(state, {
-      ...register(workerId),
-      extensions: [EXTENSION_CAPABILITIES],
-    });
+    addWorker(state, workerId, { extensions: [EXTENSION_CAPABILITIES] });
   }
   const report = (workerId: string, health: string) =>
     step(state, {

@@ -3,7 +3,9 @@
 import {
   type Config as CoreConfig,
   makeConfig,
+  noTenantLimits,
   type RateLimit,
+  type TenantLimits,
   type TokenLimit,
 } from "../../core/mod.ts";
 import {
@@ -798,27 +800,11 @@ function providerName(values: OptionValues): string {
 }
 
 /** `TENANT_RATE_LIMIT_<tenant>` variables, then DEFAULT_RATE_LIMIT, which wins over `..._default`. */
-type TenantLimits = {
-  rateLimits: Record<string, RateLimit>;
-  defaultRateLimit: RateLimit | null;
-  tokenRateLimits: Record<string, TokenLimit>;
-  defaultTokenRateLimit: TokenLimit | null;
-  tokenBudgets: Record<string, TokenLimit>;
-  defaultTokenBudget: TokenLimit | null;
-};
-
 function tenantRateLimits(
   values: OptionValues,
   allEnv: Record<string, string>,
 ): TenantLimits {
-  const l: TenantLimits = {
-    rateLimits: {},
-    defaultRateLimit: null,
-    tokenRateLimits: {},
-    defaultTokenRateLimit: null,
-    tokenBudgets: {},
-    defaultTokenBudget: null,
-  };
+  const l = noTenantLimits();
   const setRate = (tenant: string | null, name: string, raw: string) => {
     const { req, tok } = parseRateSpec(name, raw);
     if (tenant === null) {

@@ -26,6 +26,7 @@ import * as chunkFromAssigned from "../invariants/chunk_from_assigned.ts";
 import * as chunkOrder from "../invariants/chunk_order.ts";
 import * as deadline from "../invariants/deadline.ts";
 import * as dispatchOnlyToAccepting from "../invariants/dispatch_only_to_accepting.ts";
+import type { Dispatch } from "../invariants/dispatch.ts";
 import * as drainingModelsStayRoutable from "../invariants/draining_models_stay_routable.ts";
 import * as eligibleWorker from "../invariants/eligible_worker.ts";
 import * as endsExactlyOnce from "../invariants/ends_exactly_once.ts";
@@ -556,20 +557,21 @@ export class Observer {
     if (r === undefined || r.status !== "queued") return;
     eligibleWorker.dispatchedToRegistered(check, id, conn, w);
     if (w === undefined || !w.registered) return;
-    eligibleWorker.dispatchedToNotDraining(check, id, conn, w);
-    dispatchOnlyToAccepting.dispatchedToAccepting(m, check, id, conn, r, w);
+    const d: Dispatch = { m, check, id, conn, r, w };
+    eligibleWorker.dispatchedToNotDraining(d);
+    dispatchOnlyToAccepting.dispatchedToAccepting(d);
     if (
       [...m.workers.values()].some((x) =>
         x.registered && (x.acked.has(r.model) || x.wildcard) &&
         !m.accepts(x, r)
       )
     ) m.sched.restrictedDispatches++;
-    retryElsewhere.circuitLetsDispatch(m, check, id, conn, w);
-    retryElsewhere.notBackToRefuser(m, check, id, conn, r, w);
+    retryElsewhere.circuitLetsDispatch(d);
+    retryElsewhere.notBackToRefuser(d);
     neverRunTwiceForSize.notRedispatchedWhenTooLarge(check, id, r);
     const exact = w.acked.has(r.model);
-    eligibleWorker.dispatchedToHolder(check, id, conn, r, w, exact);
-    maxConcurrent.slotFree(m, check, id, conn, w);
+    eligibleWorker.dispatchedToHolder(d, exact);
+    maxConcurrent.slotFree(d);
     requeueCap.dispatchedWithinCap(m, check, id, r);
     // Cache affinity (004): the key's remembered worker may win within the margin.
     const akey = r.cacheKey === null ? null : `${r.model}\u0000${r.cacheKey}`;
@@ -588,17 +590,17 @@ export class Observer {
       const xHi = m.load(x, true);
       if (xHi >= x.max) continue;
       if (xHi < bestHi) bestHi = xHi;
-      eligibleWorker.exactBeforeWildcard(check, id, conn, r, exact, x, xExact);
+      eligibleWorker.exactBeforeWildcard(d, exact, x, xExact);
       if (viaAffinity) continue;
-      lowestLoad.noLessLoaded(m, check, id, conn, w, myLo, x, xHi);
+      lowestLoad.noLessLoaded(d, myLo, x, xHi);
     }
     if (viaAffinity) {
-      cacheAffinity.rememberedWithinMargin(m, check, id, conn, r, myLo, bestHi);
+      cacheAffinity.rememberedWithinMargin(d, myLo, bestHi);
     } else if (preferred !== undefined) {
       cacheAffinity.passedOverOnlyWhenBusy(m, check, r, conn);
     }
     if (akey !== null) m.affinity.set(akey, conn);
-    fifo.noOlderWaiting(m, check, id, conn, r, w, isNew);
+    fifo.noOlderWaiting(d, isNew);
     // A newcomer for a model others wait for goes through the queue (C9): when
     // it leaves at once (the waiting ones wait for another worker, issue 14),
     // the scheduler has served its tenant all the same.
