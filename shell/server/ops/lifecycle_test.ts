@@ -77,6 +77,7 @@ Deno.test("op token: every failed check has its own status and message, and the 
       "chunk-bytes-v1",
       "body-bytes-v1",
       "stream-head-v1",
+      "residency-v1",
     ]);
     const cases: [string, unknown, number, string, RegExp][] = [
       [
