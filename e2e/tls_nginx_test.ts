@@ -17,6 +17,7 @@ import {
   waitUntil,
 } from "../shell/procs.ts";
 import { answerWords, MODEL } from "./_cluster.ts";
+import { foregroundArgs } from "../bench/e2e/nginx.ts";
 
 const EXAMPLE = `${ROOT}examples/tls-nginx.conf`;
 const SECRET = "tls-nginx-secret-0123456789";
@@ -167,16 +168,7 @@ Deno.test("through the example nginx: https:// for a client, wss:// for a worker
     const proxy = spawnProgram({
       name: "nginx",
       program: nginx,
-      args: [
-        "-p",
-        dir,
-        "-e",
-        `${dir}/error.log`,
-        "-c",
-        `${dir}/nginx.conf`,
-        "-g",
-        "daemon off;",
-      ],
+      args: foregroundArgs(dir),
     });
     children.push(proxy);
     const base = `https://localhost:${https}`;

@@ -213,6 +213,23 @@ export type Nginx = {
 };
 
 /**
+ * nginx's arguments to run in the foreground (`daemon off`) on
+ * `dir`/nginx.conf, with `dir` as its prefix and for its error log.
+ */
+export function foregroundArgs(dir: string): string[] {
+  return [
+    "-c",
+    `${dir}/nginx.conf`,
+    "-p",
+    dir,
+    "-e",
+    `${dir}/error.log`,
+    "-g",
+    "daemon off;",
+  ];
+}
+
+/**
  * Starts nginx in the foreground (`daemon off`, master_process on) with a
  * generated config in `dir`, and waits until every route answers
  * GET /v1/models through it and the workers are up.
@@ -226,23 +243,8 @@ export async function startNginx(
   await Deno.mkdir(dir, { recursive: true });
   const withPorts = routes.map((r) => ({ ...r, listenPort: freePort() }));
   const config = nginxConfig(dir, withPorts);
-  const confPath = `${dir}/nginx.conf`;
-  await Deno.writeTextFile(confPath, config);
-  const proc = spawn(
-    "nginx",
-    [
-      "-c",
-      confPath,
-      "-p",
-      dir,
-      "-e",
-      `${dir}/error.log`,
-      "-g",
-      "daemon off;",
-    ],
-    {},
-    bin,
-  );
+  await Deno.writeTextFile(`${dir}/nginx.conf`, config);
+  const proc = spawn("nginx", foregroundArgs(dir), {}, bin);
   const urls: Record<string, string> = {};
   for (const r of withPorts) urls[r.name] = `http://127.0.0.1:${r.listenPort}`;
   const stop = async () => {
