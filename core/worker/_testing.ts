@@ -53,3 +53,23 @@ export function registered(
 ): WorkerState {
   return registeredWith(null, over);
 }
+
+/** Registered with a server that acked `extensions`, with one streaming request (r1, model m) for `endpointPath` on its way. */
+export function streamingWith(
+  extensions: string[] | null,
+  endpointPath: string,
+): WorkerState {
+  const s = registeredWith(extensions);
+  step(
+    s,
+    frame({
+      type: "request",
+      request_id: "r1",
+      model: "m",
+      endpoint_path: endpointPath,
+      is_streaming: true,
+      body: "{}",
+    }),
+  );
+  return s;
+}
