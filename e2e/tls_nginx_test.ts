@@ -13,6 +13,7 @@ import {
   type Child,
   freePort,
   ROOT,
+  runProgram,
   spawnProgram,
   waitUntil,
 } from "../shell/procs.ts";
@@ -26,18 +27,10 @@ async function run(
   program: string,
   args: string[],
 ): Promise<{ ok: boolean; out: string }> {
-  const r = await new Deno.Command(program, {
-    args,
-    env: { DEBIAN_FRONTEND: "noninteractive" },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return {
-    ok: r.success,
-    out: text.decode(r.stdout) + text.decode(r.stderr),
-  };
+  const r = await runProgram(program, args, {
+    DEBIAN_FRONTEND: "noninteractive",
+  });
+  return { ok: r.code === 0, out: r.stdout + r.stderr };
 }
 
 /** Debian's nginx: on this machine, or installed with apt-get (tests may). */

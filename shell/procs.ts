@@ -13,14 +13,15 @@ export const ROOT = decodeURIComponent(
 export type Output = { code: number; stdout: string; stderr: string };
 
 /**
- * Runs `deno <args>` (this very binary) to its end, in the repository root
- * with stdin closed; `env` is added to this process's environment.
+ * Runs `program` to its end, in the repository root with stdin closed; `env`
+ * is added to this process's environment.
  */
-export async function runDeno(
+export async function runProgram(
+  program: string,
   args: string[],
   env: Record<string, string> = {},
 ): Promise<Output> {
-  const out = await new Deno.Command(Deno.execPath(), {
+  const out = await new Deno.Command(program, {
     args,
     env,
     cwd: ROOT,
@@ -34,6 +35,14 @@ export async function runDeno(
     stdout: text.decode(out.stdout),
     stderr: text.decode(out.stderr),
   };
+}
+
+/** Runs `deno <args>` with this very binary (see runProgram). */
+export function runDeno(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<Output> {
+  return runProgram(Deno.execPath(), args, env);
 }
 
 export type ChildSpec = {

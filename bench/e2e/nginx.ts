@@ -4,7 +4,7 @@
 // the backend). Finding or installing the binary, the generated config, and a
 // private nginx (own prefix, config, pid file and error log in a directory under
 // bench/results, which bench:e2e may already write) that teardown always stops.
-import { waitUntil } from "../../shell/procs.ts";
+import { runProgram, waitUntil } from "../../shell/procs.ts";
 import { childPids } from "./cpu.ts";
 import { getJson, type Proc, spawn } from "./procs.ts";
 
@@ -35,16 +35,11 @@ async function which(cmd: string): Promise<string | null> {
 
 /** Runs a command to completion; returns null on success, else the tail of its stderr. */
 async function run(cmd: string, args: string[]): Promise<string | null> {
-  const out = await new Deno.Command(cmd, {
-    args,
-    env: { DEBIAN_FRONTEND: "noninteractive" },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  if (out.success) return null;
-  return new TextDecoder().decode(out.stderr).trim().slice(-300) ||
-    `exit code ${out.code}`;
+  const out = await runProgram(cmd, args, {
+    DEBIAN_FRONTEND: "noninteractive",
+  });
+  if (out.code === 0) return null;
+  return out.stderr.trim().slice(-300) || `exit code ${out.code}`;
 }
 
 /** What ensureNginx asks of the system; tests pass their own. */
