@@ -3,6 +3,7 @@
 // processes; the backend is a swapping fake (mock/swapping.ts) whose load
 // takes seconds.
 import assert from "node:assert/strict";
+import Anthropic from "@anthropic-ai/sdk";
 import { type Box, FAKE_MODELS, withFleet } from "./_fleet.ts";
 import { startSwappingBackend } from "../mock/swapping.ts";
 import { waitUntil } from "../shell/procs.ts";
@@ -12,18 +13,24 @@ const ANSWER = "Loaded at last and streaming every word.";
 
 async function slowBox(
   loadDelayMs: number,
-): Promise<Box & { loading(): string | null }> {
+  more: { chunkDelayMs?: number; loaded?: string[] } = {},
+): Promise<
+  Box & { loading(): string | null; resident(): string[]; inFlight(): number }
+> {
   const b = await startSwappingBackend({
     dialect: "ollama",
     models: [...FAKE_MODELS],
     loadDelayMs,
-    chunkDelayMs: 5,
+    chunkDelayMs: more.chunkDelayMs ?? 5,
     answer: ANSWER,
+    ...(more.loaded === undefined ? {} : { loaded: more.loaded }),
   });
   return {
     url: b.url,
     loads: () => b.stats.loads,
     loading: b.loading,
+    resident: b.resident,
+    inFlight: b.inFlight,
     close: b.close,
   };
 }
@@ -32,12 +39,13 @@ async function slowBox(
 async function rawStream(
   serverUrl: string,
   headers: Record<string, string> = {},
+  model: string = FAKE_MODELS[0],
 ): Promise<{ status: number; lines: string[] }> {
   const res = await fetch(`${serverUrl}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify({
-      model: FAKE_MODELS[0],
+      model,
       stream: true,
       messages: [{ role: "user", content: "hi" }],
     }),
@@ -74,6 +82,29 @@ Deno.test("SSE_KEEPALIVE_SECS=2: an openai-SDK stream that waits 7 s for a load 
     assert.ok(Date.now() - started >= 7_000, "the load was not waited for");
     assert.equal(box.loads(), 1);
   }, { serverEnv: { SSE_KEEPALIVE_SECS: "2" } });
+});
+
+Deno.test("SSE_KEEPALIVE_SECS=1: an Anthropic-SDK stream that waits for a load skips the comment lines and reads exactly the backend's text", async () => {
+  const box = await slowBox(3_000);
+  await withFleet([box], async ({ serverUrl }) => {
+    const client = new Anthropic({
+      baseURL: serverUrl,
+      apiKey: "unused",
+      maxRetries: 0,
+      timeout: 60_000,
+    });
+    const stream = client.messages.stream({
+      model: FAKE_MODELS[0],
+      // The fake answers this many words: its whole answer.
+      max_tokens: ANSWER.split(" ").length,
+      messages: [{ role: "user", content: "hi" }],
+    });
+    let text = "";
+    stream.on("text", (t) => text += t);
+    await stream.finalMessage();
+    assert.equal(text, ANSWER);
+    assert.equal(box.loads(), 1);
+  }, { serverEnv: { SSE_KEEPALIVE_SECS: "1" } });
 });
 
 Deno.test("SSE_KEEPALIVE_SECS=2 seen by a raw client: `: keep-alive` lines while the load runs, then the backend's events", async () => {
@@ -115,5 +146,34 @@ Deno.test("X-ModelRelay-Progress: 1 seen by a raw client: `: loading model=M` wh
     assert.deepEqual(loading, [`: loading model=${FAKE_MODELS[0]}`]);
     assert.equal(contentOf((await first).lines), ANSWER);
     assert.equal(box.loads(), 1);
+  }, { maxConcurrent: 1 });
+});
+
+Deno.test("X-ModelRelay-Progress: 1 on one stream: `: queued position=1` while the only worker is busy with another model, then `: loading model=M` as it swaps", async () => {
+  const [A, B] = FAKE_MODELS;
+  const box = await slowBox(1_000, { chunkDelayMs: 150, loaded: [A] });
+  await withFleet([box], async ({ serverUrl }) => {
+    await waitUntil("the relay to know the box holds A", async () => {
+      const res = await fetch(`${serverUrl}/v1/models/${A}`);
+      return (await res.json()).status === "loaded";
+    });
+    // A takes the only slot for about a second.
+    const first = rawStream(serverUrl, {}, A);
+    await waitUntil(
+      "the box to stream A",
+      () => Promise.resolve(box.inFlight() === 1),
+    );
+    const second = await rawStream(serverUrl, {
+      "x-modelrelay-progress": "1",
+    }, B);
+    assert.equal(second.status, 200);
+    assert.deepEqual(
+      second.lines.filter((l) => l.startsWith(":")),
+      [": queued position=1", `: loading model=${B}`],
+      second.lines.join("\n"),
+    );
+    assert.equal(contentOf(second.lines), ANSWER);
+    assert.equal(contentOf((await first).lines), ANSWER);
+    assert.deepEqual(box.resident(), [B]);
   }, { maxConcurrent: 1 });
 });

@@ -4,9 +4,9 @@
 // adapter (shell/worker/lifecycle/) detects and reads it as the real one:
 //
 //   both       GET /v1/models        every model it can serve (loaded or not)
-//              POST /v1/chat/completions, /v1/completions   OpenAI shapes
-//                                    (mock/formats.ts), after the model is
-//                                    resident
+//              POST /v1/chat/completions, /v1/completions   OpenAI shapes,
+//                                    /v1/messages Anthropic's (mock/formats.ts),
+//                                    after the model is resident
 //   ollama     GET /api/tags         every model {name, model, size, ...}
 //              GET /api/ps           resident models {name, model, size,
 //                                    size_vram, expires_at, context_length, ...}
@@ -65,6 +65,8 @@ export type SwappingBackend = {
   resident(): string[];
   /** The model loading now, or null. */
   loading(): string | null;
+  /** Requests being answered now, all models. */
+  inFlight(): number;
   close(): Promise<void>;
 };
 
@@ -84,6 +86,13 @@ type Box = {
 };
 
 const DEFAULT_ANSWER = "Swapped in and answering every word in order.";
+
+/** The inference routes both dialects answer (Ollama's and llama-swap's OpenAI routes, and /v1/messages as recent Ollama does). */
+const INFERENCE: Record<string, Api> = {
+  "/v1/chat/completions": "chat",
+  "/v1/completions": "completions",
+  "/v1/messages": "messages",
+};
 const MODEL_BYTES = 4_000_000_000;
 
 export function startSwappingBackend(
@@ -125,6 +134,8 @@ export function startSwappingBackend(
           stats: box.stats,
           resident: () => residentModels(box),
           loading: () => box.loadingModel,
+          inFlight: () =>
+            [...box.resident.values()].reduce((n, s) => n + s.inFlight, 0),
           async close() {
             box.closing.abort();
             for (const wake of box.idleWaiters.splice(0)) wake();
@@ -225,13 +236,8 @@ async function handle(box: Box, req: Request): Promise<Response> {
       })),
     });
   }
-  if (!get && (path === "/v1/chat/completions" || path === "/v1/completions")) {
-    return await openAi(
-      box,
-      req,
-      path === "/v1/chat/completions" ? "chat" : "completions",
-    );
-  }
+  const api = INFERENCE[path];
+  if (!get && api !== undefined) return await inference(box, req, api);
   return box.opts.dialect === "ollama"
     ? await ollamaRoute(box, req, path)
     : await llamaSwapRoute(box, req, path);
@@ -313,7 +319,11 @@ async function llamaSwapRoute(
   return notFound(req, path);
 }
 
-async function openAi(box: Box, req: Request, api: Api): Promise<Response> {
+async function inference(
+  box: Box,
+  req: Request,
+  api: Api,
+): Promise<Response> {
   box.stats.requests++;
   const body = await bodyJson(req);
   const model = String(body.model ?? "");

@@ -4,9 +4,10 @@
 // loads per 1,000 requests and time to first byte (p50/p99, pooled over the
 // seeds), and any invariant violation with its seed.
 //   deno task sim:models [--seeds N] [--scenario NAME] [--seed N] [--mutant NAME]
+//   deno task sim:models --random N     (N random fleets, seeds 1..N, both policies)
 import { parseArgs } from "node:util";
 import { MODELS_MUTANTS } from "./models_mutants.ts";
-import { MODELS_SCENARIOS } from "./models_scenarios.ts";
+import { MODELS_SCENARIOS, randomScenario } from "./models_scenarios.ts";
 import {
   type ModelsResult,
   percentile,
@@ -23,6 +24,7 @@ function main(argv: string[]): number {
       seed: { type: "string" },
       scenario: { type: "string" },
       mutant: { type: "string" },
+      random: { type: "string" },
     },
     strict: true,
   }).values;
@@ -37,8 +39,12 @@ function main(argv: string[]): number {
     );
     return 2;
   }
+  if (args.random !== undefined) return sweepRandom(Number(args.random));
+  const random = /^random_([0-9]+)$/.exec(args.scenario ?? "");
   const scenarios = args.scenario === undefined
     ? [...MODELS_SCENARIOS.values()]
+    : random !== null
+    ? [randomScenario(BigInt(random[1]!))]
     : [MODELS_SCENARIOS.get(args.scenario)].filter((s) => s !== undefined);
   if (scenarios.length === 0) {
     console.error(
@@ -60,7 +66,7 @@ function main(argv: string[]): number {
     }`,
   );
   console.log(
-    "scenario                  policy  requests  loads/1000  ttfb p50 ms  ttfb p99 ms  failed  left",
+    "scenario                      policy  requests  loads/1000  ttfb p50 ms  ttfb p99 ms  failed  left",
   );
   let violations = 0;
   for (const s of scenarios) {
@@ -75,7 +81,7 @@ function main(argv: string[]): number {
       const ttfb = runs.flatMap((r) => r.ttfbMs);
       console.log(
         [
-          s.name.padEnd(25),
+          s.name.padEnd(29),
           policy.padEnd(6),
           String(requests).padStart(9),
           (requests === 0 ? 0 : (1000 * loads) / requests).toFixed(1)
@@ -95,6 +101,23 @@ function main(argv: string[]): number {
       }
     }
   }
+  return violations === 0 ? 0 : 1;
+}
+
+/** Random fleets (randomScenario), seeds 1..n, both policies: violations only. */
+function sweepRandom(n: number): number {
+  let violations = 0;
+  for (let seed = 1n; seed <= BigInt(n); seed++) {
+    for (const policy of ["new", "today"] as const) {
+      const r = runModels(randomScenario(seed), seed, policy);
+      if (r.violation === null) continue;
+      violations++;
+      console.log(
+        `VIOLATION ${r.violation.name} (random fleet ${seed}, policy ${policy}; replay: deno task sim:models --scenario random_${seed} --seed ${seed}): ${r.violation.message}`,
+      );
+    }
+  }
+  console.log(`random fleets: ${n}, runs ${2 * n}, violations ${violations}`);
   return violations === 0 ? 0 : 1;
 }
 

@@ -1,6 +1,7 @@
 // The models simulator's named scenarios (issue 30). Load times are seconds,
 // as on a GPU box; service times a second or a few.
 import type { ModelsScenario } from "./models_world.ts";
+import { Prng } from "./prng.ts";
 
 const times = {
   loadMs: [3_000, 8_000] as const,
@@ -157,6 +158,67 @@ const workerDiesMidLoad: ModelsScenario = {
   ...impatient,
 };
 
+/**
+ * Long requests of B fill box1, which holds A too: A's requests, short, would
+ * wait behind them on the estimate of A's own service time; the bound on
+ * waiting (ski rental) loads A on box2 instead once one waited a load's time.
+ */
+const longRequestsHogTheHolder: ModelsScenario = {
+  name: "long_requests_hog_the_holder",
+  boxes: [
+    {
+      name: "box1",
+      models: ["A", "B"],
+      maxConcurrent: 4,
+      room: 2,
+      preloaded: ["A", "B"],
+    },
+    { name: "box2", models: ["A"], maxConcurrent: 4, room: 1, preloaded: [] },
+  ],
+  arrivals: [
+    { kind: "random", count: 60, fromMs: 0, toMs: 240_000, models: ["B"] },
+    { kind: "random", count: 60, fromMs: 0, toMs: 240_000, models: ["A"] },
+  ],
+  ...times,
+  serviceMsByModel: { B: [20_000, 40_000] },
+};
+
+/** A rolling restart: each box is drained in turn and comes back 10 s later. */
+const rollingDrain: ModelsScenario = {
+  name: "rolling_drain",
+  boxes: [
+    {
+      name: "box1",
+      models: ["A", "B"],
+      maxConcurrent: 4,
+      room: 1,
+      preloaded: ["A"],
+      drainAtMs: 30_000,
+      backAfterMs: 10_000,
+    },
+    {
+      name: "box2",
+      models: ["A", "B"],
+      maxConcurrent: 4,
+      room: 1,
+      preloaded: ["B"],
+      drainAtMs: 80_000,
+      backAfterMs: 10_000,
+    },
+  ],
+  arrivals: [
+    {
+      kind: "random",
+      count: 200,
+      fromMs: 0,
+      toMs: 150_000,
+      models: ["A", "B"],
+    },
+  ],
+  ...times,
+  ...impatient,
+};
+
 export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
   [
     twoBoxesOverlapping,
@@ -164,5 +226,59 @@ export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
     bursts,
     modelNobodyLoaded,
     workerDiesMidLoad,
+    longRequestsHogTheHolder,
+    rollingDrain,
   ].map((s) => [s.name, s]),
 );
+
+const ALL_MODELS = ["A", "B", "C", "D", "E", "F"];
+
+/**
+ * A random fleet from `seed` (the sweep, `--random N`): 1–4 boxes listing
+ * some of 1–6 models, room 1–3, some preloaded, some dying mid-load or
+ * drained, random arrivals, impatient clients, any drain bound.
+ */
+export function randomScenario(seed: bigint): ModelsScenario {
+  const p = Prng.fromSeed(seed * 7919n + 13n);
+  const models = ALL_MODELS.slice(0, p.int(1, 6));
+  const boxes = Array.from({ length: p.int(1, 4) }, (_, i) => {
+    const listed = models.filter(() => p.chance(3, 4));
+    if (listed.length === 0) listed.push(models[0]!);
+    const room = p.int(1, 3);
+    return {
+      name: `box${i + 1}`,
+      models: listed,
+      maxConcurrent: p.int(1, 4),
+      room,
+      preloaded: listed.filter(() => p.chance(1, 3)).slice(0, room),
+      ...(p.chance(1, 4)
+        ? {
+          dieMidLoadAfterMs: p.int(0, 60_000),
+          backAfterMs: p.int(1_000, 30_000),
+        }
+        : {}),
+      ...(p.chance(1, 4)
+        ? { drainAtMs: p.int(0, 100_000), backAfterMs: p.int(1_000, 30_000) }
+        : {}),
+    };
+  });
+  return {
+    name: `random_${seed}`,
+    boxes,
+    arrivals: [{
+      kind: "random",
+      count: p.int(10, 150),
+      fromMs: 0,
+      toMs: p.int(10_000, 150_000),
+      models,
+    }],
+    loadMs: [p.int(500, 3_000), p.int(3_000, 10_000)],
+    serviceMs: [p.int(100, 1_000), p.int(1_000, 5_000)],
+    firstByteMs: [10, 300],
+    netMs: [1, p.int(1, 50)],
+    ...(p.chance(1, 2)
+      ? { abortPct: p.int(1, 30), abortAfterMs: [100, 20_000] as const }
+      : {}),
+    config: { modelDrainMax: p.int(1, 10) },
+  };
+}

@@ -4,7 +4,7 @@
 // replay from their seed.
 import assert from "node:assert/strict";
 import { MODELS_MUTANTS } from "./models_mutants.ts";
-import { MODELS_SCENARIOS } from "./models_scenarios.ts";
+import { MODELS_SCENARIOS, randomScenario } from "./models_scenarios.ts";
 import { type ModelsInvariant, runModels } from "./models_world.ts";
 
 const SEEDS = [1n, 2n, 3n, 4n, 5n];
@@ -67,5 +67,18 @@ Deno.test("a models run replays from its seed", () => {
     const a = runModels(s, 7n, "new");
     const b = runModels(s, 7n, "new");
     assert.deepEqual(a, b);
+  }
+});
+
+Deno.test("random fleets 1-200 (boxes, rooms, models, deaths, drains, impatient clients) keep every models invariant, both policies", () => {
+  for (let seed = 1n; seed <= 200n; seed++) {
+    for (const policy of ["new", "today"] as const) {
+      const r = runModels(randomScenario(seed), seed, policy);
+      assert.equal(
+        r.violation,
+        null,
+        `random fleet ${seed} ${policy}: ${r.violation?.name} ${r.violation?.message}`,
+      );
+    }
   }
 });

@@ -43,6 +43,12 @@ export type BoxSpec = {
   /** The worker dies while its first load after this time runs, and comes back after `backAfterMs`. */
   dieMidLoadAfterMs?: number;
   backAfterMs?: number;
+  /**
+   * The operator drains the worker at this time (C28): it finishes what it
+   * runs, the relay closes it, and it reconnects `backAfterMs` later; its
+   * backend keeps what it holds meanwhile.
+   */
+  drainAtMs?: number;
 };
 
 /** Request arrivals, expanded with the run's seed. */
@@ -72,6 +78,8 @@ export type ModelsScenario = {
   arrivals: Arrivals[];
   loadMs: Range;
   serviceMs: Range;
+  /** Service times of some models, when not `serviceMs`. */
+  serviceMsByModel?: Record<string, Range>;
   firstByteMs: Range;
   netMs: Range;
   /** Share of clients (percent) that leave before their answer, `abortAfterMs` after arriving. */
@@ -103,6 +111,8 @@ export type ModelsResult = {
   /** Loads the backends did. */
   loads: number;
   ttfbMs: number[];
+  /** The same, per model. */
+  ttfbMsByModel: Record<string, number[]>;
   events: number;
 };
 
@@ -113,12 +123,14 @@ type Item =
   | { kind: "core"; box: number; conn: number; event: Event }
   | { kind: "box"; box: number; conn: number; step: BoxStep }
   | { kind: "tick" }
-  | { kind: "connect"; box: number };
+  | { kind: "connect"; box: number }
+  | { kind: "drain"; box: number }
+  /** A load ends: the backend's, so it outlives the worker's connection, not the box's death. */
+  | { kind: "loaded"; box: number; epoch: number; model: string };
 
 type BoxStep =
   | { kind: "request"; id: string; model: string }
   | { kind: "cancel"; id: string }
-  | { kind: "loaded"; model: string }
   | { kind: "firstByte"; id: string }
   | { kind: "done"; id: string }
   | { kind: "die" };
@@ -138,6 +150,8 @@ type Box = {
   sendAt: number;
   recvAt: number;
   dieArmed: boolean;
+  /** Bumped when the box dies: loads under way then never end. */
+  epoch: number;
 };
 
 const TICK_MS = 1_000;
@@ -180,9 +194,11 @@ export function runModels(
     aborted: 0,
     loads: 0,
     ttfbMs: [],
+    ttfbMsByModel: {},
     events: 0,
   };
   const arrivedAt = new Map<string, number>();
+  const modelOf = new Map<string, string>();
   const arrived: string[] = [];
   const ends = new Map<string, number>();
   const firstByte = new Set<string>();
@@ -203,6 +219,7 @@ export function runModels(
     sendAt: 0,
     recvAt: 0,
     dieArmed: spec.dieMidLoadAfterMs !== undefined,
+    epoch: 0,
   }));
   const workerId = (b: number) => `${boxes[b]!.spec.name}#${boxes[b]!.conn}`;
 
@@ -332,12 +349,29 @@ export function runModels(
       case "writeChunk":
         if (!firstByte.has(f.requestId)) {
           firstByte.add(f.requestId);
-          result.ttfbMs.push(now - arrivedAt.get(f.requestId)!);
+          const ms = now - arrivedAt.get(f.requestId)!;
+          result.ttfbMs.push(ms);
+          const model = modelOf.get(f.requestId)!;
+          (result.ttfbMsByModel[model] ??= []).push(ms);
         }
         return;
       case "requestFinished":
         ended(f.requestId, f.outcome, f.status);
         return;
+      case "closeWorker": {
+        // The relay closed a drained worker: it comes back later, its backend
+        // still holding what it held.
+        const b = boxOf(f.workerId);
+        if (b < 0) return;
+        const box = boxes[b]!;
+        box.connected = false;
+        box.jobs.clear();
+        queue.push(now + (box.spec.backAfterMs ?? 20_000), {
+          kind: "connect",
+          box: b,
+        });
+        return;
+      }
       default:
         return;
     }
@@ -381,10 +415,10 @@ export function runModels(
     result.loads++;
     const loadMs = draw(box.prng, scenario.loadMs);
     queue.push(now + loadMs, {
-      kind: "box",
+      kind: "loaded",
       box: b,
-      conn: box.conn,
-      step: { kind: "loaded", model },
+      epoch: box.epoch,
+      model,
     });
     const dieAfter = box.spec.dieMidLoadAfterMs;
     if (box.dieArmed && dieAfter !== undefined && now >= dieAfter) {
@@ -402,7 +436,9 @@ export function runModels(
     const box = boxes[b]!;
     job.serving = true;
     const first = draw(box.prng, scenario.firstByteMs);
-    const total = first + draw(box.prng, scenario.serviceMs);
+    const service = scenario.serviceMsByModel?.[job.model] ??
+      scenario.serviceMs;
+    const total = first + draw(box.prng, service);
     const item = (step: BoxStep): Item => ({
       kind: "box",
       box: b,
@@ -413,32 +449,42 @@ export function runModels(
     queue.push(now + total, item({ kind: "done", id: job.id }));
   }
 
-  /** Starts what can start: jobs of loaded models; loads for the rest, room allowing. */
+  /**
+   * Starts what can start, in arrival order: jobs of loaded models, loads for
+   * the rest, room allowing. A job waiting for room holds back every later
+   * job (a swap in line, as llama-swap and Ollama's scheduler keep it), so
+   * a stream of requests for the loaded model cannot starve it.
+   */
   function advance(b: number): void {
     const box = boxes[b]!;
+    let waitingForRoom = false;
     for (const job of box.jobs.values()) {
       if (job.serving) continue;
       const r = box.resident.get(job.model);
       if (r === true) {
-        serve(b, job);
+        if (!waitingForRoom) serve(b, job);
         continue;
       }
       if (r === false) continue; // loading: served when it is loaded
+      if (waitingForRoom) continue;
       if (box.resident.size >= box.spec.room) {
-        // Unload the least recently used model with no job here.
+        // Unload the least recently used model serving nothing here.
         let victim: string | undefined;
         for (const [m, ready] of box.resident) {
           if (!ready) continue;
           let busy = false;
           for (const j of box.jobs.values()) {
-            if (j.model === m) busy = true;
+            if (j.model === m && j.serving) busy = true;
           }
           if (!busy) {
             victim = m;
             break;
           }
         }
-        if (victim === undefined) continue; // waits for a model to go idle
+        if (victim === undefined) {
+          waitingForRoom = true; // waits for a model to go idle
+          continue;
+        }
         box.resident.delete(victim);
       }
       startLoad(b, job.model);
@@ -476,12 +522,6 @@ export function runModels(
         advance(b);
         return;
       }
-      case "loaded":
-        if (box.resident.get(s.model) !== false) return;
-        box.resident.set(s.model, true);
-        advance(b);
-        report(b);
-        return;
       case "firstByte":
         if (!box.jobs.has(s.id)) return;
         toCore(b, {
@@ -508,6 +548,7 @@ export function runModels(
         report(b);
         return;
       case "die":
+        box.epoch++;
         box.connected = false;
         box.jobs.clear();
         box.resident.clear();
@@ -552,7 +593,12 @@ export function runModels(
   }
 
   // ---- the run --------------------------------------------------------------------
-  boxes.forEach((_, b) => queue.push(0, { kind: "connect", box: b }));
+  boxes.forEach((box, b) => {
+    queue.push(0, { kind: "connect", box: b });
+    if (box.spec.drainAtMs !== undefined) {
+      queue.push(box.spec.drainAtMs, { kind: "drain", box: b });
+    }
+  });
   queue.push(TICK_MS, { kind: "tick" });
   for (;;) {
     const next = queue.pop();
@@ -567,6 +613,7 @@ export function runModels(
         break;
       case "arrive":
         arrivedAt.set(item.id, now);
+        modelOf.set(item.id, item.model);
         arrived.push(item.id);
         result.requests++;
         lastArrivalMs = Math.max(lastArrivalMs, now);
@@ -603,6 +650,26 @@ export function runModels(
         break;
       case "connect":
         connect(item.box);
+        break;
+      case "loaded": {
+        const box = boxes[item.box]!;
+        if (
+          box.epoch !== item.epoch || box.resident.get(item.model) !== false
+        ) break;
+        box.resident.set(item.model, true);
+        advance(item.box);
+        report(item.box);
+        break;
+      }
+      case "drain":
+        if (boxes[item.box]!.connected) {
+          step({
+            kind: "workerDrainRequested",
+            atMs: now,
+            workerId: workerId(item.box),
+            reason: "operator",
+          });
+        }
         break;
       case "tick": {
         step({ kind: "tick", atMs: now });

@@ -4,8 +4,8 @@
 // (streamed chunks, non-streaming body pieces) travel from the instance holding
 // the worker (the sender) to the instance holding the client (the receiver),
 // by a function call when that is one instance, otherwise over a direct link.
-// These are the pure rules of both ends; the shell keeps the two maps and moves
-// bytes (shell/server/cluster/direct.ts).
+// These are the pure rules of both ends; the host (host.ts) keeps the two maps
+// and hands the bytes to its ports (a peer link, or a virtual one).
 //
 // The commit point: a stream's first byte is logged (a `chunkReceived` with an
 // empty chunk) before any of its bytes are sent, and the receiver writes no

@@ -1,7 +1,7 @@
 // One cluster instance's host (issue 34): everything between the instance's
 // life cycle (instance.ts) and the outside world, pure and synchronous like
 // `stepInstance`. The shell (shell/server/cluster/instance_io.ts, over Redis
-// and WebSockets) and the cluster simulator (sim/cluster/world.ts, over a
+// and WebSockets) and the cluster simulator (sim/cluster/instances.ts, over a
 // virtual log and virtual links) implement the same `ClusterPorts` and feed
 // the same `HostInput`s; what used to be written once per host lives here:
 // - the action interpreter (each `InstanceAction` carried out),
@@ -640,7 +640,16 @@ function finishLeave(h: Host): void {
  * same rules, charged to nothing the fleet shares.
  */
 function finishedHere(h: Host, request: Request, end: StreamEnd): Effect[] {
-  const scratch = initialState(h.inst.config, h.inst.cluster.core.nowMs);
+  // Log time: the replica's, unless it was just reset (0); never before the
+  // last the request itself saw, so the record's durations are not negative.
+  const s = request.status;
+  const seen = s.kind === "streaming"
+    ? s.lastChunkAtMs
+    : s.kind === "queued"
+    ? request.arrivedAtMs
+    : s.dispatchedAtMs;
+  const nowMs = Math.max(h.inst.cluster.core.nowMs, seen, request.arrivedAtMs);
+  const scratch = initialState(h.inst.config, nowMs);
   // A copy: the request may still be the replica's (an instance declared
   // gone keeps its replica), and `finish` writes to it.
   const r: Request = { ...request };

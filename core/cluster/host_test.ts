@@ -202,6 +202,8 @@ Deno.test("cluster host: an instance giving up its log ends a whole stream clean
   const f = finished(r);
   assert.equal(f.outcome, "completed");
   assert.equal(f.usage.completion, 3);
+  // The replica was reset before endLocal: the record's times still hold.
+  assert.ok(f.durationMs >= 0 && (f.firstByteMs ?? 0) >= 0, JSON.stringify(f));
 });
 
 Deno.test("cluster host: a stream still running when the log is given up ends with the error", () => {

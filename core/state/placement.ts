@@ -20,6 +20,10 @@
 //    The one exception is the drain bound (issue 30.3): a worker that served
 //    its resident models `modelDrainMax` times in a row while a model no
 //    worker holds waited takes no more of them and lets its room go.
+// 4. A request never waits for a busy worker holding its model longer than a
+//    load takes: once the longest-waiting request for the model has waited
+//    that long, waiting is off the table and a load elsewhere may start
+//    (re-decided on every tick). Waiting for a load under way is not cut.
 //
 // Tenant fair share and priorities are the queue's (queue.ts): placement
 // only says which worker, if any, may take a request for this model now.
@@ -32,6 +36,7 @@ import {
   hasPlainWorkers,
   heldByAny,
   loadMsEstimate,
+  oldestQueuedAtMs,
   queuedFor,
   residencyOf,
   serviceMsEstimate,
@@ -121,6 +126,18 @@ export function waitMsEstimate(
     serviceMsEstimate(state, provider, model) * waiting / slots;
 }
 
+/** Whether a worker holds `model` loaded (busy or not): waiting is for its slots, not for a load. */
+function loadedSomewhere(
+  state: State,
+  provider: string,
+  model: string,
+): boolean {
+  for (const w of holdersAndPlain(state, provider, model)) {
+    if (residencyOf(w, model) === "loaded") return true;
+  }
+  return false;
+}
+
 /** Computed once, on first use: most placements never need it. */
 function lazy<T>(f: () => T): () => T {
   let value: T | undefined;
@@ -186,6 +203,15 @@ export function placeRequest(
   const loadMs = loadMsEstimate(state, provider, model);
   let choice: Placement = { kind: "wait" };
   let soonest = waitMsEstimate(state, provider, model, starved);
+  // Rule 4, the bound on waiting (ski rental): once a request has waited
+  // for a busy worker holding its model as long as a load takes, the
+  // estimate was wrong (those slots run longer requests, of this model or
+  // another), and it stops waiting for them: at most twice the better choice.
+  const since = oldestQueuedAtMs(state, provider, model);
+  if (
+    since !== null && state.nowMs - since >= loadMs &&
+    loadedSomewhere(state, provider, model)
+  ) soonest = Infinity;
   let joining: Worker | null = null;
   for (const id of holdersOf(state, provider, model)) {
     const w = state.workers.get(id);

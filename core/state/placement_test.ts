@@ -12,6 +12,7 @@ import {
   queued,
   requestEvent,
   step,
+  tick,
   worker,
 } from "../_testing.ts";
 import type { Effect } from "../effect.ts";
@@ -270,4 +271,19 @@ Deno.test("a report keeps at most modelsPerWorkerMax names; times are kept only 
   addRequest(s, "r1", { model: "a" });
   complete(s, "w1", "r1");
   assert.deepEqual([...s.modelTimes.keys()], ["local\u0000a"]);
+});
+
+Deno.test("a request stops waiting for a busy hot worker once it has waited as long as a load takes", () => {
+  const s = twoBoxes({ modelLoadMsAssumed: 5_000 }, 1);
+  report(s, "w1", ["a"]);
+  report(s, "w2", [], 1);
+  addRequest(s, "r0", { model: "a" });
+  s.nowMs = 1_000;
+  complete(s, "w1", "r0", { atMs: 1_000 }); // a's service: 1 s
+  addRequest(s, "long", { model: "a" }); // runs far longer than 1 s
+  assert.deepEqual(dispatched(addRequest(s, "r2", { model: "a" })), []);
+  assert.deepEqual(dispatched(tick(s, 5_000)), []);
+  const effects = tick(s, 6_000);
+  assert.deepEqual(dispatched(effects), [["r2", "w2"]]);
+  assert.equal(ofKind(effects, "modelLoadStarted")[0]!.model, "a");
 });

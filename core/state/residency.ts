@@ -132,6 +132,27 @@ export function evictionFor(
   return undefined;
 }
 
+/** When the longest-waiting queued request for `model` entered the queue, or null when none waits. */
+export function oldestQueuedAtMs(
+  state: State,
+  provider: string,
+  model: string,
+): number | null {
+  const q = state.queues.get(provider);
+  if (q === undefined || !q.models.has(model)) return null;
+  let oldest: number | null = null;
+  for (const cls of Object.values(q.classes)) {
+    for (const lane of cls.tenants.values()) {
+      const id = lane.byModel.get(model)?.[0];
+      const at = id === undefined
+        ? undefined
+        : state.requests.get(id)?.queuedAtMs;
+      if (at !== undefined && (oldest === null || at < oldest)) oldest = at;
+    }
+  }
+  return oldest;
+}
+
 /** Assumed load time of a model until one is measured: any model's, else the config's. */
 export function loadMsEstimate(
   state: State,

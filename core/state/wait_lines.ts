@@ -39,7 +39,8 @@ export function waitLinesFor(
   isStreaming: boolean,
   headers: Headers,
 ): WaitLines | null {
-  if (!isStreaming || !SSE_ROUTES.has(endpointPath)) return null;
+  const route = endpointPath.split("?", 1)[0]!;
+  if (!isStreaming || !SSE_ROUTES.has(route)) return null;
   const progress = headers[PROGRESS_HEADER]?.trim() === "1";
   const every = state.config.sseKeepAliveMs;
   if (!progress && every <= 0) return null;
@@ -56,17 +57,25 @@ export function streamOpened(request: Request): boolean {
   return request.waitLines?.opened === true;
 }
 
+/** A queued request's place among those queued for its model (1 = next). */
+type PositionOf = (r: Request) => number;
+
 /** Writes the lines due for every waiting stream (each tick). */
 export function writeWaitLines(state: State, out: Effect[]): void {
-  let positions: Positions | null = null;
+  let positionOf: PositionOf | null = null;
   for (const r of state.requests.values()) {
     if (r.waitLines === null || r.status.kind === "streaming") continue;
-    if (r.waitLines.progress) positions ??= queuePositions(state);
-    writeDue(state, r, r.waitLines, positions, out);
+    if (r.waitLines.progress) positionOf ??= positionsNow(state);
+    writeDue(state, r, r.waitLines, positionOf, out);
   }
 }
 
-/** Writes the lines due for one request (as it is queued). */
+/**
+ * Writes the lines due for a request that just arrived (queued or sent).
+ * Queued, it is the newest of its model's queue, so its place is that
+ * queue's length: O(1), where a burst would otherwise rank the queue per
+ * arrival.
+ */
 export function writeWaitLinesOf(
   state: State,
   request: Request,
@@ -74,19 +83,21 @@ export function writeWaitLinesOf(
 ): void {
   const w = request.waitLines;
   if (w === null || request.status.kind === "streaming") return;
-  writeDue(state, request, w, w.progress ? queuePositions(state) : null, out);
+  const newest: PositionOf = (r) =>
+    state.queues.get(r.provider)?.models.get(r.model) ?? 1;
+  writeDue(state, request, w, w.progress ? newest : null, out);
 }
 
 function writeDue(
   state: State,
   r: Request,
   w: WaitLines,
-  positions: Positions | null,
+  positionOf: PositionOf | null,
   out: Effect[],
 ): void {
   const lines: string[] = [];
-  if (positions !== null) {
-    const note = noteOf(r, positions);
+  if (positionOf !== null) {
+    const note = noteOf(r, positionOf);
     if (note !== null && note !== w.lastNote) {
       w.lastNote = note;
       lines.push(note);
@@ -116,16 +127,15 @@ function writeDue(
   });
 }
 
-/** provider|model -> enqueueSeq of each queued request, ascending. */
-type Positions = Map<string, number[]>;
-
 /**
  * Where each queued request stands: among the requests queued for the same
  * model, by arrival (enqueueSeq, kept across requeues). Priorities and tenant
  * turns may move it; the number is what is ahead of it for its model now.
+ * Ranked once per tick, and only when a progress request waits.
  */
-function queuePositions(state: State): Positions {
-  const out: Positions = new Map();
+function positionsNow(state: State): PositionOf {
+  // provider|model -> enqueueSeq of each queued request, ascending.
+  const out = new Map<string, number[]>();
   for (const r of state.requests.values()) {
     if (r.status.kind !== "queued") continue;
     const key = `${r.provider}|${r.model}`;
@@ -134,7 +144,8 @@ function queuePositions(state: State): Positions {
     else list.push(r.enqueueSeq);
   }
   for (const list of out.values()) list.sort((a, b) => a - b);
-  return out;
+  return (r) =>
+    firstAtLeast(out.get(`${r.provider}|${r.model}`) ?? [], r.enqueueSeq) + 1;
 }
 
 /**
@@ -142,12 +153,11 @@ function queuePositions(state: State): Positions {
  * worker runs for it (residency.ts sets `waitsForLoad` as it dispatches);
  * null = nothing to say (dispatched to a worker that holds its model).
  */
-function noteOf(r: Request, positions: Positions): string | null {
+function noteOf(r: Request, positionOf: PositionOf): string | null {
   if (r.status.kind === "dispatched") {
     return r.waitsForLoad ? `loading model=${r.model}` : null;
   }
-  const list = positions.get(`${r.provider}|${r.model}`) ?? [];
-  return `queued position=${firstAtLeast(list, r.enqueueSeq) + 1}`;
+  return `queued position=${positionOf(r)}`;
 }
 
 /** Index of the first element >= `x` in ascending `list` (binary search). */

@@ -1,11 +1,5 @@
 import assert from "node:assert/strict";
-import {
-  addRequest,
-  addWorker,
-  newState,
-  register,
-  step,
-} from "../_testing.ts";
+import { addRequest, addWorker, newState, step } from "../_testing.ts";
 import { EXTENSION_CAPABILITIES } from "../protocol/messages.ts";
 import type { State } from "../state/state.ts";
 import { fleetHealth, healthAnswer, queueSaturated } from "./health.ts";

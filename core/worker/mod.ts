@@ -8,7 +8,11 @@
 export { connectActions, startActions, step } from "./decide.ts";
 export { CAPABILITIES_INTERVAL_MS } from "./periodic.ts";
 /** Issue 30: the residency timer and the frame a backend read makes. */
-export { RESIDENCY_INTERVAL_MS, residencyFrame } from "./residency.ts";
+export {
+  RESIDENCY_GAP_MS,
+  RESIDENCY_INTERVAL_MS,
+  residencyFrame,
+} from "./residency.ts";
 /** What each poll of a model load means (the shell fetches and waits). */
 export {
   LOAD_POLL_MS,

@@ -34,18 +34,24 @@ function residencyTimer(): WorkerAction {
   return { kind: "armTimer", timer: "residency", ms: RESIDENCY_INTERVAL_MS };
 }
 
+/**
+ * Reads asked while one runs are folded into one more, at least this long
+ * after: a busy worker asks after every answer, and would otherwise read its
+ * backend back to back (hundreds of `/api/ps` a second).
+ */
+export const RESIDENCY_GAP_MS = 1_000;
+
 /** A read of the backend's residency, or one more after the read under way. */
 export function probeResidency(state: WorkerState): WorkerAction[] {
   if (!speaksResidency(state)) return [];
-  if (state.residencyProbe !== "idle") {
-    state.residencyProbe = "again";
-    return [];
-  }
+  if (state.residencyProbe === "running") state.residencyProbe = "again";
+  if (state.residencyProbe !== "idle") return [];
   state.residencyProbe = "running";
   return [{ kind: "probeResidency" }];
 }
 
 export function onResidencyDue(state: WorkerState): WorkerAction[] {
+  if (state.residencyProbe === "due") state.residencyProbe = "idle";
   return [...probeResidency(state), residencyTimer()];
 }
 
@@ -85,7 +91,7 @@ export function onResidencyRead(
   read: BackendResidency | null,
 ): WorkerAction[] {
   const again = state.residencyProbe === "again";
-  state.residencyProbe = "idle";
+  state.residencyProbe = again ? "due" : "idle";
   if (read !== null) state.backendHolds = read;
   const out: WorkerAction[] = [];
   const frame = speaksResidency(state) ? residencyFrame(state, read) : null;
@@ -101,6 +107,9 @@ export function onResidencyRead(
       }));
     }
   }
-  if (again) out.push(...probeResidency(state));
+  // The read asked meanwhile: on the residency timer, RESIDENCY_GAP_MS on.
+  if (again) {
+    out.push({ kind: "armTimer", timer: "residency", ms: RESIDENCY_GAP_MS });
+  }
   return out;
 }

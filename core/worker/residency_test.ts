@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import {
   type BackendResidency,
+  RESIDENCY_GAP_MS,
   residencyFrame,
   startActions,
   step,
@@ -149,8 +150,20 @@ Deno.test("an answer asks for one read; asks during a read fold into one more af
   step(s, request("r2"));
   assert.equal(probes(done("r1")), 0);
   assert.equal(probes(done("r2")), 0);
-  assert.equal(probes(read(s, ollama(["m"]))), 1);
+  // The folded read waits RESIDENCY_GAP_MS on the residency timer, however
+  // many answers come meanwhile.
+  const after = read(s, ollama(["m"]));
+  assert.equal(probes(after), 0);
+  assert.deepEqual(after.filter((a) => a.kind === "armTimer"), [
+    { kind: "armTimer", timer: "residency", ms: RESIDENCY_GAP_MS },
+  ]);
+  step(s, request("r3"));
+  assert.equal(probes(done("r3")), 0);
+  assert.equal(probes(step(s, { atMs: 1_000, kind: "residencyDue" })), 1);
   assert.equal(probes(read(s, ollama(["m"]))), 0);
+  // Idle again: the next answer reads at once.
+  step(s, request("r4"));
+  assert.equal(probes(done("r4")), 1);
 });
 
 Deno.test("only a worker that speaks residency-v1 arms the residency timer", () => {

@@ -60,8 +60,11 @@ export type WorkerState = {
   inFlightModels: Map<string, string>;
   /** JSON of the residency last sent on this connection (change detection). */
   residencySent: string | null;
-  /** A backend residency read under way; `again`: one more is wanted after it. */
-  residencyProbe: "idle" | "running" | "again";
+  /**
+   * A backend residency read under way; `again`: one more is wanted after
+   * it; `due`: that one waits for the residency timer (RESIDENCY_GAP_MS).
+   */
+  residencyProbe: "idle" | "running" | "again" | "due";
   /** AUTO_LOAD (issue 30): load a model the backend must be asked to load before its request. */
   autoLoad: boolean;
   /** The backend's last residency read (auto_load.ts decides from it); null until one. */

@@ -1,6 +1,7 @@
 // Issue 30: what the worker reads of its backend's residency, over HTTP, from
 // stand-ins answering as llama-swap's /running and Ollama's /api/ps do.
 import assert from "node:assert/strict";
+import { makeLifecycle } from "./lifecycle/mod.ts";
 import { readResidency } from "./lifecycle/residency.ts";
 
 async function withBackend(
@@ -66,4 +67,35 @@ Deno.test("a plain OpenAI-compatible backend says nothing; an unreachable one fa
     });
     assert.equal(await readResidency(base, "llama-swap"), null);
   });
+});
+
+Deno.test("reading a plain backend's residency after every answer costs it no request once its kind is known", async () => {
+  let calls = 0;
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+    () => {
+      calls++;
+      return new Response("not found", { status: 404 });
+    },
+  );
+  const stop = new AbortController();
+  try {
+    const lc = makeLifecycle(
+      `http://127.0.0.1:${server.addr.port}`,
+      null,
+      stop.signal,
+    );
+    assert.deepEqual(await lc.residency(), {
+      loaded: null,
+      loading: [],
+      room: null,
+      swaps: false,
+    });
+    const probes = calls;
+    for (let i = 0; i < 5; i++) await lc.residency();
+    assert.equal(calls, probes);
+  } finally {
+    stop.abort();
+    await server.shutdown();
+  }
 });

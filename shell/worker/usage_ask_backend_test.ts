@@ -27,10 +27,10 @@ function httpChunk(text: string): string {
 }
 
 /** A backend that answers one request with `events`, then ends or breaks. */
-async function backendOnce(
+function backendOnce(
   events: string[],
   end: "complete" | "break",
-): Promise<{ url: string; body: Promise<string>; close(): void }> {
+): { url: string; body: Promise<string>; close(): void } {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const body = (async () => {
     const conn = await listener.accept();
@@ -82,7 +82,7 @@ const chat = requestFrame("r1", {
 for (const chunkBytes of [false, true]) {
   const how = chunkBytes ? "chunk-bytes-v1 reads" : "text reads";
   Deno.test(`issue 33 llama-server chat stream (${how}): asked for usage, the client gets the unasked bytes and the completion the counts`, async () => {
-    const b = await backendOnce(
+    const b = backendOnce(
       [HEAD, FINISH + "}\n\n", USAGE, "data: [DONE]\n\n"],
       "complete",
     );
@@ -115,7 +115,7 @@ for (const chunkBytes of [false, true]) {
   });
 
   Deno.test(`issue 33 a break right after the held final chunk still lets it go first (${how})`, async () => {
-    const b = await backendOnce([HEAD, FINISH + "}\n\n"], "break");
+    const b = backendOnce([HEAD, FINISH + "}\n\n"], "break");
     try {
       const chunks: string[] = [];
       const o = await forwardToBackend(
@@ -133,7 +133,7 @@ for (const chunkBytes of [false, true]) {
 }
 
 Deno.test("issue 33 a backend not known to stay exact is not asked: the body goes as sent", async () => {
-  const b = await backendOnce([HEAD, "data: [DONE]\n\n"], "complete");
+  const b = backendOnce([HEAD, "data: [DONE]\n\n"], "complete");
   try {
     const chunks: string[] = [];
     await forwardToBackend(

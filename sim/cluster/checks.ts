@@ -60,7 +60,7 @@ type ClientView = {
   errorCode: string | null;
 };
 
-/** What the checks read of a run (world.ts's World has all of it). */
+/** What the checks read of a run (shape.ts's World has all of it). */
 export type RunView = {
   s: { workers: number; rateLimited: boolean; faults: readonly string[] };
   config: { drainTimeoutMs: number };

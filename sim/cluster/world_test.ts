@@ -45,7 +45,7 @@ Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, sta
   }
   assert.deepEqual([...seen].sort(), [...CLUSTER_FAULTS].sort());
   assert.ok(deaths > SWEEP_RUNS / 4, `only ${deaths} instance deaths`);
-  assert.ok(digestChecks > SWEEP_RUNS * 20, `only ${digestChecks} digests`);
+  assert.ok(digestChecks > SWEEP_RUNS * 8, `only ${digestChecks} digests`);
   // The data path is put to work in the same runs: pieces cross instances,
   // streams end whole, big answers are cut for size on the direct path.
   assert.ok(pieces > SWEEP_RUNS * 20, `only ${pieces} pieces sent direct`);

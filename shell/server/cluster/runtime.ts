@@ -3,8 +3,9 @@
 // (from any instance) is applied to this instance's replica, whose effects then
 // run here when they concern what this instance holds (core/cluster/ownership.ts).
 // The instance's life cycle (join, replay, serve, log lost, rejoin, leave) is
-// decided in core/cluster/instance.ts; this shell feeds it what Redis, sockets
-// and timers report (instance_io.ts) and carries out its actions.
+// decided in core/cluster/instance.ts and everything around it (outbox,
+// ownership, the direct data path) in core/cluster/host.ts; this shell is the
+// host's ports over Redis, sockets and timers (instance_io.ts).
 //
 // Events of one event-loop turn go out in one entry (unbatched, the JavaScript
 // client tops out near 19k appends/s; scale-out.md §1).

@@ -51,7 +51,10 @@ export function makeLifecycle(
     async residency() {
       const k = await kind();
       const read = await readResidency(base, k, call);
-      if (read === null || k === "none") detected = null;
+      // Only a failed read probes again: residency is read after every
+      // answer, and a plain backend ("none") would get five probes each time
+      // (the capabilities timer re-detects it every 5 s anyway).
+      if (read === null) detected = null;
       return read;
     },
     async autoLoad(model, evict) {
