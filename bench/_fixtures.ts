@@ -81,6 +81,21 @@ export function request(
   };
 }
 
+/**
+ * A non-streaming request for `model` goes to the best worker and completes
+ * there (its slot freed): the dispatch path end to end.
+ */
+export function dispatchAndComplete(
+  state: State,
+  requestId: string,
+  model: string,
+): void {
+  const effects = reduce(state, request(requestId, model, false)).effects;
+  const send = effects.find((e) => e.kind === "sendToWorker");
+  if (send?.kind !== "sendToWorker") throw new Error("not dispatched");
+  reduce(state, completed(requestId, send.workerId));
+}
+
 /** Opens `n` streaming requests and returns (requestId, workerId) pairs. */
 export function openStreams(state: State, n: number): [string, string][] {
   const out: [string, string][] = [];

@@ -9,6 +9,7 @@ import {
 } from "../core/mod.ts";
 import {
   completed,
+  dispatchAndComplete,
   openStreams,
   request,
   stateWithWorkers,
@@ -64,11 +65,7 @@ for (const workers of [10, 1000, 10_000]) {
     baseline: workers === 10,
     fn() {
       for (let i = 0; i < BATCH; i++) {
-        const id = `d${n++}`;
-        const effects = reduce(state, request(id, "m", false)).effects;
-        const send = effects[0];
-        if (send?.kind !== "sendToWorker") throw new Error("not dispatched");
-        reduce(state, completed(id, send.workerId));
+        dispatchAndComplete(state, `d${n++}`, "m");
       }
     },
   });

@@ -5,40 +5,15 @@
 // `deno run --allow-read --allow-write bench/ledger_lock_probe.ts`
 import { DatabaseSync } from "node:sqlite";
 import { openRelayDatabase } from "../shell/server/ops/api_keys.ts";
-import {
-  type Finished,
-  openUsageLedger,
-} from "../shell/server/ops/usage_ledger.ts";
-
-function finishedFixture(requestId = "req_first"): Finished {
-  return {
-    kind: "requestFinished",
-    requestId,
-    route: "/v1/chat/completions",
-    model: "m",
-    tenant: "team-a",
-    outcome: "completed",
-    status: 200,
-    durationMs: 120,
-    queueWaitMs: 1,
-    firstByteMs: 10,
-    requeues: 0,
-    cacheReport: null,
-    keyId: null,
-    keyName: null,
-    modelAsked: "m",
-    modelServed: "m",
-    workerName: "gpu-1",
-    usage: { prompt: 10, completion: 20, cached: null, estimated: false },
-  };
-}
+import { openUsageLedger } from "../shell/server/ops/usage_ledger.ts";
+import { finished } from "../shell/server/ops/_finished.ts";
 
 const dir = Deno.makeTempDirSync({ prefix: "ledger-lock-probe-" });
 const path = `${dir}/probe.db`;
 const db = openRelayDatabase(path);
 const errors: string[] = [];
 const ledger = openUsageLedger(db, 30, (e) => errors.push(String(e)));
-ledger.record(finishedFixture(), Date.now());
+ledger.record(finished({ requestId: "req_first" }), Date.now());
 ledger.flush(); // the table and the write-ahead log exist before the lock
 
 const other = new DatabaseSync(path);
@@ -53,7 +28,7 @@ const lag = setInterval(() => {
 }, 5);
 let sent = 0;
 const sender = setInterval(() => {
-  ledger.record(finishedFixture(`req_${sent++}`), Date.now());
+  ledger.record(finished({ requestId: `req_${sent++}` }), Date.now());
 }, 10);
 await new Promise((r) => setTimeout(r, 5000));
 clearInterval(sender);

@@ -9,7 +9,7 @@ import {
   reduce,
   type State,
 } from "../core/mod.ts";
-import { addWorker, completed, request } from "./_fixtures.ts";
+import { addWorker, dispatchAndComplete } from "./_fixtures.ts";
 
 const BATCH = 1000;
 const MODELS = ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"];
@@ -56,11 +56,7 @@ for (const [shape, holds] of SHAPES) {
       baseline: workers === 10,
       fn() {
         for (let i = 0; i < BATCH; i++) {
-          const id = `d${n++}`;
-          const effects = reduce(state, request(id, "m0", false)).effects;
-          const send = effects.find((e) => e.kind === "sendToWorker");
-          if (send?.kind !== "sendToWorker") throw new Error("not dispatched");
-          reduce(state, completed(id, send.workerId));
+          dispatchAndComplete(state, `d${n++}`, "m0");
         }
       },
     });

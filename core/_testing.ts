@@ -137,27 +137,44 @@ export function chunk(
   });
 }
 
-export function complete(
-  state: State,
+/** A worker's response_complete for `requestId`: 200, no headers, empty body unless given. */
+export function completeEvent(
   workerId: string,
   requestId: string,
-  opts: {
-    atMs?: number;
-    status?: number;
-    headers?: Headers;
-    body?: string;
-  } = {},
-): Effect[] {
-  return step(state, {
+  opts: CompleteOpts = {},
+): Extract<Event, { kind: "completeReceived" }> {
+  return {
     kind: "completeReceived",
-    atMs: opts.atMs ?? state.nowMs,
+    atMs: opts.atMs ?? 0,
     workerId,
     requestId,
     statusCode: opts.status ?? 200,
     headers: opts.headers ?? {},
     body: opts.body ?? "",
     tokenCounts: null,
-  });
+  };
+}
+
+export type CompleteOpts = {
+  atMs?: number;
+  status?: number;
+  headers?: Headers;
+  body?: string;
+};
+
+export function complete(
+  state: State,
+  workerId: string,
+  requestId: string,
+  opts: CompleteOpts = {},
+): Effect[] {
+  return step(
+    state,
+    completeEvent(workerId, requestId, {
+      ...opts,
+      atMs: opts.atMs ?? state.nowMs,
+    }),
+  );
 }
 
 export function tick(state: State, atMs: number): Effect[] {

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { initialState, makeConfig, reduce } from "./mod.ts";
 import type { Event } from "./mod.ts";
+import { completeEvent } from "./_testing.ts";
 
 function run(events: Event[]): string {
   const state = initialState(makeConfig());
@@ -45,16 +46,7 @@ Deno.test("determinism: the same event list twice yields identical effects", () 
       requestId: "r1",
       chunk: "data: 1\n\n",
     },
-    {
-      kind: "completeReceived",
-      atMs: 4,
-      workerId: "w1",
-      requestId: "r1",
-      statusCode: 200,
-      headers: {},
-      body: "",
-      tokenCounts: null,
-    },
+    completeEvent("w1", "r1", { atMs: 4 }),
     { kind: "tick", atMs: 20_000 },
   ];
   const first = run(events);

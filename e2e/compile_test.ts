@@ -2,19 +2,12 @@
 // so what is checked is that its entry points type-check, i.e. stay compilable,
 // and that every binary gets explicit permissions and every promised platform.
 import assert from "node:assert/strict";
+import { runDeno } from "../shell/procs.ts";
 import { BINARIES, compileCommands, TARGETS } from "../tools/compile.ts";
 
-const ROOT = decodeURIComponent(new URL("../", import.meta.url).pathname);
-
 Deno.test("compile: the server and worker entry points type-check", async () => {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["check", ...BINARIES.map((b) => b.entry)],
-    cwd: ROOT,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const out = await runDeno(["check", ...BINARIES.map((b) => b.entry)]);
+  assert.equal(out.code, 0, out.stderr);
 });
 
 Deno.test("compile: one binary per entry point and target, for linux/macOS x86_64+arm64 and windows x86_64, with explicit permissions", () => {
@@ -35,12 +28,10 @@ Deno.test("compile: one binary per entry point and target, for linux/macOS x86_6
 });
 
 Deno.test("the demo and the e2e mock process type-check (deno run, which spawns them, does not check)", async () => {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["check", "shell/demo/main.ts", "e2e/_mock_with_stats.ts"],
-    cwd: ROOT,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const out = await runDeno([
+    "check",
+    "shell/demo/main.ts",
+    "e2e/_mock_with_stats.ts",
+  ]);
+  assert.equal(out.code, 0, out.stderr);
 });

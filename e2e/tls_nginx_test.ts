@@ -13,10 +13,12 @@ import {
   type Child,
   freePort,
   ROOT,
+  runProgram,
   spawnProgram,
   waitUntil,
 } from "../shell/procs.ts";
 import { answerWords, MODEL } from "./_cluster.ts";
+import { foregroundArgs } from "../bench/e2e/nginx.ts";
 
 const EXAMPLE = `${ROOT}examples/tls-nginx.conf`;
 const SECRET = "tls-nginx-secret-0123456789";
@@ -25,18 +27,10 @@ async function run(
   program: string,
   args: string[],
 ): Promise<{ ok: boolean; out: string }> {
-  const r = await new Deno.Command(program, {
-    args,
-    env: { DEBIAN_FRONTEND: "noninteractive" },
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder();
-  return {
-    ok: r.success,
-    out: text.decode(r.stdout) + text.decode(r.stderr),
-  };
+  const r = await runProgram(program, args, {
+    DEBIAN_FRONTEND: "noninteractive",
+  });
+  return { ok: r.code === 0, out: r.stdout + r.stderr };
 }
 
 /** Debian's nginx: on this machine, or installed with apt-get (tests may). */
@@ -167,16 +161,7 @@ Deno.test("through the example nginx: https:// for a client, wss:// for a worker
     const proxy = spawnProgram({
       name: "nginx",
       program: nginx,
-      args: [
-        "-p",
-        dir,
-        "-e",
-        `${dir}/error.log`,
-        "-c",
-        `${dir}/nginx.conf`,
-        "-g",
-        "daemon off;",
-      ],
+      args: foregroundArgs(dir),
     });
     children.push(proxy);
     const base = `https://localhost:${https}`;

@@ -173,19 +173,7 @@ async function everyEndpoint(c: Cluster, key: string): Promise<Seen[]> {
 
 /** A chat stream's raw bytes, with the mock's per-answer id and time blanked. */
 async function rawStream(url: string, key: string | null): Promise<string> {
-  const r = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      ...(key === null ? {} : { authorization: `Bearer ${key}` }),
-    },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "raw" }],
-      max_tokens: 9,
-      stream: true,
-    }),
-  });
+  const r = await postChat(url, key, "raw", { max_tokens: 9, stream: true });
   assert.equal(r.status, 200);
   return (await r.text()).replaceAll(/"id":"mock-\d+"/g, '"id":"X"')
     .replaceAll(/"created":\d+/g, '"created":0');
@@ -392,21 +380,26 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
   });
 });
 
-async function chatOnce(
-  c: Cluster,
-  key: string,
-  maxTokens: number,
+/**
+ * POSTs a chat (MODEL, one user message saying `content`, then `fields`) to the
+ * relay at `url` with `key` as its bearer (none when null).
+ */
+function postChat(
+  url: string,
+  key: string | null,
+  content: string,
+  fields: Record<string, unknown>,
 ): Promise<Response> {
-  return await fetch(`${c.serverUrl}/v1/chat/completions`, {
+  return fetch(`${url}/v1/chat/completions`, {
     method: "POST",
     headers: {
       "content-type": "application/json",
-      authorization: `Bearer ${key}`,
+      ...(key === null ? {} : { authorization: `Bearer ${key}` }),
     },
     body: JSON.stringify({
       model: MODEL,
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: maxTokens,
+      messages: [{ role: "user", content }],
+      ...fields,
     }),
   });
 }
@@ -492,7 +485,9 @@ Deno.test("issue 26 token limits: token_rate_limited and token_budget_exceeded w
           // Each answer is the prompt (a few tokens) plus 10 completion tokens.
           let admitted = 0;
           for (;;) {
-            const r = await chatOnce(c, k.key.secret, 10);
+            const r = await postChat(c.serverUrl, k.key.secret, "hi", {
+              max_tokens: 10,
+            });
             if (r.status !== 200) {
               const retry = await refused(r, k.code);
               assert.ok(retry <= k.maxRetry, `Retry-After ${retry}`);

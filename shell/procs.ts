@@ -9,6 +9,42 @@ export const ROOT = decodeURIComponent(
   new URL("../", import.meta.url).pathname,
 );
 
+/** What a finished command printed, as text, and its exit code. */
+export type Output = { code: number; stdout: string; stderr: string };
+
+/**
+ * Runs `program` to its end, in the repository root with stdin closed; `env`
+ * is added to this process's environment.
+ */
+export async function runProgram(
+  program: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<Output> {
+  const out = await new Deno.Command(program, {
+    args,
+    env,
+    cwd: ROOT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder();
+  return {
+    code: out.code,
+    stdout: text.decode(out.stdout),
+    stderr: text.decode(out.stderr),
+  };
+}
+
+/** Runs `deno <args>` with this very binary (see runProgram). */
+export function runDeno(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<Output> {
+  return runProgram(Deno.execPath(), args, env);
+}
+
 export type ChildSpec = {
   /** Short name, used as the log prefix. */
   name: string;

@@ -5,6 +5,7 @@ import {
   parseCpuNs,
   readCpuNs,
   rolesOn,
+  zeroCpu,
 } from "./cpu.ts";
 
 Deno.test("parseCpuNs reads one 'pid ns' line per process", () => {
@@ -86,15 +87,7 @@ Deno.test("cpuFigure gives null for a role without a process (a real backend)", 
     {
       units: 100,
       rounds: 1,
-      cpuNs: {
-        backend: 0,
-        server: 0,
-        worker: 0,
-        nginx: 0,
-        naive: 0,
-        base: 0,
-        loadgen: 10e6,
-      },
+      cpuNs: { ...zeroCpu(), loadgen: 10e6 },
     },
     { ...PROCS, backend: [] },
   );

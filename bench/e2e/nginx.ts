@@ -4,7 +4,7 @@
 // the backend). Finding or installing the binary, the generated config, and a
 // private nginx (own prefix, config, pid file and error log in a directory under
 // bench/results, which bench:e2e may already write) that teardown always stops.
-import { waitUntil } from "../../shell/procs.ts";
+import { runProgram, waitUntil } from "../../shell/procs.ts";
 import { childPids } from "./cpu.ts";
 import { getJson, type Proc, spawn } from "./procs.ts";
 
@@ -35,16 +35,11 @@ async function which(cmd: string): Promise<string | null> {
 
 /** Runs a command to completion; returns null on success, else the tail of its stderr. */
 async function run(cmd: string, args: string[]): Promise<string | null> {
-  const out = await new Deno.Command(cmd, {
-    args,
-    env: { DEBIAN_FRONTEND: "noninteractive" },
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  if (out.success) return null;
-  return new TextDecoder().decode(out.stderr).trim().slice(-300) ||
-    `exit code ${out.code}`;
+  const out = await runProgram(cmd, args, {
+    DEBIAN_FRONTEND: "noninteractive",
+  });
+  if (out.code === 0) return null;
+  return out.stderr.trim().slice(-300) || `exit code ${out.code}`;
 }
 
 /** What ensureNginx asks of the system; tests pass their own. */
@@ -213,6 +208,23 @@ export type Nginx = {
 };
 
 /**
+ * nginx's arguments to run in the foreground (`daemon off`) on
+ * `dir`/nginx.conf, with `dir` as its prefix and for its error log.
+ */
+export function foregroundArgs(dir: string): string[] {
+  return [
+    "-c",
+    `${dir}/nginx.conf`,
+    "-p",
+    dir,
+    "-e",
+    `${dir}/error.log`,
+    "-g",
+    "daemon off;",
+  ];
+}
+
+/**
  * Starts nginx in the foreground (`daemon off`, master_process on) with a
  * generated config in `dir`, and waits until every route answers
  * GET /v1/models through it and the workers are up.
@@ -226,23 +238,8 @@ export async function startNginx(
   await Deno.mkdir(dir, { recursive: true });
   const withPorts = routes.map((r) => ({ ...r, listenPort: freePort() }));
   const config = nginxConfig(dir, withPorts);
-  const confPath = `${dir}/nginx.conf`;
-  await Deno.writeTextFile(confPath, config);
-  const proc = spawn(
-    "nginx",
-    [
-      "-c",
-      confPath,
-      "-p",
-      dir,
-      "-e",
-      `${dir}/error.log`,
-      "-g",
-      "daemon off;",
-    ],
-    {},
-    bin,
-  );
+  await Deno.writeTextFile(`${dir}/nginx.conf`, config);
+  const proc = spawn("nginx", foregroundArgs(dir), {}, bin);
   const urls: Record<string, string> = {};
   for (const r of withPorts) urls[r.name] = `http://127.0.0.1:${r.listenPort}`;
   const stop = async () => {

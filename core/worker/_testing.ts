@@ -1,7 +1,12 @@
 // Builders the worker core's tests share: a fresh worker state, one registered
 // with a server that acked some extensions (or none, as the original server
 // acks), and frames from the server.
-import { initialWorkerState, step, type WorkerState } from "./mod.ts";
+import {
+  initialWorkerState,
+  step,
+  type WorkerEvent,
+  type WorkerState,
+} from "./mod.ts";
 
 export function fresh(
   over: Partial<Parameters<typeof initialWorkerState>[0]> = {},
@@ -15,6 +20,21 @@ export function fresh(
     onServerShutdown: "exit",
     ...over,
   });
+}
+
+/** The server's socket closed with `code`: an open one, no reason, jitter 0, unless given. */
+export function socketClosed(
+  code: number,
+  o: { wasOpen?: boolean; reason?: string; random01?: number } = {},
+): Extract<WorkerEvent, { kind: "socketClosed" }> {
+  return {
+    atMs: 0,
+    kind: "socketClosed",
+    code,
+    reason: o.reason ?? "",
+    wasOpen: o.wasOpen ?? true,
+    random01: o.random01 ?? 0,
+  };
 }
 
 export function frame(value: unknown) {
@@ -52,4 +72,24 @@ export function registered(
   over: Parameters<typeof fresh>[0] = {},
 ): WorkerState {
   return registeredWith(null, over);
+}
+
+/** Registered with a server that acked `extensions`, with one streaming request (r1, model m) for `endpointPath` on its way. */
+export function streamingWith(
+  extensions: string[] | null,
+  endpointPath: string,
+): WorkerState {
+  const s = registeredWith(extensions);
+  step(
+    s,
+    frame({
+      type: "request",
+      request_id: "r1",
+      model: "m",
+      endpoint_path: endpointPath,
+      is_streaming: true,
+      body: "{}",
+    }),
+  );
+  return s;
 }

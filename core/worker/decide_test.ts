@@ -7,7 +7,13 @@ import {
   RETRY_SOON_MAX_MS,
 } from "./backoff.ts";
 import { IDLE_TIMEOUT_MS, REGISTER_ACK_TIMEOUT_MS } from "./link_limits.ts";
-import { frame, fresh, registered, registeredWith } from "./_testing.ts";
+import {
+  frame,
+  fresh,
+  registered,
+  registeredWith,
+  socketClosed,
+} from "./_testing.ts";
 
 function sent(actions: WorkerAction[]) {
   return actions.flatMap((a) => a.kind === "send" ? [a.message] : []);
@@ -168,24 +174,10 @@ Deno.test("the drain timeout abandons in-flight work and exits 0", () => {
 Deno.test("an unexpected close aborts in-flight work and schedules a backoff reconnect", () => {
   const s = registered();
   step(s, frame(request("r1")));
-  const a = step(s, {
-    atMs: 0,
-    kind: "socketClosed",
-    code: 1006,
-    reason: "",
-    wasOpen: true,
-    random01: 0,
-  });
+  const a = step(s, socketClosed(1006));
   assert.deepEqual(kinds(a), ["abortBackend", "armTimer"]);
   assert.ok(a.some((x) => x.kind === "armTimer" && x.ms === 1_000));
-  const b = step(s, {
-    atMs: 0,
-    kind: "socketClosed",
-    code: 1006,
-    reason: "",
-    wasOpen: false,
-    random01: 0,
-  });
+  const b = step(s, socketClosed(1006, { wasOpen: false }));
   assert.ok(b.some((x) => x.kind === "armTimer" && x.ms === 2_000));
   assert.deepEqual(kinds(step(s, { atMs: 0, kind: "reconnectTimerFired" })), [
     "connect",
@@ -204,14 +196,7 @@ Deno.test("a connect attempt that gets no register_ack in time is cut, dialling 
   assert.deepEqual(kinds(step(s, { atMs: 0, kind: "handshakeTimerFired" })), [
     "dropSocket",
   ]);
-  const closed = step(s, {
-    atMs: 0,
-    kind: "socketClosed",
-    code: 1006,
-    reason: "",
-    wasOpen: false,
-    random01: 0,
-  });
+  const closed = step(s, socketClosed(1006, { wasOpen: false }));
   assert.ok(
     closed.some((a) => a.kind === "armTimer" && a.timer === "reconnect"),
   );
@@ -231,14 +216,7 @@ Deno.test("a connect attempt that gets no register_ack in time is cut, dialling 
 Deno.test("a proxy closing with 1012 or 1013 (retry soon) is retried within 4 s however many attempts failed; other closes keep the doubling backoff", () => {
   const s = fresh();
   const retryIn = (code: number) => {
-    const a = step(s, {
-      atMs: 0,
-      kind: "socketClosed",
-      code,
-      reason: "",
-      wasOpen: true,
-      random01: 0.5,
-    });
+    const a = step(s, socketClosed(code, { random01: 0.5 }));
     const t = a.find((x) => x.kind === "armTimer" && x.timer === "reconnect");
     return t?.kind === "armTimer" ? t.ms : -1;
   };
@@ -247,27 +225,13 @@ Deno.test("a proxy closing with 1012 or 1013 (retry soon) is retried within 4 s 
   assert.equal(retryIn(1013), RETRY_SOON_MAX_MS);
   assert.equal(retryIn(1012), RETRY_SOON_MAX_MS);
   const early = fresh();
-  const first = step(early, {
-    atMs: 0,
-    kind: "socketClosed",
-    code: 1013,
-    reason: "",
-    wasOpen: true,
-    random01: 0,
-  });
+  const first = step(early, socketClosed(1013));
   assert.ok(first.some((a) => a.kind === "armTimer" && a.ms === 1_000));
 });
 
 Deno.test("a 1008 rejection is logged as an error and retried slowly", () => {
   const s = fresh();
-  const a = step(s, {
-    atMs: 0,
-    kind: "socketClosed",
-    code: 1008,
-    reason: "bad secret",
-    wasOpen: true,
-    random01: 0,
-  });
+  const a = step(s, socketClosed(1008, { reason: "bad secret" }));
   assert.ok(a.some((x) => x.kind === "log" && x.level === "error"));
   assert.ok(a.some((x) => x.kind === "armTimer" && x.ms === AUTH_RETRY_MS));
 });
@@ -286,28 +250,14 @@ Deno.test("graceful_shutdown from the proxy refuses new work and exits when the 
     sent(step(s, frame(request("r1"))))[0]?.type,
     "response_complete",
   );
-  const closed = step(s, {
-    atMs: 0,
-    kind: "socketClosed",
-    code: 1000,
-    reason: "",
-    wasOpen: true,
-    random01: 0,
-  });
+  const closed = step(s, socketClosed(1000));
   assert.deepEqual(kinds(closed), ["exit"]);
 });
 
 Deno.test("graceful_shutdown with on-server-shutdown=reconnect comes back after a short delay", () => {
   const s = registered({ onServerShutdown: "reconnect" });
   step(s, frame({ type: "graceful_shutdown" }));
-  const closed = step(s, {
-    atMs: 0,
-    kind: "socketClosed",
-    code: 1000,
-    reason: "",
-    wasOpen: true,
-    random01: 0,
-  });
+  const closed = step(s, socketClosed(1000));
   assert.deepEqual(kinds(closed), ["armTimer"]);
   assert.equal(s.drain.kind, "none");
 });
@@ -370,14 +320,7 @@ Deno.test("a proxy silent for 90 s is presumed dead: the socket is cut and the w
   const fired = step(s, { atMs: 0, kind: "idleTimerFired" });
   assert.deepEqual(kinds(fired), ["dropSocket"]);
   // The cut socket's close is an ordinary disconnect: backoff, then reconnect.
-  const closed = step(s, {
-    atMs: 0,
-    kind: "socketClosed",
-    code: 1006,
-    reason: "",
-    wasOpen: true,
-    random01: 0,
-  });
+  const closed = step(s, socketClosed(1006));
   assert.ok(
     closed.some((a) => a.kind === "armTimer" && a.timer === "reconnect"),
   );

@@ -3,35 +3,32 @@
 import assert from "node:assert/strict";
 import { step, type WorkerState } from "./mod.ts";
 import { streamNeedsHead } from "./stream_head.ts";
-import { frame, registeredWith } from "./_testing.ts";
+import { streamingWith } from "./_testing.ts";
 
 function streaming(ack: string[] | null): WorkerState {
-  const s = registeredWith(ack);
-  step(
-    s,
-    frame({
-      type: "request",
-      request_id: "r1",
-      model: "m",
-      endpoint_path: "/api/chat",
-      is_streaming: true,
-      body: "{}",
-    }),
-  );
-  return s;
+  return streamingWith(ack, "/api/chat");
+}
+
+/** The backend's 200 head read for `requestId`: what the worker core sends for it. */
+function headRead(
+  s: WorkerState,
+  requestId: string,
+  headers: Record<string, string>,
+) {
+  return step(s, {
+    atMs: 0,
+    kind: "headRead",
+    requestId,
+    status: 200,
+    headers,
+  });
 }
 
 const NDJSON = { "content-type": "application/x-ndjson" };
 
 Deno.test("C108 a non-SSE stream's head leaves as one response_head when the server acked stream-head-v1", () => {
   const s = streaming(["chunk-bytes-v1", "stream-head-v1"]);
-  const actions = step(s, {
-    atMs: 0,
-    kind: "headRead",
-    requestId: "r1",
-    status: 200,
-    headers: NDJSON,
-  });
+  const actions = headRead(s, "r1", NDJSON);
   assert.deepEqual(actions, [{
     kind: "send",
     message: {
@@ -47,35 +44,17 @@ Deno.test("C108 no response_head to a server without the extension, for SSE, or 
   for (const ack of [null, [], ["chunk-bytes-v1"]]) {
     const s = streaming(ack);
     assert.deepEqual(
-      step(s, {
-        atMs: 0,
-        kind: "headRead",
-        requestId: "r1",
-        status: 200,
-        headers: NDJSON,
-      }),
+      headRead(s, "r1", NDJSON),
       [],
     );
   }
   const s = streaming(["stream-head-v1"]);
   assert.deepEqual(
-    step(s, {
-      atMs: 0,
-      kind: "headRead",
-      requestId: "r1",
-      status: 200,
-      headers: { "content-type": "text/event-stream; charset=utf-8" },
-    }),
+    headRead(s, "r1", { "content-type": "text/event-stream; charset=utf-8" }),
     [],
   );
   assert.deepEqual(
-    step(s, {
-      atMs: 0,
-      kind: "headRead",
-      requestId: "gone",
-      status: 200,
-      headers: NDJSON,
-    }),
+    headRead(s, "gone", NDJSON),
     [],
   );
 });

@@ -30,17 +30,31 @@ export const RELAY_ENV = [
 
 export type Running = { child: Child; url: string };
 
-export async function startMockProcess(opts: {
-  script?: string;
-  delayMs: number;
-  models?: string[];
-  port?: number;
-  /** More flags for the mock, e.g. ["--api-key", "k"]. */
-  args?: string[];
+/** What every started process takes besides its own settings. */
+type ProcessOpts = {
   onLine?: (line: string) => void;
   /** Own process group (see ChildSpec.detached); the demo sets it. */
   detached?: boolean;
-}): Promise<Running> {
+};
+
+/** The spawnChild fields that carry ProcessOpts. */
+function processSpec(opts: ProcessOpts) {
+  return {
+    ...(opts.onLine ? { onLine: opts.onLine } : {}),
+    detached: opts.detached ?? false,
+  };
+}
+
+export async function startMockProcess(
+  opts: {
+    script?: string;
+    delayMs: number;
+    models?: string[];
+    port?: number;
+    /** More flags for the mock, e.g. ["--api-key", "k"]. */
+    args?: string[];
+  } & ProcessOpts,
+): Promise<Running> {
   const child = spawnChild({
     name: "mock",
     script: opts.script ?? "mock/main.ts",
@@ -54,8 +68,7 @@ export async function startMockProcess(opts: {
       (opts.models ?? ["mock-model"]).join(","),
       ...(opts.args ?? []),
     ],
-    ...(opts.onLine ? { onLine: opts.onLine } : {}),
-    detached: opts.detached ?? false,
+    ...processSpec(opts),
   });
   const m = await awaitOrStop(
     child,
@@ -64,15 +77,14 @@ export async function startMockProcess(opts: {
   return { child, url: m[1]! };
 }
 
-export async function startServerProcess(opts: {
-  secret: string;
-  port?: number;
-  adminToken?: string;
-  env?: Record<string, string>;
-  onLine?: (line: string) => void;
-  /** Own process group (see ChildSpec.detached); the demo sets it. */
-  detached?: boolean;
-}): Promise<Running> {
+export async function startServerProcess(
+  opts: {
+    secret: string;
+    port?: number;
+    adminToken?: string;
+    env?: Record<string, string>;
+  } & ProcessOpts,
+): Promise<Running> {
   const child = spawnChild({
     name: "server",
     script: "shell/server/main.ts",
@@ -85,8 +97,7 @@ export async function startServerProcess(opts: {
       ...opts.env,
     },
     unsetEnv: RELAY_ENV,
-    ...(opts.onLine ? { onLine: opts.onLine } : {}),
-    detached: opts.detached ?? false,
+    ...processSpec(opts),
   });
   const m = await awaitOrStop(
     child,
@@ -96,17 +107,16 @@ export async function startServerProcess(opts: {
 }
 
 /** Starts a worker and resolves once the proxy acknowledged its registration. */
-export async function startWorkerProcess(opts: {
-  name: string;
-  serverUrl: string;
-  secret: string;
-  backendUrl: string;
-  maxConcurrent?: number;
-  env?: Record<string, string>;
-  onLine?: (line: string) => void;
-  /** Own process group (see ChildSpec.detached); the demo sets it. */
-  detached?: boolean;
-}): Promise<Child> {
+export async function startWorkerProcess(
+  opts: {
+    name: string;
+    serverUrl: string;
+    secret: string;
+    backendUrl: string;
+    maxConcurrent?: number;
+    env?: Record<string, string>;
+  } & ProcessOpts,
+): Promise<Child> {
   const child = spawnChild({
     name: opts.name,
     script: "shell/worker/main.ts",
@@ -120,8 +130,7 @@ export async function startWorkerProcess(opts: {
       ...opts.env,
     },
     unsetEnv: RELAY_ENV,
-    ...(opts.onLine ? { onLine: opts.onLine } : {}),
-    detached: opts.detached ?? false,
+    ...processSpec(opts),
   });
   await awaitOrStop(child, child.waitForLine(/worker: registered /));
   return child;

@@ -1,7 +1,7 @@
 // `deno task demo` as a newcomer runs it: the printed curl command streams an
 // answer within 30 s of starting, and Ctrl-C (SIGINT) stops all three processes.
 import assert from "node:assert/strict";
-import { ROOT, spawnChild } from "../procs.ts";
+import { ROOT, runDeno, spawnChild } from "../procs.ts";
 import { curlCommands } from "./main.ts";
 
 /** Reads URL, headers and body out of a printed `curl ... -H '...' -d '...'` line. */
@@ -121,14 +121,8 @@ Deno.test("demo: the printed streaming curl command answers within 30 s of start
 });
 
 Deno.test("demo --help describes its options and exits 0 without starting anything", async () => {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["task", "demo", "--help"],
-    cwd: ROOT,
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const text = new TextDecoder().decode(out.stdout);
+  const out = await runDeno(["task", "demo", "--help"]);
+  const text = out.stdout;
   assert.equal(out.code, 0);
   assert.match(text, /--port/);
   assert.match(text, /--delay-ms/);

@@ -153,12 +153,17 @@ export function chatBody(model = "m1", stream = false): string {
   });
 }
 
-/** POST a chat completion body to the server, as a client would. */
+/** POST a chat completion body to the server, as a client would (`init` adds headers, a signal, …). */
 export function postChat(
   server: TestServer,
   body: string = chatBody(),
+  init: RequestInit = {},
 ): Promise<Response> {
-  return fetch(`${server.url}/v1/chat/completions`, { method: "POST", body });
+  return fetch(`${server.url}/v1/chat/completions`, {
+    method: "POST",
+    body,
+    ...init,
+  });
 }
 
 /**

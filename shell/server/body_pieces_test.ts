@@ -45,9 +45,7 @@ Deno.test("issue 24.2 a client that leaves in the middle of an answer in pieces 
   const w = await registeredWorker(server, { extensions: ["body-chunks-v1"] });
   try {
     const abort = new AbortController();
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody("m1"),
+    const pending = postChat(server, chatBody("m1"), {
       signal: abort.signal,
     });
     const req = await w.next("request");

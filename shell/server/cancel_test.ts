@@ -19,9 +19,7 @@ Deno.test("C18 a queued request whose client aborts is removed at once, no cance
     const busy = postChat(server, chatBody());
     const r1 = await w.next("request");
     const abort = new AbortController();
-    const queued = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
+    const queued = postChat(server, chatBody(), {
       signal: abort.signal,
     }).catch((e) => e);
     await waitFor(
@@ -74,9 +72,7 @@ Deno.test("C18 a client aborting mid-stream sends cancel client_disconnect to th
   try {
     const w = await registeredWorker(server);
     const abort = new AbortController();
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody("m1", true),
+    const pending = postChat(server, chatBody("m1", true), {
       signal: abort.signal,
     });
     const req = await w.next("request");

@@ -6,7 +6,7 @@
 // turned `/v1/..%2fslots` into `/slots`; a forward prefix matches whole
 // segments.
 import assert from "node:assert/strict";
-import { ensureNginx } from "../../bench/e2e/nginx.ts";
+import { ensureNginx, foregroundArgs } from "../../bench/e2e/nginx.ts";
 import { type Child, waitUntil } from "../procs.ts";
 import { startServerProcess, startWorkerProcess } from "../demo/cluster.ts";
 import { workersConnected } from "../demo/relay_probes.ts";
@@ -73,16 +73,7 @@ Deno.test("issue 33 forwarded paths stay where they are sent: behind a normalisi
     normalisingConfig(dir, port, backend.url),
   );
   const proxy = new Deno.Command(nginx.path, {
-    args: [
-      "-c",
-      `${dir}/nginx.conf`,
-      "-p",
-      dir,
-      "-e",
-      `${dir}/error.log`,
-      "-g",
-      "daemon off;",
-    ],
+    args: foregroundArgs(dir),
     stdout: "null",
     stderr: "null",
   }).spawn();

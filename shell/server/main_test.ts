@@ -1,22 +1,15 @@
 import assert from "node:assert/strict";
+import { runDeno } from "../procs.ts";
 import { chatBody, SECRET, waitFor } from "./_test_helpers.ts";
 
 const MAIN = new URL("./main.ts", import.meta.url).pathname;
 const PERMS = ["--allow-net", "--allow-env", "--allow-read", "--allow-write"];
 
-async function runOnce(args: string[], env: Record<string, string> = {}) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", ...PERMS, MAIN, ...args],
-    env: { WORKER_SECRET: "", ...env },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const dec = new TextDecoder();
-  return {
-    code: out.code,
-    stdout: dec.decode(out.stdout),
-    stderr: dec.decode(out.stderr),
-  };
+function runOnce(args: string[], env: Record<string, string> = {}) {
+  return runDeno(["run", ...PERMS, MAIN, ...args], {
+    WORKER_SECRET: "",
+    ...env,
+  });
 }
 
 Deno.test("server --help lists every option with its env name and default", async () => {

@@ -159,22 +159,17 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
           c.res.destroy();
           return;
         }
-        if (effect.error !== null && c.rawStream === true) {
-          // stream-head-v1: NDJSON or audio bytes take no SSE error event;
-          // the body is cut (no last chunk) so the client sees it broken.
-          deps.log("warn", "stream broken, client connection cut", {
-            request_id: effect.requestId,
-            code: effect.error.code,
-          });
-          c.res.destroy();
-          return;
-        }
-        if (effect.error !== null && c.midEvent === true) {
-          // C60: the bytes sent end inside an event, which cannot be taken
-          // back. The error event glued onto it would read as corrupt JSON, so
-          // the body is cut instead (no last chunk): the client sees a broken
-          // response, never a malformed event.
-          deps.log("warn", "stream broken mid-event, client connection cut", {
+        // The body is cut (no last chunk), so the client sees it broken,
+        // where no error event can be written: stream-head-v1's NDJSON or
+        // audio bytes take none; and (C60) bytes that end inside an event
+        // cannot be taken back: an error event glued onto them would read as
+        // corrupt JSON, so the client sees a broken response, never a
+        // malformed event.
+        if (
+          effect.error !== null && (c.rawStream === true || c.midEvent === true)
+        ) {
+          const where = c.rawStream === true ? "" : " mid-event";
+          deps.log("warn", `stream broken${where}, client connection cut`, {
             request_id: effect.requestId,
             code: effect.error.code,
           });

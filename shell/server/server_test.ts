@@ -38,14 +38,12 @@ Deno.test("C14 non-streaming response passes status, headers and body through ex
   const server = await startTestServer();
   try {
     const w = await registeredWorker(server);
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
+    const pending = postChat(server, chatBody(), {
       headers: {
         "content-type": "application/json",
         authorization: "Bearer k",
         "user-agent": "x",
       },
-      body: chatBody(),
     });
     const req = await w.next("request");
     assert.equal(req.endpoint_path, "/v1/chat/completions");
@@ -178,10 +176,7 @@ Deno.test("bad bodies get clear 400 and 413 errors in the route's shape", async 
       ],
     ];
     for (const [body, status, code] of cases) {
-      const res = await fetch(`${server.url}/v1/chat/completions`, {
-        method: "POST",
-        body,
-      });
+      const res = await postChat(server, body);
       assert.equal(res.status, status, body.slice(0, 20));
       assert.equal((await res.json()).error.code, code);
     }

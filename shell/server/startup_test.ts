@@ -1,5 +1,6 @@
 // The server process with the issue 15 settings: real processes.
 import assert from "node:assert/strict";
+import { runDeno } from "../procs.ts";
 import { waitFor } from "./_test_helpers.ts";
 
 const MAIN = new URL("./main.ts", import.meta.url).pathname;
@@ -80,14 +81,12 @@ Deno.test("issue 15 REGISTER_TIMEOUT_SECS closes a silent worker handshake; bad 
       ["BODY_TIMEOUT_SECS", "0", /BODY_TIMEOUT_SECS/],
     ] as const
   ) {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", ...PERMS, MAIN],
-      env: { WORKER_SECRET: "s", [name]: value },
-      stdout: "piped",
-      stderr: "piped",
-    }).output();
+    const out = await runDeno(["run", ...PERMS, MAIN], {
+      WORKER_SECRET: "s",
+      [name]: value,
+    });
     assert.equal(out.code, 2, name);
-    const stderr = new TextDecoder().decode(out.stderr);
+    const stderr = out.stderr;
     assert.match(stderr, says);
     assert.equal(stderr.trim().split("\n").length, 1, stderr);
   }

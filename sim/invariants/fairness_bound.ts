@@ -1,14 +1,10 @@
 // fairnessBound (spec 004): while a tenant has a dispatchable request waiting in
 // a class, no other tenant of that class is served twice before it (at most one
 // dispatch per other tenant: round-robin over the class's tenants).
-import type { Model, MReq } from "../model/model.ts";
-import type { Check } from "./catalog.ts";
+import type { Scheduled } from "./scheduled.ts";
 
 export function noTenantServedTwiceAhead(
-  m: Model,
-  check: Check,
-  r: MReq,
-  tenantsReady: ReadonlyMap<string, string>,
+  { m, r, check, tenantsReady }: Scheduled,
 ): void {
   const c = r.priority;
   for (const [tenant, qid] of tenantsReady) {

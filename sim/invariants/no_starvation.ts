@@ -1,15 +1,11 @@
 // noStarvation (spec 004): while low stays dispatchable, at most the sum over
 // higher classes of (floor(w/w_low)+1) dispatches pass before a low one.
-import type { Priority } from "../../core/mod.ts";
-import { CLASSES, type Model, type MReq } from "../model/model.ts";
-import type { Check } from "./catalog.ts";
+import { CLASSES } from "../model/model.ts";
+import type { Scheduled } from "./scheduled.ts";
 
 /** Counts how long low has waited while it stays dispatchable. */
 export function lowServedInTime(
-  m: Model,
-  check: Check,
-  r: MReq,
-  classReady: ReadonlySet<Priority>,
+  { m, check, r, classReady }: Scheduled,
 ): void {
   const wts = m.c.priorityWeights;
   const c = r.priority;

@@ -2,17 +2,14 @@
 // class gets at most ceil(w_lower/w_higher) dispatches between two of its
 // dispatches (stride weights).
 import type { Priority } from "../../core/mod.ts";
-import { CLASSES, type Model, type MReq } from "../model/model.ts";
-import type { Check } from "./catalog.ts";
+import { CLASSES } from "../model/model.ts";
+import type { Scheduled } from "./scheduled.ts";
 
 const RANK: Record<Priority, number> = { high: 0, normal: 1, low: 2 };
 
 /** Counts the run of r's class since each dispatchable higher class was last served. */
 export function lowerRunsBounded(
-  m: Model,
-  check: Check,
-  r: MReq,
-  classReady: ReadonlySet<Priority>,
+  { m, check, r, classReady }: Scheduled,
 ): void {
   const wts = m.c.priorityWeights;
   const c = r.priority;

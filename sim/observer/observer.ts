@@ -27,6 +27,7 @@ import * as chunkOrder from "../invariants/chunk_order.ts";
 import * as deadline from "../invariants/deadline.ts";
 import * as dispatchOnlyToAccepting from "../invariants/dispatch_only_to_accepting.ts";
 import type { Dispatch } from "../invariants/dispatch.ts";
+import type { Scheduled } from "../invariants/scheduled.ts";
 import * as drainingModelsStayRoutable from "../invariants/draining_models_stay_routable.ts";
 import * as eligibleWorker from "../invariants/eligible_worker.ts";
 import * as endsExactlyOnce from "../invariants/ends_exactly_once.ts";
@@ -625,12 +626,13 @@ export class Observer {
     const m = this.#m;
     const check = this.#check;
     const { classReady, tenantsReady } = m.readiness(r);
-    priorityOrder.lowerRunsBounded(m, check, r, classReady);
+    const s: Scheduled = { m, check, r, classReady, tenantsReady };
+    priorityOrder.lowerRunsBounded(s);
     if (r.priority === "low" && classReady.has("high")) {
       m.sched.lowWhileHighWaits++;
     }
-    noStarvation.lowServedInTime(m, check, r, classReady);
-    fairnessBound.noTenantServedTwiceAhead(m, check, r, tenantsReady);
+    noStarvation.lowServedInTime(s);
+    fairnessBound.noTenantServedTwiceAhead(s);
   }
 
   // -- after the step ---------------------------------------------------------

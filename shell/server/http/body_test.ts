@@ -5,6 +5,7 @@ import { ADMIN_TOKEN, startTestRelay } from "../_relay_test_helpers.ts";
 import { rawConnect, until } from "../_raw_socket.ts";
 import {
   chatBody,
+  postChat,
   registeredWorker,
   startTestServer,
   testConfig,
@@ -75,10 +76,7 @@ Deno.test("issue 15 a body still incomplete after BODY_TIMEOUT_SECS gets 408 in 
     assert.equal((anthropic.body as { type: string }).type, "error");
     // The server still serves everyone else.
     const w = await registeredWorker(server);
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
-      body: chatBody(),
-    });
+    const pending = postChat(server, chatBody());
     w.complete(await w.next("request"), 200, "{}");
     assert.equal((await pending).status, 200);
     await (await pending).body?.cancel();

@@ -32,8 +32,7 @@ Deno.test("spec 004 tenant, priority and cache headers reach the worker; respons
   const server = await startTestServer();
   try {
     const w = await registeredWorker(server);
-    const pending = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
+    const pending = postChat(server, chatBody(), {
       headers: {
         "content-type": "application/json",
         "x-tenant-id": "team-a",
@@ -42,7 +41,6 @@ Deno.test("spec 004 tenant, priority and cache headers reach the worker; respons
         "x-cache-tag": "session-1",
         "x-unrelated": "stays here",
       },
-      body: chatBody(),
     });
     const req = await w.next("request");
     assert.deepEqual(req.headers, {
@@ -85,10 +83,8 @@ Deno.test("spec 004 invalid tenancy headers get 400 with the reason", async () =
       [{ "x-cache-tag": "t".repeat(65) }, "invalid_cache_tag"],
     ];
     for (const [headers, code] of cases) {
-      const res = await fetch(`${server.url}/v1/chat/completions`, {
-        method: "POST",
+      const res = await postChat(server, chatBody(), {
         headers,
-        body: chatBody(),
       });
       assert.equal(res.status, 400);
       assert.equal((await res.json()).error.code, code);
@@ -104,18 +100,14 @@ Deno.test("spec 004 a tenant over its rate limit gets 429 with Retry-After and t
   );
   try {
     const w = await registeredWorker(server);
-    const first = fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
+    const first = postChat(server, chatBody(), {
       headers: { "x-tenant-id": "team-a" },
-      body: chatBody(),
     });
     const r1 = await w.next("request");
     w.complete(r1, 200, "ok");
     assert.equal(await (await first).text(), "ok");
-    const res = await fetch(`${server.url}/v1/chat/completions`, {
-      method: "POST",
+    const res = await postChat(server, chatBody(), {
       headers: { "x-tenant-id": "team-a" },
-      body: chatBody(),
     });
     assert.equal(res.status, 429);
     const retryAfter = Number(res.headers.get("retry-after"));
@@ -166,10 +158,8 @@ Deno.test("spec 004 X-Priority: a queued high request is dispatched before older
   try {
     const w = await registeredWorker(server, { max_concurrent: 1 });
     const send = (priority: string) =>
-      fetch(`${server.url}/v1/chat/completions`, {
-        method: "POST",
+      postChat(server, JSON.stringify({ model: "m1", tag: priority }), {
         headers: { "x-priority": priority },
-        body: JSON.stringify({ model: "m1", tag: priority }),
       });
     const busy = send("normal");
     const r0 = await w.next("request");

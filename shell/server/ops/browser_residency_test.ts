@@ -2,24 +2,17 @@
 // _chromium.ts): the dashboard's grid of models × workers follows what each
 // worker's residency report says.
 import assert from "node:assert/strict";
-import { ADMIN_TOKEN, startTestRelay } from "../_relay_test_helpers.ts";
-import { launchBrowser } from "./_chromium.ts";
-import { registeredWorker, testConfig } from "../_test_helpers.ts";
+import { ADMIN_TOKEN } from "../_relay_test_helpers.ts";
+import { withBrowserAndRelay } from "./_browser_relay.ts";
+import { registeredWorker } from "../_test_helpers.ts";
 
 Deno.test({
   name:
     "issue 30: /dashboard shows models × workers, each cell loaded, loading, available or serves, and follows a new report",
   sanitizeOps: false,
   sanitizeResources: false,
-  fn: async () => {
-    const relay = await startTestRelay(
-      testConfig({}, { adminToken: ADMIN_TOKEN }),
-    );
-    let browser;
-    try {
-      browser = await launchBrowser();
-      const page = await browser.context.newPage();
-      page.setDefaultTimeout(10_000);
+  fn: () =>
+    withBrowserAndRelay(async (page, relay) => {
       const errors: string[] = [];
       page.on("pageerror", (e) => errors.push(String(e)));
       const box = await registeredWorker(relay, {
@@ -73,9 +66,5 @@ Deno.test({
       assert.deepEqual(errors, []);
       await box.close();
       await old.close();
-    } finally {
-      await browser?.close();
-      await relay.close();
-    }
-  },
+    }),
 });

@@ -8,8 +8,8 @@ import {
   ADMIN_TOKEN,
   autoRespond,
   startTestRelay,
-  type TestRelay,
 } from "../_relay_test_helpers.ts";
+import { withBrowserAndRelay } from "./_browser_relay.ts";
 import { launchBrowser } from "./_chromium.ts";
 import { chatBody, registeredWorker, testConfig } from "../_test_helpers.ts";
 
@@ -41,24 +41,6 @@ function watchErrors(page: Page, expected: RegExp | null = null): string[] {
 
 async function textOf(page: Page, selector: string): Promise<string> {
   return (await page.locator(selector).textContent()) ?? "";
-}
-
-async function withBrowserAndRelay(
-  fn: (page: Page, relay: TestRelay) => Promise<void>,
-): Promise<void> {
-  const relay = await startTestRelay(
-    testConfig({}, { adminToken: ADMIN_TOKEN }),
-  );
-  let browser;
-  try {
-    browser = await launchBrowser();
-    const page = await browser.context.newPage();
-    page.setDefaultTimeout(10_000);
-    await fn(page, relay);
-  } finally {
-    await browser?.close();
-    await relay.close();
-  }
 }
 
 const SANITIZE = { sanitizeOps: false, sanitizeResources: false };

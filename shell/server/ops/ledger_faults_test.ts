@@ -10,7 +10,8 @@ import {
 } from "../../demo/cluster.ts";
 import { type Child, waitUntil } from "../../procs.ts";
 import { openRelayDatabase } from "./api_keys.ts";
-import { type Finished, openUsageLedger, PENDING_MAX } from "./usage_ledger.ts";
+import { openUsageLedger, PENDING_MAX } from "./usage_ledger.ts";
+import { finished } from "./_finished.ts";
 
 const SECRET = "ledger-faults-secret";
 const ADMIN = "ledger-faults-admin-token";
@@ -154,29 +155,6 @@ Deno.test("issue 33 on a full disk usage records are kept, the original error lo
   }
 });
 
-function finished(requestId: string): Finished {
-  return {
-    kind: "requestFinished",
-    requestId,
-    route: "/v1/chat/completions",
-    model: "m",
-    tenant: "t",
-    outcome: "completed",
-    status: 200,
-    durationMs: 5,
-    queueWaitMs: 0,
-    firstByteMs: 1,
-    requeues: 0,
-    cacheReport: null,
-    keyId: null,
-    keyName: null,
-    modelAsked: "m",
-    modelServed: "m",
-    workerName: "w",
-    usage: { prompt: 1, completion: 2, cached: null, estimated: false },
-  };
-}
-
 Deno.test("issue 33 while the file refuses writes at most PENDING_MAX records wait: the oldest are dropped and counted, the rest written after", async () => {
   const dir = await Deno.makeTempDir({ prefix: "ledger-bound-" });
   const db = openRelayDatabase(`${dir}/relay.db`);
@@ -189,7 +167,7 @@ Deno.test("issue 33 while the file refuses writes at most PENDING_MAX records wa
   try {
     other.exec("BEGIN IMMEDIATE");
     for (let i = 0; i < PENDING_MAX + 25; i++) {
-      ledger.record(finished(`r${i}`), 1_000 + i);
+      ledger.record(finished({ requestId: `r${i}` }), 1_000 + i);
     }
     ledger.flush();
     assert.equal(dropped, 25);

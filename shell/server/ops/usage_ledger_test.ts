@@ -3,33 +3,10 @@ import { initialState, makeConfig } from "../../../core/mod.ts";
 import { openRelayDatabase } from "./api_keys.ts";
 import { Metrics } from "./metrics.ts";
 import { parseTime, requestFilter } from "./usage_http.ts";
-import { type Finished, FLUSH_ROWS, openUsageLedger } from "./usage_ledger.ts";
+import { FLUSH_ROWS, openUsageLedger } from "./usage_ledger.ts";
+import { finished } from "./_finished.ts";
 
 const DAY = 86_400_000;
-
-function finished(over: Partial<Finished> = {}): Finished {
-  return {
-    kind: "requestFinished",
-    requestId: "r1",
-    route: "/v1/chat/completions",
-    model: "m",
-    tenant: "acme",
-    outcome: "completed",
-    status: 200,
-    durationMs: 12.4,
-    queueWaitMs: 1,
-    firstByteMs: 3,
-    requeues: 0,
-    cacheReport: null,
-    keyId: "key_1",
-    keyName: "ci",
-    modelAsked: "m",
-    modelServed: "m",
-    workerName: "gpu-a",
-    usage: { prompt: 10, completion: 5, cached: null, estimated: false },
-    ...over,
-  };
-}
 
 function withLedger(
   retentionDays: number,
