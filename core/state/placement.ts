@@ -261,3 +261,67 @@ export function placeRequest(
     ? choice
     : { kind: "load", worker: swapper, evicting };
 }
+
+/**
+ * Issue 14 with residency: where a request refused by worker `avoid` (a
+ * scoped error, e.g. `backend_unavailable`) may go now, other than `avoid`.
+ * Another worker that holds the model with a free slot takes it, or one
+ * already loading it. A new load is the sooner way only when `avoid` does not
+ * hold the model: hot first holds for a refused request too, so a single
+ * refusal from a box holding the model (a keep-alive socket hang-up) never
+ * costs a load elsewhere; repeated ones open `avoid`'s backend circuit, which
+ * takes it out of routing, and then placement loads elsewhere as usual.
+ */
+export function placeAvoiding(
+  state: State,
+  provider: string,
+  model: string,
+  need: Need | null,
+  avoid: WorkerId,
+): Worker | null {
+  const p = placeRequest(state, provider, model, null, need, avoid, null, 0);
+  switch (p.kind) {
+    case "hot":
+    case "join":
+      return p.worker;
+    case "load": {
+      const avoided = state.workers.get(avoid);
+      return avoided !== undefined && avoided.routeLevel !== null &&
+          residencyOf(avoided, model) === "loaded"
+        ? null
+        : p.worker;
+    }
+    case "wait":
+      return null;
+  }
+}
+
+/**
+ * Issue 14 with residency: whether a worker other than `avoid` holds or loads
+ * `model` and could take the request (routable backend, not draining, takes
+ * its path and body), so the refused request waits for it. Merely listing
+ * the model is not enough: a request that waited for another worker to load
+ * it would wait for a load nobody starts (found by e2e/models_fleet_test.ts
+ * with two real routers: it timed out while the worker it avoided was free).
+ */
+export function otherWorkerHolds(
+  state: State,
+  provider: string,
+  model: string,
+  avoid: WorkerId,
+  need: Need | null,
+): boolean {
+  const usable = (w: Worker) =>
+    w.id !== avoid && !w.draining && w.backend.kind !== "open" &&
+    workerAccepts(w, need);
+  for (const w of holdersAndPlain(state, provider, model)) {
+    if (usable(w)) return true;
+  }
+  if (!hasPlainWorkers(state)) return false;
+  // `*` workers that report nothing hold every model (as in placeRequest).
+  for (const id of state.wildcardIndex.get(provider) ?? []) {
+    const w = state.workers.get(id);
+    if (w !== undefined && w.residency === null && usable(w)) return true;
+  }
+  return false;
+}

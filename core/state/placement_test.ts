@@ -287,3 +287,57 @@ Deno.test("a request stops waiting for a busy hot worker once it has waited as l
   assert.deepEqual(dispatched(effects), [["r2", "w2"]]);
   assert.equal(ofKind(effects, "modelLoadStarted")[0]!.model, "a");
 });
+
+function refused(state: State, workerId: string, requestId: string): Effect[] {
+  return step(state, {
+    kind: "workerErrorReceived",
+    atMs: state.nowMs,
+    workerId,
+    requestId,
+    code: "backend_unavailable",
+    message: "backend unavailable",
+  });
+}
+
+Deno.test("a request refused by its hot worker's backend goes back to it when no other worker holds or loads the model", () => {
+  // Found by e2e/models_fleet_test.ts with two real routers: r1 waited for
+  // the worker it avoided and timed out, though both workers were free.
+  const s = twoBoxes({}, 4);
+  report(s, "w1", ["a"]);
+  report(s, "w2", ["b"]);
+  assert.deepEqual(dispatched(addRequest(s, "r1", { model: "a" })), [[
+    "r1",
+    "w1",
+  ]]);
+  assert.deepEqual(dispatched(addRequest(s, "rb", { model: "b" })), [[
+    "rb",
+    "w2",
+  ]]);
+  const effects = refused(s, "w1", "r1");
+  assert.deepEqual(dispatched(effects), [["r1", "w1"]]);
+  assert.deepEqual(ofKind(effects, "modelLoadStarted"), []);
+  assert.equal(s.requests.get("r1")!.requeueCount, 1);
+});
+
+Deno.test("a request refused by its hot worker waits for another worker holding the model (issue 14)", () => {
+  const s = twoBoxes({}, 1);
+  report(s, "w1", ["a"], 2);
+  report(s, "w2", ["a", "b"], 2);
+  addRequest(s, "r1", { model: "a" });
+  addRequest(s, "r2", { model: "a" });
+  assert.deepEqual(dispatched(refused(s, "w1", "r1")), []);
+  assert.deepEqual(queued(s), ["r1"]);
+  assert.deepEqual(dispatched(complete(s, "w2", "r2")), [["r1", "w2"]]);
+});
+
+Deno.test("a refused request never starts a load while the worker it avoids holds the model with a free slot", () => {
+  // w2 has room for a, but a load takes seconds to minutes and w1 is hot:
+  // one refusal goes back to w1; repeated ones open its backend circuit.
+  const s = twoBoxes({}, 4);
+  report(s, "w1", ["a"]);
+  report(s, "w2", [], 1);
+  addRequest(s, "r1", { model: "a" });
+  const effects = refused(s, "w1", "r1");
+  assert.deepEqual(dispatched(effects), [["r1", "w1"]]);
+  assert.deepEqual(ofKind(effects, "modelLoadStarted"), []);
+});

@@ -22,6 +22,7 @@ import type { Priority, RequestId } from "../vocabulary.ts";
 import { pickWorker, pickWorkerExcept } from "./routing.ts";
 import { needOf, workerAccepts } from "./accepts.ts";
 import { otherWorkerServes } from "./workers.ts";
+import { otherWorkerHolds, placeAvoiding } from "./placement.ts";
 import type {
   ProviderQueue,
   Request,
@@ -191,6 +192,7 @@ export function markServed(state: State, request: Request): void {
  * The worker a queued request may go to now. A request sent back by a worker's
  * scoped error avoids that worker while another one serves the model (it waits
  * for that one), and goes back to it only when it is the only one (issue 14).
+ * With residency (issue 30), "serves" means holds or loads the model.
  */
 function workerFor(
   state: State,
@@ -214,6 +216,21 @@ function workerFor(
   ) ?? best;
   const avoid = request.avoidWorkerId;
   if (avoid === null || chosen.id !== avoid) return chosen;
+  if (state.residencyWorkers > 0) {
+    // Issue 30: "another worker serves it" means one holds or loads the
+    // model, not one that merely lists it (placement.ts).
+    const other = placeAvoiding(
+      state,
+      request.provider,
+      request.model,
+      need,
+      avoid,
+    );
+    if (other !== null) return other;
+    return otherWorkerHolds(state, request.provider, request.model, avoid, need)
+      ? null
+      : best;
+  }
   const other = pickWorkerExcept(
     state,
     request.provider,
