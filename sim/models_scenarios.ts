@@ -219,6 +219,53 @@ const rollingDrain: ModelsScenario = {
   ...impatient,
 };
 
+/**
+ * Each box holds one model and its backend refuses one request in ten before
+ * any byte (`backend_unavailable`, as a real router's keep-alive "socket hang
+ * up" under load); the other box lists the model but does not hold it. Found
+ * by e2e/models_fleet_test.ts with two real routers: a refused request waited
+ * for the box it avoided and never went anywhere. Clients wait as long as it
+ * takes and an unmeasured load is assumed to take 10 minutes (a large model
+ * from a slow disk), so such a request shows as one that never ends
+ * (`everyRequestEnds`), not as a 504 among others or a load elsewhere.
+ */
+const hotWorkerRefuses: ModelsScenario = {
+  name: "hot_worker_refuses",
+  boxes: [
+    {
+      name: "box1",
+      models: ["A", "B"],
+      maxConcurrent: 4,
+      room: 1,
+      preloaded: ["A"],
+      refusePct: 10,
+    },
+    {
+      name: "box2",
+      models: ["A", "B"],
+      maxConcurrent: 4,
+      room: 1,
+      preloaded: ["B"],
+      refusePct: 10,
+    },
+  ],
+  arrivals: [
+    {
+      kind: "random",
+      count: 200,
+      fromMs: 0,
+      toMs: 120_000,
+      models: ["A", "B"],
+    },
+  ],
+  ...times,
+  config: {
+    modelLoadMsAssumed: 600_000,
+    queueTimeoutMs: 900_000,
+    requestTimeoutMs: 900_000,
+  },
+};
+
 export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
   [
     twoBoxesOverlapping,
@@ -228,6 +275,7 @@ export const MODELS_SCENARIOS: ReadonlyMap<string, ModelsScenario> = new Map(
     workerDiesMidLoad,
     longRequestsHogTheHolder,
     rollingDrain,
+    hotWorkerRefuses,
   ].map((s) => [s.name, s]),
 );
 
@@ -235,11 +283,15 @@ const ALL_MODELS = ["A", "B", "C", "D", "E", "F"];
 
 /**
  * A random fleet from `seed` (the sweep, `--random N`): 1–4 boxes listing
- * some of 1–6 models, room 1–3, some preloaded, some dying mid-load or
- * drained, random arrivals, impatient clients, any drain bound.
+ * some of 1–6 models, room 1–3, some preloaded, some dying mid-load,
+ * drained or refusing requests, random arrivals, impatient clients, any
+ * drain bound.
  */
 export function randomScenario(seed: bigint): ModelsScenario {
   const p = Prng.fromSeed(seed * 7919n + 13n);
+  // Refusals draw from their own stream, so the fleets drawn before they
+  // were added stay the same.
+  const faults = Prng.fromSeed(seed * 7919n + 29n);
   const models = ALL_MODELS.slice(0, p.int(1, 6));
   const boxes = Array.from({ length: p.int(1, 4) }, (_, i) => {
     const listed = models.filter(() => p.chance(3, 4));
@@ -260,6 +312,7 @@ export function randomScenario(seed: bigint): ModelsScenario {
       ...(p.chance(1, 4)
         ? { drainAtMs: p.int(0, 100_000), backAfterMs: p.int(1_000, 30_000) }
         : {}),
+      ...(faults.chance(1, 4) ? { refusePct: faults.int(1, 30) } : {}),
     };
   });
   return {

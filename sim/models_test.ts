@@ -62,6 +62,19 @@ Deno.test("two boxes with overlapping models and room for one: two loads in all,
   }
 });
 
+Deno.test("hot boxes whose backends refuse one request in ten: every refused request ends, with no load", () => {
+  // The old rule waited for the other box, which lists the model but would
+  // never load it while its holder was free: everyRequestEnds failed on
+  // every seed (found by e2e/models_fleet_test.ts with two real routers).
+  const s = MODELS_SCENARIOS.get("hot_worker_refuses")!;
+  for (const seed of SEEDS) {
+    const r = runModels(s, seed, "new");
+    assert.equal(r.violation, null, `seed ${seed}: ${r.violation?.message}`);
+    assert.equal(r.completed, r.requests, `seed ${seed}`);
+    assert.equal(r.loads, 0, `seed ${seed}`);
+  }
+});
+
 Deno.test("a models run replays from its seed", () => {
   for (const s of MODELS_SCENARIOS.values()) {
     const a = runModels(s, 7n, "new");
@@ -70,7 +83,7 @@ Deno.test("a models run replays from its seed", () => {
   }
 });
 
-Deno.test("random fleets 1-200 (boxes, rooms, models, deaths, drains, impatient clients) keep every models invariant, both policies", () => {
+Deno.test("random fleets 1-200 (boxes, rooms, models, deaths, drains, refusals, impatient clients) keep every models invariant, both policies", () => {
   for (let seed = 1n; seed <= 200n; seed++) {
     for (const policy of ["new", "today"] as const) {
       const r = runModels(randomScenario(seed), seed, policy);

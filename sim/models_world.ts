@@ -49,6 +49,12 @@ export type BoxSpec = {
    * backend keeps what it holds meanwhile.
    */
   drainAtMs?: number;
+  /**
+   * Share (percent) of the requests its backend refuses before any byte, as
+   * a scoped `backend_unavailable` (a real llama-server router's keep-alive
+   * "socket hang up" under load): the core requeues them avoiding this worker.
+   */
+  refusePct?: number;
 };
 
 /** Request arrivals, expanded with the run's seed. */
@@ -434,6 +440,20 @@ export function runModels(
 
   function serve(b: number, job: Job): void {
     const box = boxes[b]!;
+    const refuse = box.spec.refusePct;
+    if (refuse !== undefined && box.prng.chance(refuse, 100)) {
+      // Refused before any byte: the job is gone, nothing else changes here.
+      box.jobs.delete(job.id);
+      toCore(b, {
+        kind: "workerErrorReceived",
+        atMs: 0,
+        workerId: workerId(b),
+        requestId: job.id,
+        code: "backend_unavailable",
+        message: "backend unavailable: socket hang up",
+      });
+      return;
+    }
     job.serving = true;
     const first = draw(box.prng, scenario.firstByteMs);
     const service = scenario.serviceMsByModel?.[job.model] ??

@@ -263,14 +263,15 @@ export function placeRequest(
 }
 
 /**
- * Issue 14 with residency: where a request refused by worker `avoid` (a
- * scoped error, e.g. `backend_unavailable`) may go now, other than `avoid`.
- * Another worker that holds the model with a free slot takes it, or one
- * already loading it. A new load is the sooner way only when `avoid` does not
- * hold the model: hot first holds for a refused request too, so a single
- * refusal from a box holding the model (a keep-alive socket hang-up) never
- * costs a load elsewhere; repeated ones open `avoid`'s backend circuit, which
- * takes it out of routing, and then placement loads elsewhere as usual.
+ * Issue 14 with residency: where a request refused by worker `avoid`, which
+ * holds `model` loaded (a scoped error, e.g. `backend_unavailable`), may go
+ * now: another worker that holds the model with a free slot, or one already
+ * loading it. Never a new load: hot first holds for a refused request too,
+ * so a single refusal from a box holding the model (a keep-alive socket
+ * hang-up) never costs a load elsewhere; repeated ones open `avoid`'s backend
+ * circuit, which takes it out of routing, and then placement loads elsewhere
+ * as usual. (A worker that refused while loading the model, an `AUTO_LOAD`
+ * that failed, is avoided as before: routing.ts `pickWorkerExcept`.)
  */
 export function placeAvoiding(
   state: State,
@@ -284,13 +285,7 @@ export function placeAvoiding(
     case "hot":
     case "join":
       return p.worker;
-    case "load": {
-      const avoided = state.workers.get(avoid);
-      return avoided !== undefined && avoided.routeLevel !== null &&
-          residencyOf(avoided, model) === "loaded"
-        ? null
-        : p.worker;
-    }
+    case "load":
     case "wait":
       return null;
   }

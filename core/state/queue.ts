@@ -23,6 +23,7 @@ import { pickWorker, pickWorkerExcept } from "./routing.ts";
 import { needOf, workerAccepts } from "./accepts.ts";
 import { otherWorkerServes } from "./workers.ts";
 import { otherWorkerHolds, placeAvoiding } from "./placement.ts";
+import { residencyOf } from "./residency.ts";
 import type {
   ProviderQueue,
   Request,
@@ -192,7 +193,8 @@ export function markServed(state: State, request: Request): void {
  * The worker a queued request may go to now. A request sent back by a worker's
  * scoped error avoids that worker while another one serves the model (it waits
  * for that one), and goes back to it only when it is the only one (issue 14).
- * With residency (issue 30), "serves" means holds or loads the model.
+ * With residency (issue 30), when the avoided worker holds the model, "serves"
+ * means holds or loads it.
  */
 function workerFor(
   state: State,
@@ -216,9 +218,13 @@ function workerFor(
   ) ?? best;
   const avoid = request.avoidWorkerId;
   if (avoid === null || chosen.id !== avoid) return chosen;
-  if (state.residencyWorkers > 0) {
-    // Issue 30: "another worker serves it" means one holds or loads the
-    // model, not one that merely lists it (placement.ts).
+  if (
+    state.residencyWorkers > 0 &&
+    residencyOf(chosen, request.model) === "loaded"
+  ) {
+    // Issue 30: refused by a worker that holds the model. "Another worker
+    // serves it" means one holds or loads the model, not one that merely
+    // lists it, and no load starts for it (placement.ts placeAvoiding).
     const other = placeAvoiding(
       state,
       request.provider,

@@ -111,11 +111,7 @@ export function pickWorker(
   return best;
 }
 
-/**
- * The best free worker for `model` other than `avoid`, exact matches first
- * (C42), or null. Without residency only: with it, placement.ts
- * `placeAvoiding` decides (queue.ts).
- */
+/** The best free worker for `model` other than `avoid`, exact matches first (C42), or null. */
 export function pickWorkerExcept(
   state: State,
   provider: string,
@@ -123,6 +119,11 @@ export function pickWorkerExcept(
   avoid: WorkerId,
   need: Need | null = null,
 ): Worker | null {
+  if (state.residencyWorkers > 0) {
+    return placed(
+      placeRequest(state, provider, model, null, need, avoid, null, 0),
+    );
+  }
   const byKey = state.routes.get(provider);
   if (byKey === undefined) return null;
   const id = firstFit(state, byKey.get(model), need, avoid) ??

@@ -13,13 +13,13 @@ export function hotFirst(
   effects: Effect[],
   drainMax: number,
 ): string | null {
-  for (const f of effects) {
+  for (const [at, f] of effects.entries()) {
     if (f.kind !== "modelLoadStarted" || f.reason !== "demand") continue;
     for (const w of state.workers.values()) {
       if (
         w.routeLevel !== null && acks(w, f.model) &&
         residencyOf(w, f.model) === "loaded" &&
-        !mayYield(before, w, drainMax)
+        !mayYield(before, effects, at, w, drainMax)
       ) {
         return `${f.model} started loading on ${f.workerId} (for ${f.triggeredBy}) while ${w.id} held it with a free slot (load ${w.routeLevel} of ${w.maxConcurrent})`;
       }

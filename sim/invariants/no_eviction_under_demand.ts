@@ -5,7 +5,7 @@
 // worker).
 import type { Effect, State } from "../../core/mod.ts";
 import { inFlightFor } from "../../core/mod.ts";
-import { mayYield, type ModelsBefore } from "./models_snapshot.ts";
+import { drainRunAt, mayYield, type ModelsBefore } from "./models_snapshot.ts";
 
 export function noEvictionUnderDemand(
   state: State,
@@ -13,7 +13,7 @@ export function noEvictionUnderDemand(
   effects: Effect[],
   drainMax: number,
 ): string | null {
-  for (const f of effects) {
+  for (const [at, f] of effects.entries()) {
     if (f.kind !== "modelLoadStarted" || f.evicting === null) continue;
     const w = state.workers.get(f.workerId);
     if (w === undefined) continue;
@@ -22,11 +22,11 @@ export function noEvictionUnderDemand(
       return `loading ${f.model} on ${w.id} evicts ${f.evicting}, which has ${inFlight} request(s) in flight there`;
     }
     const queued = state.queues.get(w.provider)?.models.get(f.evicting) ?? 0;
-    const bound = mayYield(before, w, drainMax) &&
+    const bound = mayYield(before, effects, at, w, drainMax) &&
       !before.held.has(f.model);
     if (queued > 0 && !bound) {
       return `loading ${f.model} on ${w.id} evicts ${f.evicting}, which has ${queued} queued request(s) (drain run ${
-        before.drainRun.get(w.id) ?? 0
+        drainRunAt(before, effects, at, w)
       } < ${drainMax}, or ${f.model} was held elsewhere)`;
     }
   }
