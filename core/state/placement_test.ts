@@ -341,3 +341,19 @@ Deno.test("a refused request never starts a load while the worker it avoids hold
   assert.deepEqual(dispatched(effects), [["r1", "w1"]]);
   assert.deepEqual(ofKind(effects, "modelLoadStarted"), []);
 });
+
+Deno.test("a request refused by a worker loading its model (a failed AUTO_LOAD) loads on another worker once that worker reports the load gone", () => {
+  // Not sent back there: w1 does not hold a. Until its report (the worker
+  // reads residency after every load task), the load may still be under way.
+  const s = twoBoxes({}, 4);
+  report(s, "w1", [], 1);
+  report(s, "w2", [], 1);
+  assert.deepEqual(dispatched(addRequest(s, "r1", { model: "a" })), [[
+    "r1",
+    "w1",
+  ]]);
+  assert.deepEqual(dispatched(refused(s, "w1", "r1")), []);
+  const effects = report(s, "w1", [], 1);
+  assert.deepEqual(dispatched(effects), [["r1", "w2"]]);
+  assert.equal(ofKind(effects, "modelLoadStarted")[0]!.workerId, "w2");
+});
