@@ -102,9 +102,9 @@ Deno.test({
     // CPU serves slowly, so the relay's bound on waiting (a request waits for
     // a busy holder no longer than a load takes) may rightly load a third
     // time; and a router now and then hangs up on a request ("socket hang
-    // up"), which the relay requeues (a placement bug found here, handed to
-    // the core's owner, can then time it out). So: fewer loads than today,
-    // failures printed. Measured: 2 loads in most runs, up to 5.
+    // up"), which the relay requeues (such a request once timed out in the
+    // queue, found here; fixed, docs/decisions.md C220). So: fewer loads than
+    // today, failures printed. Measured: 2 loads in most runs, up to 5.
     await compare(
       "two llama-server routers",
       ROUTER_MODELS,
