@@ -1,8 +1,9 @@
-// Every bug the simulator found, as a named scenario with a pinned seed and a
-// one-line postmortem (sled's tests/00_regression.rs). Tests replay each one.
-// Each scenario is written as a failing sweep prints it (builder calls with
-// only what differs from their defaults, see sim/scenario_source.ts): paste it,
-// name it, and give it the run seed.
+// Every bug the simulator found, as a scenario with a pinned seed (sled's
+// tests/00_regression.rs); tests replay each one. Paste what a failing sweep
+// prints (sim/scenario_source.ts: only what differs from the sweep's floor) into
+// `pinned(seed, { name, postmortem, ... })`: the postmortem names the invariant
+// and the bug in a line; the whole story is in docs/decisions.md ("Pinned
+// regressions, one by one").
 import {
   client,
   type Scenario,
@@ -19,15 +20,16 @@ export type Regression = {
   postmortem: string;
 };
 
-/**
- * Found by the fixed-seed sweep (priorityOrder), shrunk by fast-check: low m2
- * requests wait with no free worker while high m1 requests are served; the low
- * class kept its old stride pass (and `vnow` even moved back to it), so once a
- * wildcard worker freed up, low won twice in a row over a dispatchable high
- * request with equal weights (with 8:1 weights the burst grows with the backlog).
- */
-const lowBankedCredit: Scenario = swept({
+type Pinned = Parameters<typeof swept>[0] & { postmortem: string };
+
+/** A regression: the run's seed, and the scenario with its postmortem. */
+function pinned(seed: bigint, { postmortem, ...fields }: Pinned): Regression {
+  return { seed, postmortem, scenario: swept(fields) };
+}
+
+const lowBankedCredit = pinned(458866187n, {
   name: "regression_low_banked_credit",
+  postmortem: "priorityOrder: a blocked class banked stride credit",
   faultsEndMs: 1831,
   config: { queueLenMax: 2, priorityWeights: { high: 1, normal: 1, low: 1 } },
   workers: [
@@ -51,14 +53,9 @@ const lowBankedCredit: Scenario = swept({
   ],
 });
 
-/**
- * Found by the fixed-seed sweep (eligibleWorker), shrunk: r0 with cache key k1
- * was served by a wildcard worker (the only one up); r1 with the same key then
- * went to that `*` worker by affinity although w2, which acked m2 exactly, was
- * free at the same load (C42: `*` only when no exact match is free).
- */
-const affinityToWildcard: Scenario = swept({
+const affinityToWildcard = pinned(100863868n, {
   name: "regression_affinity_to_wildcard",
+  postmortem: "eligibleWorker (C42): affinity chose `*` over a free exact",
   faultsEndMs: 4865,
   config: { tenantQueueLenMax: 1, affinityLoadMargin: 0 },
   workers: [
@@ -72,14 +69,9 @@ const affinityToWildcard: Scenario = swept({
   ],
 });
 
-/**
- * Found by the fixed-seed sweep (priorityOrder), shrunk: with weights high 1,
- * normal 6 the normal class's pass grew by 1/6 in floats; six steps summed to
- * 0.9999999999999999, short of high's 1, so normal won a 7th dispatch ahead of a
- * dispatchable high request where the weights allow 6 (ties go to the higher class).
- */
-const floatStride: Scenario = swept({
+const floatStride = pinned(19n, {
   name: "regression_float_stride",
+  postmortem: "priorityOrder: float strides gave normal 7 turns to high's 1",
   faultsEndMs: 2484,
   config: {
     queueLenMax: 2,
@@ -107,14 +99,9 @@ const floatStride: Scenario = swept({
   ],
 });
 
-/**
- * Found by the fixed-seed sweep (fifo), shrunk by fast-check: a worker whose
- * backend circuit was half-open got its trial answered by a first chunk; the
- * circuit closed but the queue did not move, so a newcomer took the free slot
- * ahead of an older queued request (issue 14).
- */
-const trialChunkMovesQueue: Scenario = swept({
+const trialChunkMovesQueue = pinned(2147483634n, {
   name: "regression_trial_chunk_moves_queue",
+  postmortem: "fifo: a circuit closing on a trial chunk left the queue",
   faultsEndMs: 4442,
   config: {
     tenantQueueLenMax: 1,
@@ -171,14 +158,9 @@ const trialChunkMovesQueue: Scenario = swept({
   ],
 });
 
-/**
- * Found by a sweep with seed 42 (eligibleWorker, C42): in one tick a worker's
- * heartbeat loss requeued its request before another worker's backend
- * cool-down was checked, so the request went to a wildcard worker while the
- * exact one was about to take trials again (issue 14).
- */
-const coolDownBeforeDrop: Scenario = swept({
+const coolDownBeforeDrop = pinned(2125822206n, {
   name: "regression_cool_down_before_drop",
+  postmortem: "eligibleWorker (C42): a requeue ran before a cool-down ended",
   faultsEndMs: 5029,
   config: {
     heartbeatIntervalMs: 1186,
@@ -220,14 +202,9 @@ const coolDownBeforeDrop: Scenario = swept({
   ],
 });
 
-/**
- * Found by a sweep with seed 42 (fairnessBound): a newcomer for a model whose
- * queued requests all wait for another worker (they avoid the one that refused
- * them) left the queue at once; the core counted its tenant's turn, the
- * observer did not. An observer fix (issue 14).
- */
-const newcomerThroughQueue: Scenario = swept({
+const newcomerThroughQueue = pinned(2125822206n, {
   name: "regression_newcomer_through_queue",
+  postmortem: "fairnessBound (observer): a newcomer's turn went uncounted",
   faultsEndMs: 5029,
   config: { queueLenMax: 3, heartbeatIntervalMs: 401, tenantQueueLenMax: 2 },
   workers: [
@@ -271,13 +248,9 @@ const newcomerThroughQueue: Scenario = swept({
   ],
 });
 
-/**
- * Found by a sweep with seed 1 (fifo): a request refused by one worker waited
- * for the only other worker serving its model; that one was drained, which did
- * not move the queue, so a newcomer went ahead of it (issue 14).
- */
-const drainMovesAvoidingQueue: Scenario = swept({
+const drainMovesAvoidingQueue = pinned(1994440863n, {
   name: "regression_drain_moves_avoiding_queue",
+  postmortem: "fifo: draining the only other worker did not move the queue",
   tickMs: 500,
   faultsEndMs: 4399,
   config: {
@@ -327,18 +300,12 @@ const drainMovesAvoidingQueue: Scenario = swept({
     client(57, "m1", { tenant: "t1", priority: "high" }),
     client(1500, "m1", { tenant: "t1", priority: "low" }),
   ],
-  operators: [
-    sweptOperators({ toMs: 4399 }),
-  ],
+  operators: [sweptOperators({ toMs: 4399 })],
 });
 
-/**
- * Found by a sweep with seed 5 (cacheAffinity): a half-open worker's in-flight
- * request was cancelled (timeout) in the tick its trial came due; the cancel did
- * not re-file the worker, so it stayed out of routing (issue 14).
- */
-const cancelRefilesTrial: Scenario = swept({
+const cancelRefilesTrial = pinned(1992847323n, {
   name: "regression_cancel_refiles_trial",
+  postmortem: "cacheAffinity: a cancel did not re-file a half-open worker",
   tickMs: 250,
   faultsEndMs: 4742,
   config: {
@@ -389,13 +356,9 @@ const cancelRefilesTrial: Scenario = swept({
   ],
 });
 
-/**
- * Found by a sweep with seed 8 (fifo): a client left while its request was the
- * only one on a half-open worker; the cancel made the worker routable but did
- * not move the queue, so a newcomer overtook a queued request (issue 14).
- */
-const cancelMovesQueueToTrial: Scenario = swept({
+const cancelMovesQueueToTrial = pinned(544219811n, {
   name: "regression_cancel_moves_queue_to_trial",
+  postmortem: "fifo: a cancel that freed a trial did not move the queue",
   faultsEndMs: 2614,
   config: {
     requestTimeoutMs: 1701,
@@ -421,18 +384,12 @@ const cancelMovesQueueToTrial: Scenario = swept({
     client(1401, "m3", { priority: "high" }),
     client(100, "m1", { priority: "high" }),
   ],
-  operators: [
-    sweptOperators({ toMs: 2614 }),
-  ],
+  operators: [sweptOperators({ toMs: 2614 })],
 });
 
-/**
- * Found by a sweep with seed 11 (maxConcurrent): an original worker answered a
- * cancelled request with an oversized response_complete; the core freed the
- * slot, the observer did not. An observer fix (issue 14).
- */
-const oversizedAckFreesSlot: Scenario = swept({
+const oversizedAckFreesSlot = pinned(350035383n, {
   name: "regression_oversized_ack_frees_slot",
+  postmortem: "maxConcurrent (observer): an oversized cancel ack kept a slot",
   faultsEndMs: 5325,
   config: {
     tenantQueueLenMax: 1,
@@ -462,18 +419,12 @@ const oversizedAckFreesSlot: Scenario = swept({
     client(1701, "m1", { tenant: "t0", priority: "high" }),
     client(101, "m3", { tenant: "t1", priority: "high" }),
   ],
-  operators: [
-    sweptOperators({ toMs: 5325 }),
-  ],
+  operators: [sweptOperators({ toMs: 5325 })],
 });
 
-/**
- * Found by a sweep with seed 37 (fifo): an original worker acknowledged a
- * cancel with an oversized response_complete; the slot was freed but the queue
- * did not move, so a newcomer took it ahead of a queued request (issue 14).
- */
-const oversizedAckMovesQueue: Scenario = swept({
+const oversizedAckMovesQueue = pinned(71495086n, {
   name: "regression_oversized_ack_moves_queue",
+  postmortem: "fifo: an oversized cancel ack did not move the queue",
   faultsEndMs: 5014,
   config: { heartbeatIntervalMs: 301 },
   workers: [
@@ -523,70 +474,15 @@ const oversizedAckMovesQueue: Scenario = swept({
 });
 
 export const REGRESSIONS: Regression[] = [
-  {
-    scenario: lowBankedCredit,
-    seed: 458866187n,
-    postmortem:
-      "a class blocked on busy workers banked stride credit and then burst ahead of a dispatchable higher class; fixed: markServed lifts every class behind the virtual time to it",
-  },
-  {
-    scenario: affinityToWildcard,
-    seed: 100863868n,
-    postmortem:
-      "cache affinity sent a request to a remembered `*` worker while an exact worker was free (C42); fixed: affinity may prefer a wildcard worker only when the best free one is a wildcard too",
-  },
-  {
-    scenario: floatStride,
-    seed: 19n,
-    postmortem:
-      "stride passes summed 1/weight in floats, so with weights 1:6 six normal steps fell short of one high step and normal got 7 dispatches per high one; fixed: integer strides (lcm of the weights / weight)",
-  },
-  {
-    scenario: trialChunkMovesQueue,
-    seed: 2147483634n,
-    postmortem:
-      "a half-open backend circuit closed on its trial's first chunk without moving the queue, so a newcomer overtook an older queued request; fixed: a circuit that closes pumps the queue",
-  },
-  {
-    scenario: coolDownBeforeDrop,
-    seed: 2125822206n,
-    postmortem:
-      "a heartbeat loss requeued a request before another worker's backend cool-down ended in the same tick, and a wildcard worker got it over the exact one (C42); fixed: cool-downs end first in the tick",
-  },
-  {
-    scenario: newcomerThroughQueue,
-    seed: 2125822206n,
-    postmortem:
-      "a newcomer that went through the queue and left at once (older requests waited for another worker) was not counted as a scheduler turn by the observer; fixed in the observer",
-  },
-  {
-    scenario: drainMovesAvoidingQueue,
-    seed: 1994440863n,
-    postmortem:
-      "draining the only other worker serving a refused request's model did not move the queue, so a newcomer overtook it; fixed: drainWorker pumps the queue",
-  },
-  {
-    scenario: cancelRefilesTrial,
-    seed: 1992847323n,
-    postmortem:
-      "a cancel on a half-open worker did not re-file it, so it stayed out of routing with nothing in flight; fixed: cancelOnWorker syncs the route",
-  },
-  {
-    scenario: cancelMovesQueueToTrial,
-    seed: 544219811n,
-    postmortem:
-      "a client leaving freed a half-open worker's trial without moving the queue, so a newcomer overtook a queued request; fixed: a cancel that frees a trial pumps the queue",
-  },
-  {
-    scenario: oversizedAckFreesSlot,
-    seed: 350035383n,
-    postmortem:
-      "an oversized response_complete acknowledging a cancel freed the slot in the core but not in the observer; fixed in the observer",
-  },
-  {
-    scenario: oversizedAckMovesQueue,
-    seed: 71495086n,
-    postmortem:
-      "an oversized response_complete acknowledging a cancel freed the slot without moving the queue, so a newcomer overtook a queued request; fixed: that path pumps the queue like any acknowledgment",
-  },
+  lowBankedCredit,
+  affinityToWildcard,
+  floatStride,
+  trialChunkMovesQueue,
+  coolDownBeforeDrop,
+  newcomerThroughQueue,
+  drainMovesAvoidingQueue,
+  cancelRefilesTrial,
+  cancelMovesQueueToTrial,
+  oversizedAckFreesSlot,
+  oversizedAckMovesQueue,
 ];
