@@ -160,49 +160,24 @@ const coolDownBeforeDrop = pinned(1n, {
   ],
 });
 
-const newcomerThroughQueue = pinned(2125822206n, {
+const newcomerThroughQueue = pinned(1n, {
   name: "regression_newcomer_through_queue",
   postmortem: "fairnessBound (observer): a newcomer's turn went uncounted",
-  faultsEndMs: 5029,
-  config: { queueLenMax: 3, heartbeatIntervalMs: 401, tenantQueueLenMax: 2 },
+  config: { queueLenMax: 5, backendFailuresMax: 5 },
   workers: [
-    sweptWorker("w0", ["*"], {
-      chunks: [0, 2],
-      netDelayMs: [1, 10],
-      reconnectAfterMs: 50,
-    }),
-    sweptWorker("w1", ["*"], {
-      chunkGapMs: [5, 190],
-      chunks: [0, 4],
-      netDelayMs: [0, 1],
-    }),
-    sweptWorker("w2", ["m2"], {
-      maxConcurrent: 3,
-      firstChunkMs: [5, 271],
-      chunkGapMs: [5, 6],
-      chunks: [0, 5],
-      netDelayMs: [0, 9],
-      faults: [{ kind: "errorReplies", num: 3, den: 4 }],
-      extensions: ["body-chunks-v1"],
+    sweptWorker("w0", ["m1"], { firstChunkMs: [100, 100] }),
+    sweptWorker("w1", ["m1"], {
+      connectAtMs: 20,
+      extensions: ["capabilities-v1"],
+      backend: sweptBackend({ refuseNum: 16 }),
     }),
   ],
   clients: [
-    client(154, "m2", { streaming: true, tenant: "t0" }),
-    client(1077, "m2", { tenant: "t2" }),
-    client(0, "m1", { tenant: "t1" }),
-    client(0, "m1", { tenant: "t1" }),
-    client(0, "m2", { tenant: "t0" }),
-    client(154, "m2", { streaming: true, tenant: "t0" }),
-    client(155, "m2", { streaming: true, tenant: "t1" }),
-    client(834, "m2", { tenant: "t0" }),
-    client(1, "nope", { streaming: true, tenant: "t0" }),
-    client(800, "m2", { tenant: "t2" }),
-    client(1, "m1", { streaming: true, tenant: "t0" }),
-    client(1048, "nope", { tenant: "t0" }),
-    client(1000, "m2", { streaming: true, tenant: "t0" }),
-    client(736, "m1", { streaming: true, tenant: "t1" }),
-    client(736, "m1", { streaming: true, tenant: "t0" }),
-    client(1047, "m1", { streaming: true, tenant: "t0" }),
+    client(5, "m1", { tenant: "t2" }),
+    client(30, "m1", { tenant: "t0" }),
+    client(40, "m1", { tenant: "t1" }),
+    client(120, "m1", { tenant: "t0" }),
+    client(150, "m1", { tenant: "t1" }),
   ],
 });
 
