@@ -2,8 +2,8 @@
 // tests/00_regression.rs); tests replay each one. Paste what a failing sweep
 // prints (sim/scenario_source.ts: only what differs from the sweep's floor) into
 // `pinned(seed, { name, postmortem, ... })`: the postmortem names the invariant
-// and the bug in a line; the whole story is in docs/decisions.md ("Pinned
-// regressions, one by one").
+// and the bug in a line; the run must fail with the bug put back. The whole
+// story is in docs/decisions.md ("Pinned regressions, one by one").
 import {
   client,
   type Scenario,
