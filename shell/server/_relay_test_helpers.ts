@@ -35,6 +35,17 @@ export function admin(
   });
 }
 
+/** POST /admin/keys with `fields` as its JSON body; the relay's answer, unread. */
+export function postKey(
+  relay: TestServer,
+  fields: Record<string, unknown>,
+): Promise<Response> {
+  return admin(relay, "/admin/keys", {
+    method: "POST",
+    body: JSON.stringify(fields),
+  });
+}
+
 /** Answers every request frame: streams two chunks when asked to stream, else a JSON body. */
 export function autoRespond(w: TestWorker): () => void {
   let stopped = false;

@@ -1,9 +1,9 @@
 // Issue 15: browser clients can call /v1/* across origins, as with the original.
 import assert from "node:assert/strict";
 import {
-  admin,
   ADMIN_TOKEN,
   autoRespond,
+  postKey,
   startTestRelay,
 } from "../_relay_test_helpers.ts";
 import { chatBody, registeredWorker, testConfig } from "../_test_helpers.ts";
@@ -87,10 +87,7 @@ Deno.test("CORS headers are on actual /v1 responses: JSON, streams and errors", 
   const w = await registeredWorker(relay);
   const stop = autoRespond(w);
   try {
-    const created = await (await admin(relay, "/admin/keys", {
-      method: "POST",
-      body: JSON.stringify({ name: "web" }),
-    })).json();
+    const created = await (await postKey(relay, { name: "web" })).json();
     const call = (body: string, key: string | null) =>
       fetch(`${relay.url}/v1/chat/completions`, {
         method: "POST",

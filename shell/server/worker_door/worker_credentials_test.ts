@@ -6,6 +6,7 @@ import { SECRET, testConfig } from "../_test_helpers.ts";
 import {
   admin,
   ADMIN_TOKEN,
+  postKey,
   startTestRelay,
   type TestRelay,
 } from "../_relay_test_helpers.ts";
@@ -37,10 +38,7 @@ async function attempt(
 async function newKey(
   relay: TestRelay,
 ): Promise<{ id: string; secret: string }> {
-  const res = await admin(relay, "/admin/keys", {
-    method: "POST",
-    body: JSON.stringify({ name: "gpu-box" }),
-  });
+  const res = await postKey(relay, { name: "gpu-box" });
   assert.equal(res.status, 201);
   return await res.json();
 }
