@@ -55,6 +55,19 @@ export async function startTestServer(
   };
 }
 
+/** A test server with `config`, closed after `fn` whatever it throws. */
+export async function withTestServer(
+  config: ServerConfig,
+  fn: (server: TestServer) => Promise<void>,
+): Promise<void> {
+  const server = await startTestServer(config);
+  try {
+    await fn(server);
+  } finally {
+    await server.close();
+  }
+}
+
 /** The one bounded wait for in-process conditions (shell/procs.ts), as the server tests have always imported it. */
 export { waitFor };
 

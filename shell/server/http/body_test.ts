@@ -9,6 +9,7 @@ import {
   registeredWorker,
   startTestServer,
   testConfig,
+  withTestServer,
 } from "../_test_helpers.ts";
 
 function post(
@@ -140,8 +141,7 @@ Deno.test("issue 15 an oversized body gets 413 and the connection is closed, on 
 });
 
 Deno.test("issue 15 a route that answers without reading the body closes the connection if the body never completes", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     for (const path of ["/nowhere", "/health"]) {
       const c = await rawConnect(server.port);
       try {
@@ -154,7 +154,5 @@ Deno.test("issue 15 a route that answers without reading the body closes the con
         c.close();
       }
     }
-  } finally {
-    await server.close();
-  }
+  });
 });
