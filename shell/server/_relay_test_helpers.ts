@@ -23,6 +23,19 @@ export async function startTestRelay(config: ServerConfig): Promise<TestRelay> {
   };
 }
 
+/** A test relay with `config`, closed after `fn` whatever it throws. */
+export async function withTestRelay(
+  config: ServerConfig,
+  fn: (relay: TestRelay) => Promise<void>,
+): Promise<void> {
+  const relay = await startTestRelay(config);
+  try {
+    await fn(relay);
+  } finally {
+    await relay.close();
+  }
+}
+
 export function admin(
   relay: TestServer,
   path: string,

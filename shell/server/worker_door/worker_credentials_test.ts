@@ -9,6 +9,7 @@ import {
   postKey,
   startTestRelay,
   type TestRelay,
+  withTestRelay,
 } from "../_relay_test_helpers.ts";
 
 /** Opens a worker socket with the credential in the query only; resolves how it ended. */
@@ -44,8 +45,7 @@ async function newKey(
 }
 
 Deno.test("issue 32: a worker may present the secret as ?worker_secret= (the original's name) or ?secret=", async () => {
-  const relay = await startTestRelay(testConfig());
-  try {
+  await withTestRelay(testConfig(), async (relay) => {
     assert.equal(
       await attempt(relay, `worker_secret=${encodeURIComponent(SECRET)}`),
       "registered",
@@ -57,9 +57,7 @@ Deno.test("issue 32: a worker may present the secret as ?worker_secret= (the ori
     const wrong = await attempt(relay, "worker_secret=wrong");
     assert.notEqual(wrong, "registered");
     assert.equal((wrong as CloseEvent).code, 1008);
-  } finally {
-    await relay.close();
-  }
+  });
 });
 
 Deno.test("issue 32: a client API key admits a worker only with API_KEYS_AS_WORKER_SECRET, and not once revoked", async () => {
