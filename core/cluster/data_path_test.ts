@@ -474,3 +474,27 @@ Deno.test("data path: a whole answer's bytes (body-bytes-v1, base64 in the compl
   assert.ok(end.event.kind === "completeReceived");
   assert.equal(end.event.bodyBase64, undefined, "no answer byte in the log");
 });
+
+Deno.test("data path: the deltas logged with an end count for the request only while it is with that end's worker (issue 33)", () => {
+  const { cs } = replica();
+  const end = (workerId: string): ClusterRecord => ({
+    kind: "events",
+    instance: "B",
+    seq: workerId === "w1" ? 90 : 91,
+    appliedMs: null,
+    events: [{
+      kind: "workerErrorReceived",
+      atMs: 0,
+      workerId,
+      requestId: "r1",
+      code: "x",
+      message: "x",
+    }],
+    deltas: { r1: 5 },
+  });
+  const before = cs.core.requests.get("r1")!;
+  assert.equal(before.deltas, 0);
+  // An end of a dispatch the log no longer has (another worker): not counted.
+  applyRecord(cs, end("w9"), 1020);
+  assert.equal(cs.core.requests.get("r1")?.deltas, 0);
+});

@@ -602,6 +602,12 @@ function endLocal(h: Host, error: ClientError, closeCode: number): void {
   for (const effect of whole) exec(h, effect);
   resetDataPath(h);
   h.unacked.length = 0;
+  // What this instance observed and had not sent yet is held too: it must
+  // not reach the log under its next id (found by the simulator: a
+  // completion of the old incarnation was appended after its rejoin).
+  h.outbox = [];
+  h.outboxDirect = undefined;
+  h.outboxDeltas = undefined;
   for (const workerId of [...held.workers()]) {
     exec(h, {
       kind: "closeWorker",

@@ -143,7 +143,7 @@ export function applyRecord(
       return { effects: out, died, note: record.note };
     case "cut":
       if (record.deltas !== undefined) {
-        addDeltas(cs, record.requestId, record.deltas);
+        addDeltas(cs, record.requestId, record.workerId, record.deltas);
       }
       applyCut(cs.core, record.requestId, record.workerId, record.reason, out);
       return { effects: out, died, note: null };
@@ -152,7 +152,15 @@ export function applyRecord(
         cs.instances.get(record.instance)!.peerUrl = record.peer;
       }
       for (const [requestId, n] of Object.entries(record.deltas ?? {})) {
-        addDeltas(cs, requestId, n);
+        for (const e of record.events) {
+          if (
+            (e.kind === "completeReceived" ||
+              e.kind === "workerErrorReceived") && e.requestId === requestId
+          ) {
+            addDeltas(cs, requestId, e.workerId, n);
+            break; // the answer's end: counted once
+          }
+        }
       }
       for (const e of record.events) {
         applyEvent(cs, record.instance, e, atMs, out, died);
@@ -163,11 +171,22 @@ export function applyRecord(
 
 /**
  * The content deltas of an answer's pieces that went direct (issue 33): the
- * replica's count, as if those chunks had been applied here.
+ * replica's count, as if those chunks had been applied here; only while the
+ * request is still with the worker that sent them (found by the simulator: an
+ * end of a dispatch the log had lost was counted into the next dispatch).
  */
-function addDeltas(cs: ClusterState, requestId: string, n: number): void {
+function addDeltas(
+  cs: ClusterState,
+  requestId: string,
+  workerId: string,
+  n: number,
+): void {
   const r = cs.core.requests.get(requestId);
-  if (r !== undefined && r.deltas !== null) r.deltas += n;
+  if (
+    r === undefined || r.deltas === null || r.status.kind === "queued" ||
+    r.status.workerId !== workerId
+  ) return;
+  r.deltas += n;
 }
 
 function applyEvent(
