@@ -2,6 +2,7 @@
 // an ephemeral loopback port, shaped like TestServer so the scripted worker
 // helpers work with it.
 import { makeLogger } from "../log.ts";
+import { withClosing } from "../with_closing.ts";
 import { SECRET, type TestServer, type TestWorker } from "./_test_helpers.ts";
 import type { ServerConfig } from "./config.ts";
 import { type Relay, startRelay } from "./relay.ts";
@@ -24,16 +25,11 @@ export async function startTestRelay(config: ServerConfig): Promise<TestRelay> {
 }
 
 /** A test relay with `config`, closed after `fn` whatever it throws. */
-export async function withTestRelay(
+export function withTestRelay(
   config: ServerConfig,
   fn: (relay: TestRelay) => Promise<void>,
 ): Promise<void> {
-  const relay = await startTestRelay(config);
-  try {
-    await fn(relay);
-  } finally {
-    await relay.close();
-  }
+  return withClosing(startTestRelay(config), fn);
 }
 
 export function admin(

@@ -9,6 +9,7 @@ import {
 import type { ServerConfig } from "./config.ts";
 import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
 import { waitFor } from "../procs.ts";
+import { withClosing } from "../with_closing.ts";
 
 export const SECRET = "test-secret";
 
@@ -56,16 +57,11 @@ export async function startTestServer(
 }
 
 /** A test server with `config`, closed after `fn` whatever it throws. */
-export async function withTestServer(
+export function withTestServer(
   config: ServerConfig,
   fn: (server: TestServer) => Promise<void>,
 ): Promise<void> {
-  const server = await startTestServer(config);
-  try {
-    await fn(server);
-  } finally {
-    await server.close();
-  }
+  return withClosing(startTestServer(config), fn);
 }
 
 /** The one bounded wait for in-process conditions (shell/procs.ts), as the server tests have always imported it. */
