@@ -6,8 +6,25 @@ import {
   postChat,
   registeredWorker,
   testConfig,
+  type TestServer,
   withTestServer,
 } from "./_test_helpers.ts";
+
+/** A worker that registers with `protocolVersion`: how the server closed its socket. */
+async function registerClosed(
+  server: TestServer,
+  protocolVersion: string,
+): Promise<CloseEvent> {
+  const bad = await connectWorker(server);
+  bad.send({
+    type: "register",
+    worker_name: "x",
+    models: ["m1"],
+    max_concurrent: 1,
+    protocol_version: protocolVersion,
+  });
+  return await bad.closed;
+}
 
 Deno.test("C3 a worker registers and gets register_ack with its id, models and version", async () => {
   await withTestServer(testConfig(), async (server) => {
@@ -265,15 +282,7 @@ Deno.test('C39 a worker that sends protocol_version "1" or none joins; another v
       protocol_version: undefined,
     });
     assert.equal(none.ack.protocol_version, undefined);
-    const bad = await connectWorker(server);
-    bad.send({
-      type: "register",
-      worker_name: "x",
-      models: ["m1"],
-      max_concurrent: 1,
-      protocol_version: "9",
-    });
-    const closed = await bad.closed;
+    const closed = await registerClosed(server, "9");
     assert.equal(closed.code, 1002);
     assert.match(closed.reason, /2026-04-bridge-v1/);
     await one.close();
@@ -310,15 +319,7 @@ Deno.test("C34 a worker's unsendable status or header never leaves the client ha
 
 Deno.test("C41 a close reason built from a long multi-byte worker value still closes the socket", async () => {
   await withTestServer(testConfig(), async (server) => {
-    const bad = await connectWorker(server);
-    bad.send({
-      type: "register",
-      worker_name: "x",
-      models: ["m1"],
-      max_concurrent: 1,
-      protocol_version: "a" + "é".repeat(100),
-    });
-    const closed = await bad.closed;
+    const closed = await registerClosed(server, "a" + "é".repeat(100));
     assert.equal(closed.code, 1002);
     assert.ok(new TextEncoder().encode(closed.reason).length <= 123);
   });
