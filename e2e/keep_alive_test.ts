@@ -8,6 +8,7 @@ import { type Box, FAKE_MODELS, withFleet } from "./_fleet.ts";
 import { startSwappingBackend } from "../mock/swapping.ts";
 import { waitUntil } from "../shell/procs.ts";
 import { openaiAt } from "./_sdk.ts";
+import { postChat } from "./_post_chat.ts";
 
 const ANSWER = "Loaded at last and streaming every word.";
 
@@ -41,15 +42,11 @@ async function rawStream(
   headers: Record<string, string> = {},
   model: string = FAKE_MODELS[0],
 ): Promise<{ status: number; lines: string[] }> {
-  const res = await fetch(`${serverUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify({
-      model,
-      stream: true,
-      messages: [{ role: "user", content: "hi" }],
-    }),
-  });
+  const res = await postChat(serverUrl, {
+    model,
+    stream: true,
+    messages: [{ role: "user", content: "hi" }],
+  }, { headers });
   const text = await res.text();
   return {
     status: res.status,
