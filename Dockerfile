@@ -44,7 +44,7 @@ ENTRYPOINT ["deno", "run", "--cached-only", "--allow-net", "--allow-env", \
 
 FROM runtime AS worker
 ENTRYPOINT ["deno", "run", "--cached-only", "--allow-net", "--allow-env", \
-  "--allow-sys=hostname", "shell/worker/main.ts"]
+  "--allow-read", "--allow-sys=hostname", "shell/worker/main.ts"]
 
 FROM runtime AS mock
 EXPOSE 8000

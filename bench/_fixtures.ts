@@ -17,27 +17,50 @@ export function stateWithWorkers(
     makeConfig({ queueLenMax, requestTimeoutMs: 1e12, queueTimeoutMs: 1e12 }),
   );
   for (let i = 0; i < workers; i++) {
-    const workerId = `w${i}`;
-    reduce(state, {
-      kind: "workerConnectAttempted",
-      atMs: 0,
-      workerId,
-      provider: "local",
-      clientIp: "10.0.0.1",
-      secretValid: true,
-    });
-    reduce(state, {
-      kind: "registerReceived",
-      atMs: 0,
-      workerId,
-      workerName: workerId,
-      models: ["m"],
-      maxConcurrent,
-      protocolVersion: "1",
-      currentLoad: 0,
-    });
+    addWorker(state, `w${i}`, { models: ["m"], maxConcurrent });
   }
   return state;
+}
+
+/** Connects (auth ok) and registers one worker, as a real one does. */
+export function addWorker(
+  state: State,
+  workerId: string,
+  opts: { models: string[]; maxConcurrent: number; extensions?: string[] },
+): void {
+  reduce(state, {
+    kind: "workerConnectAttempted",
+    atMs: 0,
+    workerId,
+    provider: "local",
+    clientIp: "10.0.0.1",
+    secretValid: true,
+  });
+  reduce(state, {
+    kind: "registerReceived",
+    atMs: 0,
+    workerId,
+    workerName: workerId,
+    models: opts.models,
+    maxConcurrent: opts.maxConcurrent,
+    protocolVersion: "1",
+    currentLoad: 0,
+    ...(opts.extensions === undefined ? {} : { extensions: opts.extensions }),
+  });
+}
+
+/** The worker's 200 with an empty body, ending `requestId`. */
+export function completed(requestId: string, workerId: string): Event {
+  return {
+    kind: "completeReceived",
+    atMs: 1,
+    workerId,
+    requestId,
+    statusCode: 200,
+    headers: {},
+    body: "",
+    tokenCounts: null,
+  };
 }
 
 export function request(

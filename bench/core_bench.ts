@@ -7,7 +7,12 @@ import {
   reduce,
   workerMessageSchema,
 } from "../core/mod.ts";
-import { openStreams, request, stateWithWorkers } from "./_fixtures.ts";
+import {
+  completed,
+  openStreams,
+  request,
+  stateWithWorkers,
+} from "./_fixtures.ts";
 
 const BATCH = 1000;
 const CHUNK = 'data: {"choices":[{"delta":{"content":"hello"}}]}\n\n';
@@ -63,16 +68,7 @@ for (const workers of [10, 1000, 10_000]) {
         const effects = reduce(state, request(id, "m", false)).effects;
         const send = effects[0];
         if (send?.kind !== "sendToWorker") throw new Error("not dispatched");
-        reduce(state, {
-          kind: "completeReceived",
-          atMs: 1,
-          workerId: send.workerId,
-          requestId: id,
-          statusCode: 200,
-          headers: {},
-          body: "",
-          tokenCounts: null,
-        });
+        reduce(state, completed(id, send.workerId));
       }
     },
   });
@@ -99,16 +95,7 @@ for (
         reduce(state, request(id, "m"));
         // The oldest stream's worker completes; the head of the queue takes its slot.
         const [rid, wid] = open.shift()!;
-        const effects = reduce(state, {
-          kind: "completeReceived",
-          atMs: 1,
-          workerId: wid,
-          requestId: rid,
-          statusCode: 200,
-          headers: {},
-          body: "",
-          tokenCounts: null,
-        }).effects;
+        const effects = reduce(state, completed(rid, wid)).effects;
         const send = effects.find((e) => e.kind === "sendToWorker");
         if (send?.kind !== "sendToWorker" || send.message.type !== "request") {
           throw new Error("no dispatch");

@@ -15,6 +15,7 @@
 // `git worktree` of the base), with this file's load generator on both sides.
 import http from "node:http";
 import { parseArgs } from "node:util";
+import { postChat } from "./_post_chat.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -148,29 +149,15 @@ const body = JSON.stringify({
 /** One request to `port`; resolves with its latency in ms once the answer ended. */
 function once(port: number): Promise<number> {
   const t0 = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: "127.0.0.1",
-      port,
-      method: "POST",
-      path: "/v1/chat/completions",
-      agent,
-      headers: {
-        "content-type": "application/json",
-        "content-length": Buffer.byteLength(body),
-      },
-    }, (res) => {
-      res.resume();
-      res.on(
-        "end",
-        () =>
-          res.statusCode === 200
-            ? resolve(performance.now() - t0)
-            : reject(new Error(`answered ${res.statusCode}`)),
-      );
-    });
-    req.on("error", reject);
-    req.end(body);
+  return postChat(port, agent, body, (res, resolve, reject) => {
+    res.resume();
+    res.on(
+      "end",
+      () =>
+        res.statusCode === 200
+          ? resolve(performance.now() - t0)
+          : reject(new Error(`answered ${res.statusCode}`)),
+    );
   });
 }
 

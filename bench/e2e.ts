@@ -26,9 +26,11 @@ import {
   scenarioH,
   scenarioI,
   scenarioK,
+  scenarioL,
   type ScenarioResult,
 } from "./e2e/scenarios.ts";
 import { type NginxStatus, setUp } from "./e2e/setup.ts";
+import { baselineCheckout, DEFAULT_BASELINE } from "./e2e/baseline.ts";
 
 const HELP = `deno task bench:e2e [options]
 
@@ -37,12 +39,20 @@ const HELP = `deno task bench:e2e [options]
   --rounds <n>      measured rounds per scenario and path (default 5, 3 for
                     c/d/g/h/i/j/k; i is embeddings, batches of 64 inputs; j is
                     plain requests at c=8 for CPU per request, k the best
-                    throughput whose p99 stays within 20 ms, issue 31)
+                    throughput whose p99 stays within 20 ms, issue 31; l is
+                    j's load on ours, base and naive at once, 5 rounds: their
+                    CPU per request paired against the same load spikes)
   --no-nginx        no nginx path (by default nginx-light fronts the same
                     backend; installed with apt-get when missing and root)
   --no-naive        no naive-relay path (issue 31: bench/naive/relay.ts, a
                     two-hop relay of Deno's native parts, runs beside the
                     others by default)
+  --baseline <commit>  issue 31: that commit's server and worker run as the
+                    path "base" in the timed scenarios (default
+                    ${DEFAULT_BASELINE}; exported with git archive into a /tmp
+                    directory removed at the end; skipped, with the reason,
+                    when git cannot give it)
+  --no-base         no baseline path
   --c-streams <n>   concurrent streams in scenario (c) (default 256)
   --cpu-prof <dir>  run the relay server with --cpu-prof into <dir>
   --out <dir>       where the JSON goes (default bench/results)
@@ -67,6 +77,8 @@ const { values } = parseArgs({
     cluster: { type: "string" },
     "no-nginx": { type: "boolean" },
     "no-naive": { type: "boolean" },
+    baseline: { type: "string", default: DEFAULT_BASELINE },
+    "no-base": { type: "boolean" },
     ledger: { type: "boolean" },
     out: { type: "string", default: `${ROOT}bench/results` },
     help: { type: "boolean" },
@@ -92,7 +104,7 @@ if (
 
 const backendUrl = Deno.env.get("BACKEND_URL") ?? null;
 const real = backendUrl !== null;
-const all = real ? "a,b,c,d,e,g,h,i,j,k" : "a,b,c,d,e,f,g,h,i,j,k";
+const all = real ? "a,b,c,d,e,g,h,i,j,k,l" : "a,b,c,d,e,f,g,h,i,j,k,l";
 const only = new Set((values.only ?? all).split(",").map((s) => s.trim()));
 const roundsOverride = values.rounds === undefined
   ? null
@@ -193,6 +205,25 @@ async function withRedisBytes(
   return result;
 }
 
+// Issue 31: the baseline's checkout, made before minutes of measuring. Like
+// nginx, a baseline that cannot be had (no git, a shallow clone without the
+// commit) is skipped with the reason, not a failed run.
+async function baselineOrSkip(): Promise<
+  Awaited<ReturnType<typeof baselineCheckout>> | null
+> {
+  if (values["no-base"] === true) return null;
+  try {
+    const b = await baselineCheckout(values.baseline, log);
+    log(`baseline path: ${b.commit} (one instance, also with --cluster)`);
+    return b;
+  } catch (e) {
+    log(
+      `baseline path skipped: ${e instanceof Error ? e.message.trim() : e}`,
+    );
+    return null;
+  }
+}
+
 /** One fresh relay stack per phase; a failure is reported with the server's output. */
 async function phase(
   withStamp: boolean,
@@ -200,6 +231,7 @@ async function phase(
   run: (c: Ctx) => Promise<void>,
   serverEnv: Record<string, string> = {},
   withNaive = false,
+  withBase = false,
 ): Promise<void> {
   const setup = await setUp({
     backendUrl,
@@ -208,6 +240,7 @@ async function phase(
     withStamp,
     nginx: withNginx,
     naive: withNaive,
+    ...(withBase && baseline !== null ? { baseline: baseline.dir } : {}),
     workerMaxConcurrent: 256,
     serverEnv,
     ...(values.cluster === undefined
@@ -235,9 +268,10 @@ async function phase(
 
 // Throughput and latency first; memory (e, f) on a fresh server so that the
 // garbage of earlier scenarios does not move its RSS baseline.
-const timed = ["a", "b", "c", "d", "g", "h", "i", "j", "k"].some((s) =>
+const timed = ["a", "b", "c", "d", "g", "h", "i", "j", "k", "l"].some((s) =>
   only.has(s)
 );
+const baseline = timed ? await baselineOrSkip() : null;
 if (timed) {
   await phase(
     only.has("c"),
@@ -336,9 +370,15 @@ if (timed) {
           ),
         );
       }
+      if (only.has("l")) {
+        results.push(
+          await scenarioL({ ...c, rounds: rounds(5) }, size.jRequests, 8),
+        );
+      }
     },
     {},
     values["no-naive"] !== true,
+    true,
   );
 }
 if (only.has("e") || (only.has("f") && !real)) {
@@ -408,6 +448,7 @@ if (cpu !== "") {
   );
   console.log(cpu);
 }
+await baseline?.remove();
 const path = await writeJson(report, values.out);
 console.log(`\nJSON: ${path} (${report.durationSecs} s)`);
 Deno.exit(failed ? 1 : 0);

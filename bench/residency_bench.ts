@@ -9,7 +9,7 @@ import {
   reduce,
   type State,
 } from "../core/mod.ts";
-import { request } from "./_fixtures.ts";
+import { addWorker, completed, request } from "./_fixtures.ts";
 
 const BATCH = 1000;
 const MODELS = ["m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"];
@@ -21,23 +21,9 @@ function fleet(workers: number, holds: (i: number) => string[]): State {
   );
   for (let i = 0; i < workers; i++) {
     const workerId = `w${i}`;
-    reduce(state, {
-      kind: "workerConnectAttempted",
-      atMs: 0,
-      workerId,
-      provider: "local",
-      clientIp: "10.0.0.1",
-      secretValid: true,
-    });
-    reduce(state, {
-      kind: "registerReceived",
-      atMs: 0,
-      workerId,
-      workerName: workerId,
+    addWorker(state, workerId, {
       models: MODELS,
       maxConcurrent: 4,
-      protocolVersion: "1",
-      currentLoad: 0,
       extensions: [EXTENSION_RESIDENCY],
     });
     reduce(state, {
@@ -74,16 +60,7 @@ for (const [shape, holds] of SHAPES) {
           const effects = reduce(state, request(id, "m0", false)).effects;
           const send = effects.find((e) => e.kind === "sendToWorker");
           if (send?.kind !== "sendToWorker") throw new Error("not dispatched");
-          reduce(state, {
-            kind: "completeReceived",
-            atMs: 1,
-            workerId: send.workerId,
-            requestId: id,
-            statusCode: 200,
-            headers: {},
-            body: "",
-            tokenCounts: null,
-          });
+          reduce(state, completed(id, send.workerId));
         }
       },
     });

@@ -72,6 +72,17 @@ export type Config = {
    */
   responseBufferBytesMax: number;
   /**
+   * TENANT_MAX_BUFFERED_RESPONSE_BYTES (issue 33.3): what one tenant's answers
+   * may hold of that budget, so its clients that do not read cannot deny
+   * everyone; null = half of `responseBufferBytesMax`.
+   */
+  tenantResponseBufferBytesMax: number | null;
+  /**
+   * CLIENT_WRITE_TIMEOUT_SECS (issue 33.3): an answer handed to the shell
+   * whose client takes none of its bytes for this long is cut.
+   */
+  clientWriteTimeoutMs: number;
+  /**
    * MODEL_GRACE_SECS (issue 24): a model whose last worker left within this
    * long is queued (then 504 at the queue timeout), not answered 404, while
    * other workers are connected: the gap of a rolling restart.
@@ -118,6 +129,11 @@ export type Config = {
   defaultTokenRateLimit: TokenLimit | null;
   tokenBudgets: Record<string, TokenLimit>;
   defaultTokenBudget: TokenLimit | null;
+  /**
+   * ENABLE_MULTI_TENANT (spec 004, issue 32): false = one tenant, `default`,
+   * for every request; X-Tenant-ID and a key's tenant are not read.
+   */
+  multiTenant: boolean;
   /** Cache affinity: remembered keys (LRU) and the load margin the preferred worker may exceed the least-loaded one by. */
   affinityKeysMax: number;
   affinityLoadMargin: number;
@@ -150,6 +166,29 @@ export type Config = {
  */
 export const MODEL_LOAD_MS_MAX = 30 * 60_000;
 
+/** The per-tenant request and token limits with their defaults (issue 26). */
+export type TenantLimits = Pick<
+  Config,
+  | "rateLimits"
+  | "defaultRateLimit"
+  | "tokenRateLimits"
+  | "defaultTokenRateLimit"
+  | "tokenBudgets"
+  | "defaultTokenBudget"
+>;
+
+/** No tenant limited: fresh tables, for the shell to fill from its settings. */
+export function noTenantLimits(): TenantLimits {
+  return {
+    rateLimits: {},
+    defaultRateLimit: null,
+    tokenRateLimits: {},
+    defaultTokenRateLimit: null,
+    tokenBudgets: {},
+    defaultTokenBudget: null,
+  };
+}
+
 export const DEFAULT_CONFIG: Config = {
   providers: [{ name: "local", enabled: true }],
   defaultProvider: "local",
@@ -166,6 +205,8 @@ export const DEFAULT_CONFIG: Config = {
   frameCharsMax: PROTOCOL_FRAME_MAX,
   responseBodyCharsMax: 64 * 1024 * 1024,
   responseBufferBytesMax: 512 * 1024 * 1024,
+  tenantResponseBufferBytesMax: null,
+  clientWriteTimeoutMs: 30_000,
   modelGraceMs: 300_000,
   sseKeepAliveMs: 0,
   backendFailuresMax: 3,
@@ -182,12 +223,8 @@ export const DEFAULT_CONFIG: Config = {
   retryAfterMaxSecs: 60,
   tenantQueueLenMax: 100,
   priorityWeights: { high: 8, normal: 4, low: 1 },
-  rateLimits: {},
-  defaultRateLimit: null,
-  tokenRateLimits: {},
-  defaultTokenRateLimit: null,
-  tokenBudgets: {},
-  defaultTokenBudget: null,
+  ...noTenantLimits(),
+  multiTenant: true,
   affinityKeysMax: 10_000,
   affinityLoadMargin: 2,
   lifecycleTasksMax: 256,
@@ -205,6 +242,17 @@ export const DEFAULT_CONFIG: Config = {
  */
 export function answerBytesMax(config: Config): number {
   return Math.min(config.responseBodyCharsMax, config.responseBufferBytesMax);
+}
+
+/** The limit an answer is cut at, as the one too-large message names it (core/protocol/errors.ts). */
+export function answerLimit(config: Config, streaming: boolean): {
+  limit: number;
+  unit: "characters";
+  of: string;
+} {
+  return streaming
+    ? { limit: config.streamCharsMax, unit: "characters", of: "in a stream" }
+    : { limit: answerBytesMax(config), unit: "characters", of: "in an answer" };
 }
 
 export function makeConfig(overrides: Partial<Config> = {}): Config {

@@ -96,6 +96,12 @@ export type Effect =
    * (chunk-bytes-v1) as they are.
    */
   | { kind: "writeChunk"; requestId: RequestId; chunk: ChunkData }
+  /**
+   * Issue 33.3: the client of a `respond` with pieces took none of its bytes
+   * for CLIENT_WRITE_TIMEOUT_SECS: close its connection (the answer is lost to
+   * it), which lets the bytes go; the close comes back as `responseSent`.
+   */
+  | { kind: "cutResponse"; requestId: RequestId }
   /** End a started stream; with `error`, an SSE error event goes first (C16, C24, C48). */
   | { kind: "endStream"; requestId: RequestId; error: ClientError | null }
   // -- observability ------------------------------------------------------------------

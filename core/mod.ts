@@ -6,8 +6,10 @@ export {
   type KeyRef,
   makeConfig,
   MODEL_LOAD_MS_MAX,
+  noTenantLimits,
   type ProviderConfig,
   type RateLimit,
+  type TenantLimits,
   type TokenLimit,
 } from "./config.ts";
 export type {
@@ -47,9 +49,9 @@ export {
   residencyOf,
 } from "./state/residency.ts";
 export { eventFromBinaryFrame, eventFromFrame } from "./events/from_frame.ts";
-export { FORWARDED_HEADERS } from "./state/requests.ts";
 export { effectiveLoad, WILDCARD_MODEL } from "./state/workers.ts";
 export { aliasTarget } from "./state/aliases.ts";
+export { type TokenAsk, tokenAskOf } from "./state/usage.ts";
 export * from "./queries.ts";
 export type {
   LifecyclePart,
@@ -61,6 +63,7 @@ export {
   type ModelStatus,
   modelStatuses,
 } from "./state/lifecycle.ts";
+export { type AuthFailures, throttledForSecs } from "./state/auth_failures.ts";
 export * from "./protocol/mod.ts";
 export * from "./views/mod.ts";
 export { VERSION } from "./version.ts";

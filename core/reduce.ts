@@ -33,10 +33,26 @@ import {
   onWorkerFrameInvalid,
   protocolViolation,
 } from "./events/on_worker_frame_invalid.ts";
-import { bodySent } from "./state/requests.ts";
+import { bodyProgress, bodySent } from "./state/body_budget.ts";
 import type { State } from "./state/state.ts";
 
 export type Reduced = { state: State; effects: Effect[] };
+
+/** A frame from a worker that has not registered yet is a protocol violation: true when this one is. */
+function beforeRegister(
+  state: State,
+  workerId: string,
+  out: Effect[],
+): boolean {
+  if (!state.pending.has(workerId)) return false;
+  protocolViolation(
+    state,
+    workerId,
+    "expected register as the first message",
+    out,
+  );
+  return true;
+}
 
 export function reduce(state: State, event: Event): Reduced {
   // Time only moves forward; a shell clock that stepped back is clamped, not trusted.
@@ -46,14 +62,7 @@ export function reduce(state: State, event: Event): Reduced {
   switch (event.kind) {
     case "chunkReceived":
       // The hot path, kept first and flat (C15).
-      if (state.pending.has(event.workerId)) {
-        protocolViolation(
-          state,
-          event.workerId,
-          "expected register as the first message",
-          out,
-        );
-      } else {
+      if (!beforeRegister(state, event.workerId, out)) {
         onChunkReceived(state, event, out);
       }
       break;
@@ -65,15 +74,7 @@ export function reduce(state: State, event: Event): Reduced {
     case "capabilitiesReceived":
     case "residencyReceived":
     case "lifecycleProgressReceived":
-      if (state.pending.has(event.workerId)) {
-        protocolViolation(
-          state,
-          event.workerId,
-          "expected register as the first message",
-          out,
-        );
-        break;
-      }
+      if (beforeRegister(state, event.workerId, out)) break;
       switch (event.kind) {
         case "completeReceived":
           onCompleteReceived(state, event, out);
@@ -122,6 +123,9 @@ export function reduce(state: State, event: Event): Reduced {
       break;
     case "responseSent":
       bodySent(state, event.requestId);
+      break;
+    case "responseProgress":
+      bodyProgress(state, event.requestId, event.written);
       break;
     case "tick":
       onTick(state, event, out);

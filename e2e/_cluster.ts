@@ -2,7 +2,7 @@
 // stats port), the server and N workers, each `deno run` with explicit
 // permissions. `withCluster` always stops every process, even when the test fails.
 import type { MockBackendStats } from "../mock/backend.ts";
-import { type Child, waitUntil } from "../shell/procs.ts";
+import { type Child, stopInReverse, waitUntil } from "../shell/procs.ts";
 import { workersConnected } from "../shell/demo/relay_probes.ts";
 import {
   startMockProcess,
@@ -102,7 +102,7 @@ export async function withCluster(
   } finally {
     // Workers first (they drain), then the server, then the mock; SIGKILL any
     // that has not exited within 5 s.
-    for (const c of started.reverse()) await c.stop(5_000);
+    await stopInReverse(started);
   }
 }
 

@@ -2,7 +2,7 @@
 // backend with its stats port and fault modes, servers and workers, each a
 // `deno run` child, all stopped whatever the test did.
 import type { MockBackendStats } from "../mock/backend.ts";
-import type { Child } from "../shell/procs.ts";
+import { type Child, withChildren } from "../shell/procs.ts";
 import {
   startMockProcess,
   startServerProcess,
@@ -82,17 +82,8 @@ export async function chat(
   return { status: res.status, text: await res.text(), headers: res.headers };
 }
 
-/** Stops every child, last started first, whatever the test did. */
-export async function withChildren(
-  body: (started: Child[]) => Promise<void>,
-): Promise<void> {
-  const started: Child[] = [];
-  try {
-    await body(started);
-  } finally {
-    for (const c of started.reverse()) await c.stop(5_000);
-  }
-}
+/** Stops every child, last started first, whatever the test did (shell/procs.ts). */
+export { withChildren };
 
 /** Resident memory of a process in MiB (`ps`: /proc needs --allow-all in Deno). */
 export async function rssMiB(pid: number): Promise<number> {

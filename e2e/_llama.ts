@@ -2,9 +2,14 @@
 // binary, the tiny random-weight model and start.sh) behind the relay's real
 // server and worker processes. Where the directory is absent, or the CPU cannot
 // run the binary, `LLAMA` says why and the tests that need it are ignored.
-import OpenAI from "openai";
 import { workersConnected } from "../shell/demo/relay_probes.ts";
-import { type Child, ROOT, spawnProgram, waitUntil } from "../shell/procs.ts";
+import {
+  type Child,
+  ROOT,
+  spawnProgram,
+  stopInReverse,
+  waitUntil,
+} from "../shell/procs.ts";
 import {
   startServerProcess,
   startWorkerProcess,
@@ -170,7 +175,7 @@ export async function withLlamaCluster(
     );
     await body({ serverUrl: server.url, llama, server: server.child, worker });
   } finally {
-    for (const c of started.reverse()) await c.stop(5_000);
+    await stopInReverse(started);
   }
 }
 
@@ -237,14 +242,4 @@ export async function governedLoad(
     return task.status !== "loading";
   }, timeoutMs);
   return task;
-}
-
-/** The official OpenAI client for `origin` (no retries, 20 s timeout: a test sees the first answer). */
-export function openaiAt(origin: string): OpenAI {
-  return new OpenAI({
-    baseURL: `${origin}/v1`,
-    apiKey: "unused",
-    maxRetries: 0,
-    timeout: 20_000,
-  });
 }

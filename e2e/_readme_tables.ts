@@ -26,10 +26,19 @@ function defaultText(o: OptionSpec): string {
   return `\`${o.default}\``;
 }
 
+/** A name and its aliases (issue 32), each in code. */
+function names(list: string[]): string {
+  return list.map((n) => `\`${n}\``).join(", ");
+}
+
 export function optionTable(options: readonly OptionSpec[]): string {
-  const rows = options.map((o) =>
-    `| \`${o.env}\` | \`--${o.flag}\` | ${defaultText(o)} | ${cell(o.help)} |`
-  );
+  const rows = options.map((o) => {
+    const envs = o.env === ""
+      ? "(flag only)"
+      : names([o.env, ...(o.envAliases ?? [])]);
+    const flags = names([o.flag, ...(o.aliases ?? [])].map((f) => `--${f}`));
+    return `| ${envs} | ${flags} | ${defaultText(o)} | ${cell(o.help)} |`;
+  });
   return [
     "| Environment variable | Flag | Default | Meaning |",
     "| --- | --- | --- | --- |",

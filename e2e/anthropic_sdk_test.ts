@@ -3,6 +3,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import assert from "node:assert/strict";
 import { answerWords, MODEL, withCluster } from "./_cluster.ts";
+import { anthropicAt } from "./_sdk.ts";
 
 const WORKERS = [
   { name: "e2e-a", maxConcurrent: 4 },
@@ -11,12 +12,7 @@ const WORKERS = [
 
 Deno.test("anthropic SDK through the relay", async (t) => {
   await withCluster({ workers: WORKERS }, async (c) => {
-    const client = new Anthropic({
-      baseURL: c.serverUrl,
-      apiKey: "unused",
-      maxRetries: 0,
-      timeout: 20_000,
-    });
+    const client = anthropicAt(c.serverUrl);
 
     await t.step(
       "messages.create returns the answer as one text block",

@@ -8,7 +8,7 @@ import {
   startServerProcess,
   startWorkerProcess,
 } from "../shell/demo/cluster.ts";
-import type { Child } from "../shell/procs.ts";
+import { type Child, stopInReverse } from "../shell/procs.ts";
 
 const SECRET = "e2e-secret";
 
@@ -117,7 +117,7 @@ Deno.test("issue 18 C45 a stream through server and worker with chunk-bytes-v1 i
       ),
     );
   } finally {
-    for (const c of started.reverse()) await c.stop(5_000);
+    await stopInReverse(started);
     await backend.close();
   }
 });

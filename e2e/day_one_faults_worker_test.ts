@@ -7,6 +7,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { httpChunk, rawBackend } from "./_raw_backend.ts";
 import { startServer, startWorker, withChildren } from "./_faults.ts";
+import { anthropicAt, openaiAt } from "./_sdk.ts";
 
 const MODEL = "raw-model";
 
@@ -31,12 +32,7 @@ Deno.test("issue 24.1: a break mid-event reaches the openai and Anthropic SDKs a
       const server = await startServer(started);
       await startWorker(started, "breaks", server, backend.url);
 
-      const openai = new OpenAI({
-        baseURL: `${server}/v1`,
-        apiKey: "unused",
-        maxRetries: 0,
-        timeout: 20_000,
-      });
+      const openai = openaiAt(server);
       const got: string[] = [];
       const openaiError = await (async () => {
         try {
@@ -60,12 +56,7 @@ Deno.test("issue 24.1: a break mid-event reaches the openai and Anthropic SDKs a
       );
       assert.equal(openaiError.code, "backend_stream_broken");
 
-      const anthropic = new Anthropic({
-        baseURL: server,
-        apiKey: "unused",
-        maxRetries: 0,
-        timeout: 20_000,
-      });
+      const anthropic = anthropicAt(server);
       const events: string[] = [];
       const anthropicError = await (async () => {
         try {

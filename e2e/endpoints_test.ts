@@ -5,11 +5,10 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { createHash } from "node:crypto";
-import Anthropic from "@anthropic-ai/sdk";
 import OpenAI, { toFile } from "openai";
 import { mockVector, SPEECH_BYTES } from "../mock/endpoints.ts";
 import type { MockBackendStats } from "../mock/backend.ts";
-import { type Child, waitUntil } from "../shell/procs.ts";
+import { type Child, stopInReverse, waitUntil } from "../shell/procs.ts";
 import { workersConnected } from "../shell/demo/relay_probes.ts";
 import {
   startMockProcess,
@@ -17,6 +16,7 @@ import {
   startWorkerProcess,
 } from "../shell/demo/cluster.ts";
 import { startOriginalWorker } from "./_original_worker.ts";
+import { anthropicAt, openaiAt } from "./_sdk.ts";
 
 const SECRET = "e2e-endpoints";
 const MODEL = "mock-model";
@@ -67,17 +67,7 @@ async function worker(
 }
 
 async function stopAll(started: Child[]): Promise<void> {
-  for (const c of started.reverse()) await c.stop(5_000);
-}
-
-function openai(baseURL: string, fetchFn?: typeof fetch): OpenAI {
-  return new OpenAI({
-    baseURL,
-    apiKey: "unused",
-    maxRetries: 0,
-    timeout: 20_000,
-    ...(fetchFn === undefined ? {} : { fetch: fetchFn }),
-  });
+  await stopInReverse(started);
 }
 
 function sha256(bytes: Uint8Array): string {
@@ -116,8 +106,8 @@ Deno.test("issue 25: every /v1 endpoint through the relay with the official SDKs
       "worker registered",
       async () => (await workersConnected(url)) === 1,
     );
-    const relay = openai(`${url}/v1`);
-    const direct = openai(`${backend.url}/v1`);
+    const relay = openaiAt(url);
+    const direct = openaiAt(backend.url);
     const inputs = Array.from({ length: 64 }, (_, i) => `short input ${i}`);
 
     await t.step(
@@ -154,12 +144,7 @@ Deno.test("issue 25: every /v1 endpoint through the relay with the official SDKs
     });
 
     await t.step("anthropic messages.countTokens", async () => {
-      const anthropic = new Anthropic({
-        baseURL: url,
-        apiKey: "unused",
-        maxRetries: 0,
-        timeout: 20_000,
-      });
+      const anthropic = anthropicAt(url);
       const r = await anthropic.messages.countTokens({
         model: MODEL,
         messages: [{ role: "user", content: "count these five words" }],
@@ -181,7 +166,7 @@ Deno.test("issue 25: every /v1 endpoint through the relay with the official SDKs
       async () => {
         const { captured, capturing } = capturingFetch();
         const file = audioFile();
-        const r = await openai(`${url}/v1`, capturing).audio.transcriptions
+        const r = await openaiAt(url, { fetch: capturing }).audio.transcriptions
           .create({
             model: "whisper-1",
             file: await toFile(file, "speech.wav", { type: "audio/wav" }),
@@ -198,7 +183,7 @@ Deno.test("issue 25: every /v1 endpoint through the relay with the official SDKs
       async () => {
         const { captured, capturing } = capturingFetch();
         const file = audioFile();
-        const r = await openai(`${url}/v1`, capturing).audio.transcriptions
+        const r = await openaiAt(url, { fetch: capturing }).audio.transcriptions
           .create({
             model: "whisper-large",
             file: await toFile(file, "speech.wav", { type: "audio/wav" }),
@@ -373,7 +358,7 @@ Deno.test("issue 25: two workers with different ENDPOINT_PREFIXES for one model 
       "both workers registered",
       async () => (await workersConnected(url)) === 2,
     );
-    const relay = openai(`${url}/v1`);
+    const relay = openaiAt(url);
     for (let i = 0; i < 4; i++) {
       await relay.embeddings.create({ model: MODEL, input: `e${i}` });
       await relay.chat.completions.create({
@@ -414,8 +399,8 @@ Deno.test("issue 25: a worker of the original dialect (no extensions) serves emb
     const ack = await original.ack;
     assert.equal("extensions" in ack, false);
     assert.equal("endpoint_prefixes" in ack, false);
-    const relay = openai(`${url}/v1`);
-    const direct = openai(`${backend.url}/v1`);
+    const relay = openaiAt(url);
+    const direct = openaiAt(backend.url);
     const inputs = ["one", "two", "three"];
     for (const encoding of ["float", "base64"] as const) {
       const via = await relay.embeddings.create({

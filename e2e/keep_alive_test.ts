@@ -4,10 +4,10 @@
 // takes seconds.
 import assert from "node:assert/strict";
 import Anthropic from "@anthropic-ai/sdk";
-import OpenAI from "openai";
 import { type Box, FAKE_MODELS, withFleet } from "./_fleet.ts";
 import { startSwappingBackend } from "../mock/swapping.ts";
 import { waitUntil } from "../shell/procs.ts";
+import { openaiAt } from "./_sdk.ts";
 
 const ANSWER = "Loaded at last and streaming every word.";
 
@@ -67,12 +67,7 @@ function contentOf(lines: string[]): string {
 Deno.test("SSE_KEEPALIVE_SECS=2: an openai-SDK stream that waits 7 s for a load completes with exactly the backend's content", async () => {
   const box = await slowBox(7_000);
   await withFleet([box], async ({ serverUrl }) => {
-    const client = new OpenAI({
-      baseURL: `${serverUrl}/v1`,
-      apiKey: "unused",
-      maxRetries: 0,
-      timeout: 60_000,
-    });
+    const client = openaiAt(serverUrl, { timeoutMs: 60_000 });
     const started = Date.now();
     const stream = await client.chat.completions.create({
       model: FAKE_MODELS[0],

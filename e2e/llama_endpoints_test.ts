@@ -5,12 +5,8 @@
 // forwarded once FORWARD_PATH_PREFIXES lists them. Ignored (with a console
 // message) where ../shared/llama is absent.
 import assert from "node:assert/strict";
-import {
-  LLAMA_ABSENT,
-  LLAMA_MODEL,
-  openaiAt,
-  withLlamaCluster,
-} from "./_llama.ts";
+import { LLAMA_ABSENT, LLAMA_MODEL, withLlamaCluster } from "./_llama.ts";
+import { openaiAt } from "./_sdk.ts";
 
 Deno.test({
   name:

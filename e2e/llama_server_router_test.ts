@@ -19,12 +19,12 @@ import {
   KEY_PATH,
   LLAMA_ABSENT,
   LLAMA_MODEL,
-  openaiAt,
   opToken,
   postJson,
   startLlamaRouter,
   withLlamaCluster,
 } from "./_llama.ts";
+import { openaiAt } from "./_sdk.ts";
 
 type Update = Parameters<Report>[0];
 type Operation = Parameters<typeof runOperation>[2];

@@ -4,7 +4,6 @@
 // The model's text is gibberish, so the steps check shapes, counts, llama-server's
 // own log and, at temperature 0, that the relay's answer equals llama-server's.
 // Ignored (with a console message) where ../shared/llama is absent.
-import Anthropic from "@anthropic-ai/sdk";
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import type { Child } from "../shell/procs.ts";
@@ -14,9 +13,9 @@ import {
   LLAMA_MODEL,
   LLAMA_SLOT_CTX,
   longPrompt,
-  openaiAt,
   withLlamaCluster,
 } from "./_llama.ts";
+import { anthropicAt, openaiAt } from "./_sdk.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello!" }];
 
@@ -45,12 +44,7 @@ Deno.test({
   await withLlamaCluster(async (c) => {
     const openai = openaiAt(c.serverUrl);
     const direct = openaiAt(c.llama.url);
-    const anthropic = new Anthropic({
-      baseURL: c.serverUrl,
-      apiKey: "unused",
-      maxRetries: 0,
-      timeout: 20_000,
-    });
+    const anthropic = anthropicAt(c.serverUrl);
 
     await t.step(
       "models.list through the worker lists tiny, discovered from llama-server (no MODELS set)",

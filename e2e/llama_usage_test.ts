@@ -6,9 +6,10 @@ import type OpenAI from "openai";
 import {
   LLAMA_ABSENT,
   LLAMA_MODEL,
-  openaiAt,
+  longPrompt,
   withLlamaCluster,
 } from "./_llama.ts";
+import { openaiAt } from "./_sdk.ts";
 
 const ADMIN = "e2e-llama-usage-admin";
 
@@ -27,6 +28,26 @@ async function lastRecord(serverUrl: string): Promise<Rec> {
   assert.equal(r.status, 200);
   const body = await r.json() as { requests: Rec[] };
   return body.requests[0]!;
+}
+
+async function streamText(url: string, body: unknown): Promise<string> {
+  const r = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  assert.equal(r.status, 200);
+  return await r.text();
+}
+
+/** A stream with what changes between calls (ids, times, measurements) blanked. */
+function shape(sse: string): string {
+  return sse.replaceAll(/"id":"[^"]*"/g, '"id":"X"')
+    .replaceAll(/"created":\d+/g, '"created":0')
+    .replaceAll(
+      /"(cache_n|prompt_n|prompt_ms|prompt_per_token_ms|prompt_per_second|predicted_n|predicted_ms|predicted_per_token_ms|predicted_per_second)":[-0-9.e+]+/g,
+      '"$1":0',
+    );
 }
 
 Deno.test({
@@ -60,40 +81,65 @@ Deno.test({
     );
 
     await t.step(
-      "a chat stream without include_usage: recorded as llama-server's final chunk says, else as its content deltas",
+      "issue 33 a chat stream without include_usage: recorded with llama-server's real counts, and the client gets what llama-server sends without the ask",
       async () => {
-        const r = await fetch(`${c.serverUrl}/v1/chat/completions`, {
+        const ask = (prompt: string) => ({
+          model: LLAMA_MODEL,
+          messages: [{ role: "user", content: prompt }],
+          max_tokens: 100,
+          temperature: 0,
+          stream: true,
+        });
+        const prompt = longPrompt(700);
+        const relayed = await streamText(
+          `${c.serverUrl}/v1/chat/completions`,
+          ask(prompt),
+        );
+        const rec = await lastRecord(c.serverUrl);
+        // llama-server's own count of the same prompt (a non-streaming call
+        // of one token reports it).
+        const direct = await fetch(`${c.llama.url}/v1/chat/completions`, {
           method: "POST",
           headers: { "content-type": "application/json" },
           body: JSON.stringify({
-            model: LLAMA_MODEL,
-            messages: [{ role: "user", content: "Hello there!" }],
-            max_tokens: 10,
-            temperature: 0,
-            stream: true,
+            ...ask(prompt),
+            stream: false,
+            max_tokens: 1,
           }),
         });
-        assert.equal(r.status, 200);
-        let usage: { prompt_tokens: number; completion_tokens: number } | null =
-          null;
-        let deltas = 0;
-        for (const line of (await r.text()).split("\n")) {
-          if (!line.startsWith("data: {")) continue;
-          const event = JSON.parse(line.slice(6));
-          if (event.usage) usage = event.usage;
-          const content = event.choices?.[0]?.delta?.content;
-          if (typeof content === "string" && content !== "") deltas++;
-        }
+        const promptTokens = (await direct.json()).usage.prompt_tokens;
+        assert.ok(promptTokens > 700, `prompt of ${promptTokens} tokens`);
+        assert.equal(rec.prompt_tokens, promptTokens);
+        assert.equal(rec.completion_tokens, 100);
+        assert.equal(rec.estimated, false);
+        // Byte for byte the shape llama-server sends unasked: no usage chunk,
+        // the final chunk with its timings; only ids, times and measured
+        // numbers differ from one call to the next.
+        const unasked = await streamText(
+          `${c.llama.url}/v1/chat/completions`,
+          ask(prompt),
+        );
+        assert.doesNotMatch(relayed, /"usage"/);
+        assert.equal(shape(relayed), shape(unasked));
+      },
+    );
+
+    await t.step(
+      'issue 33 a "metadata":{"include_usage":true} does not turn counting off: recorded with llama-server\'s real counts',
+      async () => {
+        const relayed = await streamText(`${c.serverUrl}/v1/chat/completions`, {
+          model: LLAMA_MODEL,
+          messages: [{ role: "user", content: "Count me, metadata or not." }],
+          max_tokens: 12,
+          temperature: 0,
+          stream: true,
+          metadata: { include_usage: true },
+        });
+        assert.doesNotMatch(relayed, /"usage"/);
         const rec = await lastRecord(c.serverUrl);
-        if (usage !== null) {
-          assert.equal(rec.prompt_tokens, usage.prompt_tokens);
-          assert.equal(rec.completion_tokens, usage.completion_tokens);
-          assert.equal(rec.estimated, false);
-        } else {
-          assert.equal(rec.completion_tokens, deltas);
-          assert.equal(rec.estimated, true);
-        }
-        assert.ok(deltas >= 1);
+        assert.ok((rec.prompt_tokens ?? 0) > 0, JSON.stringify(rec));
+        assert.equal(rec.completion_tokens, 12);
+        assert.equal(rec.estimated, false);
       },
     );
   }, { serverEnv: { MODELRELAY_ADMIN_TOKEN: ADMIN } });

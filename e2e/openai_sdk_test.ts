@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { waitUntil } from "../shell/procs.ts";
 import { answerWords, MODEL, withCluster } from "./_cluster.ts";
+import { openaiAt } from "./_sdk.ts";
 
 const WORKERS = [
   { name: "e2e-a", maxConcurrent: 4 },
@@ -12,12 +13,7 @@ const WORKERS = [
 
 Deno.test("openai SDK through the relay", async (t) => {
   await withCluster({ workers: WORKERS }, async (c) => {
-    const client = new OpenAI({
-      baseURL: `${c.serverUrl}/v1`,
-      apiKey: "unused",
-      maxRetries: 0,
-      timeout: 20_000,
-    });
+    const client = openaiAt(c.serverUrl);
 
     await t.step(
       "chat.completions.create without stream returns the whole answer",

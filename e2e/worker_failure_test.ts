@@ -1,7 +1,6 @@
 // Worker processes dying or draining under real requests, with another worker
 // alive: what the client sees is a normal answer.
 import assert from "node:assert/strict";
-import OpenAI from "openai";
 import { type Child, waitUntil } from "../shell/procs.ts";
 import {
   answerWords,
@@ -9,6 +8,7 @@ import {
   withCluster,
   workerForwarding,
 } from "./_cluster.ts";
+import { openaiAt } from "./_sdk.ts";
 
 // max_concurrent 1 each, so the two requests' paths are easy to tell apart.
 const WORKERS = [
@@ -16,18 +16,9 @@ const WORKERS = [
   { name: "e2e-b", maxConcurrent: 1 },
 ];
 
-function clientFor(serverUrl: string): OpenAI {
-  return new OpenAI({
-    baseURL: `${serverUrl}/v1`,
-    apiKey: "unused",
-    maxRetries: 0, // A success must come from the relay's requeue, not an SDK retry.
-    timeout: 20_000,
-  });
-}
-
 Deno.test("C22 kill -9 of the worker running a non-streaming request: the request is requeued to the other worker and succeeds", async () => {
   await withCluster({ workers: WORKERS }, async (c) => {
-    const client = clientFor(c.serverUrl);
+    const client = openaiAt(c.serverUrl);
     // 40 words × 30 ms: the answer is ~1.2 s away when the worker dies.
     const answer = client.chat.completions.create({
       model: MODEL,
@@ -60,7 +51,7 @@ Deno.test("C22 kill -9 of the worker running a non-streaming request: the reques
 
 Deno.test("C29 SIGTERM of the worker running a stream: the stream completes and the worker exits 0", async () => {
   await withCluster({ workers: WORKERS }, async (c) => {
-    const client = clientFor(c.serverUrl);
+    const client = openaiAt(c.serverUrl);
     const stream = await client.chat.completions.create({
       model: MODEL,
       messages: [{ role: "user", content: "Hello!" }],

@@ -18,7 +18,8 @@ export const LOG_OPTIONS: OptionSpec[] = [
     env: "LOG_LEVEL",
     kind: "string",
     default: "info",
-    help: "trace, debug, info, warn or error",
+    help:
+      "trace, debug, info, warn or error (or a RUST_LOG-style directive such as modelrelay_server=debug); RUST_LOG, when set, overrides LOG_LEVEL",
   },
   {
     flag: "log-format",
@@ -39,6 +40,58 @@ const RANK: Record<LogLevel, number> = {
 
 export function isLogLevel(s: string): s is LogLevel {
   return s in RANK;
+}
+
+/** The original's level words (tracing's EnvFilter) in ours; `off` is our quietest. */
+const RUST_WORDS: Record<string, LogLevel> = {
+  trace: "trace",
+  debug: "debug",
+  info: "info",
+  warn: "warn",
+  warning: "warn",
+  error: "error",
+  off: "error",
+};
+
+/**
+ * The level a RUST_LOG-style filter asks of this program (issue 32):
+ * `debug`, or directives like `info,modelrelay_server=debug`, where a
+ * directive for a `modelrelay…` target wins over the bare level. Null when
+ * nothing in it is a level word (the original then ignores RUST_LOG too).
+ */
+export function rustLogLevel(raw: string): LogLevel | null {
+  let bare: LogLevel | null = null;
+  let ours: LogLevel | null = null;
+  for (const part of raw.toLowerCase().split(",").map((p) => p.trim())) {
+    const eq = part.indexOf("=");
+    const level = RUST_WORDS[eq < 0 ? part : part.slice(eq + 1).trim()];
+    if (level === undefined) continue;
+    if (eq < 0) bare = level;
+    else if (part.startsWith("modelrelay")) {
+      ours = ours === null || RANK[level] < RANK[ours] ? level : ours;
+    }
+  }
+  return ours ?? bare;
+}
+
+/**
+ * The environment with RUST_LOG, when it names a level, read as LOG_LEVEL: as
+ * in the original it overrides LOG_LEVEL (a --log-level flag still wins).
+ */
+export function withRustLog(
+  env: (name: string) => string | undefined,
+): (name: string) => string | undefined {
+  return (name) => {
+    if (name !== "LOG_LEVEL") return env(name);
+    const rust = env("RUST_LOG");
+    return (rust === undefined ? null : rustLogLevel(rust)) ?? env(name);
+  };
+}
+
+/** A LOG_LEVEL value as a level: one of ours, or the original's directive form. */
+export function logLevelOf(raw: string): LogLevel | null {
+  const word = raw.trim().toLowerCase();
+  return isLogLevel(word) ? word : rustLogLevel(word);
 }
 
 export function makeLogger(

@@ -280,3 +280,33 @@ export function freePort(): number {
   l.close();
   return port;
 }
+
+/**
+ * Stops `started` last first (workers drain before their server goes, the
+ * server before its backend), each with SIGTERM and SIGKILL after `graceMs`;
+ * `onStopped` hears each exit. The one teardown of the e2e tests, the
+ * benchmarks, the cluster tests and the demo. The list is left as it was.
+ */
+export async function stopInReverse(
+  started: readonly Child[],
+  graceMs = 5_000,
+  onStopped?: (c: Child, status: Deno.CommandStatus) => void,
+): Promise<void> {
+  for (const c of [...started].reverse()) {
+    const status = await c.stop(graceMs);
+    onStopped?.(c, status);
+  }
+}
+
+/** Runs `body` with a list to push started children on; stops them all afterwards, whatever `body` did. */
+export async function withChildren<T>(
+  body: (started: Child[]) => Promise<T>,
+  graceMs = 5_000,
+): Promise<T> {
+  const started: Child[] = [];
+  try {
+    return await body(started);
+  } finally {
+    await stopInReverse(started, graceMs);
+  }
+}

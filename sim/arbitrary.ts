@@ -16,6 +16,8 @@ import {
   type Range,
   type Scenario,
   type ScenarioConfig,
+  SWEEP_CONFIG,
+  SWEEP_WORKER,
   type WorkerFault,
   type WorkerLifecycle,
   type WorkerSpec,
@@ -65,6 +67,10 @@ const PREFIX_LISTS: string[][] = [
   ["/v1/chat/", "/v1/embeddings"],
   ["/v1/audio/"],
 ];
+
+function upTo(min: number, max: number): fc.Arbitrary<number> {
+  return fc.integer({ min, max });
+}
 
 function range(lo: number, hi: number, spanMax: number): fc.Arbitrary<Range> {
   return fc.tuple(
@@ -211,12 +217,13 @@ function workerArb(
     models: fc.subarray(on.has("wildcard") ? [...MODELS, "*"] : MODELS, {
       minLength: 1,
     }),
-    maxConcurrent: fc.integer({ min: 1, max: 3 }),
+    maxConcurrent: fc.integer({ min: SWEEP_WORKER.maxConcurrent, max: 3 }),
     connectAtMs: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: endMs })),
-    firstChunkMs: range(5, 300, 300),
-    chunkGapMs: range(5, 200, 300),
-    chunks: range(0, 3, 6),
-    netDelayMs: range(0, 10, 30),
+    // From the floor up (SWEEP_WORKER): what a shrunk worker prints against.
+    firstChunkMs: range(SWEEP_WORKER.firstChunkMs[0], 300, 300),
+    chunkGapMs: range(SWEEP_WORKER.chunkGapMs[0], 200, 300),
+    chunks: range(SWEEP_WORKER.chunks[0], 3, 6),
+    netDelayMs: range(SWEEP_WORKER.netDelayMs[0], 10, 30),
     onCancel: fc.constantFrom(...cancel),
     reconnectAfterMs: fc.option(fc.integer({ min: 50, max: 1_500 }), {
       nil: null,
@@ -369,15 +376,16 @@ export function scenarioArb(): fc.Arbitrary<Scenario> {
       tickMs: fc.constantFrom(100, 250, 500),
       faultsEndMs: fc.constant(endMs),
       config: fc.tuple(
+        // From the floor up (SWEEP_CONFIG): what a shrunk scenario prints against.
         fc.record({
-          queueLenMax: fc.integer({ min: 1, max: 10 }),
-          queueTimeoutMs: fc.integer({ min: 300, max: 3_000 }),
-          requestTimeoutMs: fc.integer({ min: 800, max: 5_000 }),
-          heartbeatIntervalMs: fc.integer({ min: 300, max: 1_500 }),
-          heartbeatTimeoutMs: fc.integer({ min: 900, max: 4_000 }),
-          cancelGraceMs: fc.integer({ min: 100, max: 2_000 }),
-          drainTimeoutMs: fc.integer({ min: 300, max: 3_000 }),
-          streamCharsMax: fc.integer({ min: 40, max: 2_000 }),
+          queueLenMax: upTo(SWEEP_CONFIG.queueLenMax, 10),
+          queueTimeoutMs: upTo(SWEEP_CONFIG.queueTimeoutMs, 3_000),
+          requestTimeoutMs: upTo(SWEEP_CONFIG.requestTimeoutMs, 5_000),
+          heartbeatIntervalMs: upTo(SWEEP_CONFIG.heartbeatIntervalMs, 1_500),
+          heartbeatTimeoutMs: upTo(SWEEP_CONFIG.heartbeatTimeoutMs, 4_000),
+          cancelGraceMs: upTo(SWEEP_CONFIG.cancelGraceMs, 2_000),
+          drainTimeoutMs: upTo(SWEEP_CONFIG.drainTimeoutMs, 3_000),
+          streamCharsMax: upTo(SWEEP_CONFIG.streamCharsMax, 2_000),
         }),
         config004Arb(on),
       ).map(([a, b]) => ({ ...a, ...b })),

@@ -2,20 +2,30 @@
 // and breaks one promise. A test asserts that the default sweep catches every
 // one, which proves the invariants can fail (conventions §6, P5).
 import {
+  type Config,
   type Effect,
   EXTENSION_LIFECYCLE,
   reduce,
   type State,
 } from "../core/mod.ts";
 import type { ReduceFn } from "./run_scenario.ts";
-import { pieceArrived, receiverDue } from "../core/cluster/mod.ts";
-import type { DataPathInvariant, DataPathRules } from "./data_path_world.ts";
 import { chargeTokens } from "../core/state/token_limit.ts";
-import type {
-  ClusterFault,
-  ClusterInvariant,
-  ClusterMutant,
-} from "./cluster_world.ts";
+import { bodySent } from "../core/state/body_budget.ts";
+
+/** A numeric setting of the core's config. */
+type NumericSetting = {
+  [K in keyof Config]: Config[K] extends number ? K : never;
+}[keyof Config];
+
+/** The real reducer with one setting raised to `value`: the bound or guard it sets is gone. */
+function settingRaised(key: NumericSetting, value: number): ReduceFn {
+  return (state, event) => {
+    if (state.config[key] < value) {
+      state.config = { ...state.config, [key]: value };
+    }
+    return reduce(state, event);
+  };
+}
 
 export type Mutant = {
   name: string;
@@ -26,6 +36,20 @@ export type Mutant = {
   /** A named scenario that must catch it too (seeds 1-5), besides the default sweep. */
   scenario?: string;
 };
+
+/**
+ * Issue 33.3's regression, in its cut form: an idle reader's bytes leave the
+ * budget when the core orders the cut, not when the shell reports them let go.
+ */
+function releaseOnCut(): ReduceFn {
+  return (state, event) => {
+    const out = reduce(state, event);
+    for (const f of out.effects) {
+      if (f.kind === "cutResponse") bodySent(state, f.requestId);
+    }
+    return out;
+  };
+}
 
 /** startStream forgets the worker's head: the client gets the SSE head. */
 function dropStreamHead(): ReduceFn {
@@ -39,12 +63,7 @@ function dropStreamHead(): ReduceFn {
 }
 
 function skipRequeueCap(): ReduceFn {
-  return (state, event) => {
-    if (state.config.requeueCountMax < 1_000) {
-      state.config = { ...state.config, requeueCountMax: 1_000 };
-    }
-    return reduce(state, event);
-  };
+  return settingRaised("requeueCountMax", 1_000);
 }
 
 function lateChunks(): ReduceFn {
@@ -220,6 +239,18 @@ function rateCountsRefused(): ReduceFn {
   };
 }
 
+/** Takes a finished request's `tokens` back off its tenant's newest rate and budget buckets. */
+function unchargeTenant(state: State, tenant: string, tokens: number): void {
+  if (tokens === 0) return;
+  for (const kind of ["rate", "budget"]) {
+    const w = state.tokenWindows.get(`${kind}|tenant:${tenant}`);
+    const last = w?.buckets[w.buckets.length - 1];
+    if (w === undefined || last === undefined) continue;
+    last.tokens -= tokens;
+    w.total -= tokens;
+  }
+}
+
 function tokensCountedAtAdmission(): ReduceFn {
   // Issue 26: a request's tokens charged when it is admitted (the prompt, all
   // that is known then) instead of when it finishes: long answers go uncounted.
@@ -228,17 +259,30 @@ function tokensCountedAtAdmission(): ReduceFn {
     for (const f of out.effects) {
       if (f.kind !== "requestFinished") continue;
       const tokens = (f.usage.prompt ?? 0) + (f.usage.completion ?? 0);
-      for (const kind of ["rate", "budget"]) {
-        const w = state.tokenWindows.get(`${kind}|tenant:${f.tenant}`);
-        const last = w?.buckets[w.buckets.length - 1];
-        if (w === undefined || last === undefined || tokens === 0) continue;
-        last.tokens -= tokens;
-        w.total -= tokens;
-      }
+      unchargeTenant(state, f.tenant, tokens);
     }
     if (event.kind === "requestReceived") {
       const admitted = state.requests.get(event.requestId);
       if (admitted !== undefined) chargeTokens(state, admitted, 3);
+    }
+    return out;
+  };
+}
+
+function streamsUncounted(): ReduceFn {
+  // Issue 33: a stream is recorded as 0 tokens and charged nothing (what a
+  // field named include_usage anywhere in the body did, and what the direct
+  // path does in cluster mode).
+  return (state, event) => {
+    const streaming = event.kind === "completeReceived" &&
+      state.requests.get(event.requestId)?.isStreaming === true;
+    const out = reduce(state, event);
+    if (!streaming) return out;
+    for (const f of out.effects) {
+      if (f.kind !== "requestFinished") continue;
+      const tokens = (f.usage.prompt ?? 0) + (f.usage.completion ?? 0);
+      f.usage = { ...f.usage, prompt: null, completion: null };
+      unchargeTenant(state, f.tenant, tokens);
     }
     return out;
   };
@@ -253,22 +297,12 @@ function rateForgetsWindow(): ReduceFn {
 }
 
 function tenantQueueUnbounded(): ReduceFn {
-  return (state, event) => {
-    if (state.config.tenantQueueLenMax < 1_000_000) {
-      state.config = { ...state.config, tenantQueueLenMax: 1_000_000 };
-    }
-    return reduce(state, event);
-  };
+  return settingRaised("tenantQueueLenMax", 1_000_000);
 }
 
 function affinityIgnoresLoad(): ReduceFn {
   // The remembered worker wins however busy it is (no load guard).
-  return (state, event) => {
-    if (state.config.affinityLoadMargin < 1_000_000) {
-      state.config = { ...state.config, affinityLoadMargin: 1_000_000 };
-    }
-    return reduce(state, event);
-  };
+  return settingRaised("affinityLoadMargin", 1_000_000);
 }
 
 // -- issue 9 protocol extensions and lifecycle tasks --------------------------------
@@ -314,12 +348,7 @@ function dropLifecycleCompletion(): ReduceFn {
 
 function noLifecycleTimeout(): ReduceFn {
   // A part whose worker never answers runs forever (no task deadline).
-  return (state, event) => {
-    if (state.config.lifecycleTaskTimeoutMs < 1_000_000_000) {
-      state.config = { ...state.config, lifecycleTaskTimeoutMs: 1_000_000_000 };
-    }
-    return reduce(state, event);
-  };
+  return settingRaised("lifecycleTaskTimeoutMs", 1_000_000_000);
 }
 
 function lifecycleIgnoresTarget(): ReduceFn {
@@ -511,6 +540,11 @@ export const MUTANTS: readonly Mutant[] = [
     make: tokensCountedAtAdmission,
   },
   {
+    name: "streams_uncounted",
+    breaks: "issue 33 every finished stream is counted and charged",
+    make: streamsUncounted,
+  },
+  {
     name: "tenant_queue_unbounded",
     breaks: "004 per-tenant queue bound",
     make: tenantQueueUnbounded,
@@ -597,135 +631,10 @@ export const MUTANTS: readonly Mutant[] = [
       "issue 25 a request goes only to a worker whose endpoint_prefixes match its path",
     make: ignoreEndpointPrefixes,
   },
-];
-
-// -- Broken data paths (issue 23): run by sim/data_path_world.ts -------------------
-
-export type DataPathMutant = {
-  name: string;
-  breaks: string;
-  /** The invariant that must catch it (sim/data_path_test.ts). */
-  caughtBy: DataPathInvariant;
-  /** The rules it replaces; the rest stay real. */
-  rules: Partial<DataPathRules>;
-};
-
-export const DATA_PATH_MUTANTS: DataPathMutant[] = [
   {
-    name: "write_before_commit",
+    name: "release_on_cut",
     breaks:
-      "issue 23 no byte of a stream reaches its client before the stream's first-byte entry is applied",
-    caughtBy: "answerFromOneDispatch",
-    rules: {
-      pieceArrived: (rx, piece, from, nowMs) => {
-        const out = pieceArrived(rx, piece, from, nowMs);
-        const s = rx.get(piece.requestId);
-        if (s !== undefined && !s.committed && s.held.length > 0) {
-          for (const chunk of s.held.splice(0)) {
-            out.push({ kind: "write", requestId: piece.requestId, chunk });
-          }
-        }
-        return out;
-      },
-    },
-  },
-  {
-    name: "end_ignores_pieces",
-    breaks:
-      "issue 23 a response ends only after every piece sent before its logged end arrived",
-    caughtBy: "endedWhole",
-    rules: { expectPieces: () => {} },
-  },
-  {
-    name: "give_up_on_log_loss",
-    breaks:
-      "issue 23 the log may blink; streams whose two ends are alive do not end",
-    caughtBy: "streamsOutliveLogOutage",
-    rules: { resumeAfterHold: () => ({ kind: "giveUp", why: "mutant" }) },
-  },
-  {
-    name: "drop_early_pieces",
-    breaks:
-      "issue 23 pieces that reach the client's instance before it applied their dispatch are kept, not lost",
-    caughtBy: "noErrorWithoutFailure",
-    rules: {
-      pieceArrived: (rx, piece, from, nowMs) =>
-        rx.get(piece.requestId)?.workerId === piece.workerId
-          ? pieceArrived(rx, piece, from, nowMs)
-          : [],
-    },
-  },
-  {
-    name: "end_waits_forever",
-    breaks:
-      "issue 23 an end whose pieces were lost with their link ends with an error",
-    caughtBy: "everyRequestEnds",
-    rules: {
-      receiverDue: (rx, nowMs, idleMs) =>
-        receiverDue(rx, nowMs, idleMs, Number.POSITIVE_INFINITY),
-      peerGone: () => [],
-    },
-  },
-];
-
-// -- Broken cluster instances (issues 16, 23): run by sim/cluster_world.ts --------
-
-export type ClusterMutantSpec = {
-  /** The break, as sim/cluster_world.ts applies it (`runCluster(s, name)`). */
-  name: ClusterMutant;
-  breaks: string;
-  /** The invariant that must catch it within 20 seeds (sim/cluster_test.ts). */
-  caughtBy: ClusterInvariant;
-  /** The faults its runs face; absent: all of them. */
-  faults?: ClusterFault[];
-};
-
-export const CLUSTER_MUTANT_SPECS: ClusterMutantSpec[] = [
-  {
-    name: "noDedup",
-    breaks: "issue 16 a retried append is applied once",
-    caughtBy: "streamExact",
-  },
-  {
-    name: "noLiveness",
-    breaks: "issue 16 a dead instance's requests are requeued or ended",
-    caughtBy: "noHangOnInstanceDeath",
-  },
-  {
-    name: "everyoneExecutes",
-    breaks:
-      "issue 16 each socket effect is carried out by the one instance holding it (ownership.ts)",
-    caughtBy: "socketEffectsOnce",
-  },
-  {
-    name: "applyTimeClock",
-    breaks: "issue 16 every replica applies an entry at the log's time",
-    caughtBy: "replicasAgree",
-  },
-  {
-    name: "ignoreSnapshot",
-    breaks:
-      "issue 23 a joiner loads the snapshot before replaying the trimmed log",
-    caughtBy: "replicasAgree",
-  },
-  {
-    name: "handshakeLeaks",
-    breaks:
-      "issue 23 an instance cut off from its log answers every worker handshake (defect 1)",
-    caughtBy: "workersReturn",
-  },
-  {
-    name: "leaveAtOnce",
-    breaks:
-      "issue 23 a stopping instance drains what it holds before it leaves",
-    caughtBy: "leaveFinishesRequests",
-    // Other faults would disturb the leave it is judged on.
-    faults: ["leave"],
-  },
-  {
-    name: "tokensPerInstance",
-    breaks:
-      "issue 26 a tenant's token limit holds over the whole fleet, every replica charging every completion",
-    caughtBy: "fleetTokenLimit",
+      "issue 33.3 an answer's bytes leave the budget only when its client's connection lets them go",
+    make: releaseOnCut,
   },
 ];

@@ -399,6 +399,7 @@ function routeEffect(run: Run, f: Effect): void {
     case "respondError":
     case "writeChunk":
     case "endStream":
+    case "cutResponse":
       run.clientById.get(f.requestId)?.onEffect(run.now, f);
       return;
     default:

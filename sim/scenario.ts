@@ -2,7 +2,12 @@
 // fleets with failure plans, durations. Everything random inside a run (arrival
 // jitter, speeds, delays) is drawn from the run's seed, so `--scenario NAME
 // --seed N` is one exact run.
-import type { Priority, RateLimit, TokenLimit } from "../core/mod.ts";
+import {
+  type Priority,
+  type RateLimit,
+  SUPPORTED_EXTENSIONS,
+  type TokenLimit,
+} from "../core/mod.ts";
 
 /** Inclusive integer range [lo, hi]. */
 export type Range = readonly [number, number];
@@ -185,6 +190,8 @@ export type ScenarioConfig = {
   backendFailuresMax?: number;
   backendCoolDownMs?: number;
   backendCoolDownMaxMs?: number;
+  /** Issue 33.3: a client taking none of its answer for this long is cut. */
+  clientWriteTimeoutMs?: number;
 };
 
 export type Scenario = {
@@ -228,6 +235,7 @@ export const SIM_CONFIG_DEFAULTS: Required<ScenarioConfig> = {
   backendFailuresMax: 3,
   backendCoolDownMs: 500,
   backendCoolDownMaxMs: 4_000,
+  clientWriteTimeoutMs: 2_000,
 };
 
 /**
@@ -281,16 +289,84 @@ export function worker(
   };
 }
 
-/** Every extension our worker speaks (issue 9 and 14). */
-export const OUR_EXTENSIONS: string[] = [
-  "capabilities-v1",
-  "lifecycle-v1",
-  "drain-v1",
-  "body-chunks-v1",
-  "chunk-bytes-v1",
-  "body-bytes-v1",
-  "stream-head-v1",
-];
+/**
+ * The sweep's floor (issue 34): what fast-check shrinks a random scenario's
+ * configuration and workers to, as sim/arbitrary.ts draws each of these from
+ * its value upward. A failing sweep prints its scenario against it (`swept`,
+ * `sweptWorker`; sim/scenario_source.ts), so a pinned regression names only
+ * what differs from where shrinking stops.
+ */
+export const SWEEP_CONFIG = {
+  queueLenMax: 1,
+  queueTimeoutMs: 300,
+  requestTimeoutMs: 800,
+  heartbeatIntervalMs: 300,
+  heartbeatTimeoutMs: 900,
+  cancelGraceMs: 100,
+  drainTimeoutMs: 300,
+  streamCharsMax: 40,
+} as const satisfies ScenarioConfig;
+
+/** A worker's floor in the sweep: one slot, 5 ms to every chunk, no chunks, no network delay. */
+export const SWEEP_WORKER = {
+  maxConcurrent: 1,
+  firstChunkMs: [5, 5],
+  chunkGapMs: [5, 5],
+  chunks: [0, 0],
+  netDelayMs: [0, 0],
+} as const satisfies Partial<WorkerSpec>;
+
+/** A scenario found by the sweep: `scenario` on the sweep's configuration floor. */
+export function swept(fields: Partial<Scenario> & { name: string }): Scenario {
+  return scenario({ ...fields, config: { ...SWEEP_CONFIG, ...fields.config } });
+}
+
+/** A worker of a scenario found by the sweep: `worker` on the sweep's worker floor. */
+export function sweptWorker(
+  name: string,
+  models: string[],
+  overrides: Partial<WorkerSpec> = {},
+): WorkerSpec {
+  return worker(name, models, { ...SWEEP_WORKER, ...overrides });
+}
+
+/** A worker's lifecycle in the sweep, at its floor: silent about capabilities, one 10 ms step, nothing available. */
+export function sweptLifecycle(
+  overrides: Partial<WorkerLifecycle> = {},
+): WorkerLifecycle {
+  return lifecycle({
+    stepMs: [10, 10],
+    steps: [0, 0],
+    sendsCapabilities: false,
+    available: [],
+    ...overrides,
+  });
+}
+
+/** A backend fault plan in the sweep, at its floor: no faults, out of 16, 500 ms slow. */
+export function sweptBackend(
+  overrides: Partial<BackendPlan> = {},
+): BackendPlan {
+  return backendPlan({ den: 16, slowMs: [500, 500], ...overrides });
+}
+
+/** Lifecycle operators in the sweep, at their floor: one, from 0, every model, nothing asked. */
+export function sweptOperators(
+  overrides: Partial<OperatorSpec> = {},
+): OperatorSpec {
+  return operators({
+    count: 1,
+    fromMs: 0,
+    models: ["m1", "m2", "m3", "m4"],
+    loadPct: 0,
+    unloadPct: 0,
+    targetPct: 0,
+    ...overrides,
+  });
+}
+
+/** Every extension our worker speaks (issue 9 and 14): the protocol's one list. */
+export const OUR_EXTENSIONS: string[] = [...SUPPORTED_EXTENSIONS];
 
 /** A backend fault plan with every share zero unless overridden. */
 export function backendPlan(overrides: Partial<BackendPlan> = {}): BackendPlan {

@@ -1,23 +1,26 @@
-// A scenario as TypeScript built from the builders of scenario.ts (scenario,
-// worker, client, load, lifecycle, backendPlan, operators) with only what
+// A scenario as TypeScript built from the builders of scenario.ts (swept,
+// sweptWorker, client, load, lifecycle, backendPlan, operators) with only what
 // differs from their defaults, so a shrunk failure pastes into
 // sim/scenarios/regressions.ts as a few readable lines instead of expanded
-// JSON. Evaluated, the text gives back the scenario, its configuration reduced
-// to the keys that differ from SIM_CONFIG_DEFAULTS (`configOverrides`: the same
-// run, the same trace hash).
+// JSON. The baseline is the sweep's floor (SWEEP_CONFIG, SWEEP_WORKER), the
+// one sim/arbitrary.ts draws from and fast-check shrinks to (issue 34): a
+// shrunk scenario names only what did not shrink. Evaluated, the text gives
+// back the scenario and its effective configuration (the same run, the same
+// trace hash).
 import {
-  backendPlan,
   client,
   type ClientSpec,
-  configOverrides,
-  lifecycle,
   load,
   type LoadSpec,
-  operators,
   type OperatorSpec,
   type Scenario,
   scenario,
-  worker,
+  SIM_CONFIG_DEFAULTS,
+  SWEEP_CONFIG,
+  sweptBackend,
+  sweptLifecycle,
+  sweptOperators,
+  sweptWorker,
   type WorkerSpec,
 } from "./scenario.ts";
 
@@ -86,12 +89,16 @@ function call<T extends object>(
 }
 
 function workerCall(w: WorkerSpec): string {
-  const base = worker(w.name, w.models);
-  return call("worker", w, base, [literal(w.name), literal(w.models)], {
+  const base = sweptWorker(w.name, w.models);
+  return call("sweptWorker", w, base, [literal(w.name), literal(w.models)], {
     lifecycle: (x) =>
-      call("lifecycle", x as WorkerSpec["lifecycle"] & object, lifecycle()),
+      call(
+        "sweptLifecycle",
+        x as WorkerSpec["lifecycle"] & object,
+        sweptLifecycle(),
+      ),
     backend: (x) =>
-      call("backendPlan", x as WorkerSpec["backend"] & object, backendPlan()),
+      call("sweptBackend", x as WorkerSpec["backend"] & object, sweptBackend()),
   });
 }
 
@@ -107,7 +114,7 @@ function loadCall(l: LoadSpec): string {
 }
 
 function operatorsCall(o: OperatorSpec): string {
-  return call("operators", o, operators());
+  return call("sweptOperators", o, sweptOperators());
 }
 
 function list<T>(items: readonly T[], each: (x: T) => string): string {
@@ -116,7 +123,15 @@ function list<T>(items: readonly T[], each: (x: T) => string): string {
     : `[\n${items.map((x) => `    ${each(x)},`).join("\n")}\n  ]`;
 }
 
-/** `const <binding>: Scenario = scenario({ name, ... });`: what differs from the defaults, one builder call a line. */
+/** The configuration keys whose effective value differs from the sweep's floor. */
+function sweepOverrides(c: Scenario["config"]): Scenario["config"] {
+  return overrides(
+    { ...SIM_CONFIG_DEFAULTS, ...c },
+    { ...SIM_CONFIG_DEFAULTS, ...SWEEP_CONFIG },
+  );
+}
+
+/** `const <binding>: Scenario = swept({ name, ... });`: what differs from the sweep's floor, one builder call a line. */
 export function scenarioSource(s: Scenario, binding: string): string {
   const fields: Record<string, (x: unknown) => string> = {
     workers: (x) => list(x as WorkerSpec[], workerCall),
@@ -125,7 +140,7 @@ export function scenarioSource(s: Scenario, binding: string): string {
     operators: (x) => list(x as OperatorSpec[], operatorsCall),
   };
   const o = overrides(
-    { ...s, config: configOverrides(s.config) },
+    { ...s, config: sweepOverrides(s.config) },
     scenario({ name: s.name }),
   );
   const lines = [`  name: ${literal(s.name)},`].concat(
@@ -133,7 +148,7 @@ export function scenarioSource(s: Scenario, binding: string): string {
       `  ${k}: ${fields[k]?.(x) ?? literal(x)},`
     ),
   );
-  return [`const ${binding}: Scenario = scenario({`, ...lines, "});"].join(
+  return [`const ${binding}: Scenario = swept({`, ...lines, "});"].join(
     "\n",
   );
 }

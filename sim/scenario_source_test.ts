@@ -7,13 +7,16 @@ import { scenarioArb } from "./arbitrary.ts";
 import {
   backendPlan,
   client,
-  configOverrides,
   lifecycle,
   load,
   operators,
   type Scenario,
   scenario,
-  worker,
+  swept,
+  sweptBackend,
+  sweptLifecycle,
+  sweptOperators,
+  sweptWorker,
 } from "./scenario.ts";
 import { runScenario, simConfig } from "./run_scenario.ts";
 import { scenarioSource } from "./scenario_source.ts";
@@ -25,8 +28,11 @@ const BUILDERS = {
   lifecycle,
   load,
   operators,
-  scenario,
-  worker,
+  swept,
+  sweptBackend,
+  sweptLifecycle,
+  sweptOperators,
+  sweptWorker,
 };
 
 function evaluate(source: string): unknown {
@@ -35,15 +41,12 @@ function evaluate(source: string): unknown {
   return make(...Object.values(BUILDERS));
 }
 
-/** The printed text rebuilds the scenario, its configuration down to what differs from the defaults. */
+/** The printed text rebuilds the scenario, and its configuration as it runs. */
 function roundTrips(s: Scenario): Scenario {
   // A plain copy: fast-check builds its records without a prototype.
   const plain = structuredClone(s);
   const back = evaluate(scenarioSource(s, "regression")) as Scenario;
-  assert.deepStrictEqual(back, {
-    ...plain,
-    config: configOverrides(plain.config),
-  });
+  assert.deepStrictEqual({ ...back, config: {} }, { ...plain, config: {} });
   assert.deepStrictEqual(simConfig(back), simConfig(plain));
   return back;
 }
@@ -63,30 +66,38 @@ Deno.test("named scenarios and pinned regressions print as builder calls that re
   }
 });
 
-Deno.test("a scenario with only defaults prints as one call, and what differs is all that is printed", () => {
+Deno.test("a scenario on the sweep's floor prints as one call, and what differs from it is all that is printed", () => {
   assert.equal(
-    scenarioSource(scenario({ name: "quiet" }), "regression"),
-    'const regression: Scenario = scenario({\n  name: "quiet",\n});',
+    scenarioSource(swept({ name: "quiet" }), "regression"),
+    'const regression: Scenario = swept({\n  name: "quiet",\n});',
   );
-  const s = scenario({
+  const s = swept({
     name: "busy",
     tickMs: 250,
-    config: { queueLenMax: 20, queueTimeoutMs: 900 },
+    config: { queueLenMax: 1, queueTimeoutMs: 900 },
+    workers: [sweptWorker("w0", ["m1"], { chunks: [1, 2] })],
     clients: [client(0, "m1")],
   });
   assert.equal(
     scenarioSource(s, "regression"),
     [
-      "const regression: Scenario = scenario({",
+      "const regression: Scenario = swept({",
       '  name: "busy",',
       "  tickMs: 250,",
       "  config: { queueTimeoutMs: 900 },",
+      "  workers: [",
+      '    sweptWorker("w0", ["m1"], { chunks: [1, 2] }),',
+      "  ],",
       "  clients: [",
       '    client(0, "m1"),',
       "  ],",
       "});",
     ].join("\n"),
   );
+  // A hand-written scenario prints against the same floor: its calmer
+  // configuration is what differs.
+  const calm = scenarioSource(scenario({ name: "calm" }), "regression");
+  assert.match(calm, /queueTimeoutMs: 3000/);
 });
 
 Deno.test("random scenarios print as builder calls that rebuild them", () => {
@@ -96,4 +107,16 @@ Deno.test("random scenarios print as builder calls that rebuild them", () => {
     }),
     { seed: 17, numRuns: 300 },
   );
+});
+
+Deno.test("the arbitrary's floor is the printer's: a random scenario shrunk all the way prints no configuration and bare workers", () => {
+  const details = fc.check(fc.property(scenarioArb(), () => false), {
+    seed: 34,
+    numRuns: 1,
+  });
+  const shrunk = details.counterexample![0] as Scenario;
+  const source = scenarioSource(shrunk, "regression");
+  assert.doesNotMatch(source, /config:/);
+  assert.match(source, /sweptWorker\("w0", \["m\d"\]\),/);
+  assert.ok(source.split("\n").length <= 8, source);
 });

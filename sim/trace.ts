@@ -105,6 +105,8 @@ export function eventLine(e: Event): string {
       return `${e.atMs} E clientStalled ${e.requestId}`;
     case "responseSent":
       return `${e.atMs} E responseSent ${e.requestId}`;
+    case "responseProgress":
+      return `${e.atMs} E responseProgress ${e.requestId} ${e.written}`;
     case "tick":
       return `${e.atMs} E tick`;
     case "workerDrainRequested":
@@ -161,6 +163,8 @@ export function effectLine(f: Effect): string {
       return `  F writeChunk ${f.requestId} ${shortChunk(f.chunk)}`;
     case "endStream":
       return `  F endStream ${f.requestId} ${f.error?.code ?? "ok"}`;
+    case "cutResponse":
+      return `  F cutResponse ${f.requestId}`;
     case "log":
       return `  F log ${f.level} ${f.message}`;
     case "requestFinished":

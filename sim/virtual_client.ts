@@ -60,6 +60,31 @@ export class VirtualClient {
     });
   }
 
+  /**
+   * An answer in pieces (issue 33.3): a reader takes it at once (the shell's
+   * drain, then its close); a slow reader (`stall`) takes nothing and waits
+   * for the server to cut it.
+   */
+  #take(now: number, f: Extract<Effect, { kind: "respond" }>): void {
+    if (f.bodyPieces === undefined || this.spec.stall) return;
+    const written = f.bodyPieces.reduce((n, p) => n + p.length, 0);
+    this.#report(now + 1, { kind: "responseProgress", written });
+    this.#report(now + 2, { kind: "responseSent" });
+  }
+
+  #report(
+    at: number,
+    what: { kind: "responseSent" } | {
+      kind: "responseProgress";
+      written: number;
+    },
+  ): void {
+    this.#world.schedule(at, {
+      kind: "core",
+      event: { ...what, atMs: at, requestId: this.requestId },
+    });
+  }
+
   /** Whether an abort scheduled for now still matters (a finished client has nothing to abort). */
   wantsAbort(): boolean {
     return !this.ended;
@@ -75,10 +100,15 @@ export class VirtualClient {
         ) this.#abort(now + 1);
         return;
       case "respond":
+        this.ended = true;
+        return this.#take(now, f);
       case "respondError":
       case "endStream":
         this.ended = true;
         return;
+      case "cutResponse":
+        // Issue 33.3: the server closed the connection; its bytes are gone.
+        return this.#report(now + 1, { kind: "responseSent" });
       default:
         return;
     }

@@ -34,7 +34,12 @@ export const BINARIES = [
   {
     name: "modelrelay-worker",
     entry: "shell/worker/main.ts",
-    permissions: ["--allow-net", "--allow-env", "--allow-sys=hostname"],
+    permissions: [
+      "--allow-net",
+      "--allow-env",
+      "--allow-read",
+      "--allow-sys=hostname",
+    ],
   },
 ] as const;
 

@@ -27,6 +27,14 @@ const o = { Date: 1, fetch: 2 }; const n = o.Date + Math.max(1, 2);`,
 Deno.test("core purity lint applies to sim/ but not to sim/cli.ts or shell/", () => {
   assert.equal(messages("/repo/sim/run.ts", "Math.random();").length, 1);
   assert.equal(messages("/repo/sim/cli.ts", "performance.now();").length, 0);
+  assert.equal(
+    messages("/repo/sim/cluster/cli.ts", "performance.now();").length,
+    0,
+  );
+  assert.equal(
+    messages("/repo/sim/cluster/world.ts", "performance.now();").length,
+    1,
+  );
   assert.equal(messages("/repo/shell/server/x.ts", "Date.now();").length, 0);
 });
 

@@ -6,16 +6,17 @@ import http from "node:http";
 
 /**
  * The ways to the backend that every timed scenario compares: ours, direct,
- * nginx (issue 18) and the naive relay of Deno's native parts (issue 31,
- * bench/naive/relay.ts).
+ * nginx (issue 18), the naive relay of Deno's native parts (issue 31,
+ * bench/naive/relay.ts) and an older commit's relay (issue 31, `--baseline`).
  */
-export type PathName = "relay" | "direct" | "nginx" | "naive";
+export type PathName = "relay" | "direct" | "nginx" | "naive" | "base";
 /** Base order; each round rotates it by one, so every path takes every slot. */
 export const PATH_NAMES: readonly PathName[] = [
   "direct",
   "relay",
   "nginx",
   "naive",
+  "base",
 ];
 
 export type Target = {

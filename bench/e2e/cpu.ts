@@ -17,6 +17,7 @@ export type Role =
   | "worker"
   | "nginx"
   | "naive"
+  | "base"
   | "loadgen";
 export const ROLES: readonly Role[] = [
   "backend",
@@ -24,6 +25,7 @@ export const ROLES: readonly Role[] = [
   "worker",
   "nginx",
   "naive",
+  "base",
   "loadgen",
 ];
 
@@ -41,6 +43,8 @@ export function rolesOn(path: PathName): readonly Role[] {
       return ["backend", "nginx", "loadgen"];
     case "naive":
       return ["backend", "naive", "loadgen"];
+    case "base":
+      return ["backend", "base", "loadgen"];
     default:
       return assertNever(path);
   }
@@ -101,7 +105,15 @@ export function snapshot(procs: CpuProcs): Record<Role, number> {
 }
 
 export function zeroCpu(): Record<Role, number> {
-  return { backend: 0, server: 0, worker: 0, nginx: 0, naive: 0, loadgen: 0 };
+  return {
+    backend: 0,
+    server: 0,
+    worker: 0,
+    nginx: 0,
+    naive: 0,
+    base: 0,
+    loadgen: 0,
+  };
 }
 
 /** Children of a process (Linux ≥ 3.5 with CONFIG_PROC_CHILDREN), e.g. nginx's workers. */
@@ -146,6 +158,7 @@ export function cpuFigure(
     worker: null,
     nginx: null,
     naive: null,
+    base: null,
     loadgen: null,
   };
   let total = 0;

@@ -41,6 +41,7 @@ const PROCS: CpuProcs = {
   worker: [4],
   nginx: [5, 6, 7],
   naive: [9, 10],
+  base: [11, 12],
   loadgen: [8],
 };
 
@@ -57,6 +58,7 @@ Deno.test("cpuFigure divides the path's CPU by its units and leaves other roles 
         worker: 40e6,
         nginx: 50e6,
         naive: 70e6,
+        base: 80e6,
         loadgen: 200e6,
       },
     },
@@ -69,6 +71,7 @@ Deno.test("cpuFigure divides the path's CPU by its units and leaves other roles 
     worker: null,
     nginx: 50,
     naive: null,
+    base: null,
     loadgen: 200,
   });
   assert.equal(f.totalUsPerUnit, 350);
@@ -89,6 +92,7 @@ Deno.test("cpuFigure gives null for a role without a process (a real backend)", 
         worker: 0,
         nginx: 0,
         naive: 0,
+        base: 0,
         loadgen: 10e6,
       },
     },

@@ -19,6 +19,7 @@ function scenario(id: string, serverNs: number, backendNs: number) {
         worker: 3e6,
         nginx: 0,
         naive: 0,
+        base: 0,
         loadgen: 1e6,
       },
     }, {
@@ -27,6 +28,7 @@ function scenario(id: string, serverNs: number, backendNs: number) {
       worker: [3],
       nginx: [],
       naive: [],
+      base: [],
       loadgen: [4],
     })],
   };

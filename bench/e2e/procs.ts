@@ -116,6 +116,11 @@ export async function startStampBackend(): Promise<
   return await backendUp("the stamp backend", proc, url);
 }
 
+/** `--config` of another checkout, so its own import map and lock file apply. */
+function checkoutConfig(checkout: string | undefined): string[] {
+  return checkout === undefined ? [] : ["--config", `${checkout}/deno.json`];
+}
+
 export type Relay = {
   proc: Proc;
   url: string;
@@ -129,6 +134,10 @@ export async function startRelayServer(
     env?: Record<string, string>;
     /** Another server entry (bench:ci's mutant, bench/e2e/mutant_server.ts). */
     entry?: string;
+    /** Another checkout's shell/server/main.ts, with its own deno.json (--baseline). */
+    checkout?: string;
+    /** Log prefix (default "server"). */
+    name?: string;
   } = {},
 ): Promise<Relay> {
   const port = freePort();
@@ -136,14 +145,17 @@ export async function startRelayServer(
     ? []
     : ["--cpu-prof", `--cpu-prof-dir=${opts.cpuProfDir}/server`];
   // The same permissions as `deno task server`.
-  const proc = spawn("server", [
+  const proc = spawn(opts.name ?? "server", [
     "run",
     ...prof,
+    ...checkoutConfig(opts.checkout),
     "--allow-net",
     "--allow-env",
     "--allow-read",
     "--allow-write",
-    opts.entry ?? "shell/server/main.ts",
+    opts.checkout === undefined
+      ? opts.entry ?? "shell/server/main.ts"
+      : `${opts.checkout}/shell/server/main.ts`,
   ], {
     WORKER_SECRET: SECRET,
     LISTEN_ADDR: `127.0.0.1:${port}`,
@@ -190,6 +202,8 @@ export async function startWorker(
     maxConcurrent: number;
     expectWorkers: number;
     cpuProfDir?: string;
+    /** Another checkout's shell/worker/main.ts (--baseline). */
+    checkout?: string;
   },
 ): Promise<Proc> {
   const env: Record<string, string> = {
@@ -208,10 +222,13 @@ export async function startWorker(
   const proc = spawn(opts.name, [
     "run",
     ...prof,
+    ...checkoutConfig(opts.checkout),
     "--allow-net",
     "--allow-env",
     "--allow-sys=hostname",
-    "shell/worker/main.ts",
+    opts.checkout === undefined
+      ? "shell/worker/main.ts"
+      : `${opts.checkout}/shell/worker/main.ts`,
   ], env);
   await waitUntil(
     `worker ${opts.name} to register`,

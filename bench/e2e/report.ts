@@ -80,9 +80,11 @@ function figureRow(id: string, f: Figure): string[] {
     fmt(f.direct),
     fmt(f.nginx),
     fmt(f.naive),
+    fmt(f.base),
     versus(f.ratio, f.added),
     versus(f.nginxRatio, f.nginxAdded),
     versus(f.naiveRatio, f.naiveAdded),
+    versus(f.baseRatio, f.baseAdded),
     f.target ?? "",
     f.met === undefined ? "" : f.met ? "yes" : "NO",
   ];
@@ -103,16 +105,20 @@ export function table(scenarios: ScenarioResult[]): string {
     "direct",
     "nginx",
     "naive",
+    "base",
     "relay vs direct",
     "nginx vs direct",
     "naive vs direct",
+    "base vs direct",
     "target",
     "met",
   ]];
   for (const s of scenarios) {
     for (const f of s.figures) rows.push(figureRow(s.id, f));
   }
-  return `${legend}\n\n${markdown(rows, new Set([3, 4, 5, 6, 7, 8, 9]))}`;
+  return `${legend}\n\n${
+    markdown(rows, new Set([3, 4, 5, 6, 7, 8, 9, 10, 11]))
+  }`;
 }
 
 /**

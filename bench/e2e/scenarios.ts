@@ -43,14 +43,18 @@ export type Figure = {
   nginx: number | null;
   /** null: the naive relay did not run, or the figure has no counterpart. */
   naive: number | null;
-  /** relay/direct, nginx/direct and naive/direct for throughput figures. */
+  /** null: no baseline ran (bench:e2e --baseline, issue 31), or no counterpart. */
+  base: number | null;
+  /** relay/direct, nginx/direct, naive/direct, base/direct for throughput figures. */
   ratio?: number;
   nginxRatio?: number;
   naiveRatio?: number;
+  baseRatio?: number;
   /** relay − direct, nginx − direct and naive − direct for latency figures. */
   added?: number;
   nginxAdded?: number;
   naiveAdded?: number;
+  baseAdded?: number;
   /** The issue's target for the relay; the nginx column shows the moonshot. */
   target?: string;
   met?: boolean;
@@ -73,6 +77,8 @@ export type Paths = {
   nginx: Target | null;
   /** The naive relay of issue 31; null when it is not running. */
   naive: Target | null;
+  /** An older commit's server and worker (bench:e2e --baseline); null when not running. */
+  base: Target | null;
 };
 
 export type Ctx = {
@@ -113,12 +119,19 @@ async function interleave<T>(
     return t === null ? [] : [t];
   });
   for (const t of active) await run(t);
-  const values: PerPath<T[]> = { relay: [], direct: [], nginx: [], naive: [] };
+  const values: PerPath<T[]> = {
+    relay: [],
+    direct: [],
+    nginx: [],
+    naive: [],
+    base: [],
+  };
   const tallies: PerPath<CpuTally> = {
     relay: { units: 0, rounds: 0, cpuNs: zeroCpu() },
     direct: { units: 0, rounds: 0, cpuNs: zeroCpu() },
     nginx: { units: 0, rounds: 0, cpuNs: zeroCpu() },
     naive: { units: 0, rounds: 0, cpuNs: zeroCpu() },
+    base: { units: 0, rounds: 0, cpuNs: zeroCpu() },
   };
   for (let r = 0; r < c.rounds; r++) {
     for (let i = 0; i < active.length; i++) {
@@ -149,6 +162,7 @@ function pick<T>(
     direct: values.direct.map(key),
     nginx: values.nginx.map(key),
     naive: values.naive.map(key),
+    base: values.base.map(key),
   };
 }
 
@@ -162,6 +176,7 @@ function rawRounded(raw: PerPath<number[]>, digits: number): PerPath<number[]> {
     direct: raw.direct.map((v) => round(v, digits)),
     nginx: raw.nginx.map((v) => round(v, digits)),
     naive: raw.naive.map((v) => round(v, digits)),
+    base: raw.base.map((v) => round(v, digits)),
   };
 }
 
@@ -175,6 +190,7 @@ function throughput(
   const direct = median(raw.direct);
   const nginx = medianOrNull(raw.nginx);
   const naive = medianOrNull(raw.naive);
+  const base = medianOrNull(raw.base);
   const ratio = relay / direct;
   return {
     metric,
@@ -184,8 +200,10 @@ function throughput(
     nginx: nginx === null ? null : round(nginx, 1),
     ratio: round(ratio),
     naive: naive === null ? null : round(naive, 1),
+    base: base === null ? null : round(base, 1),
     ...(nginx === null ? {} : { nginxRatio: round(nginx / direct) }),
     ...(naive === null ? {} : { naiveRatio: round(naive / direct) }),
+    ...(base === null ? {} : { baseRatio: round(base / direct) }),
     target: `≥ ${floor}`,
     met: ratio >= floor,
     raw: rawRounded(raw, 1),
@@ -201,6 +219,7 @@ function latency(
   const direct = median(raw.direct);
   const nginx = medianOrNull(raw.nginx);
   const naive = medianOrNull(raw.naive);
+  const base = medianOrNull(raw.base);
   const added = relay - direct;
   return {
     metric,
@@ -210,8 +229,10 @@ function latency(
     nginx: nginx === null ? null : round(nginx),
     added: round(added),
     naive: naive === null ? null : round(naive),
+    base: base === null ? null : round(base),
     ...(nginx === null ? {} : { nginxAdded: round(nginx - direct) }),
     ...(naive === null ? {} : { naiveAdded: round(naive - direct) }),
+    ...(base === null ? {} : { baseAdded: round(base - direct) }),
     ...(maxAdded === undefined
       ? {}
       : { target: `≤ +${maxAdded} ms`, met: added <= maxAdded }),
@@ -434,6 +455,124 @@ export async function scenarioD(
 }
 
 /**
+ * (l) Issue 31's "CPU per plain request at most half of 9ef0db5's", measured
+ * paired: ours, the baseline and the naive relay serve `requests` plain
+ * requests each at `concurrency`, all at the same time, so every load spike
+ * of a shared machine falls on all of them alike (interleaved rounds put a
+ * path's whole round in one spell). Each relay's own processes are separate,
+ * so its CPU is its own; the backend and the load generator are shared and
+ * left out. The figure is server + worker µs per request (the naive relay's
+ * two processes; the baseline's two), median over rounds.
+ */
+export async function scenarioL(
+  c: Ctx,
+  requests: number,
+  concurrency: number,
+): Promise<ScenarioResult> {
+  const relays = (["relay", "naive", "base"] as const).flatMap((name) => {
+    const t = c.paths[name];
+    return t === null ? [] : [t];
+  });
+  c.log(
+    `(l) ${requests} non-streaming requests at concurrency ${concurrency} on ${
+      relays.map((t) => t.name).join(", ")
+    } at once`,
+  );
+  const agent = newAgent();
+  const runAll = () =>
+    Promise.all(
+      relays.map((t) =>
+        rateAndLatency(requests, concurrency, () =>
+          postOnce(t, {
+            model: c.model,
+            maxTokens: 5,
+            checker: c.checker,
+            agent,
+            timeoutMs: 30_000,
+          }))
+      ),
+    );
+  await runAll(); // warm-up
+  const own: CpuProcs = { ...c.procs, backend: [], loadgen: [] };
+  const raw: PerPath<number[]> = {
+    relay: [],
+    direct: [],
+    nginx: [],
+    naive: [],
+    base: [],
+  };
+  const tallies = new Map<PathName, CpuTally>();
+  for (let r = 0; r < c.rounds; r++) {
+    const before = snapshot(c.procs);
+    const done = await runAll();
+    const after = snapshot(c.procs);
+    relays.forEach((t, i) => {
+      const tally = tallies.get(t.name) ??
+        { units: 0, rounds: 0, cpuNs: zeroCpu() };
+      const one: CpuTally = {
+        units: done[i]!.units,
+        rounds: 1,
+        cpuNs: zeroCpu(),
+      };
+      for (const role of ROLES) {
+        one.cpuNs[role] = after[role] - before[role];
+        tally.cpuNs[role] += one.cpuNs[role];
+      }
+      tally.units += one.units;
+      tally.rounds++;
+      tallies.set(t.name, tally);
+      raw[t.name].push(cpuFigure(t.name, "request", one, own).totalUsPerUnit);
+    });
+  }
+  agent.destroy();
+  c.log(`  ${c.rounds} rounds done`);
+  const relay = median(raw.relay);
+  const base = medianOrNull(raw.base);
+  // Paired: each round's ours/base, so a spike that hit one round counts once.
+  const perRound = raw.base.map((b, i) => raw.relay[i]! / b);
+  const ratioFigure: Figure[] = base === null ? [] : [{
+    metric: "CPU per request, ours / base per round",
+    unit: "×",
+    relay: round(median(perRound)),
+    direct: null,
+    nginx: null,
+    naive: null,
+    base: null,
+    target: "≤ 0.5",
+    met: median(perRound) <= 0.5,
+    raw: {
+      relay: perRound.map((v) => round(v)),
+      direct: [],
+      nginx: [],
+      naive: [],
+      base: [],
+    },
+  }];
+  return {
+    id: "l",
+    title:
+      `non-streaming, concurrency ${concurrency}, relays at once: server + worker CPU`,
+    params: { requests, concurrency, rounds: c.rounds },
+    figures: [{
+      metric: "CPU per request, paired",
+      unit: "µs",
+      relay: round(relay, 1),
+      direct: null,
+      nginx: null,
+      naive: raw.naive.length === 0 ? null : round(median(raw.naive), 1),
+      base: base === null ? null : round(base, 1),
+      ...(base === null
+        ? {}
+        : { target: "≤ half of base's", met: relay <= base / 2 }),
+      raw: rawRounded(raw, 1),
+    }, ...ratioFigure],
+    cpu: relays.map((t) =>
+      cpuFigure(t.name, "request", tallies.get(t.name)!, own)
+    ),
+  };
+}
+
+/**
  * (k) The gateway board's "throughput with p99 held" (issue 31): non-streaming
  * requests at concurrency 1, 4, 16 and 64, `requests` at each; the figure is
  * the highest requests/s among the levels whose p99 stayed within `p99Ms`
@@ -555,9 +694,16 @@ export async function scenarioE(
       direct: null,
       nginx: null,
       naive: null,
+      base: null,
       target: "≤ 16 KiB",
       met: perWorker <= 16,
-      raw: { relay: [rssBefore, rssAfter], direct: [], nginx: [], naive: [] },
+      raw: {
+        relay: [rssBefore, rssAfter],
+        direct: [],
+        nginx: [],
+        naive: [],
+        base: [],
+      },
     }, {
       metric: `memory per worker, ${workers} → ${2 * workers}`,
       unit: "KiB",
@@ -565,7 +711,14 @@ export async function scenarioE(
       direct: null,
       nginx: null,
       naive: null,
-      raw: { relay: [rssAfter, rssAfter2], direct: [], nginx: [], naive: [] },
+      base: null,
+      raw: {
+        relay: [rssAfter, rssAfter2],
+        direct: [],
+        nginx: [],
+        naive: [],
+        base: [],
+      },
     }],
   };
 }
@@ -646,9 +799,16 @@ export async function scenarioF(
         direct: null,
         nginx: null,
         naive: null,
+        base: null,
         target: "≤ 12 KiB",
         met: perStream <= 12,
-        raw: { relay: [rssBefore, rssAfter], direct: [], nginx: [], naive: [] },
+        raw: {
+          relay: [rssBefore, rssAfter],
+          direct: [],
+          nginx: [],
+          naive: [],
+          base: [],
+        },
       }],
     };
   } finally {

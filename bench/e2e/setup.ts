@@ -17,7 +17,7 @@ import {
   startWorker,
 } from "./procs.ts";
 import type { Ctx } from "./scenarios.ts";
-import { ROOT } from "../../shell/procs.ts";
+import { ROOT, stopInReverse } from "../../shell/procs.ts";
 
 /** Whether the nginx path runs, and if not why (printed in the table). */
 export type NginxStatus =
@@ -57,6 +57,11 @@ export async function setUp(opts: {
   nginx: boolean;
   /** Run the naive relay of Deno's parts (issue 31) as a fourth path. */
   naive?: boolean;
+  /**
+   * Issue 31: an older commit's checkout (bench/e2e/baseline.ts) whose server
+   * and worker run as the path "base" beside ours.
+   */
+  baseline?: string;
   /** More relay server settings (issue 26: the usage ledger on or off). */
   serverEnv?: Record<string, string>;
   /** Another server entry than shell/server/main.ts (bench:ci's mutant). */
@@ -70,10 +75,8 @@ export async function setUp(opts: {
     await nginx?.stop();
     // Reverse order: workers before the server, so the server can exit cleanly
     // (and write its CPU profile when asked).
-    for (const p of procs.reverse()) {
-      // A cluster instance drains before it exits: give it time to write its profile.
-      await p.stop(opts.cpuProfDir === undefined ? 3000 : 20_000);
-    }
+    // A cluster instance drains before it exits: give it time to write its profile.
+    await stopInReverse(procs, opts.cpuProfDir === undefined ? 3000 : 20_000);
     await redis?.stop();
   };
   try {
@@ -198,6 +201,28 @@ export async function setUp(opts: {
       procs.push(n.server, n.worker);
       naive = { url: n.url, pids: [n.server.pid, n.worker.pid] };
     }
+    let base: { url: string; pids: number[] } | null = null;
+    if (opts.baseline !== undefined) {
+      const server = await startRelayServer({
+        checkout: opts.baseline,
+        name: "base-server",
+        ...(opts.cpuProfDir === undefined
+          ? {}
+          : { cpuProfDir: `${opts.cpuProfDir}/base` }),
+        ...(opts.serverEnv === undefined ? {} : { env: opts.serverEnv }),
+      });
+      procs.push(server.proc);
+      const w = await startWorker(server, backendUrl, {
+        name: "base-worker",
+        models: [model],
+        maxConcurrent: opts.workerMaxConcurrent,
+        expectWorkers: 1,
+        checkout: opts.baseline,
+        ...prof,
+      });
+      procs.push(w);
+      base = { url: server.url, pids: [server.proc.pid, w.pid] };
+    }
     const nginxPids = nginx === null
       ? []
       : [nginx.proc.pid, ...nginx.workerPids];
@@ -213,6 +238,7 @@ export async function setUp(opts: {
       worker: [worker.pid],
       nginx: nginxPids,
       naive: naive?.pids ?? [],
+      base: base?.pids ?? [],
       loadgen: [Deno.pid],
     };
     const stamp: Ctx["stamp"] = stampBackend === null ? null : {
@@ -221,6 +247,7 @@ export async function setUp(opts: {
         direct: target("direct", stampBackend.url),
         nginx: nginx === null ? null : target("nginx", nginx.urls["stamp"]!),
         naive: null,
+        base: null,
       },
       procs: {
         backend: [stampBackend.pid],
@@ -228,6 +255,7 @@ export async function setUp(opts: {
         worker: [stampBackend.workerPid],
         nginx: nginxPids,
         naive: [],
+        base: [],
         loadgen: [Deno.pid],
       },
     };
@@ -253,6 +281,7 @@ export async function setUp(opts: {
             ? null
             : target("nginx", nginx.urls["backend"]!),
           naive: naive === null ? null : target("naive", naive.url),
+          base: base === null ? null : target("base", base.url),
         },
         relayServer: relay,
         model,

@@ -4,8 +4,8 @@
 // (streamed chunks, non-streaming body pieces) travel from the instance holding
 // the worker (the sender) to the instance holding the client (the receiver),
 // by a function call when that is one instance, otherwise over a direct link.
-// These are the pure rules of both ends; the shell keeps the two maps and moves
-// bytes (shell/server/cluster/direct.ts).
+// These are the pure rules of both ends; the host (host.ts) keeps the two maps
+// and hands the bytes to its ports (a peer link, or a virtual one).
 //
 // The commit point: a stream's first byte is logged (a `chunkReceived` with an
 // empty chunk) before any of its bytes are sent, and the receiver writes no
@@ -23,7 +23,9 @@ import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
 import { answerBytesMax } from "../config.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
-import type { State } from "../state/state.ts";
+import type { Request, State } from "../state/state.ts";
+import { countDeltas } from "../state/usage.ts";
+import type { TokenCounts } from "../protocol/messages.ts";
 import type {
   ChunkData,
   ClientError,
@@ -38,6 +40,20 @@ export type DirectChunk = {
   workerId: WorkerId;
   seq: number;
   chunk: ChunkData;
+  /**
+   * Set on a stream's last piece (its chunk empty): the worker completed the
+   * stream, with these counts. The client's instance then knows the answer is
+   * whole even if the log's end never reaches it (issue 33 item 4).
+   */
+  end?: StreamEnd;
+};
+
+/** What the sender knows of a stream it completed (its usage, issue 33). */
+export type StreamEnd = {
+  /** The worker's counts (`response_complete.token_counts`). */
+  tokenCounts: TokenCounts | null;
+  /** Content deltas the sender counted in the pieces (null: not counted for this request). */
+  deltas: number | null;
 };
 
 export const DATA_PATH_DEFAULTS = {
@@ -61,6 +77,12 @@ type Outgoing = {
   sent: number;
   /** Characters (string chunks) or bytes counted against the answer's limit (C16). */
   chars: number;
+  /**
+   * Content deltas in the pieces sent direct, for a request the core counts
+   * so (issue 26; null when it does not): logged with the end, since these
+   * chunks never reach the replicas' `chunkReceived` (issue 33).
+   */
+  deltas: number | null;
   firstLogged: boolean;
   cut: boolean;
 };
@@ -133,6 +155,7 @@ export function routeChunk(
       to: clientOwner,
       sent: 0,
       chars: 0,
+      deltas: request.deltas === null ? null : 0,
       firstLogged: false,
       cut: false,
     };
@@ -149,6 +172,8 @@ export function routeChunk(
       reason: "too_large",
     };
   }
+  // Counted where the chunk is routed: the replicas never see it (issue 33).
+  if (s.deltas !== null) s.deltas += countDeltas(e.chunk, request.endpointPath);
   let commit: ChunkEvent | null = null;
   if (request.isStreaming && !s.firstLogged) {
     commit = {
@@ -181,7 +206,7 @@ export function routeChunk(
 export function piecesBefore(
   senders: Senders,
   e: Event,
-): { requestId: RequestId; pieces: number } | null {
+): { requestId: RequestId; pieces: number; deltas: number | null } | null {
   if (e.kind !== "completeReceived" && e.kind !== "workerErrorReceived") {
     return null;
   }
@@ -189,7 +214,9 @@ export function piecesBefore(
   const s = senders.get(e.requestId);
   if (s === undefined || s.workerId !== e.workerId) return null;
   senders.delete(e.requestId);
-  return s.sent > 0 ? { requestId: e.requestId, pieces: s.sent } : null;
+  return s.sent > 0
+    ? { requestId: e.requestId, pieces: s.sent, deltas: s.deltas }
+    : null;
 }
 
 type CompleteEvent = Extract<Event, { kind: "completeReceived" }>;
@@ -200,6 +227,8 @@ export type EndRoute = {
   event: Event;
   /** Pieces sent direct before it (the body included); null when none. */
   pieces: number | null;
+  /** Content deltas in those pieces, for the replicas' usage (null: none counted). */
+  deltas: number | null;
   /** The completion's body (text, then bytes) as the answer's last pieces, for `to`. */
   last: { to: InstanceId; pieces: DirectChunk[] } | null;
   /** The body takes the answer over its limit: the answer is cut first. */
@@ -219,16 +248,17 @@ export function routeEnd(
   clientOwner: InstanceId | undefined,
   e: Event,
 ): EndRoute {
-  const plain = (): EndRoute => ({
-    event: e,
-    pieces: piecesBefore(senders, e)?.pieces ?? null,
-    last: null,
-    cut: false,
-  });
-  if (
-    e.kind !== "completeReceived" ||
-    (e.body.length === 0 && e.bodyBase64 === undefined)
-  ) return plain();
+  const plain = (): EndRoute => {
+    const before = piecesBefore(senders, e);
+    return {
+      event: e,
+      pieces: before?.pieces ?? null,
+      deltas: before?.deltas ?? null,
+      last: null,
+      cut: false,
+    };
+  };
+  if (e.kind !== "completeReceived") return plain();
   const request = core.requests.get(e.requestId);
   if (
     request === undefined || request.status.kind === "queued" ||
@@ -239,6 +269,11 @@ export function routeEnd(
   if (sender?.cut === true) return plain();
   const began = sender?.firstLogged === true;
   if (request.isStreaming && began && e.statusCode >= 400) return plain();
+  // A stream that went direct ends with a marked piece (issue 33 item 4).
+  const ends = request.isStreaming && began;
+  if (!ends && e.body.length === 0 && e.bodyBase64 === undefined) {
+    return plain();
+  }
   senders.delete(e.requestId);
   const sent = sender?.sent ?? 0;
   // A stream's completion carries text only; a whole answer may end in bytes.
@@ -251,25 +286,40 @@ export function routeEnd(
     (n, c) => n + measure(request.isStreaming, c),
     sender?.chars ?? 0,
   );
+  const deltas = sender?.deltas ?? null;
   if (total > limitOf(core, request.isStreaming)) {
-    return { event: e, pieces: sent > 0 ? sent : null, last: null, cut: true };
+    return {
+      event: e,
+      pieces: sent > 0 ? sent : null,
+      deltas,
+      last: null,
+      cut: true,
+    };
   }
   const { bodyBase64: _moved, ...rest } = e;
   const event: CompleteEvent = bytes === null
     ? { ...e, body: "" }
     : { ...rest, body: "" };
+  const pieces: DirectChunk[] = chunks.map((chunk, i) => ({
+    requestId: e.requestId,
+    workerId: e.workerId,
+    seq: sent + i,
+    chunk,
+  }));
+  if (ends) {
+    pieces.push({
+      requestId: e.requestId,
+      workerId: e.workerId,
+      seq: sent + chunks.length,
+      chunk: "",
+      end: { tokenCounts: e.tokenCounts, deltas },
+    });
+  }
   return {
     event,
-    pieces: sent + chunks.length,
-    last: {
-      to: sender?.to ?? clientOwner,
-      pieces: chunks.map((chunk, i) => ({
-        requestId: e.requestId,
-        workerId: e.workerId,
-        seq: sent + i,
-        chunk,
-      })),
-    },
+    pieces: sent + pieces.length,
+    deltas,
+    last: { to: sender?.to ?? clientOwner, pieces },
     cut: false,
   };
 }
@@ -281,14 +331,31 @@ export function routeEnd(
 export function linkBroke(
   senders: Senders,
   to: InstanceId,
-): { requestId: RequestId; workerId: WorkerId }[] {
-  const cut: { requestId: RequestId; workerId: WorkerId }[] = [];
+): SenderCut[] {
+  const cut: SenderCut[] = [];
   for (const [requestId, s] of senders) {
     if (s.to !== to || s.cut || s.sent === 0) continue;
     s.cut = true;
-    cut.push({ requestId, workerId: s.workerId });
+    cut.push({ requestId, workerId: s.workerId, deltas: s.deltas });
   }
   return cut;
+}
+
+/** An answer the sender cut, with the content deltas it had sent (its usage). */
+export type SenderCut = {
+  requestId: RequestId;
+  workerId: WorkerId;
+  deltas: number | null;
+};
+
+/** The deltas the sender counted for an answer it is cutting (null: none). */
+export function sentDeltas(
+  senders: Senders,
+  requestId: RequestId,
+  workerId: WorkerId,
+): number | null {
+  const s = senders.get(requestId);
+  return s !== undefined && s.workerId === workerId ? s.deltas : null;
 }
 
 /** Drops the sender's record of answers the replica no longer has (cancelled, timed out). */
@@ -307,6 +374,14 @@ export function forgetSent(senders: Senders, core: State): void {
 type Incoming = {
   /** The dispatch's worker; "" while no dispatch was applied here yet. */
   workerId: WorkerId;
+  /**
+   * The replica's request as dispatched (kept by reference: a replica reset
+   * does not take it away), for the usage record of a stream whose log end
+   * never comes (issue 33 item 4).
+   */
+  request: Request | null;
+  /** The sender's marked last piece arrived: the stream is whole. */
+  complete: StreamEnd | null;
   /** The instance the pieces come from (null: none yet). */
   from: InstanceId | null;
   /** The commit (`startStream`) was applied: pieces go to the client as they come. */
@@ -339,9 +414,15 @@ export type ReceiverAction =
   | { kind: "write"; requestId: RequestId; chunk: ChunkData }
   | { kind: "run"; effect: Effect };
 
-function fresh(workerId: WorkerId, nowMs: number): Incoming {
+function fresh(
+  workerId: WorkerId,
+  nowMs: number,
+  request: Request | null = null,
+): Incoming {
   return {
     workerId,
+    request,
+    complete: null,
     from: null,
     committed: false,
     arrived: 0,
@@ -365,9 +446,10 @@ export function dispatched(
   requestId: RequestId,
   workerId: WorkerId,
   nowMs: number,
+  request: Request | null = null,
 ): ReceiverAction[] {
   const early = rx.get(requestId)?.early ?? [];
-  rx.set(requestId, fresh(workerId, nowMs));
+  rx.set(requestId, fresh(workerId, nowMs, request));
   const out: ReceiverAction[] = [];
   for (const e of early) {
     if (e.piece.workerId !== workerId) continue;
@@ -404,8 +486,11 @@ export function pieceArrived(
   s.arrived = piece.seq + 1;
   s.from = from;
   s.lastAtMs = nowMs;
+  if (piece.end !== undefined) s.complete = piece.end;
   // Committed: out at once (before any end the log holds for it); else held.
-  if (s.committed) {
+  if (piece.chunk.length === 0) {
+    // The end marker carries no bytes.
+  } else if (s.committed) {
     out.push({ kind: "write", requestId: piece.requestId, chunk: piece.chunk });
   } else s.held.push(piece.chunk);
   if (s.expected !== null && s.arrived >= s.expected) {
@@ -478,6 +563,17 @@ function carryOut(
       return;
     }
     case "endStream":
+      rx.delete(requestId);
+      // The client has the whole stream (its end marker came): an error the
+      // fleet decided later (its worker's instance was declared gone before
+      // its completion reached the log) is not appended to a complete answer
+      // (issue 33 item 4; found by the simulator).
+      if (effect.error !== null && s.committed && s.complete !== null) {
+        out.push({ kind: "run", effect: { ...effect, error: null } });
+        return;
+      }
+      out.push({ kind: "run", effect });
+      return;
     case "respondError":
       rx.delete(requestId);
       out.push({ kind: "run", effect });
@@ -566,6 +662,22 @@ export function receiverDue(
     }
   }
   return { idle, actions };
+}
+
+/**
+ * A stream whose client is here and whose marked last piece arrived (the
+ * client has the whole answer), with the request as dispatched: null for any
+ * other.
+ */
+export function completedStream(
+  rx: Receivers,
+  requestId: RequestId,
+): { request: Request; end: StreamEnd } | null {
+  const s = rx.get(requestId);
+  if (s === undefined || s.complete === null || s.request === null) return null;
+  return s.committed && s.tail.length === 0
+    ? { request: s.request, end: s.complete }
+    : null;
 }
 
 /** The request ended without a client effect (cancelled, client gone): nothing more to hold. */

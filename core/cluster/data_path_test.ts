@@ -4,6 +4,7 @@ import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
 import { register } from "../_testing.ts";
 import {
+  completedStream,
   dispatched,
   expectPieces,
   linkBroke,
@@ -153,8 +154,61 @@ Deno.test("data path: the completion carries how many pieces went direct; the se
     body: "",
     tokenCounts: null,
   };
-  assert.deepEqual(piecesBefore(senders, done), { requestId: "r1", pieces: 2 });
+  assert.deepEqual(piecesBefore(senders, done), {
+    requestId: "r1",
+    pieces: 2,
+    deltas: 0,
+  });
   assert.equal(senders.size, 0);
+});
+
+/** A content delta, as short as the test's stream limit (20) allows. */
+const delta = (text: string) => chunk(`{"content":"${text}"}`);
+
+Deno.test("data path: content deltas are counted where the chunks are routed, and logged with the end (issue 33)", () => {
+  const { cs } = replica();
+  const senders: Senders = new Map();
+  routeChunk(senders, cs.core, "A", delta("a"));
+  const end = routeEnd(senders, cs.core, "A", {
+    kind: "completeReceived",
+    atMs: 0,
+    workerId: "w1",
+    requestId: "r1",
+    statusCode: 200,
+    headers: {},
+    body: "",
+    tokenCounts: null,
+  });
+  assert.equal(end.deltas, 1);
+  // A stream ends with a marked last piece: its client's instance knows the
+  // answer is whole even if the log's end never reaches it (issue 33 item 4).
+  assert.equal(end.pieces, 2);
+  assert.deepEqual(end.last?.pieces, [{
+    requestId: "r1",
+    workerId: "w1",
+    seq: 1,
+    chunk: "",
+    end: { tokenCounts: null, deltas: 1 },
+  }]);
+});
+
+Deno.test("data path: the receiver knows a stream is whole once its end marker arrived after the commit", () => {
+  const { cs } = replica();
+  const rx: Receivers = new Map();
+  const request = cs.core.requests.get("r1")!;
+  dispatched(rx, "r1", "w1", 0, request);
+  pieceArrived(rx, piece(0, "a"), "B", 1);
+  logEffect(rx, start, 2);
+  assert.equal(completedStream(rx, "r1"), null);
+  const marker = {
+    ...piece(1, ""),
+    end: { tokenCounts: null, deltas: 1 },
+  };
+  assert.deepEqual(pieceArrived(rx, marker, "B", 3), [], "writes nothing");
+  assert.deepEqual(completedStream(rx, "r1"), {
+    request,
+    end: { tokenCounts: null, deltas: 1 },
+  });
 });
 
 Deno.test("data path: a broken link cuts every answer being sent over it", () => {
@@ -165,6 +219,7 @@ Deno.test("data path: a broken link cuts every answer being sent over it", () =>
   assert.deepEqual(linkBroke(senders, "A"), [{
     requestId: "r1",
     workerId: "w1",
+    deltas: 0,
   }]);
   assert.equal(routeChunk(senders, cs.core, "A", chunk("b")).kind, "drop");
 });

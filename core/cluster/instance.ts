@@ -1,15 +1,16 @@
 // One relay instance's life in a cluster (issue 23), pure: joining the shared
-// log, replaying it, serving, losing it, rejoining, leaving. The shell
-// (shell/server/cluster/) and the cluster simulator (sim/cluster_world.ts) feed
-// the same inputs, what their Redis (or virtual log), sockets and timers
-// reported, and carry out the returned actions in order. Every rule that was
+// log, replaying it, serving, losing it, rejoining, leaving. Its one driver is
+// the host (host.ts), which the shell (shell/server/cluster/) and the cluster
+// simulator (sim/cluster/world.ts) both run: it feeds what their Redis (or
+// virtual log), sockets and timers reported, and carries out the returned
+// actions in order. Every rule that was
 // in the shell's closure lives here: who snapshots and when, the checkpoint
 // digests, the rejoin and its retry, the leave and its deadline.
 import { assertNever } from "../assert_never.ts";
 import type { Config } from "../config.ts";
 import type { ClientError, Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { clientError } from "../state/requests.ts";
+import { shuttingDown as shuttingDownError } from "../protocol/errors.ts";
 import { initialState } from "../state/state.ts";
 import {
   type ClusterRecord,
@@ -18,12 +19,18 @@ import {
   type InstanceId,
 } from "./record.ts";
 import { LOG_HOLD_DEFAULTS, resumeAfterHold } from "./log_hold.ts";
+import { type ClusterNote, decodeNote, encodeNote } from "./note.ts";
 import {
   applyRecord,
   type ClusterState,
   initialClusterState,
 } from "./replica.ts";
-import { decodeSnapshot, digestOf, encodeSnapshot } from "./snapshot.ts";
+import {
+  decodeSnapshot,
+  digestOf,
+  encodeSnapshot,
+  stateDigest,
+} from "./snapshot.ts";
 
 export type InstancePhase =
   /** Reading the log's epoch and snapshot (first start, or a retry). */
@@ -67,7 +74,7 @@ export const DEFAULT_INSTANCE_RULES: InstanceRules = {
 /** One log entry: its id (`ms-seq`), its server time in ms, its payload. */
 export type LogEntry = { id: string; ms: number; data: string };
 export type Snapshot = { id: string; epoch: string; data: string };
-export type Note = Record<string, string | number | null>;
+export type { ClusterNote as Note } from "./note.ts";
 
 export type InstanceState = {
   phase: InstancePhase;
@@ -137,8 +144,17 @@ export type InstanceInput =
 
 export type InstanceAction =
   /** The replica's effects, for the shell's ownership filter (ownership.ts). */
-  | { kind: "effects"; effects: readonly Effect[]; quiet: boolean }
-  | { kind: "note"; note: Note; mine: boolean }
+  /**
+   * The replica's effects, for the host's ownership filter (ownership.ts),
+   * and the instances the entry declared gone (a typed fact, issue 34).
+   */
+  | {
+    kind: "effects";
+    effects: readonly Effect[];
+    quiet: boolean;
+    died: readonly InstanceId[];
+  }
+  | { kind: "note"; note: ClusterNote; mine: boolean }
   | { kind: "append"; record: ClusterRecord }
   /** Store the snapshot, trim the log before `trimBeforeId`, then report snapshotStored. */
   | {
@@ -222,11 +238,28 @@ export function initialInstance(
   };
 }
 
-/** Stream ids are `ms-seq`: compared as numbers, never as strings. */
+/**
+ * Stream ids are `ms-seq`: compared as numbers, never as strings. Read in
+ * place, without splitting: replicas and log readers compare ids per entry
+ * (the cluster simulator's profile had a split-based version at 64% of its
+ * time, bench/README.md).
+ */
 export function compareIds(a: string, b: string): number {
-  const [am = 0, as = 0] = a.split("-").map(Number);
-  const [bm = 0, bs = 0] = b.split("-").map(Number);
-  return am !== bm ? am - bm : as - bs;
+  const ad = a.indexOf("-");
+  const bd = b.indexOf("-");
+  const am = idPart(a, 0, ad < 0 ? a.length : ad);
+  const bm = idPart(b, 0, bd < 0 ? b.length : bd);
+  if (am !== bm) return am - bm;
+  const as = ad < 0 ? 0 : idPart(a, ad + 1, a.length);
+  const bs = bd < 0 ? 0 : idPart(b, bd + 1, b.length);
+  return as - bs;
+}
+
+/** The decimal number in `s` from `from` to `to` (an empty part is 0). */
+function idPart(s: string, from: number, to: number): number {
+  let n = 0;
+  for (let i = from; i < to; i++) n = n * 10 + (s.charCodeAt(i) - 48);
+  return n;
 }
 
 export function stepInstance(
@@ -348,12 +381,7 @@ function reject(workerId: string, code: number, reason: string): Routing {
 
 /** The core's own refusal while shutting down (on_request_received.ts). */
 function shuttingDown(config: Config): ClientError {
-  return clientError(
-    503,
-    "shutting_down",
-    "server is shutting down; retry shortly",
-    config.retryAfterSecs,
-  );
+  return shuttingDownError(config);
 }
 
 /** The record for one turn's observed events (null when there are none). */
@@ -398,13 +426,16 @@ export function recording(s: InstanceState): boolean {
   return appending(s) || s.phase === "holding" || s.phase === "resuming";
 }
 
-export function noteRecord(s: InstanceState, note: Note): ClusterRecord {
+export function noteRecord(
+  s: InstanceState,
+  note: ClusterNote,
+): ClusterRecord {
   return {
     kind: "note",
     instance: s.id,
     seq: ++s.seq,
     appliedMs: s.appliedMs,
-    note,
+    note: encodeNote(note),
   };
 }
 
@@ -547,6 +578,21 @@ function onLogLost(
       ms: s.rules.rejoinRetryMs,
     }];
   }
+  if (
+    s.phase === "replaying" || s.phase === "joining" || s.phase === "logDown"
+  ) {
+    if (!i.reset) return [];
+    // The log this replica was catching up on is not the log now (found by
+    // the simulator: a joiner replaying past a failover's lost tail kept
+    // entries the fleet never saw, and diverged): start over from it.
+    resetReplica(s);
+    if (s.phase !== "replaying") return [];
+    s.phase = "logDown";
+    return [{ kind: "stopReading" }, {
+      kind: "armRetry",
+      ms: s.rules.rejoinRetryMs,
+    }];
+  }
   if (s.phase !== "serving") return [];
   const out: InstanceAction[] = [
     { kind: "stopReading" },
@@ -648,8 +694,9 @@ function onEntry(
     kind: "effects",
     effects: applied.effects,
     quiet: s.phase === "replaying",
+    died: applied.died,
   }];
-  const note = applied.note;
+  const note = applied.note === null ? null : decodeNote(applied.note);
   if (note !== null && note.t === "leaving") {
     if (record.instance === s.id && record.seq === s.leaveMarkSeq) {
       s.leaveMarkRead = true;
@@ -667,8 +714,10 @@ function onEntry(
   return out;
 }
 
-function diverged(s: InstanceState, note: Note): boolean {
-  const mine = s.checkpoints.get(String(note.id));
+type DigestNote = Extract<ClusterNote, { t: "digest" }>;
+
+function diverged(s: InstanceState, note: DigestNote): boolean {
+  const mine = s.checkpoints.get(note.id);
   return mine !== undefined && mine !== note.digest && s.phase === "serving";
 }
 
@@ -676,14 +725,14 @@ function diverged(s: InstanceState, note: Note): boolean {
  * A replica whose digest differs from the snapshot writer's has diverged (a
  * bug, or a core of another version): it rejoins from that snapshot.
  */
-function onDiverged(s: InstanceState, note: Note): InstanceAction[] {
+function onDiverged(s: InstanceState, note: DigestNote): InstanceAction[] {
   const out: InstanceAction[] = [
     { kind: "stopReading" },
     log("error", "this replica diverged from the cluster: rejoining", {
       instance: s.id,
-      position: String(note.id),
-      digest: s.checkpoints.get(String(note.id)) ?? "",
-      cluster_digest: String(note.digest),
+      position: note.id,
+      digest: s.checkpoints.get(note.id) ?? "",
+      cluster_digest: note.digest,
     }),
   ];
   s.seq = Math.max(s.seq, 1); // rejoins under a new id, retiring this one
@@ -709,13 +758,16 @@ function selfDied(s: InstanceState): InstanceAction[] {
  * its previous snapshot, and (snapshotStored) announces its digest.
  */
 function checkpoint(s: InstanceState, entry: LogEntry): InstanceAction[] {
-  const data = encodeSnapshot(s.cluster);
-  const digest = digestOf(data);
+  const writes = s.phase === "serving" && lowestLive(s.cluster) === s.id;
+  // Only the writer needs the text; the others fold the digest as it is
+  // written (stateDigest), which costs no copy of the state.
+  const data = writes ? encodeSnapshot(s.cluster) : null;
+  const digest = data === null ? stateDigest(s.cluster) : digestOf(data);
   s.checkpoints.set(entry.id, digest);
   while (s.checkpoints.size > s.rules.checkpointsKept) {
     s.checkpoints.delete(s.checkpoints.keys().next().value!);
   }
-  if (s.phase !== "serving" || lowestLive(s.cluster) !== s.id) return [];
+  if (data === null) return [];
   // Up to the last snapshot known stored: one whose write failed (Redis did
   // not answer) must not become the trim point (found by the simulator: a
   // failover then reverted to an older snapshot the log was trimmed past).
@@ -788,12 +840,7 @@ function finishLeave(s: InstanceState, logUp: boolean): InstanceAction[] {
     { kind: "stopReading" },
     {
       kind: "endLocal",
-      error: clientError(
-        503,
-        "shutting_down",
-        "server shut down before the request finished",
-        s.config.retryAfterSecs,
-      ),
+      error: shuttingDownError(s.config),
       closeCode: 1001,
     },
     { kind: "left" },

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { makeConfig } from "../config.ts";
 import type { Event } from "../events/event.ts";
 import {
+  compareIds,
   initialInstance,
   type InstanceAction,
   type InstanceState,
@@ -371,4 +372,12 @@ Deno.test("issue 23 after a rejoin the snapshot writer trims only up to the snap
   }).find((x) => x.kind === "putSnapshot");
   assert.ok(next?.kind === "putSnapshot");
   assert.equal(next.trimBeforeId, null, "nothing to trim up to");
+});
+
+Deno.test("compareIds orders stream ids as numbers: ms first, then seq; a bare 0 is the start", () => {
+  assert.ok(compareIds("9-0", "10-0") < 0);
+  assert.ok(compareIds("10-2", "10-10") < 0);
+  assert.ok(compareIds("10-3", "10-3") === 0);
+  assert.ok(compareIds("0", "1-0") < 0);
+  assert.ok(compareIds("5-1", "5") > 0);
 });

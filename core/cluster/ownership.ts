@@ -51,6 +51,10 @@ export function ownerOf(effect: Effect): EffectOwner {
     case "writeChunk":
     case "endStream":
       return { kind: "client", requestId: effect.requestId };
+    case "cutResponse":
+      // The answer was handed over, so the request (and its client record)
+      // is gone: the instance still writing it finds it, the others do not.
+      return { kind: "every" };
     case "requestFinished":
       return { kind: "requestOrigin", requestId: effect.requestId };
     case "replyLifecycle":

@@ -13,7 +13,7 @@ export type CutReason = "idle" | "too_large" | "link_lost";
  * Bumped whenever a change to core/ could make two replicas reduce the same log
  * differently: instances of different versions refuse to share a log.
  */
-export const REDUCER_VERSION = "30.1";
+export const REDUCER_VERSION = "30.2";
 
 export type ClusterRecord =
   | {
@@ -35,6 +35,12 @@ export type ClusterRecord =
      * direct before it (the receiver holds the end until they arrived).
      */
     direct?: Record<RequestId, number>;
+    /**
+     * Per request ended by an event of this record: the content deltas its
+     * pieces sent direct carried (issue 33: counted where the chunks are
+     * routed, added to the request's count before the end is applied).
+     */
+    deltas?: Record<RequestId, number>;
   }
   /**
    * An answer the data path ended outside the log (issue 23): its size limit,
@@ -48,6 +54,8 @@ export type ClusterRecord =
     requestId: RequestId;
     workerId: WorkerId;
     reason: CutReason;
+    /** Content deltas sent direct before the cut (the sender's count, issue 33). */
+    deltas?: number;
   }
   /** An instance leaves (graceful stop), or an instance rejoining retires its old id. */
   | {

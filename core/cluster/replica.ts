@@ -142,17 +142,32 @@ export function applyRecord(
     case "note":
       return { effects: out, died, note: record.note };
     case "cut":
+      if (record.deltas !== undefined) {
+        addDeltas(cs, record.requestId, record.deltas);
+      }
       applyCut(cs.core, record.requestId, record.workerId, record.reason, out);
       return { effects: out, died, note: null };
     case "events":
       if (record.peer !== undefined) {
         cs.instances.get(record.instance)!.peerUrl = record.peer;
       }
+      for (const [requestId, n] of Object.entries(record.deltas ?? {})) {
+        addDeltas(cs, requestId, n);
+      }
       for (const e of record.events) {
         applyEvent(cs, record.instance, e, atMs, out, died);
       }
       return { effects: out, died, note: null };
   }
+}
+
+/**
+ * The content deltas of an answer's pieces that went direct (issue 33): the
+ * replica's count, as if those chunks had been applied here.
+ */
+function addDeltas(cs: ClusterState, requestId: string, n: number): void {
+  const r = cs.core.requests.get(requestId);
+  if (r !== undefined && r.deltas !== null) r.deltas += n;
 }
 
 function applyEvent(

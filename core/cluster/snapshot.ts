@@ -44,27 +44,99 @@ function decodeValue(v: Json): unknown {
   return out;
 }
 
-/** The replica as one JSON string (config included: joiners check it matches theirs). */
+/**
+ * The replica as one JSON string (config included: joiners check it matches
+ * theirs). Written straight to text, the same text as
+ * `JSON.stringify(encodeValue(cs))` without building the tagged copy first:
+ * every replica encodes its state at each checkpoint (bench/README.md).
+ */
 export function encodeSnapshot(cs: ClusterState): string {
-  return JSON.stringify(encodeValue(cs));
+  const out: string[] = [];
+  writeValue(cs, (text) => out.push(text));
+  return out.join("");
+}
+
+/** Receives the snapshot's text piece by piece. */
+type Sink = (text: string) => void;
+
+/** Writes the JSON of `encodeValue(v)` to `put`. */
+function writeValue(v: unknown, put: Sink): void {
+  if (v === null || v === undefined) return put("null");
+  if (typeof v === "number") {
+    // JSON's own text for a number (the common case, without the call).
+    return put(Number.isFinite(v) ? String(v) : "null");
+  }
+  if (typeof v !== "object") return put(JSON.stringify(v));
+  if (v instanceof Map) {
+    put('{"$m":[');
+    let first = true;
+    for (const [k, x] of v) {
+      put(first ? "[" : ",[");
+      first = false;
+      writeValue(k, put);
+      put(",");
+      writeValue(x, put);
+      put("]");
+    }
+    return put("]}");
+  }
+  if (v instanceof Set) {
+    put('{"$s":[');
+    let first = true;
+    for (const x of v) {
+      if (!first) put(",");
+      first = false;
+      writeValue(x, put);
+    }
+    return put("]}");
+  }
+  if (Array.isArray(v)) {
+    put("[");
+    for (let i = 0; i < v.length; i++) {
+      if (i > 0) put(",");
+      writeValue(v[i], put);
+    }
+    return put("]");
+  }
+  put("{");
+  let first = true;
+  for (const k in v) {
+    const x = (v as Record<string, unknown>)[k];
+    if (x === undefined) continue;
+    put(first ? JSON.stringify(k) + ":" : "," + JSON.stringify(k) + ":");
+    first = false;
+    writeValue(x, put);
+  }
+  put("}");
 }
 
 export function decodeSnapshot(text: string): ClusterState {
   return decodeValue(JSON.parse(text) as Json) as ClusterState;
 }
 
-/** FNV-1a (32-bit) over the snapshot text: cheap, deterministic, no crypto needed. */
-export function digestOf(text: string): string {
-  let h = 0x811c9dc5;
+const FNV_START = 0x811c9dc5;
+
+function fnv(h: number, text: string): number {
   for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
+    h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
   }
+  return h;
+}
+
+function hex(h: number): string {
   return (h >>> 0).toString(16).padStart(8, "0");
 }
 
+/** FNV-1a (32-bit) over the snapshot text: cheap, deterministic, no crypto needed. */
+export function digestOf(text: string): string {
+  return hex(fnv(FNV_START, text));
+}
+
+/** `digestOf(encodeSnapshot(cs))`, folded as it is written: no text kept. */
 export function stateDigest(cs: ClusterState): string {
-  return digestOf(encodeSnapshot(cs));
+  let h = FNV_START;
+  writeValue(cs, (text) => h = fnv(h, text));
+  return hex(h);
 }
 
 /** Config fingerprint: replicas reducing one log must share it exactly. */

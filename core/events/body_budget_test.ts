@@ -10,17 +10,22 @@ import {
   complete,
   disconnect,
   dispatched,
+  logs,
   newState,
+  ofKind,
   only,
+  requestEvent,
   sent,
   statusOf,
   step,
   tick,
 } from "../_testing.ts";
 
+/** Both requests are the default tenant's, whose share is the whole budget here. */
 function twoRequests(budget: number, perAnswer = 1_000) {
   const state = newState({
     responseBufferBytesMax: budget,
+    tenantResponseBufferBytesMax: budget,
     responseBodyCharsMax: perAnswer,
   });
   addWorker(state, "w1", { models: ["m"] });
@@ -60,7 +65,7 @@ Deno.test("issue 24.2 bounded server memory: a piece that would take the fleet's
   assert.equal(state.bodyBytesBuffered, 0);
 });
 
-Deno.test("issue 24.2 an answer handed to the shell stays in the budget until it is written out (a slow reader cannot step around it), or until the request timeout if the shell never says", () => {
+Deno.test("issue 24.2 an answer handed to the shell stays in the budget until it is written out (a slow reader cannot step around it)", () => {
   const state = twoRequests(10);
   chunk(state, "w1", "r1", "12345678");
   complete(state, "w1", "r1", { body: "" });
@@ -70,13 +75,118 @@ Deno.test("issue 24.2 an answer handed to the shell stays in the budget until it
     only(effects, "respondError").error.code,
     "response_buffer_full",
   );
-  // A shell that never confirms (a crashed instance): released on a tick at
-  // the request timeout.
-  tick(state, state.config.requestTimeoutMs - 1);
-  assert.equal(state.bodyBytesBuffered, 8);
-  tick(state, state.config.requestTimeoutMs + 1);
+  step(state, { kind: "responseSent", atMs: state.nowMs, requestId: "r1" });
   assert.equal(state.bodyBytesBuffered, 0);
   assert.equal(state.bodiesSending.size, 0);
+});
+
+Deno.test("issue 33.3 the bytes the shell reports written leave the budget as the client reads, and each report starts the write deadline again", () => {
+  const state = twoRequests(10);
+  chunk(state, "w1", "r1", "1234");
+  chunk(state, "w1", "r1", "5678");
+  complete(state, "w1", "r1", { body: "" });
+  const deadline = state.config.clientWriteTimeoutMs;
+  tick(state, deadline - 1);
+  step(state, {
+    kind: "responseProgress",
+    atMs: state.nowMs,
+    requestId: "r1",
+    written: 4,
+  });
+  assert.equal(state.bodyBytesBuffered, 4, "the first piece is let go");
+  // A late or repeated report takes nothing more.
+  step(state, {
+    kind: "responseProgress",
+    atMs: state.nowMs,
+    requestId: "r1",
+    written: 4,
+  });
+  assert.equal(state.bodyBytesBuffered, 4);
+  const t = tick(state, 2 * deadline - 2);
+  assert.deepEqual(ofKind(t, "cutResponse"), [], "it made progress in time");
+  step(state, { kind: "responseSent", atMs: state.nowMs, requestId: "r1" });
+  assert.equal(state.bodyBytesBuffered, 0);
+  assert.equal(state.bodyBytesByTenant.size, 0);
+});
+
+Deno.test("issue 33.3 a client that takes none of its handed-over answer for CLIENT_WRITE_TIMEOUT_SECS is cut (cutResponse), and its bytes leave the budget only when the shell lets them go, not at the request timeout", () => {
+  const state = twoRequests(10);
+  state.config = {
+    ...state.config,
+    clientWriteTimeoutMs: 5_000,
+    requestTimeoutMs: 3_000,
+  };
+  chunk(state, "w1", "r1", "12345678");
+  complete(state, "w1", "r1", { body: "" });
+  // Main released the budget here while the shell still held the bytes.
+  tick(state, 4_000);
+  assert.equal(state.bodyBytesBuffered, 8);
+  assert.deepEqual(ofKind(tick(state, 4_999), "cutResponse"), []);
+  const cut = tick(state, 5_000);
+  assert.deepEqual(ofKind(cut, "cutResponse"), [
+    { kind: "cutResponse", requestId: "r1" },
+  ]);
+  assert.equal(
+    logs(cut, "client not reading its answer, connection cut").length,
+    1,
+  );
+  // Told once; still counted until the close comes back.
+  assert.deepEqual(ofKind(tick(state, 6_000), "cutResponse"), []);
+  assert.equal(state.bodyBytesBuffered, 8);
+  step(state, { kind: "responseSent", atMs: 6_001, requestId: "r1" });
+  assert.equal(state.bodyBytesBuffered, 0);
+});
+
+Deno.test("issue 33.3 a shell that never answers the cut (a cluster instance that died) holds nothing: the bytes are released one more deadline later", () => {
+  const state = twoRequests(10);
+  state.config = { ...state.config, clientWriteTimeoutMs: 5_000 };
+  chunk(state, "w1", "r1", "12345678");
+  complete(state, "w1", "r1", { body: "" });
+  tick(state, 5_000);
+  tick(state, 9_999);
+  assert.equal(state.bodyBytesBuffered, 8);
+  tick(state, 10_000);
+  assert.equal(state.bodyBytesBuffered, 0);
+  assert.equal(state.bodiesSending.size, 0);
+});
+
+Deno.test("issue 33.3 one tenant's answers hold at most TENANT_MAX_BUFFERED_RESPONSE_BYTES (default: half the budget): its next piece fails 503 response_buffer_full, another tenant's answer still fits", () => {
+  const state = newState({
+    responseBufferBytesMax: 20,
+    responseBodyCharsMax: 1_000,
+  });
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 4 });
+  step(state, { ...requestEvent(state, "a1"), tenant: "idle" });
+  step(state, { ...requestEvent(state, "a2"), tenant: "idle" });
+  step(state, { ...requestEvent(state, "b1"), tenant: "busy" });
+  chunk(state, "w1", "a1", "12345678");
+  complete(state, "w1", "a1", { body: "" }); // handed over, never read
+  const refused = chunk(state, "w1", "a2", "abc");
+  const error = only(refused, "respondError").error;
+  assert.equal(error.status, 503);
+  assert.equal(error.code, "response_buffer_full");
+  assert.match(error.message, /TENANT_MAX_BUFFERED_RESPONSE_BYTES 10/);
+  assert.ok((error.retryAfterSecs ?? 0) >= 1);
+  assert.deepEqual(chunk(state, "w1", "b1", "abcdefghij"), []);
+  assert.equal(state.bodyBytesByTenant.get("idle"), 8);
+  assert.equal(state.bodyBytesByTenant.get("busy"), 10);
+  assert.equal(only(complete(state, "w1", "b1"), "respond").status, 200);
+});
+
+Deno.test("issue 33.3 TENANT_MAX_BUFFERED_RESPONSE_BYTES set explicitly is the share", () => {
+  const state = newState({
+    responseBufferBytesMax: 20,
+    tenantResponseBufferBytesMax: 4,
+    responseBodyCharsMax: 1_000,
+  });
+  addWorker(state, "w1", { models: ["m"] });
+  addRequest(state, "r1");
+  assert.equal(
+    only(chunk(state, "w1", "r1", "12345"), "respondError").error.code,
+    "response_buffer_full",
+  );
+  assert.equal(state.bodyBytesBuffered, 0);
+  assert.equal(state.bodyBytesByTenant.size, 0);
 });
 
 Deno.test("issue 24.2 an answer larger than the whole budget fails 502 response_too_large (it could never fit), not 503", () => {

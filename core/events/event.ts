@@ -2,6 +2,7 @@
 // simulator's virtual clock) with a monotonic `atMs`. Plain data only.
 import type { KeyRef } from "../config.ts";
 import type { DecodeError } from "../protocol/decode.ts";
+import type { TokenAsk } from "../state/usage.ts";
 import type {
   LifecycleOperation,
   LifecycleProgressStatus,
@@ -180,6 +181,8 @@ export type Event =
     key?: KeyRef | null;
     /** The model the client named when `model` is its alias target (issue 26's record); absent = `model`. */
     modelAsked?: string;
+    /** What the parsed JSON body asks of token accounting (issue 33); absent = nothing known. */
+    tokenAsk?: TokenAsk;
   }
   | { kind: "clientDisconnected"; atMs: number; requestId: RequestId }
   /** The shell's per-stream buffer for a slow client hit its cap. */
@@ -189,6 +192,16 @@ export type Event =
    * 24): its bytes leave the fleet's buffered-body budget.
    */
   | { kind: "responseSent"; atMs: number; requestId: RequestId }
+  /**
+   * Issue 33.3: `written` bytes of a `respond`'s pieces have left the shell
+   * for the client's socket so far (reported as the socket drains).
+   */
+  | {
+    kind: "responseProgress";
+    atMs: number;
+    requestId: RequestId;
+    written: number;
+  }
   // -- time and operator commands -------------------------------------------------
   /** `unixMs`: the shell's wall clock, only echoed in pings (the core never reasons on it). */
   | { kind: "tick"; atMs: number; unixMs?: number }

@@ -10,6 +10,7 @@ import {
   newState,
   only,
   queued,
+  requestEvent,
   step,
   tick,
 } from "../_testing.ts";
@@ -93,4 +94,43 @@ Deno.test("issue 24.4 the models remembered for the grace stay bounded: expired 
   const gone = state.modelsGone.get("local")!;
   assert.ok(gone.size <= 1_024 + 200, `${gone.size} remembered`);
   assert.ok(gone.has("model-2999"));
+});
+
+Deno.test("issue 33 a model waiting out its grace holds at most a quarter of the queue: 100 requests for it leave room for another tenant's live model", () => {
+  const state = newState({
+    modelGraceMs: 300_000,
+    queueTimeoutMs: 30_000,
+    heartbeatTimeoutMs: 1e9,
+    queueLenMax: 40,
+    tenantQueueLenMax: 1000,
+  });
+  addWorker(state, "wa", { models: ["a"] });
+  addWorker(state, "wb", { models: ["b"], maxConcurrent: 1 });
+  disconnect(state, "wa", 1_000);
+  const codes: number[] = [];
+  for (let i = 0; i < 100; i++) {
+    const effects = step(state, {
+      ...requestEvent(state, `gone${i}`, { model: "a", atMs: 2_000 }),
+      tenant: "t1",
+    });
+    for (const e of effects) {
+      if (e.kind === "respondError") codes.push(e.error.status);
+    }
+  }
+  // A quarter of QUEUE_LEN_MAX waits; the rest are told at once.
+  assert.equal(queued(state).length, 10);
+  assert.deepEqual(new Set(codes), new Set([503]));
+  assert.equal(codes.length, 90);
+  // The live model keeps the rest of the queue: its requests wait, none is refused.
+  for (let i = 0; i < 25; i++) {
+    const effects = step(state, {
+      ...requestEvent(state, `live${i}`, { model: "b", atMs: 2_000 }),
+      tenant: "t2",
+    });
+    assert.equal(
+      effects.filter((e) => e.kind === "respondError").length,
+      0,
+      `live${i}`,
+    );
+  }
 });

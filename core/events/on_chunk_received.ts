@@ -3,8 +3,9 @@
 // chunk-bytes-v1 (issue 18) the very bytes (a subarray of the binary frame).
 // O(1), no copies. The stream limit counts `chunk.length`: UTF-16 units of a
 // string, bytes of a binary chunk (never fewer than its characters).
+import { answerTooLarge, apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
-import { answerBytesMax } from "../config.ts";
+import { answerBytesMax, answerLimit } from "../config.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import {
   recordBackendSuccess,
@@ -15,13 +16,17 @@ import { noteServed } from "../state/residency.ts";
 import {
   assignedRequest,
   cancelOnWorker,
-  clientError,
   fail,
   pumpQueue,
 } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
 import type { ChunkData } from "../vocabulary.ts";
 import { countDeltas } from "../state/usage.ts";
+import {
+  budgetExceeded,
+  countBodyPiece,
+  tenantBufferBytesMax,
+} from "../state/body_budget.ts";
 import { streamOpened } from "../state/wait_lines.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
@@ -46,13 +51,9 @@ function cutOversized(
   if (worker !== undefined) {
     cancelOnWorker(state, worker, request, { other: code }, out);
   }
-  const max = request.isStreaming
-    ? state.config.streamCharsMax
-    : answerBytesMax(state.config);
-  const error = clientError(
-    502,
-    code,
-    `response exceeded the ${max} character limit`,
+  const error = answerTooLarge(
+    request.isStreaming,
+    answerLimit(state.config, request.isStreaming),
   );
   fail(state, request, error, "failed", out);
   // C28: a draining worker whose last request was cut is idle now.
@@ -69,7 +70,7 @@ function cutOversized(
  * and headers come only with the completion, so nothing can go to the client
  * before. An answer over its own limit fails 502 `response_too_large`; one
  * that fits but would take the fleet's buffered pieces past
- * `responseBufferBytesMax` fails 503 `response_buffer_full` with Retry-After
+ * `responseBufferBytesMax`, or its tenant's past their share, fails 503 `response_buffer_full` with Retry-After
  * (the relay is busy, the answer is not at fault). Neither is requeued.
  */
 function keepBodyPiece(
@@ -83,32 +84,29 @@ function keepBodyPiece(
   // heap stays small and V8 collects the frames' garbage early), and written
   // to the client without another encoding.
   const piece = typeof chunk === "string" ? UTF8.encode(chunk) : chunk;
-  const bytes = request.bodyBytes + piece.length;
-  if (bytes > answerBytesMax(state.config)) {
+  if (request.bodyBytes + piece.length > answerBytesMax(state.config)) {
     return cutOversized(state, request, workerId, out);
   }
-  if (
-    state.bodyBytesBuffered + piece.length >
-      state.config.responseBufferBytesMax
-  ) {
-    return cutForBudget(state, request, workerId, out);
+  const exceeded = budgetExceeded(state, request, piece.length);
+  if (exceeded !== null) {
+    return cutForBudget(state, request, workerId, exceeded, out);
   }
-  request.bodyPieces.push(piece);
-  request.bodyBytes = bytes;
-  state.bodyBytesBuffered += piece.length;
+  countBodyPiece(state, request, piece);
 }
 
 const UTF8 = new TextEncoder();
 
 /**
- * The fleet's budget is spent: the request fails 503 with a Retry-After of
- * about one service time (by then the answers holding the budget have most
- * likely gone out), its worker gets a cancel.
+ * The fleet's budget, or the tenant's share of it (issue 33.3), is spent: the
+ * request fails 503 with a Retry-After of about one service time (by then the
+ * answers holding the budget have most likely gone out), its worker gets a
+ * cancel.
  */
 function cutForBudget(
   state: State,
   request: Request,
   workerId: string,
+  exceeded: "fleet" | "tenant",
   out: Effect[],
 ): void {
   const code = "response_buffer_full";
@@ -120,13 +118,21 @@ function cutForBudget(
     state.config.retryAfterMaxSecs,
     Math.max(state.config.retryAfterSecs, Math.ceil(state.serviceMsAvg / 1000)),
   );
-  const error = clientError(
-    503,
+  const error = apiError(
     code,
-    `the relay is holding ${
-      state.bodyBytesBuffered - request.bodyBytes
-    } bytes of other answers (MAX_BUFFERED_RESPONSE_BYTES ${state.config.responseBufferBytesMax}); retry later`,
-    retry,
+    exceeded === "fleet"
+      ? {
+        held: state.bodyBytesBuffered - request.bodyBytes,
+        max: state.config.responseBufferBytesMax,
+        retryAfterSecs: retry,
+      }
+      : {
+        held: (state.bodyBytesByTenant.get(request.tenant) ?? 0) -
+          request.bodyBytes,
+        max: tenantBufferBytesMax(state.config),
+        tenant: request.tenant,
+        retryAfterSecs: retry,
+      },
   );
   out.push({
     kind: "log",
@@ -136,6 +142,8 @@ function cutForBudget(
       request_id: request.id,
       worker_id: workerId,
       buffered_bytes: state.bodyBytesBuffered,
+      tenant: request.tenant,
+      tenant_bytes: state.bodyBytesByTenant.get(request.tenant) ?? 0,
     },
   });
   fail(state, request, error, "failed", out);

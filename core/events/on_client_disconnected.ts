@@ -1,16 +1,11 @@
 // The client went away (C18) or cannot keep up (server issue: bounded buffers).
 // Queued: removed at once, no cancel (no worker had it). Dispatched or streaming:
 // `cancel` to the worker, whose slot stays reserved until it acknowledges (C44).
+import { apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { trialFreedByCancel } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
-import {
-  cancelOnWorker,
-  clientError,
-  fail,
-  finish,
-  pumpQueue,
-} from "../state/requests.ts";
+import { cancelOnWorker, fail, finish, pumpQueue } from "../state/requests.ts";
 import type { State, Worker } from "../state/state.ts";
 import type { Event } from "./event.ts";
 
@@ -39,11 +34,7 @@ export function onClientGone(state: State, e: E, out: Effect[]): void {
     fields: { request_id: request.id, state: request.status.kind },
   });
   if (stalled) {
-    const error = clientError(
-      503,
-      "client_too_slow",
-      "client did not read the stream fast enough",
-    );
+    const error = apiError("client_too_slow");
     fail(state, request, error, "cancelled", out);
   } else {
     finish(state, request, "cancelled", 499, out);

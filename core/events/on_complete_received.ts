@@ -7,20 +7,20 @@
 // as a chunk and never as a normal end (the client would take a half answer for a
 // whole one). A non-streaming answer assembled from chunks (body-chunks-v1) is
 // bounded by `responseBodyCharsMax`.
+import type { ClientError } from "../vocabulary.ts";
+import {
+  answerTooLarge,
+  apiError,
+  notFinalStatus,
+} from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
-import { answerBytesMax } from "../config.ts";
+import { answerBytesMax, answerLimit } from "../config.ts";
 import { recordBackendSuccess } from "../state/backend_circuit.ts";
 import { cacheReportOf } from "../state/cache_report.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import { noteServed } from "../state/residency.ts";
-import {
-  assignedRequest,
-  clientError,
-  fail,
-  finish,
-  handOverBodyPieces,
-  pumpQueue,
-} from "../state/requests.ts";
+import { assignedRequest, fail, finish, pumpQueue } from "../state/requests.ts";
+import { handOverBodyPieces } from "../state/body_budget.ts";
 import type { State } from "../state/state.ts";
 import { countDeltas } from "../state/usage.ts";
 import { streamOpened } from "../state/wait_lines.ts";
@@ -29,6 +29,11 @@ import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "completeReceived" }>;
+
+/** A status a whole answer may carry: HTTP's final ones. */
+export function isFinalStatus(status: number): boolean {
+  return Number.isInteger(status) && status >= 200 && status <= 599;
+}
 
 export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
   const worker = state.workers.get(e.workerId);
@@ -52,7 +57,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
     const cacheReport = cacheReportOf(e.headers);
     // Either way the request ends with what the backend reported of its cache
     // and tokens.
-    const failWith = (error: ReturnType<typeof clientError>) =>
+    const failWith = (error: ClientError) =>
       fail(state, request, error, "failed", out, cacheReport, e.tokenCounts);
     const complete = () =>
       finish(
@@ -67,11 +72,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
     // Issue 30: a stream opened by wait lines ends as a started one.
     if (request.status.kind === "streaming" || streamOpened(request)) {
       if (e.statusCode >= 400) {
-        failWith(clientError(
-          502,
-          "upstream_error",
-          `the backend failed with status ${e.statusCode} after the stream started`,
-        ));
+        failWith(apiError("upstream_error", { status: e.statusCode }));
       } else {
         if (e.body.length > 0) {
           out.push({
@@ -86,6 +87,11 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         out.push({ kind: "endStream", requestId: request.id, error: null });
         complete();
       }
+    } else if (!isFinalStatus(e.statusCode)) {
+      // Issue 33.11: a status HTTP has no final meaning for (600, a 1xx) is
+      // not an answer: the client gets the relay's 502, never the backend's
+      // body under a status it did not send.
+      failWith(notFinalStatus(e.statusCode));
     } else if (
       request.bodyBytes + e.body.length > answerBytesMax(state.config)
     ) {
@@ -93,12 +99,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
       // own answer's size would fail it again on any worker). The completion's
       // own frame (at most the frame limit) is already here: the budget is
       // not asked.
-      const max = answerBytesMax(state.config);
-      failWith(clientError(
-        502,
-        "response_too_large",
-        `response exceeded the ${max} character limit`,
-      ));
+      failWith(answerTooLarge(false, answerLimit(state.config, false)));
     } else {
       out.push({
         kind: "respond",

@@ -4,10 +4,19 @@
 // next worker's head replaces this one with the dispatch). The first chunk's
 // `startStream` carries it, so the client's head is the backend's instead of
 // the relay's fixed SSE head. Per stream, never per chunk.
+import { notFinalStatus } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { EXTENSION_STREAM_HEAD } from "../protocol/messages.ts";
-import { assignedRequest } from "../state/requests.ts";
-import type { State } from "../state/state.ts";
+import {
+  assignedRequest,
+  cancelOnWorker,
+  fail,
+  pumpQueue,
+} from "../state/requests.ts";
+import type { Request, State, Worker } from "../state/state.ts";
+import { trialFreedByCancel } from "../state/backend_circuit.ts";
+import { closeIfDrained } from "../state/drop_worker.ts";
+import { isFinalStatus } from "./on_complete_received.ts";
 import { dropFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 import { protocolViolation } from "./on_worker_frame_invalid.ts";
@@ -41,5 +50,35 @@ export function onHeadReceived(state: State, e: E, out: Effect[]): void {
     });
     return;
   }
+  if (!isFinalStatus(e.statusCode)) {
+    // Issue 33.11: as for a whole answer (on_complete_received.ts), a status
+    // HTTP has no final meaning for is not passed on with the backend's bytes.
+    return refuseHead(state, request, worker, e.statusCode, out);
+  }
   request.status.head = { status: e.statusCode, headers: e.headers };
+}
+
+function refuseHead(
+  state: State,
+  request: Request,
+  worker: Worker,
+  status: number,
+  out: Effect[],
+): void {
+  cancelOnWorker(
+    state,
+    worker,
+    request,
+    { other: "backend_protocol_error" },
+    out,
+  );
+  fail(
+    state,
+    request,
+    notFinalStatus(status),
+    "failed",
+    out,
+  );
+  closeIfDrained(state, worker, out);
+  if (trialFreedByCancel(worker)) pumpQueue(state, worker.provider, out);
 }

@@ -4,6 +4,7 @@
 // missing). Either way the task is recorded and a lifecycleTaskChanged effect
 // tells the shell; a waiting caller is answered by a replyLifecycle effect, at
 // once or when the task ends (or its reply wait runs out, on tick).
+import { apiError, shuttingDown } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import {
   awaitLifecycleReply,
@@ -31,14 +32,7 @@ export function onLifecycleRequested(
     ? "all"
     : "model";
   const targets = state.shuttingDown
-    ? {
-      ok: false as const,
-      error: {
-        status: 503,
-        code: "shutting_down",
-        message: "the relay is shutting down",
-      },
-    }
+    ? { ok: false as const, error: shuttingDown(state.config) }
     : lifecycleTargets(state, e.operation, e.modelId, scope, e.workerId);
   const task: LifecycleTask = {
     id: e.taskId,
@@ -118,11 +112,9 @@ function duplicateTask(existing: LifecycleTask, e: E, out: Effect[]): void {
     reply: "refused",
     task: {
       ...taskView(existing),
-      error: {
-        status: 500,
-        code: "task_lost",
-        message: "the task id is already in use",
-      },
+      error: apiError("task_lost", {
+        detail: "the task id is already in use",
+      }),
     },
   });
 }

@@ -1,8 +1,9 @@
 // Operator commands: drain one worker (C28), ask workers to refresh their models
 // (C26), shut the server down gracefully (C30).
+import { shuttingDown } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
-import { clientError, fail, pumpQueue } from "../state/requests.ts";
+import { fail, pumpQueue } from "../state/requests.ts";
 import type { State, Worker } from "../state/state.ts";
 import { syncRoute } from "../state/workers.ts";
 import type { Event } from "./event.ts";
@@ -81,18 +82,12 @@ export function onShutdownRequested(
     message: "server shutting down",
     fields: { in_flight: state.requests.size },
   });
-  const retry = state.config.retryAfterSecs;
   for (const r of [...state.requests.values()]) {
     if (r.status.kind !== "queued") continue;
     fail(
       state,
       r,
-      clientError(
-        503,
-        "shutting_down",
-        "server is shutting down; retry shortly",
-        retry,
-      ),
+      shuttingDown(state.config),
       "failed",
       out,
     );

@@ -2,6 +2,7 @@
 // be served (shutting down, provider disabled, unknown model, tenant over its rate
 // limit, queue or tenant share full), else dispatched to the best free worker,
 // else queued.
+import { apiError, shuttingDown } from "../protocol/errors.ts";
 import type { ClientError, Effect } from "../effect.ts";
 import { retryAfterSecs } from "../state/backpressure.ts";
 import {
@@ -9,19 +10,19 @@ import {
   queueIsFull,
   queueOf,
   tenantQueueIsFull,
+  workerlessModelQueueIsFull,
+  workerlessQueueMax,
 } from "../state/queue.ts";
 import { admitRate, admitRateOf } from "../state/rate_limit.ts";
-import { admitTokens, type TokenVerdict } from "../state/token_limit.ts";
-import { countsDeltas, NO_USAGE } from "../state/usage.ts";
+import {
+  admitTokens,
+  reserveTokens,
+  type TokenVerdict,
+} from "../state/token_limit.ts";
+import { countsDeltas, NO_TOKEN_ASK, NO_USAGE } from "../state/usage.ts";
 import { waitLinesFor, writeWaitLinesOf } from "../state/wait_lines.ts";
 import type { KeyRef } from "../config.ts";
-import {
-  clientError,
-  dispatch,
-  forwardableHeaders,
-  pumpQueue,
-  putInQueue,
-} from "../state/requests.ts";
+import { dispatch, pumpQueue, putInQueue } from "../state/requests.ts";
 import { pickWorker } from "../state/routing.ts";
 import type { Request, State } from "../state/state.ts";
 import {
@@ -31,6 +32,7 @@ import {
 } from "../state/workers.ts";
 import { needOf, servedFor } from "../state/accepts.ts";
 import { EXTENSION_BODY_BYTES } from "../protocol/messages.ts";
+import { forwardableHeaders } from "../protocol/headers.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "requestReceived" }>;
@@ -67,14 +69,13 @@ function reject(e: E, error: ClientError, out: Effect[]): void {
 /** 429 for a tenant or key at or over a token limit (issue 26), with when it has room. */
 function tokenLimited(e: E, verdict: TokenVerdict, out: Effect[]): void {
   if (verdict.ok) return;
-  const error = clientError(
-    429,
-    verdict.code,
-    `${verdict.who} used ${verdict.used} of its ${verdict.limit.tokens} tokens per ${
-      windowName(verdict.limit.windowMs)
-    }${verdict.code === "token_budget_exceeded" ? " budget" : ""}`,
-    Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)),
-  );
+  const error = apiError(verdict.code, {
+    who: verdict.who,
+    used: verdict.used,
+    limit: verdict.limit.tokens,
+    per: windowName(verdict.limit.windowMs),
+    retryAfterSecs: Math.max(1, Math.ceil(verdict.retryAfterMs / 1000)),
+  });
   error.details = {
     limit: verdict.limit.tokens,
     remaining: 0,
@@ -103,23 +104,11 @@ function windowName(ms: number): string {
 /** Why a request cannot be admitted before any limit is counted, or null. */
 function refusal(state: State, e: E, provider: string): ClientError | null {
   const retry = state.config.retryAfterSecs;
-  if (state.shuttingDown) {
-    return clientError(
-      503,
-      "shutting_down",
-      "server is shutting down; retry shortly",
-      retry,
-    );
-  }
+  if (state.shuttingDown) return shuttingDown(state.config);
   if (
     state.config.providers.find((p) => p.name === provider)?.enabled !== true
   ) {
-    return clientError(
-      503,
-      "provider_disabled",
-      "Provider is currently disabled",
-      retry,
-    );
+    return apiError("provider_disabled", { retryAfterSecs: retry });
   }
   // C11: with workers connected, a model none of them acked is unknown; with none
   // connected, the request waits for one (walkthrough 7); a model whose worker
@@ -127,11 +116,10 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
   if (!hasWorkers(state, provider)) return null;
   if (!modelKnown(state, provider, e.model)) {
     if (modelServedRecently(state, provider, e.model)) return null;
-    return clientError(
-      404,
-      "model_not_found",
-      `no provider for model "${e.model}": no connected worker serves it (GET /v1/models lists the models available)`,
-    );
+    return apiError("model_not_found", {
+      model: e.model,
+      why: "no connected worker serves it",
+    });
   }
   // Issue 25: the model's workers must also take the path and carry the body.
   const need = { path: e.endpointPath, binary: e.bodyBase64 === true };
@@ -139,17 +127,17 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
     case "ok":
       return null;
     case "path":
-      return clientError(
-        404,
-        "model_not_found",
-        `no provider for model "${e.model}" on ${e.endpointPath}: no connected worker serving it accepts this path (its ENDPOINT_PREFIXES)`,
-      );
+      return apiError("model_not_found", {
+        model: e.model,
+        why:
+          `no connected worker serving it accepts ${e.endpointPath} (its ENDPOINT_PREFIXES)`,
+      });
     case "body":
-      return clientError(
-        501,
-        "binary_body_unsupported",
-        `the request body is not UTF-8 text, and no connected worker serving "${e.model}" on ${e.endpointPath} can carry it (only workers that negotiated ${EXTENSION_BODY_BYTES} can; workers of the original dialect carry text bodies only)`,
-      );
+      return apiError("binary_body_unsupported", {
+        model: e.model,
+        path: e.endpointPath,
+        extension: EXTENSION_BODY_BYTES,
+      });
   }
 }
 
@@ -157,14 +145,16 @@ function refusal(state: State, e: E, provider: string): ClientError | null {
 function queueFull(
   state: State,
   provider: string,
-  message: string,
+  tenant: string | null,
 ): ClientError {
-  const error = clientError(
-    503,
-    "queue_full",
-    message,
-    retryAfterSecs(state, provider),
-  );
+  const error = apiError("queue_full", {
+    waiting: queueOf(state, provider).length,
+    max: tenant === null
+      ? state.config.queueLenMax
+      : state.config.tenantQueueLenMax,
+    tenant,
+    retryAfterSecs: retryAfterSecs(state, provider),
+  });
   error.details = {
     queueDepth: queueOf(state, provider).length,
     avgWaitMs: Math.round(state.queueWaitMsAvg),
@@ -182,14 +172,12 @@ function admitKeyRate(
   const limit = key.rateLimit!;
   const rate = admitRateOf(state, state.keyRateWindows, key.id, limit);
   if (rate.ok) return true;
-  const error = clientError(
-    429,
-    "rate_limit_exceeded",
-    `API key ${key.id} exceeded ${limit.limit} requests per ${
-      windowName(limit.windowMs)
-    }`,
-    Math.max(1, Math.ceil(rate.retryAfterMs / 1000)),
-  );
+  const error = apiError("rate_limit_exceeded", {
+    who: `API key ${key.id}`,
+    limit: limit.limit,
+    per: `requests per ${windowName(limit.windowMs)}`,
+    retryAfterSecs: Math.max(1, Math.ceil(rate.retryAfterMs / 1000)),
+  });
   error.details = {
     limit: limit.limit,
     remaining: 0,
@@ -209,9 +197,12 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
   const tenant = e.tenant ?? "default";
   const key = e.key ?? null;
 
-  // Issue 26: token limits count finished requests only, so they are checked
-  // first and count nothing; the request limits below count the admitted one.
-  const tokens = admitTokens(state, tenant, key);
+  // Issue 26: token limits are checked first and count nothing; the request
+  // limits below count the admitted one. Issue 33: what the request may use is
+  // reserved once it is stored (dispatched or queued), released at its end.
+  const ask = e.tokenAsk ?? NO_TOKEN_ASK;
+  const reserve = ask.promptEstimate + (ask.maxTokens ?? 0);
+  const tokens = admitTokens(state, tenant, key, reserve);
   if (!tokens.ok) return tokenLimited(e, tokens, out);
   if (!admitTenantRate(state, e, tenant, out)) return;
   if (key?.rateLimit != null && !admitKeyRate(state, key, e, out)) return;
@@ -224,9 +215,10 @@ export function onRequestReceived(state: State, e: E, out: Effect[]): void {
     : pickWorker(state, provider, e.model, request.cacheKey, needOf(request));
   if (worker !== null) {
     state.requests.set(request.id, request);
+    reserveTokens(state, request, reserve);
     dispatch(state, request, worker, out);
   } else {
-    enqueue(state, e, request, out);
+    enqueue(state, e, request, reserve, out);
   }
   // Issue 30: its first progress line (queued, or loading) leaves at once.
   if (state.requests.has(request.id)) writeWaitLinesOf(state, request, out);
@@ -245,12 +237,12 @@ function admitTenantRate(
   const perMin = rate.limit.windowMs === 60_000
     ? "req/min"
     : `req per ${rate.limit.windowMs} ms`;
-  const error = clientError(
-    429,
-    "rate_limit_exceeded",
-    `Tenant ${tenant} exceeded ${rate.limit.limit} ${perMin}`,
-    secs,
-  );
+  const error = apiError("rate_limit_exceeded", {
+    who: `Tenant ${tenant}`,
+    limit: rate.limit.limit,
+    per: perMin,
+    retryAfterSecs: secs,
+  });
   error.details = {
     limit: rate.limit.limit,
     remaining: 0,
@@ -303,15 +295,53 @@ function newRequest(
     status: { kind: "queued", queueDeadlineAtMs: 0 },
     key,
     modelAsked: e.modelAsked ?? e.model,
-    deltas: countsDeltas(e.endpointPath, e.isStreaming, e.body) ? 0 : null,
+    deltas: countsDeltas(
+        e.endpointPath,
+        e.isStreaming,
+        e.tokenAsk?.usageAsked === true,
+      )
+      ? 0
+      : null,
+    promptEstimate: e.tokenAsk?.promptEstimate ?? 0,
+    tokensReserved: 0,
     waitsForLoad: false,
     waitLines: waitLinesFor(state, e.endpointPath, e.isStreaming, e.headers),
   };
 }
 
 /** Queues the request, or answers 503 queue_full when its queue (or its tenant's share) is full. */
-function enqueue(state: State, e: E, request: Request, out: Effect[]): void {
+function enqueue(
+  state: State,
+  e: E,
+  request: Request,
+  reserve: number,
+  out: Effect[],
+): void {
   const { provider, tenant } = request;
+  // Issue 33: a model waiting out its grace (workers connected, none serving
+  // it) holds at most its share of the queue.
+  if (
+    hasWorkers(state, provider) && !modelKnown(state, provider, e.model) &&
+    workerlessModelQueueIsFull(state, provider, e.model)
+  ) {
+    out.push({
+      kind: "log",
+      level: "warn",
+      message: "queue full for a model with no worker",
+      fields: { request_id: e.requestId, model: e.model, tenant },
+    });
+    return reject(
+      e,
+      queueFull(
+        state,
+        provider,
+        `queue full for model "${e.model}": no connected worker serves it and ${
+          workerlessQueueMax(state)
+        } of its requests already wait for one; retry later`,
+      ),
+      out,
+    );
+  }
   if (
     queueIsFull(state, provider) || tenantQueueIsFull(state, provider, tenant)
   ) {
@@ -322,14 +352,10 @@ function enqueue(state: State, e: E, request: Request, out: Effect[]): void {
       message: "queue full",
       fields: { request_id: e.requestId, model: e.model, tenant },
     });
-    const message = global
-      ? `queue full: ${
-        queueOf(state, provider).length
-      }/${state.config.queueLenMax} requests already waiting; retry later`
-      : `queue full for tenant ${tenant}: ${state.config.tenantQueueLenMax} of its requests already waiting; retry later`;
-    return reject(e, queueFull(state, provider, message), out);
+    return reject(e, queueFull(state, provider, global ? null : tenant), out);
   }
   state.requests.set(request.id, request);
+  reserveTokens(state, request, reserve);
   putInQueue(state, request);
   out.push({
     kind: "log",

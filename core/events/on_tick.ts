@@ -1,15 +1,11 @@
 // Time passes (conventions §4): every deadline in state is checked here, so each
 // timing guarantee reads "no later than its deadline plus one tick".
 // Cost per tick is linear in workers and open requests; nothing per chunk.
+import type { ClientError } from "../vocabulary.ts";
+import { apiError, shuttingDown } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { closeAndDrop, closeIfDrained } from "../state/drop_worker.ts";
-import {
-  cancelOnWorker,
-  clientError,
-  expireBodiesSending,
-  fail,
-  pumpQueue,
-} from "../state/requests.ts";
+import { cancelOnWorker, fail, pumpQueue } from "../state/requests.ts";
 import type { Request, State, Worker } from "../state/state.ts";
 import { recentAuthFailures } from "./on_worker_connect_attempted.ts";
 import type { Event } from "./event.ts";
@@ -20,6 +16,7 @@ import {
   expireLifecycleReplies,
 } from "../state/lifecycle.ts";
 import { syncRoute } from "../state/workers.ts";
+import { watchBodiesSending } from "../state/body_budget.ts";
 import { checkBackendCoolDown } from "../state/backend_circuit.ts";
 import { writeWaitLines } from "../state/wait_lines.ts";
 
@@ -62,7 +59,7 @@ function checkWorker(
 function timeOut(
   state: State,
   r: Request,
-  error: ReturnType<typeof clientError>,
+  error: ClientError,
   out: Effect[],
   reason: "timeout" | "server_shutdown" = "timeout",
 ): void {
@@ -91,11 +88,7 @@ function checkRequest(state: State, r: Request, out: Effect[]): void {
         timeOut(
           state,
           r,
-          clientError(
-            504,
-            "queue_timeout",
-            "queue timeout: no worker available within deadline",
-          ),
+          apiError("queue_timeout"),
           out,
         );
       }
@@ -106,7 +99,7 @@ function checkRequest(state: State, r: Request, out: Effect[]): void {
         timeOut(
           state,
           r,
-          clientError(504, "request_timeout", "request timeout"),
+          apiError("request_timeout", {}),
           out,
         );
       }
@@ -118,11 +111,7 @@ function checkRequest(state: State, r: Request, out: Effect[]): void {
         timeOut(
           state,
           r,
-          clientError(
-            504,
-            "request_timeout",
-            `request timeout: no data for ${secs} s`,
-          ),
+          apiError("request_timeout", { idleSecs: secs }),
           out,
         );
       }
@@ -131,7 +120,7 @@ function checkRequest(state: State, r: Request, out: Effect[]): void {
 }
 
 export function onTick(state: State, e: E, out: Effect[]): void {
-  if (state.bodiesSending.size > 0) expireBodiesSending(state);
+  if (state.bodiesSending.size > 0) watchBodiesSending(state, out);
   for (const p of [...state.pending.values()]) {
     if (state.nowMs < p.registerDeadlineAtMs) continue;
     state.pending.delete(p.id);
@@ -153,12 +142,7 @@ export function onTick(state: State, e: E, out: Effect[]): void {
       timeOut(
         state,
         r,
-        clientError(
-          503,
-          "shutting_down",
-          "server shut down before the request finished",
-          state.config.retryAfterSecs,
-        ),
+        shuttingDown(state.config),
         out,
         "server_shutdown",
       );

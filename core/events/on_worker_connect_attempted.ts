@@ -5,17 +5,19 @@
 // every worker and attacker share one), so only failures are throttled, per
 // client address, with entries that expire after the window (issue 15).
 import type { Effect } from "../effect.ts";
+import { recentFailures } from "../state/auth_failures.ts";
 import type { State } from "../state/state.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "workerConnectAttempted" }>;
 
 export function recentAuthFailures(state: State, ip: string): number[] {
-  const since = state.nowMs - state.config.authFailureWindowMs;
-  const times = (state.authFailures.get(ip) ?? []).filter((t) => t > since);
-  if (times.length === 0) state.authFailures.delete(ip);
-  else state.authFailures.set(ip, times);
-  return times;
+  return recentFailures(
+    state.authFailures,
+    ip,
+    state.nowMs,
+    state.config.authFailureWindowMs,
+  );
 }
 
 export function onWorkerConnectAttempted(

@@ -8,12 +8,12 @@
 // `worker_draining`: the worker just began draining), so the requeue prefers
 // another worker, and repeated `backend_unavailable` opens the worker's backend
 // circuit (backend_circuit.ts).
+import { relayedWorkerError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { recordBackendFailure } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import {
   assignedRequest,
-  clientError,
   fail,
   pumpQueue,
   requeueOrFail,
@@ -52,11 +52,7 @@ export function onWorkerErrorReceived(state: State, e: E, out: Effect[]): void {
     }
     if (request.status.kind === "streaming") {
       releaseSlot(state, worker, request.id);
-      const error = clientError(
-        502,
-        e.code || "upstream_error",
-        `worker error: ${e.message}`,
-      );
+      const error = relayedWorkerError(e.code, e.message);
       fail(state, request, error, "failed", out);
     } else {
       requeueOrFail(

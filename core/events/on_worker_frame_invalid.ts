@@ -6,13 +6,13 @@
 // original) whose request id can be read from the frame's start fails only that
 // request, 502 `response_too_large`, and is never requeued: closing the socket
 // would requeue it, and the next worker would send the same oversized answer.
+import { apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import type { OversizedFrame } from "../protocol/decode.ts";
 import { closeAndDrop, closeIfDrained } from "../state/drop_worker.ts";
 import {
   assignedRequest,
   cancelOnWorker,
-  clientError,
   fail,
   pumpQueue,
 } from "../state/requests.ts";
@@ -90,7 +90,11 @@ function failOversized(
   fail(
     state,
     request,
-    clientError(502, "response_too_large", `response too large: ${message}`),
+    apiError("response_too_large", {
+      limit: state.config.frameCharsMax,
+      unit: "characters",
+      of: "in one worker frame",
+    }),
     "failed",
     out,
   );

@@ -219,6 +219,34 @@ function stringRecord(value: unknown): Record<string, string> | undefined {
   return out;
 }
 
+/**
+ * Copies the `.nullish()` field `key` of `o` onto `out` as zod does: absent
+ * stays absent, null stays null, anything else is what `read` makes of it.
+ * False when `read` rejects it (undefined).
+ */
+function copyNullish<T, K extends keyof T & string>(
+  o: Record<string, unknown>,
+  out: T,
+  key: K,
+  read: (value: unknown) => NonNullable<T[K]> | undefined,
+): boolean {
+  const v = o[key];
+  if (v === undefined) return true;
+  if (v === null) {
+    out[key] = null as T[K];
+    return true;
+  }
+  const value = read(v);
+  if (value === undefined) return false;
+  out[key] = value;
+  return true;
+}
+
+/** A `z.string()` value; undefined when not one. */
+function aString(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
+}
+
 /** `count.nullish()`: an integer in [0, 2^32 - 1], null, or absent. */
 function isCountOrNullish(v: unknown): boolean {
   return v == null ||
@@ -255,33 +283,11 @@ function responseCompleteFast(
     request_id: o.request_id,
     status_code: status,
   };
-  if (o.headers !== undefined) {
-    if (o.headers === null) out.headers = null;
-    else {
-      const headers = stringRecord(o.headers);
-      if (headers === undefined) return null;
-      out.headers = headers;
-    }
-  }
-  if (o.body !== undefined) {
-    if (o.body !== null && typeof o.body !== "string") return null;
-    out.body = o.body;
-  }
-  if (o.token_counts !== undefined) {
-    if (o.token_counts === null) out.token_counts = null;
-    else {
-      const counts = tokenCountsFast(o.token_counts);
-      if (counts === undefined) return null;
-      out.token_counts = counts;
-    }
-  }
-  if (o.body_base64 !== undefined) {
-    if (o.body_base64 !== null && typeof o.body_base64 !== "string") {
-      return null;
-    }
-    out.body_base64 = o.body_base64;
-  }
-  return out;
+  const ok = copyNullish(o, out, "headers", stringRecord) &&
+    copyNullish(o, out, "body", aString) &&
+    copyNullish(o, out, "token_counts", tokenCountsFast) &&
+    copyNullish(o, out, "body_base64", aString);
+  return ok ? out : null;
 }
 
 function requestFast(o: Record<string, unknown>): RequestMessage | null {
@@ -298,22 +304,11 @@ function requestFast(o: Record<string, unknown>): RequestMessage | null {
     is_streaming: o.is_streaming,
     body: o.body,
   };
-  if (o.headers !== undefined) {
-    if (o.headers === null) out.headers = null;
-    else {
-      const headers = stringRecord(o.headers);
-      if (headers === undefined) return null;
-      out.headers = headers;
-    }
-  }
   // Issue 25's fields: the original's `method`, body-bytes-v1's `body_base64`.
-  for (const key of ["method", "body_base64"] as const) {
-    const v = o[key];
-    if (v === undefined) continue;
-    if (v !== null && typeof v !== "string") return null;
-    out[key] = v;
-  }
-  return out;
+  const ok = copyNullish(o, out, "headers", stringRecord) &&
+    copyNullish(o, out, "method", aString) &&
+    copyNullish(o, out, "body_base64", aString);
+  return ok ? out : null;
 }
 
 function summarize(

@@ -11,6 +11,17 @@ const LF = 10;
 const CR = 13;
 
 /** A chunk as it crosses the relay: text, or bytes (chunk-bytes-v1). */
+/**
+ * Whether an answer is server-sent events (a `text/event-stream` content type):
+ * its reads pass on whole events at a time (C60), and it needs no head of its
+ * own (stream-head-v1). Anything else (NDJSON, plain text, audio) has no events
+ * to keep whole.
+ */
+export function isEventStream(contentType: string | undefined): boolean {
+  return contentType !== undefined &&
+    contentType.trimStart().toLowerCase().startsWith("text/event-stream");
+}
+
 export type SseChunk = string | Uint8Array;
 
 function codeAt(chunk: SseChunk, i: number): number {

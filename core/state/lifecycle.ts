@@ -2,6 +2,7 @@
 // model-load / model-unload / cache-flush tasks, which workers each one goes to,
 // and how the parts' progress folds into the task's. The shell verified the op
 // token before the event reached the core; here only routing and bookkeeping.
+import { apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import type {
   ClientError,
@@ -54,8 +55,8 @@ export type Targets = { ok: true; workers: Worker[] } | {
 const NO_CAPABLE_WORKER =
   "connect a modelrelay worker (it negotiates the lifecycle-v1 extension) whose backend can load and unload models: a spec 004 runner, Ollama, or llama-server in router mode";
 
-function fail(status: number, code: string, message: string): Targets {
-  return { ok: false, error: { status, code, message } };
+function fail(error: ClientError): Targets {
+  return { ok: false, error };
 }
 
 /**
@@ -74,28 +75,24 @@ export function lifecycleTargets(
   if (workerId !== null) {
     const w = state.workers.get(workerId);
     if (w === undefined) {
-      return fail(404, "worker_not_found", `no connected worker "${workerId}"`);
+      return fail(apiError("worker_not_found", { id: workerId }));
     }
     if (!lifecycleCapable(w)) {
-      return fail(
-        501,
-        "lifecycle_not_supported",
-        `worker "${w.name}" (${w.id}) cannot carry ${operation}: ${
+      return fail(apiError("lifecycle_not_supported", {
+        detail: `worker "${w.name}" (${w.id}) cannot carry ${operation}: ${
           w.draining
             ? "it is draining"
             : "it did not negotiate the lifecycle-v1 extension (an original or older worker)"
         }`,
-      );
+      }));
     }
     return { ok: true, workers: [w] };
   }
   const capable = [...state.workers.values()].filter(lifecycleCapable);
   if (capable.length === 0) {
-    return fail(
-      501,
-      "lifecycle_not_supported",
-      `no connected worker supports ${operation}: ${NO_CAPABLE_WORKER}`,
-    );
+    return fail(apiError("lifecycle_not_supported", {
+      detail: `no connected worker supports ${operation}: ${NO_CAPABLE_WORKER}`,
+    }));
   }
   if (operation === "model-load") {
     const model = modelId ?? "";
@@ -111,11 +108,7 @@ export function lifecycleTargets(
     const model = modelId ?? "";
     const holders = capable.filter((w) => workerHasModel(w, model));
     if (holders.length === 0) {
-      return fail(
-        404,
-        "model_not_loaded",
-        `model "${model}" is not loaded on any worker that supports ${operation}`,
-      );
+      return fail(apiError("model_not_loaded", { model, operation }));
     }
     return { ok: true, workers: holders };
   }
@@ -149,14 +142,13 @@ export function settleTask(task: LifecycleTask, nowMs: number): boolean {
     return typeof s === "number" && s >= 400 && s <= 599 ? s : 502;
   }));
   const status = statuses.size === 1 ? [...statuses][0]! : 502;
-  task.error = {
-    status,
-    code: status === 501 ? "lifecycle_not_supported" : "lifecycle_failed",
-    message:
-      `${task.operation} failed on ${failed.length} of ${task.parts.length} worker(s): ${
-        failed.map((p) => `${p.workerName}: ${p.error ?? "failed"}`).join("; ")
-      }`,
-  };
+  const detail =
+    `${task.operation} failed on ${failed.length} of ${task.parts.length} worker(s): ${
+      failed.map((p) => `${p.workerName}: ${p.error ?? "failed"}`).join("; ")
+    }`;
+  task.error = status === 501
+    ? apiError("lifecycle_not_supported", { detail })
+    : apiError("lifecycle_failed", { detail, status });
   return true;
 }
 

@@ -51,6 +51,32 @@ export function tenantQueueIsFull(
     state.config.tenantQueueLenMax;
 }
 
+/**
+ * Issue 33: the share of QUEUE_LEN_MAX a model with no connected worker may
+ * hold (one whose only worker left, waiting out MODEL_GRACE_SECS), so that its
+ * requests, which cannot move until a worker returns, never fill the queue the
+ * live models share.
+ */
+export const WORKERLESS_QUEUE_SHARE = 0.25;
+
+/** How many requests a model with no connected worker may hold in the queue (at least 1). */
+export function workerlessQueueMax(state: State): number {
+  return Math.max(
+    1,
+    Math.floor(state.config.queueLenMax * WORKERLESS_QUEUE_SHARE),
+  );
+}
+
+/** Whether `model`'s requests already hold all a workerless model may hold. */
+export function workerlessModelQueueIsFull(
+  state: State,
+  provider: string,
+  model: string,
+): boolean {
+  return (queueOf(state, provider).models.get(model) ?? 0) >=
+    workerlessQueueMax(state);
+}
+
 /** Whether requests for this model already wait (a newcomer must queue behind them). */
 export function modelQueued(
   state: State,

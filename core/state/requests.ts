@@ -1,46 +1,18 @@
 // The request lifecycle: queued -> dispatched -> streaming -> ended (done, failed
 // or cancelled). Every way a request ends goes through `finish`, which removes it
 // from state and emits exactly one `requestFinished` (C34: ends exactly once).
+import { apiError, shuttingDown } from "../protocol/errors.ts";
 import type { CacheReport, ClientError, Effect, Outcome } from "../effect.ts";
-import type { Headers } from "../vocabulary.ts";
 import type { CancelReason, TokenCounts } from "../protocol/messages.ts";
 import { dequeue, enqueue, markServed, nextToDispatch } from "./queue.ts";
 import { recordAffinity } from "./routing.ts";
 import type { Request, State, Worker } from "./state.ts";
 import { releaseSlot, syncRoute } from "./workers.ts";
-import { chargeTokens } from "./token_limit.ts";
+import { settleTokens } from "./token_limit.ts";
 import { noteDispatched, recordServiceMs } from "./residency.ts";
 import { tokensOf, usageOf } from "./usage.ts";
+import { dropBodyPieces } from "./body_budget.ts";
 import { streamOpened } from "./wait_lines.ts";
-
-/**
- * Request headers a worker may see (C13), plus the spec 004 request headers the
- * backend acts on; everything else stays at the relay.
- */
-export const FORWARDED_HEADERS: ReadonlySet<string> = new Set([
-  "authorization",
-  "content-type",
-  "openai-organization",
-  "x-api-key",
-  "anthropic-version",
-  "anthropic-beta",
-  "x-tenant-id",
-  "x-priority",
-  "x-cache-mode",
-  "x-cache-tag",
-  // Issue 26: W3C trace context (the relay sets traceparent to its own span).
-  "traceparent",
-  "tracestate",
-]);
-
-export function forwardableHeaders(headers: Headers): Headers {
-  const out: Headers = {};
-  for (const name in headers) {
-    const lower = name.toLowerCase();
-    if (FORWARDED_HEADERS.has(lower)) out[lower] = headers[name]!;
-  }
-  return out;
-}
 
 /** The request `requestId` if it is assigned to `workerId` (dispatched or streaming), else undefined (C32). */
 export function assignedRequest(
@@ -55,6 +27,11 @@ export function assignedRequest(
   return request.status.workerId === workerId ? request : undefined;
 }
 
+/**
+ * The builder before the error catalogue (core/protocol/errors.ts `apiError`),
+ * kept for the cluster wing's stream cut (core/cluster/stream_cut.ts), which
+ * the cluster-host branch owns this round; it goes when that calls apiError.
+ */
 export function clientError(
   status: number,
   code: string,
@@ -64,44 +41,6 @@ export function clientError(
   return retryAfterSecs === undefined
     ? { status, code, message }
     : { status, code, message, retryAfterSecs };
-}
-
-/**
- * The request's pieces go to the shell in a `respond`: their bytes stay
- * counted until the shell says they are written (`bodySent`).
- */
-export function handOverBodyPieces(state: State, request: Request): void {
-  if (request.bodyBytes === 0) return;
-  state.bodiesSending.set(request.id, {
-    bytes: request.bodyBytes,
-    sinceMs: state.nowMs,
-  });
-  request.bodyPieces = [];
-  request.bodyBytes = 0;
-}
-
-/** An answer handed over is written out (or its client left, or it expired). */
-export function bodySent(state: State, requestId: string): void {
-  const sending = state.bodiesSending.get(requestId);
-  if (sending === undefined) return;
-  state.bodiesSending.delete(requestId);
-  state.bodyBytesBuffered -= sending.bytes;
-}
-
-/** Hand-overs the shell never confirmed within the request timeout are released. */
-export function expireBodiesSending(state: State): void {
-  for (const [id, s] of state.bodiesSending) {
-    if (state.nowMs - s.sinceMs >= state.config.requestTimeoutMs) {
-      bodySent(state, id);
-    }
-  }
-}
-
-/** Forgets a request's body pieces and gives their bytes back to the budget (issue 24). */
-export function dropBodyPieces(state: State, request: Request): void {
-  state.bodyBytesBuffered -= request.bodyBytes;
-  request.bodyPieces = [];
-  request.bodyBytes = 0;
 }
 
 /**
@@ -133,7 +72,7 @@ export function finish(
   state.requests.delete(request.id);
   dropBodyPieces(state, request);
   const usage = usageOf(request, tokenCounts, cacheReport);
-  chargeTokens(state, request, tokensOf(usage));
+  settleTokens(state, request, tokensOf(usage));
   const workerId = request.status.kind === "queued"
     ? null
     : request.status.workerId;
@@ -315,21 +254,12 @@ export function requeueOrFail(
 ): void {
   releaseSlot(state, worker, request.id);
   if (request.status.kind === "streaming") {
-    const error = clientError(
-      502,
-      "worker_disconnected",
-      `${cause}; the stream cannot be resumed`,
-    );
+    const error = apiError("worker_disconnected", { cause });
     fail(state, request, error, "failed", out);
     return;
   }
   if (state.shuttingDown) {
-    const error = clientError(
-      503,
-      "shutting_down",
-      `server is shutting down (${cause})`,
-      state.config.retryAfterSecs,
-    );
+    const error = shuttingDown(state.config);
     fail(state, request, error, "failed", out);
     return;
   }
@@ -337,7 +267,7 @@ export function requeueOrFail(
   // tick that would have noticed has not run yet; requeueing it would hand a dead
   // request to another worker.
   if (state.nowMs >= request.deadlineAtMs) {
-    const error = clientError(504, "request_timeout", "request timeout");
+    const error = apiError("request_timeout", {});
     fail(state, request, error, "failed", out);
     return;
   }
@@ -348,16 +278,11 @@ export function requeueOrFail(
       message: "requeue exhausted",
       fields: { request_id: request.id, requeues: request.requeueCount },
     });
-    const error = clientError(
-      503,
-      "requeue_exhausted",
-      // "attempts", not "workers" (issue 24.5, C61): with one worker serving
-      // the model, every attempt was on the same one.
-      `requeue attempts exhausted: the request failed ${
-        request.requeueCount + 1
-      } attempts (${cause})`,
-      state.config.retryAfterSecs,
-    );
+    const error = apiError("requeue_exhausted", {
+      attempts: request.requeueCount + 1,
+      cause,
+      retryAfterSecs: state.config.retryAfterSecs,
+    });
     fail(state, request, error, "failed", out);
     return;
   }

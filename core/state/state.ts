@@ -205,6 +205,13 @@ export type Request = {
    * stream that did not ask for usage (issue 26: the estimate); null = not counted.
    */
   deltas: number | null;
+  /** The prompt's tokens estimated from the body (issue 33); 0 = unknown. */
+  promptEstimate: number;
+  /**
+   * Tokens held on the request's token limits from admission to its end
+   * (issue 33: prompt estimate plus max_tokens), released when it is charged.
+   */
+  tokensReserved: number;
   /** Issue 30: lines for a waiting stream (keep-alive, progress); null = none. */
   waitLines: WaitLines | null;
 };
@@ -230,6 +237,8 @@ export type TokenWindow = {
   bucketMs: number;
   buckets: Array<{ atMs: number; tokens: number }>;
   total: number;
+  /** Tokens reserved by the requests in flight on this window (issue 33). */
+  reserved: number;
 };
 
 /** One tenant's queued requests within a priority class: a FIFO per model, by `enqueueSeq`. */
@@ -322,13 +331,27 @@ export type State = {
    * budget MAX_BUFFERED_RESPONSE_BYTES is checked against it.
    */
   bodyBytesBuffered: number;
+  /** `bodyBytesBuffered` by tenant (TENANT_MAX_BUFFERED_RESPONSE_BYTES, issue 33.3). */
+  bodyBytesByTenant: Map<string, number>;
   /**
-   * Answers handed to the shell in pieces and not yet written out: request id
-   * -> bytes and when. They stay in `bodyBytesBuffered` until `responseSent`,
-   * or until `requestTimeoutMs` later (a shell that never says: a crashed
-   * instance in cluster mode), so a slow reader cannot step around the budget.
+   * Answers handed to the shell in pieces and not yet written out
+   * (body_budget.ts). Their unsent bytes stay in the budget until the shell
+   * says it let them go, so a slow reader cannot step around it.
    */
-  bodiesSending: Map<RequestId, { bytes: number; sinceMs: number }>;
+  bodiesSending: Map<RequestId, BodySending>;
+};
+
+/** One answer the shell is writing out (body_budget.ts). */
+export type BodySending = {
+  tenant: string;
+  /** Bytes still held by the shell, counted in the budget. */
+  bytes: number;
+  /** Bytes the shell reported written so far. */
+  written: number;
+  /** Hand-over, or the last write progress. */
+  progressAtMs: number;
+  /** When the core told the shell to cut it (no progress), else null. */
+  cutAtMs: number | null;
 };
 
 export function emptyQueue(): ProviderQueue {
@@ -386,6 +409,7 @@ export function initialState(config: Config, nowMs = 0): State {
     lifecycleTasks: new Map(),
     lifecycleReplies: new Map(),
     bodyBytesBuffered: 0,
+    bodyBytesByTenant: new Map(),
     bodiesSending: new Map(),
   };
 }

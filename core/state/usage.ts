@@ -1,8 +1,8 @@
 // What a finished request used (issue 26): the backend's own counts wherever its
 // answer carried `usage` (the worker reads them into response_complete's
 // `token_counts`), else, for a chat or completions stream that did not ask for
-// usage, the number of content deltas streamed as the completion tokens, marked
-// estimated. Counting only reads the chunks: the client gets every byte as is.
+// usage, the number of content deltas streamed as the completion tokens and
+// the prompt estimated from the body's text (issue 33), marked estimated. Counting only reads the chunks: the client gets every byte as is.
 import type { CacheReport, TokenUsage } from "../effect.ts";
 import type { TokenCounts } from "../protocol/messages.ts";
 import type { ChunkData } from "../vocabulary.ts";
@@ -14,20 +14,111 @@ const DELTA_FIELD: Record<string, string> = {
   "/v1/completions": '"text":',
 };
 
-const ASKS_USAGE = /"include_usage"\s*:\s*true/;
+/**
+ * What the relay reads from a request's JSON body for token accounting (issue
+ * 33), computed once where the body is parsed (tokenAskOf) and carried on
+ * requestReceived.
+ */
+export type TokenAsk = {
+  /**
+   * The parsed `stream_options.include_usage` is true: the backend's stream
+   * ends with a usage chunk. Nothing else in the body counts (a
+   * `"metadata":{"include_usage":true}` is not an ask).
+   */
+  usageAsked: boolean;
+  /** The prompt's tokens, estimated from its text (PROMPT_CHARS_PER_TOKEN). */
+  promptEstimate: number;
+  /** `max_tokens`, `max_completion_tokens` or `max_output_tokens`; null = none given. */
+  maxTokens: number | null;
+};
+
+/** What a request without a parsed body asks: nothing known. */
+export const NO_TOKEN_ASK: TokenAsk = {
+  usageAsked: false,
+  promptEstimate: 0,
+  maxTokens: null,
+};
+
+/**
+ * Characters of prompt text per token, for the estimate: the usual rule of
+ * thumb for BPE vocabularies on English text (a relay has no tokenizer).
+ */
+export const PROMPT_CHARS_PER_TOKEN = 4;
+
+/** The body fields that hold prompt text, across the four inference APIs. */
+const PROMPT_FIELDS = [
+  "messages",
+  "prompt",
+  "input",
+  "system",
+  "instructions",
+  "tools",
+] as const;
+
+/** Where a body's completion cap lives: chat, chat (newer name), Responses API. */
+const MAX_TOKEN_FIELDS = [
+  "max_tokens",
+  "max_completion_tokens",
+  "max_output_tokens",
+] as const;
+
+/** The token facts of a parsed JSON body (see TokenAsk). */
+export function tokenAskOf(fields: Record<string, unknown>): TokenAsk {
+  const options = fields.stream_options;
+  const usageAsked = typeof options === "object" && options !== null &&
+    (options as Record<string, unknown>).include_usage === true;
+  let chars = 0;
+  for (const f of PROMPT_FIELDS) chars += textLength(fields[f], 0);
+  let maxTokens: number | null = null;
+  for (const f of MAX_TOKEN_FIELDS) {
+    const v = fields[f];
+    if (typeof v === "number" && Number.isInteger(v) && v >= 0) {
+      maxTokens = v;
+      break;
+    }
+  }
+  return {
+    usageAsked,
+    promptEstimate: Math.ceil(chars / PROMPT_CHARS_PER_TOKEN),
+    maxTokens,
+  };
+}
+
+/**
+ * Parts that carry media, not text (OpenAI's image_url and input_audio,
+ * Anthropic's base64 `source`): their bytes are not prompt characters.
+ */
+const MEDIA_KEYS: ReadonlySet<string> = new Set([
+  "image_url",
+  "input_audio",
+  "source",
+  "file",
+  "image",
+]);
+
+/** The length of every string in `v` but media (depth-bounded: a body is not trusted). */
+function textLength(v: unknown, depth: number): number {
+  if (typeof v === "string") return v.length;
+  if (typeof v !== "object" || v === null || depth > 16) return 0;
+  let n = 0;
+  for (const [k, x] of Object.entries(v)) {
+    if (!MEDIA_KEYS.has(k)) n += textLength(x, depth + 1);
+  }
+  return n;
+}
 
 /**
  * Whether the request's stream is to be counted: a chat or completions stream
- * whose body does not ask for usage (`stream_options.include_usage`), since
- * only then would the backend's answer carry none.
+ * that did not ask for usage, since only then may the backend's answer carry
+ * none (the worker may still add the ask, issue 33: its counts then win).
  */
 export function countsDeltas(
   endpointPath: string,
   isStreaming: boolean,
-  body: string,
+  usageAsked: boolean,
 ): boolean {
   return isStreaming && DELTA_FIELD[endpointPath] !== undefined &&
-    !ASKS_USAGE.test(body);
+    !usageAsked;
 }
 
 const encoder = new TextEncoder();
@@ -119,8 +210,9 @@ export function usageOf(
     return { prompt, completion, cached, estimated: false };
   }
   if (request.deltas !== null && request.deltas > 0) {
+    // Issue 33: the prompt of an estimated stream is estimated too.
     return {
-      prompt: null,
+      prompt: request.promptEstimate > 0 ? request.promptEstimate : null,
       completion: request.deltas,
       cached,
       estimated: true,

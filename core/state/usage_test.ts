@@ -3,11 +3,13 @@ import {
   addRequest,
   addWorker,
   chunk,
+  complete,
   newState,
   ofKind,
+  requestEvent,
   step,
 } from "../_testing.ts";
-import { countDeltas, countsDeltas } from "./usage.ts";
+import { countDeltas, countsDeltas, tokenAskOf } from "./usage.ts";
 
 const enc = new TextEncoder();
 
@@ -28,25 +30,64 @@ Deno.test("issue 26 content deltas are counted in text and in bytes alike, empty
 });
 
 Deno.test("issue 26 only chat and completions streams that did not ask for usage are counted", () => {
-  assert.equal(countsDeltas("/v1/chat/completions", true, "{}"), true);
-  assert.equal(
-    countsDeltas(
-      "/v1/chat/completions",
-      true,
-      '{"stream_options":{"include_usage": true}}',
-    ),
-    false,
-  );
-  assert.equal(
-    countsDeltas(
-      "/v1/chat/completions",
-      true,
-      '{"stream_options":{"include_usage":false}}',
-    ),
-    true,
-  );
-  assert.equal(countsDeltas("/v1/chat/completions", false, "{}"), false);
-  assert.equal(countsDeltas("/v1/messages", true, "{}"), false);
+  assert.equal(countsDeltas("/v1/chat/completions", true, false), true);
+  assert.equal(countsDeltas("/v1/chat/completions", true, true), false);
+  assert.equal(countsDeltas("/v1/completions", true, false), true);
+  assert.equal(countsDeltas("/v1/chat/completions", false, false), false);
+  assert.equal(countsDeltas("/v1/messages", true, false), false);
+});
+
+Deno.test("issue 33 only the parsed stream_options.include_usage asks for usage; a metadata field of that name does not", () => {
+  const ask = (body: unknown) =>
+    tokenAskOf(body as Record<string, unknown>).usageAsked;
+  assert.equal(ask({ stream_options: { include_usage: true } }), true);
+  assert.equal(ask({ stream_options: { include_usage: false } }), false);
+  assert.equal(ask({ metadata: { include_usage: true } }), false);
+  assert.equal(ask({ include_usage: true }), false);
+  assert.equal(ask({ stream_options: { include_usage: "true" } }), false);
+  assert.equal(ask({ stream_options: null }), false);
+});
+
+Deno.test("issue 33 the prompt estimate counts the text of the prompt fields, four characters a token, media not", () => {
+  const ask = tokenAskOf({
+    model: "a-long-model-name-that-is-not-prompt",
+    messages: [
+      { role: "system", content: "12345678" },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "1234" },
+          { type: "image_url", image_url: { url: "data:" + "A".repeat(999) } },
+        ],
+      },
+    ],
+    max_completion_tokens: 7,
+  });
+  // "system" + "12345678" + "user" + "text" + "1234" + "image_url" = 35 chars
+  assert.equal(ask.promptEstimate, 9);
+  assert.equal(ask.maxTokens, 7);
+  assert.equal(tokenAskOf({ prompt: "abcd" }).promptEstimate, 1);
+  assert.equal(tokenAskOf({ input: "abcde" }).promptEstimate, 2);
+  assert.equal(tokenAskOf({ max_tokens: -1 }).maxTokens, null);
+  assert.equal(tokenAskOf({ max_output_tokens: 3 }).maxTokens, 3);
+});
+
+Deno.test("issue 33 an estimated stream records its prompt estimate with its deltas", () => {
+  const state = newState();
+  addWorker(state, "w1");
+  step(state, {
+    ...requestEvent(state, "r1", { stream: true }),
+    tokenAsk: { usageAsked: false, promptEstimate: 12, maxTokens: null },
+  });
+  chunk(state, "w1", "r1", 'data: {"choices":[{"delta":{"content":"x"}}]}\n\n');
+  const effects = complete(state, "w1", "r1");
+  const f = ofKind(effects, "requestFinished")[0]!;
+  assert.deepEqual(f.usage, {
+    prompt: 12,
+    completion: 1,
+    cached: null,
+    estimated: true,
+  });
 });
 
 Deno.test("issue 26 the backend's counts win over the estimate, and the record names the worker and usage", () => {

@@ -45,12 +45,16 @@ function resourcesOf(workers: Worker[]): Record<string, unknown> {
   return out;
 }
 
-function flagsOf(workers: Worker[]): Record<string, boolean> {
-  // The relay itself streams and keeps tenants apart; the rest is any worker's.
+function flagsOf(
+  workers: Worker[],
+  multiTenant: boolean,
+): Record<string, boolean> {
+  // The relay itself streams and keeps tenants apart (unless
+  // ENABLE_MULTI_TENANT=false); the rest is any worker's.
   const flags: Record<string, boolean> = {
     streaming: true,
     prefixCaching: false,
-    multiTenant: true,
+    multiTenant,
     visionInput: false,
     audioInput: false,
     functionCalling: false,
@@ -135,7 +139,7 @@ export function capabilitiesView(
       avgWaitMs: waits.avgWaitMs,
       p95WaitMs: waits.p95WaitMs,
     },
-    capabilities: flagsOf(workers),
+    capabilities: flagsOf(workers, state.config.multiTenant),
     health: fleetHealth(state, workers),
     ...(detail ? { workers: workers.map(workerEntry) } : {}),
   };

@@ -76,6 +76,9 @@ export function healthAnswer(
         : problems.length === 0
         ? "ok"
         : "unavailable",
+      // Spec 004's word beside the original's `status` (issue 32): scripts
+      // of the original test "ok", spec 004 clients read "healthy".
+      health: problems.length === 0 ? "healthy" : "unhealthy",
       version,
       workers_connected: workers.length,
       workers_routable: routable,

@@ -1,11 +1,5 @@
 import assert from "node:assert/strict";
-import {
-  addRequest,
-  addWorker,
-  newState,
-  register,
-  step,
-} from "../_testing.ts";
+import { addRequest, addWorker, newState, step } from "../_testing.ts";
 import { EXTENSION_CAPABILITIES } from "../protocol/messages.ts";
 import type { State } from "../state/state.ts";
 import { fleetHealth, healthAnswer, queueSaturated } from "./health.ts";
@@ -85,18 +79,7 @@ Deno.test("fleet health: unhealthy with no worker, degraded by a saturated queue
 Deno.test("fleet health follows the workers' own reports", () => {
   const state = newState();
   for (const workerId of ["w1", "w2"]) {
-    step(state, {
-      kind: "workerConnectAttempted",
-      atMs: 0,
-      workerId,
-      provider: "local",
-      clientIp: "10.0.0.1",
-      secretValid: true,
-    });
-    step(state, {
-      ...register(workerId),
-      extensions: [EXTENSION_CAPABILITIES],
-    });
+    addWorker(state, workerId, { extensions: [EXTENSION_CAPABILITIES] });
   }
   const report = (workerId: string, health: string) =>
     step(state, {

@@ -2,6 +2,7 @@
 // decided: spec 004's documents for a started load, a finished unload or flush,
 // or a task still running when the caller's wait ran out; an error when the task
 // failed. The shell only writes it (run_effects.ts).
+import { apiError } from "../protocol/errors.ts";
 import type { LifecycleReplyKind } from "../effect.ts";
 import type { ClientError, LifecycleTaskView } from "../vocabulary.ts";
 import { taskDocument } from "./lifecycle_task.ts";
@@ -11,11 +12,9 @@ export type LifecycleAnswer =
   /** An operator error (OpenAI shape) with `extra` beside `error` in the body. */
   | { kind: "refusal"; error: ClientError; extra: Record<string, unknown> };
 
-const TASK_LOST: ClientError = {
-  status: 500,
-  code: "task_lost",
-  message: "the task was not recorded",
-};
+const TASK_LOST: ClientError = apiError("task_lost", {
+  detail: "the task was not recorded",
+});
 
 export function lifecycleAnswer(
   reply: LifecycleReplyKind,

@@ -4,6 +4,7 @@
 // understands scoped `error` frames as "try elsewhere"; the original server
 // closes the socket on any `error`, so it gets a plain response_complete.
 import {
+  answerTooLarge,
   bodyFitsOneFrame,
   errorShapeOf,
   EXTENSION_BODY_CHUNKS,
@@ -31,16 +32,19 @@ export function completionFrames(
   endpointPath: string,
   c: Completion,
 ): WorkerMessage[] {
-  const tooLarge = (message: string): WorkerMessage => ({
+  const tooLarge = (size: string): WorkerMessage => ({
     type: "response_complete",
     request_id: requestId,
     status_code: 502,
     headers: { "content-type": "application/json" },
-    body: routeErrorBody(errorShapeOf(endpointPath), {
-      status: 502,
-      code: "response_too_large",
-      message,
-    }),
+    body: routeErrorBody(
+      errorShapeOf(endpointPath),
+      answerTooLarge(false, {
+        limit: max,
+        unit: "bytes",
+        of: `in one worker frame (the backend's answer is ${size})`,
+      }),
+    ),
   });
   const complete = (body: string, status = c.status_code): WorkerMessage => ({
     type: "response_complete",
@@ -67,17 +71,13 @@ export function completionFrames(
         ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
       }];
     }
-    return [tooLarge(
-      `the backend's binary answer (${c.body_base64.length} base64 characters) does not fit one ${max}-byte frame`,
-    )];
+    return [tooLarge(`${c.body_base64.length} base64 characters`)];
   }
   if (bodyFitsOneFrame(c.body, c.headers, requestId, max)) {
     return [complete(c.body)];
   }
   if (!state.extensions.includes(EXTENSION_BODY_CHUNKS)) {
-    const message =
-      `the backend's answer of ${c.body.length} characters does not fit one ${max}-byte frame`;
-    return [tooLarge(message)];
+    return [tooLarge(`${c.body.length} characters`)];
   }
   // Pieces sized so that even an all-escaped piece fits a frame: JSON takes
   // at most 6 bytes per UTF-16 unit.

@@ -5,6 +5,7 @@
 // would reach the client labelled as SSE, so its head goes first: the
 // backend's status and headers, once per stream.
 import { EXTENSION_STREAM_HEAD } from "../protocol/messages.ts";
+import { isEventStream } from "../protocol/sse_events.ts";
 import type { WorkerAction, WorkerState } from "./worker_state.ts";
 import { send } from "./worker_actions.ts";
 
@@ -12,10 +13,7 @@ import { send } from "./worker_actions.ts";
 export function streamNeedsHead(contentType: string | undefined): boolean {
   // Absent: the server's SSE head, as before (an unlabelled stream is the
   // original dialect's and the mocks' SSE).
-  if (contentType === undefined) return false;
-  return !contentType.trimStart().toLowerCase().startsWith(
-    "text/event-stream",
-  );
+  return contentType !== undefined && !isEventStream(contentType);
 }
 
 /** The frames for a streamed answer's head: one response_head, or none. */

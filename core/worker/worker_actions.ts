@@ -1,5 +1,7 @@
 // Small builders for the actions decide.ts returns.
 import {
+  apiError,
+  type ErrorCode,
   errorShapeOf,
   EXTENSION_DRAIN,
   routeErrorBody,
@@ -45,21 +47,12 @@ export function advertised(state: WorkerState): string[] {
  */
 const NOT_ANSWERED = {
   /** It reached a draining worker: it did not start here. */
-  worker_draining: {
-    status: 503,
-    code: "worker_draining",
-  },
+  worker_draining: "worker_draining",
   /** The backend refused or reset it before any byte: it did not start here. */
-  backend_unavailable: {
-    status: 502,
-    code: "backend_unreachable",
-  },
+  backend_unavailable: "backend_unreachable",
   /** The backend broke after part of the answer went out. */
-  backend_stream_broken: {
-    status: 502,
-    code: "backend_error",
-  },
-} as const;
+  backend_stream_broken: "backend_error",
+} as const satisfies Record<string, ErrorCode>;
 
 export type NotAnswered = keyof typeof NOT_ANSWERED;
 
@@ -74,17 +67,13 @@ export function notAnsweredMessage(
   if (serverUnderstandsScopedErrors(state)) {
     return { type: "error", request_id: requestId, code: why, message };
   }
-  const fallback = NOT_ANSWERED[why];
+  const error = apiError(NOT_ANSWERED[why], { detail: message });
   return {
     type: "response_complete",
     request_id: requestId,
-    status_code: fallback.status,
+    status_code: error.status,
     headers: { "content-type": "application/json" },
-    body: routeErrorBody(errorShapeOf(endpointPath), {
-      status: fallback.status,
-      code: fallback.code,
-      message,
-    }),
+    body: routeErrorBody(errorShapeOf(endpointPath), error),
   };
 }
 

@@ -1,20 +1,13 @@
 // The worker's state, the events its I/O part feeds in, and the actions it gets
 // back: the vocabulary of decide.ts.
 import {
-  EXTENSION_BODY_BYTES,
-  EXTENSION_BODY_CHUNKS,
-  EXTENSION_CAPABILITIES,
-  EXTENSION_CHUNK_BYTES,
-  EXTENSION_DRAIN,
-  EXTENSION_LIFECYCLE,
-  EXTENSION_RESIDENCY,
-  EXTENSION_STREAM_HEAD,
   type LifecycleOperation,
   type LifecycleProgressStatus,
   type LifecycleRequestMessage,
   PROTOCOL_FRAME_MAX,
   type RequestMessage,
   type RunnerCapabilities,
+  SUPPORTED_EXTENSIONS,
   type TokenCounts,
   type WorkerMessage,
 } from "../protocol/mod.ts";
@@ -99,17 +92,11 @@ export type BackendResidency = {
   explicitLoad?: boolean;
 };
 
-/** What our worker speaks, listed in register (an added field the original server ignores). */
-export const WORKER_EXTENSIONS = [
-  EXTENSION_CAPABILITIES,
-  EXTENSION_LIFECYCLE,
-  EXTENSION_DRAIN,
-  EXTENSION_BODY_CHUNKS,
-  EXTENSION_CHUNK_BYTES,
-  EXTENSION_BODY_BYTES,
-  EXTENSION_STREAM_HEAD,
-  EXTENSION_RESIDENCY,
-];
+/**
+ * What our worker speaks, listed in register (an added field the original
+ * server ignores): every extension our server speaks, one list for both.
+ */
+export const WORKER_EXTENSIONS: readonly string[] = SUPPORTED_EXTENSIONS;
 
 /** The frame limit, in bytes: the protocol's (our server counts the same number in characters, which a byte-fit frame never exceeds). */
 export const WORKER_FRAME_BYTES_MAX = PROTOCOL_FRAME_MAX;

@@ -11,7 +11,7 @@ const LOOPBACK = "--allow-net=127.0.0.1,localhost";
 export const PERMISSIONS = {
   mock: [LOOPBACK],
   server: [LOOPBACK, "--allow-env", "--allow-read", "--allow-write"],
-  worker: [LOOPBACK, "--allow-env", "--allow-sys=hostname"],
+  worker: [LOOPBACK, "--allow-env", "--allow-read", "--allow-sys=hostname"],
 } as const;
 
 /**
@@ -19,10 +19,13 @@ export const PERMISSIONS = {
  * environment so a stray LISTEN_ADDR or MODELS in the caller's shell cannot
  * change what the demo or a test runs.
  */
-const RELAY_ENV = [
-  ...SERVER_OPTIONS.map((o) => o.env),
-  ...WORKER_OPTIONS.map((o) => o.env),
-  "MAX_CONCURRENCY",
+export const RELAY_ENV = [
+  ...[...SERVER_OPTIONS, ...WORKER_OPTIONS].flatMap((o) => [
+    o.env,
+    ...(o.envAliases ?? []),
+  ]).filter((name) => name !== ""),
+  "QUEUE_TIMEOUT_MS",
+  "RUST_LOG",
 ];
 
 export type Running = { child: Child; url: string };

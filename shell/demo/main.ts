@@ -3,7 +3,7 @@
 // then the curl commands to try. Ctrl-C or SIGTERM stops all three: the worker
 // drains first, then the server, then the mock.
 import { parseArgs } from "node:util";
-import { type Child, waitUntil } from "../procs.ts";
+import { type Child, stopInReverse, waitUntil } from "../procs.ts";
 import { workersConnected } from "./relay_probes.ts";
 import {
   startMockProcess,
@@ -108,14 +108,10 @@ function childGroup() {
       console.log(`[demo] ${c.name} started (pid ${c.pid})`);
     },
     stopAll(): Promise<void> {
-      stopping ??= (async () => {
-        for (const c of [...children].reverse()) {
-          const s = await c.stop(15_000);
-          console.log(
-            `[demo] ${c.name} (pid ${c.pid}) exited with code ${s.code}`,
-          );
-        }
-      })();
+      stopping ??= stopInReverse(children, 15_000, (c, s) =>
+        console.log(
+          `[demo] ${c.name} (pid ${c.pid}) exited with code ${s.code}`,
+        ));
       return stopping;
     },
   };

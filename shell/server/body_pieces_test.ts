@@ -78,3 +78,61 @@ Deno.test("issue 24.2 a client that leaves in the middle of an answer in pieces 
     await server.close();
   }
 });
+
+Deno.test("issue 33.3 a client that never reads its answer in pieces is cut after CLIENT_WRITE_TIMEOUT_SECS, and only then are its bytes given back", async () => {
+  const server = await startTestServer(
+    testConfig({ clientWriteTimeoutMs: 1_000, requestTimeoutMs: 600_000 }),
+  );
+  const w = await registeredWorker(server, { extensions: ["body-chunks-v1"] });
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  try {
+    const body = chatBody("m1");
+    await conn.write(new TextEncoder().encode(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+        `content-length: ${body.length}\r\n\r\n${body}`,
+    ));
+    const req = await w.next("request");
+    // 16 MiB: far more than the sockets hold while nobody reads.
+    const piece = "x".repeat(1024 * 1024);
+    for (let i = 0; i < 16; i++) {
+      w.send({
+        type: "response_chunk",
+        request_id: req.request_id,
+        chunk: piece,
+      });
+    }
+    w.complete(req, 200, "");
+    await waitFor(
+      "the answer to be handed to the shell",
+      () => server.runtime.state.bodiesSending.size === 1,
+    );
+    // Whatever the sockets took was reported written; the rest stays counted
+    // while the connection holds it.
+    const held = server.runtime.state.bodyBytesBuffered;
+    assert.ok(held > 0, "bytes still held for the idle client");
+    await waitFor(
+      "the idle client to be cut and its bytes given back",
+      () => server.runtime.state.bodiesSending.size === 0,
+      20_000,
+    );
+    assert.equal(server.runtime.state.bodyBytesBuffered, 0);
+    assert.equal(server.runtime.state.bodyBytesByTenant.size, 0);
+    // The client's connection is closed, its answer short of the whole.
+    let got = 0;
+    const buf = new Uint8Array(64 * 1024);
+    try {
+      for (;;) {
+        const n = await conn.read(buf);
+        if (n === null) break;
+        got += n;
+      }
+    } catch {
+      // reset by the server: closed too
+    }
+    assert.ok(got < 16 * 1024 * 1024, `the idle client got ${got} bytes`);
+  } finally {
+    conn.close();
+    await w.close();
+    await server.close();
+  }
+});

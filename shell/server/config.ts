@@ -3,14 +3,17 @@
 import {
   type Config as CoreConfig,
   makeConfig,
+  noTenantLimits,
   type RateLimit,
+  type TenantLimits,
   type TokenLimit,
 } from "../../core/mod.ts";
 import {
-  isLogLevel,
   LOG_OPTIONS,
   type LogFormat,
   type LogLevel,
+  logLevelOf,
+  withRustLog,
 } from "../log.ts";
 import {
   DEFAULT_TRUSTED_PROXIES,
@@ -20,6 +23,7 @@ import {
 import { defaultMaxConnections } from "./http/connection_cap.ts";
 import {
   bool,
+  canonicalArgs,
   helpText,
   int,
   OptionError,
@@ -36,6 +40,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "127.0.0.1:8080",
     help: "HTTP listen address host:port",
+    aliases: ["listen"],
   },
   {
     flag: "provider-name",
@@ -43,6 +48,7 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "local",
     help: "provider name workers connect to and requests route to",
+    aliases: ["provider"],
   },
   {
     flag: "worker-secret",
@@ -57,23 +63,29 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "int",
     default: "100",
     min: 0,
-    help: "queued requests before 503 queue_full",
+    help:
+      "queued requests before 503 queue_full (0 = unlimited, as in the original)",
+    envAliases: ["MAX_QUEUE_DEPTH"],
   },
   {
     flag: "queue-timeout-secs",
     env: "QUEUE_TIMEOUT_SECS",
     kind: "int",
     default: "30",
-    min: 1,
-    help: "longest wait in the queue before 504",
+    min: 0,
+    help:
+      "longest wait in the queue before 504 (0 = none, as in the original); spec 004's QUEUE_TIMEOUT_MS is read when this is unset",
+    aliases: ["queue-timeout"],
   },
   {
     flag: "request-timeout-secs",
     env: "REQUEST_TIMEOUT_SECS",
     kind: "int",
     default: "300",
-    min: 1,
-    help: "time to first byte from arrival; then the idle limit of a stream",
+    min: 0,
+    help:
+      "time to first byte from arrival; then the idle limit of a stream (0 = none, as in the original)",
+    aliases: ["request-timeout"],
   },
   ...LOG_OPTIONS,
   {
@@ -89,6 +101,14 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     kind: "bool",
     default: "false",
     help: "require a client API key on inference routes",
+  },
+  {
+    flag: "api-keys-as-worker-secret",
+    env: "API_KEYS_AS_WORKER_SECRET",
+    kind: "bool",
+    default: "false",
+    help:
+      "a client API key (POST /admin/keys) is also accepted as a worker's secret, as in the original; off = only WORKER_SECRET admits a worker",
   },
   {
     flag: "db-path",
@@ -138,6 +158,23 @@ export const SERVER_OPTIONS: OptionSpec[] = [
     min: 1,
     help:
       "non-streaming response bytes the server holds at once, all requests together; a piece beyond it fails its request 503 response_buffer_full with Retry-After",
+  },
+  {
+    flag: "tenant-max-buffered-response-bytes",
+    env: "TENANT_MAX_BUFFERED_RESPONSE_BYTES",
+    kind: "string",
+    default: "",
+    help:
+      "what one tenant's non-streaming answers may hold of MAX_BUFFERED_RESPONSE_BYTES; a piece beyond it fails 503 response_buffer_full (none = half of MAX_BUFFERED_RESPONSE_BYTES)",
+  },
+  {
+    flag: "client-write-timeout-secs",
+    env: "CLIENT_WRITE_TIMEOUT_SECS",
+    kind: "int",
+    default: "30",
+    min: 1,
+    help:
+      "a client that takes none of a non-streaming answer's bytes for this long is cut, and the bytes held for it are let go",
   },
   {
     flag: "model-grace-secs",
@@ -287,6 +324,29 @@ export const SERVER_OPTIONS: OptionSpec[] = [
       "Bearer token Prometheus sends for /metrics (the admin token works too); required when API keys are required or this is set, else /metrics is open",
   },
   {
+    flag: "enable-metrics",
+    env: "ENABLE_METRICS",
+    kind: "bool",
+    default: "true",
+    help: "serve /metrics (spec 004); false = /metrics answers 404",
+  },
+  {
+    flag: "metrics-port",
+    env: "METRICS_PORT",
+    kind: "string",
+    default: "",
+    help:
+      "a second listener, on LISTEN_ADDR's host and this port, that serves only /metrics (spec 004, e.g. 9090); the main port keeps /metrics too; unset = none",
+  },
+  {
+    flag: "enable-multi-tenant",
+    env: "ENABLE_MULTI_TENANT",
+    kind: "bool",
+    default: "true",
+    help:
+      "tenants from X-Tenant-ID and API keys (spec 004); false = every request is tenant default and X-Tenant-ID is not read",
+  },
+  {
     flag: "cors-allow-origins",
     env: "CORS_ALLOW_ORIGINS",
     kind: "string",
@@ -412,6 +472,8 @@ export type ServerConfig = {
   logFormat: LogFormat;
   adminToken: string;
   requireApiKeys: boolean;
+  /** Issue 32: API_KEYS_AS_WORKER_SECRET; absent = false. */
+  apiKeysAsWorkerSecret?: boolean;
   dbPath: string;
   /** USAGE_RETENTION_DAYS (issue 26): 0 = the usage ledger is off; absent = 30. */
   usageRetentionDays?: number;
@@ -434,6 +496,10 @@ export type ServerConfig = {
   otelServiceName?: string;
   /** Bearer token for /metrics besides the admin token; absent = none. */
   metricsToken?: string;
+  /** ENABLE_METRICS (spec 004, issue 32); absent = true. */
+  enableMetrics?: boolean;
+  /** METRICS_PORT: a second listener for /metrics (0 = any free port); absent = none. */
+  metricsPort?: number;
   /** CORS for /v1/*: ["*"] or exact origins; absent = ["*"]. */
   corsAllowOrigins?: string[];
   /** FORWARD_PATH_PREFIXES (issue 25): paths outside /v1/ forwarded to workers. */
@@ -561,7 +627,11 @@ export function loadServerConfig(
   env: (name: string) => string | undefined,
   allEnv: Record<string, string> = {},
 ): { config: ServerConfig; help: false } | { help: true } {
-  const { values, help } = readOptions(args, env, SERVER_OPTIONS);
+  const { values, help } = readOptions(
+    args,
+    withRustLog(env),
+    SERVER_OPTIONS,
+  );
   if (help) return { help: true };
   // Checked in this order: the first invalid setting is the one reported.
   const workerSecret = requiredSecret(values);
@@ -569,13 +639,14 @@ export function loadServerConfig(
   const provider = providerName(values);
   const { hostname, port } = parseListenAddr(str(values, "listen-addr"));
   const limits = tenantRateLimits(values, allEnv);
-  const queueLenMax = int(values, "max-queue-len");
+  const queueLenMax = zeroIsUnlimited(int(values, "max-queue-len"));
   const tenantQueueLenMax = tenantQueueLen(values, queueLenMax);
   const { opTokenSigners, opTokenMinSigners } = opTokenSigning(values);
   const trustedProxies = trustedProxiesOf(values);
   const maxConnections = maxConnectionsSetting(values);
   const core = coreConfigOf(values, {
     provider,
+    queueTimeoutMs: queueTimeoutMsOf(args, values, env),
     queueLenMax,
     tenantQueueLenMax,
     ...limits,
@@ -590,6 +661,7 @@ export function loadServerConfig(
       logFormat,
       adminToken: str(values, "admin-token"),
       requireApiKeys: bool(values, "require-api-keys"),
+      apiKeysAsWorkerSecret: bool(values, "api-keys-as-worker-secret"),
       dbPath: str(values, "db-path"),
       usageRetentionDays: usageRetentionDays(values),
       maxBodyBytes: int(values, "max-body-bytes"),
@@ -605,6 +677,8 @@ export function loadServerConfig(
       opTokenSigners,
       opTokenMinSigners,
       metricsToken: str(values, "metrics-token"),
+      enableMetrics: bool(values, "enable-metrics"),
+      ...metricsPortOf(values),
       otlpEndpoint: str(values, "otel-exporter-otlp-endpoint"),
       otelServiceName: str(values, "otel-service-name"),
       corsAllowOrigins: parseCorsOrigins(str(values, "cors-allow-origins")),
@@ -623,6 +697,60 @@ export function loadServerConfig(
       }),
     },
   };
+}
+
+/**
+ * The original's `0` for a timeout is "no timeout" (issue 32). The core has no
+ * "off": a zero becomes a limit no process lives to reach (ten years), so its
+ * arithmetic and invariants stay as they are.
+ */
+export const NO_TIMEOUT_MS = 10 * 365 * 24 * 3_600_000;
+/** The original's `MAX_QUEUE_LEN=0` is "unlimited": as many as a queue can hold. */
+export const UNLIMITED_QUEUE_LEN = 2 ** 31 - 1;
+
+function zeroIsNone(ms: number): number {
+  return ms === 0 ? NO_TIMEOUT_MS : ms;
+}
+
+function zeroIsUnlimited(n: number): number {
+  return n === 0 ? UNLIMITED_QUEUE_LEN : n;
+}
+
+/**
+ * QUEUE_TIMEOUT_SECS (flag or environment), else spec 004's QUEUE_TIMEOUT_MS,
+ * else the default; in milliseconds, 0 meaning none.
+ */
+function queueTimeoutMsOf(
+  args: string[],
+  values: OptionValues,
+  env: (name: string) => string | undefined,
+): number {
+  const secsGiven = env("QUEUE_TIMEOUT_SECS") !== undefined ||
+    canonicalArgs(args, SERVER_OPTIONS).some((a) =>
+      /^--queue-timeout-secs(=|$)/.test(a)
+    );
+  const ms = env("QUEUE_TIMEOUT_MS")?.trim();
+  if (secsGiven || ms === undefined) {
+    return int(values, "queue-timeout-secs") * 1000;
+  }
+  if (!/^\d+$/.test(ms)) {
+    throw new OptionError(
+      `QUEUE_TIMEOUT_MS must be a whole number of milliseconds (0 = none), got "${ms}"`,
+    );
+  }
+  return Number(ms);
+}
+
+/** METRICS_PORT (spec 004): a port number, 0 for any free one; unset = no second listener. */
+function metricsPortOf(values: OptionValues): { metricsPort?: number } {
+  const raw = str(values, "metrics-port");
+  if (raw === "") return {};
+  if (!/^\d{1,5}$/.test(raw) || Number(raw) > 65535) {
+    throw new OptionError(
+      `METRICS_PORT (--metrics-port) must be a port number (0-65535), got "${raw}"`,
+    );
+  }
+  return { metricsPort: Number(raw) };
 }
 
 /** CLUSTER_SECRET, when set (issue 23). */
@@ -644,10 +772,12 @@ function requiredSecret(values: OptionValues): string {
 function logSettings(
   values: OptionValues,
 ): { logLevel: LogLevel; logFormat: LogFormat } {
-  const logLevel = str(values, "log-level").toLowerCase();
-  if (!isLogLevel(logLevel)) {
+  const logLevel = logLevelOf(str(values, "log-level"));
+  if (logLevel === null) {
     throw new OptionError(
-      `LOG_LEVEL must be trace, debug, info, warn or error, got "${logLevel}"`,
+      `LOG_LEVEL must be trace, debug, info, warn or error, got "${
+        str(values, "log-level")
+      }"`,
     );
   }
   const logFormat = str(values, "log-format").toLowerCase();
@@ -670,27 +800,11 @@ function providerName(values: OptionValues): string {
 }
 
 /** `TENANT_RATE_LIMIT_<tenant>` variables, then DEFAULT_RATE_LIMIT, which wins over `..._default`. */
-type TenantLimits = {
-  rateLimits: Record<string, RateLimit>;
-  defaultRateLimit: RateLimit | null;
-  tokenRateLimits: Record<string, TokenLimit>;
-  defaultTokenRateLimit: TokenLimit | null;
-  tokenBudgets: Record<string, TokenLimit>;
-  defaultTokenBudget: TokenLimit | null;
-};
-
 function tenantRateLimits(
   values: OptionValues,
   allEnv: Record<string, string>,
 ): TenantLimits {
-  const l: TenantLimits = {
-    rateLimits: {},
-    defaultRateLimit: null,
-    tokenRateLimits: {},
-    defaultTokenRateLimit: null,
-    tokenBudgets: {},
-    defaultTokenBudget: null,
-  };
+  const l = noTenantLimits();
   const setRate = (tenant: string | null, name: string, raw: string) => {
     const { req, tok } = parseRateSpec(name, raw);
     if (tenant === null) {
@@ -701,7 +815,11 @@ function tenantRateLimits(
     if (req !== null) l.rateLimits[tenant] = req;
     if (tok !== null) l.tokenRateLimits[tenant] = tok;
   };
-  for (const [name, raw] of Object.entries(allEnv)) {
+  // Sorted by name (issue 33): the environment's order is not the same from one
+  // process to the next (Deno hands it over as a hash map), and the tenant
+  // tables' key order is part of the core settings every cluster instance
+  // must share exactly (the join gate digests them; replicas iterate them).
+  for (const [name, raw] of envInNameOrder(allEnv)) {
     if (raw.trim() === "") continue;
     if (name.startsWith(TENANT_LIMIT_PREFIX)) {
       const tenant = name.slice(TENANT_LIMIT_PREFIX.length);
@@ -721,6 +839,13 @@ function tenantRateLimits(
     l.defaultTokenBudget = parseTokenBudget("DEFAULT_TOKEN_BUDGET", budgetRaw);
   }
   return l;
+}
+
+/** The environment's entries sorted by name: the same settings give the same order. */
+export function envInNameOrder(
+  allEnv: Record<string, string>,
+): [string, string][] {
+  return Object.entries(allEnv).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0);
 }
 
 /** USAGE_RETENTION_DAYS: a whole number of days, 0 turning the ledger off. */
@@ -743,6 +868,17 @@ function tenantQueueLen(values: OptionValues, queueLenMax: number): number {
     );
   }
   return raw === "" ? queueLenMax : Number(raw);
+}
+
+/** TENANT_MAX_BUFFERED_RESPONSE_BYTES; null = half the fleet's budget (core/state/body_budget.ts). */
+function tenantBufferBytes(values: OptionValues): number | null {
+  const raw = str(values, "tenant-max-buffered-response-bytes");
+  if (raw !== "" && !/^[1-9]\d*$/.test(raw)) {
+    throw new OptionError(
+      `TENANT_MAX_BUFFERED_RESPONSE_BYTES (--tenant-max-buffered-response-bytes) must be a whole number >= 1, got "${raw}"`,
+    );
+  }
+  return raw === "" ? null : Number(raw);
 }
 
 function opTokenSigning(
@@ -786,6 +922,7 @@ function coreConfigOf(
   values: OptionValues,
   o: TenantLimits & {
     provider: string;
+    queueTimeoutMs: number;
     queueLenMax: number;
     tenantQueueLenMax: number;
   },
@@ -802,12 +939,14 @@ function coreConfigOf(
     tokenBudgets: o.tokenBudgets,
     defaultTokenBudget: o.defaultTokenBudget,
     affinityLoadMargin: int(values, "affinity-load-margin"),
-    queueTimeoutMs: int(values, "queue-timeout-secs") * 1000,
-    requestTimeoutMs: int(values, "request-timeout-secs") * 1000,
+    queueTimeoutMs: zeroIsNone(o.queueTimeoutMs),
+    requestTimeoutMs: zeroIsNone(int(values, "request-timeout-secs") * 1000),
     drainTimeoutMs: int(values, "drain-timeout-secs") * 1000,
     streamCharsMax: int(values, "max-stream-bytes"),
     responseBodyCharsMax: int(values, "max-response-body-bytes"),
     responseBufferBytesMax: int(values, "max-buffered-response-bytes"),
+    tenantResponseBufferBytesMax: tenantBufferBytes(values),
+    clientWriteTimeoutMs: int(values, "client-write-timeout-secs") * 1000,
     modelGraceMs: int(values, "model-grace-secs") * 1000,
     sseKeepAliveMs: int(values, "sse-keepalive-secs") * 1000,
     modelDrainMax: int(values, "model-drain-max"),
@@ -816,6 +955,7 @@ function coreConfigOf(
     requireProtocolVersion: bool(values, "require-protocol-version"),
     registerTimeoutMs: int(values, "register-timeout-secs") * 1000,
     modelAliases: parseModelAliases(str(values, "model-aliases")),
+    multiTenant: bool(values, "enable-multi-tenant"),
   });
 }
 

@@ -4,7 +4,7 @@
 // governance. `startRelay` is what `deno task server` runs; tests start it the
 // same way.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ClientApi, ClientError } from "../../core/mod.ts";
+import { apiError, type ClientApi, type ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { type AdminDeps, handleAdmin } from "./ops/admin.ts";
 import type { ClusterRuntime } from "./cluster/runtime.ts";
@@ -17,7 +17,7 @@ import {
   sendFleetUsage,
 } from "./cluster/usage_fleet.ts";
 import type { LifecycleCallers } from "./http/clients.ts";
-import { sendAdminError } from "./http/http_reply.ts";
+import { replyError } from "./http/http_reply.ts";
 import type { DatabaseSync } from "node:sqlite";
 import {
   type KeyStore,
@@ -43,21 +43,47 @@ import { tenantMismatch } from "./http/tenancy.ts";
 import { nowMs } from "./clock.ts";
 import type { ServerConfig } from "./config.ts";
 import { Metrics } from "./ops/metrics.ts";
+import {
+  type MetricsListener,
+  startMetricsListener,
+} from "./ops/metrics_listener.ts";
 import { openUsageLedger, type UsageLedger } from "./ops/usage_ledger.ts";
 import { makeTracer, type Tracer } from "./ops/tracing.ts";
+import {
+  type AuthThrottle,
+  makeAuthThrottle,
+  sendThrottled,
+} from "./ops/auth_throttle.ts";
 import { handlePages } from "./ops/pages.ts";
-import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
+import {
+  type RunningServer,
+  type ServerHooks,
+  SHORT_SECRET_CHARS,
+  startServer,
+} from "./server.ts";
 
 export type Relay = RunningServer & {
   metrics: Metrics;
+  /** The METRICS_PORT listener's port (issue 32); absent = none. */
+  metricsPort?: number;
   keys: KeyStore | null;
   /** The usage ledger (issue 26); null when off. */
   ledger: UsageLedger | null;
 };
 
+/** Issue 32: client keys admit workers only when the operator said so. */
+function workerKeyHook(
+  config: ServerConfig,
+  keys: KeyStore | null,
+): { workerKeyValid?: (key: string) => boolean } {
+  if (!config.apiKeysAsWorkerSecret || keys === null) return {};
+  return { workerKeyValid: (key) => keys.verify(key) !== null };
+}
+
 /** Whether the key database is needed: keys are managed via the admin API and checked when required. */
 export function needsKeyStore(config: ServerConfig): boolean {
-  return config.requireApiKeys || config.adminToken !== "";
+  return config.requireApiKeys || config.adminToken !== "" ||
+    config.apiKeysAsWorkerSecret === true;
 }
 
 /** The client API key of a request and its header: Bearer, or x-api-key on the Anthropic route. */
@@ -144,6 +170,7 @@ export function makeAuthorize(
   keys: KeyStore | null,
   metrics: Metrics,
   log: Logger,
+  multiTenant = true,
 ): Authorize {
   const denied = (error: ClientError): Access => ({ kind: "denied", error });
   if (!requireApiKeys) return () => ({ kind: "granted", grant: null });
@@ -154,12 +181,7 @@ export function makeAuthorize(
       : "send Authorization: Bearer <key>";
     if (found === null) {
       metrics.authFailure("api_key");
-      return denied({
-        status: 401,
-        code: "missing_api_key",
-        message:
-          `this relay requires an API key (MODELRELAY_REQUIRE_API_KEYS=true): ${how}; keys are created with POST /admin/keys`,
-      });
+      return denied(apiError("missing_api_key", { how }));
     }
     let key: VerifiedKey | null;
     try {
@@ -167,26 +189,20 @@ export function makeAuthorize(
       if (key !== null) keys?.touch(key.id, Date.now());
     } catch (e) {
       log("error", "API key store failed", { error: String(e) });
-      return denied({
-        status: 503,
-        code: "key_store_unavailable",
-        message: "the API key store is unavailable; try again shortly",
-        retryAfterSecs: 5,
-      });
+      return denied(apiError("key_store_unavailable"));
     }
     if (key === null) {
       metrics.authFailure("api_key");
-      return denied({
-        status: 401,
-        code: "invalid_api_key",
-        message: `the API key is invalid or was revoked; ${how}`,
-      });
+      return denied(apiError("invalid_api_key", { how }));
     }
     // Refused before the body is read, and logged with the key: a bound key
     // naming another tenant is a client trying to leave its own limits. A key
     // without a tenant is its own tenant unless it may name tenants (issue 24).
-    const tenant = keyTenant(key);
-    const mismatch = tenantMismatch(req, tenant, key.tenant === null);
+    // ENABLE_MULTI_TENANT=false (issue 32): every key is the one tenant's.
+    const tenant = multiTenant ? keyTenant(key) : null;
+    const mismatch = multiTenant
+      ? tenantMismatch(req, tenant, key.tenant === null)
+      : null;
     if (mismatch !== null) {
       metrics.authFailure("tenant_mismatch");
       log("warn", "tenant mismatch refused", {
@@ -218,6 +234,8 @@ export type RelayRoutesDeps = {
   policy: AccessPolicy;
   /** The admin API's part of the configuration. */
   admin: Pick<ServerConfig, "adminToken" | "bodyTimeoutMs">;
+  /** ENABLE_METRICS (issue 32): false = /metrics is not served; absent = true. */
+  metricsEnabled?: boolean;
   keys: KeyStore | null;
   metrics: Metrics;
   server: () => RunningServer | null;
@@ -225,6 +243,8 @@ export type RelayRoutesDeps = {
   /** Issue 26: the usage ledger (null = off) and the tracer; absent = none. */
   ledger?: UsageLedger | null;
   tracer?: Tracer | null;
+  /** Issue 33: wrong admin and metrics tokens throttled per address; absent = none. */
+  throttle?: AuthThrottle;
   /** Where a fleet-wide usage query logs a missing peer (issue 26); absent = nowhere. */
   log?: Logger;
 };
@@ -239,7 +259,8 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
     const s = d.server();
     if (lifecycle?.handle(req, res, url) === true) return true;
     if (url.pathname === "/metrics") {
-      return serveMetrics(req, res, s, d.policy, metrics);
+      if (d.metricsEnabled === false) return false;
+      return serveMetrics(req, res, s, d, metrics);
     }
     const cluster = s?.cluster;
     if (
@@ -257,6 +278,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
         wallNow: Date.now,
         bodyTimeoutMs: d.admin.bodyTimeoutMs,
         ledger: d.ledger ?? null,
+        ...(d.throttle === undefined ? {} : { throttle: d.throttle }),
         ...(cluster === undefined || d.ledger == null ? {} : {
           usageFleet: fleetUsageRoute({
             ledger: d.ledger,
@@ -269,6 +291,7 @@ export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
     return handlePages(req, res, url, {
       metrics,
       state: () => s?.runtime.state ?? null,
+      modelsPublic: !d.policy.requireApiKeys,
     });
   };
 
@@ -308,10 +331,33 @@ function fleetUsageRoute(
     answer.catch((e) => {
       d.log("error", "fleet usage query failed", { error: String(e) });
       if (!res.headersSent) {
-        sendAdminError(res, 500, "internal_error", "the usage query failed");
+        replyError(
+          res,
+          apiError("internal_error", { what: "the usage query failed" }),
+        );
       }
     });
   };
+}
+
+/** METRICS_PORT's listener when it is set and metrics are on, announced like the main port. */
+async function startMetricsPort(
+  config: ServerConfig,
+  log: Logger,
+  serve: (req: IncomingMessage, res: ServerResponse) => void,
+): Promise<MetricsListener | null> {
+  if (config.metricsPort === undefined || config.enableMetrics === false) {
+    return null;
+  }
+  const listener = await startMetricsListener(
+    config.hostname,
+    config.metricsPort,
+    serve,
+  );
+  log("info", "metrics listening", {
+    address: `${config.hostname}:${listener.port}`,
+  });
+  return listener;
 }
 
 /** GET /metrics: the Prometheus text, for whoever the access policy lets read it. */
@@ -319,27 +365,32 @@ function serveMetrics(
   req: IncomingMessage,
   res: ServerResponse,
   s: RunningServer | null,
-  policy: AccessPolicy,
+  d: Pick<RelayRoutesDeps, "policy" | "throttle">,
   metrics: Metrics,
 ): boolean {
   req.resume();
   if (req.method !== "GET" && req.method !== "HEAD") {
-    sendAdminError(res, 405, "method_not_allowed", "use GET for /metrics", {
-      allow: "GET",
-    });
+    replyError(
+      res,
+      apiError("method_not_allowed", { use: "GET", path: "/metrics" }),
+      { allow: "GET" },
+    );
     return true;
   }
   if (s === null) return false;
-  const access = metricsAccess(req, policy);
+  const given = bearerToken(req);
+  const waitSecs = given === null
+    ? null
+    : d.throttle?.refusedForSecs("metrics", req) ?? null;
+  if (waitSecs !== null) {
+    sendThrottled(res, waitSecs);
+    return true;
+  }
+  const access = metricsAccess(req, d.policy);
   if (access.kind === "denied") {
     metrics.authFailure("metrics_token");
-    sendAdminError(
-      res,
-      access.status,
-      access.code,
-      access.message,
-      access.headers,
-    );
+    if (given !== null) d.throttle?.failed("metrics", req);
+    replyError(res, access.error, access.headers);
     return true;
   }
   res.writeHead(200, {
@@ -357,7 +408,11 @@ function serveMetrics(
  * ledger (opened when any is needed), the cluster's key store in cluster mode,
  * and the span exporter; `closeDb` closes them all.
  */
-async function openStores(config: ServerConfig, log: Logger) {
+async function openStores(
+  config: ServerConfig,
+  log: Logger,
+  metrics: Metrics,
+) {
   // One database for keys and op-token nonces, opened when either is needed.
   const lifecycleOn = (config.opTokenKeyPath ?? "") !== "";
   const db = needsKeyStore(config) || lifecycleOn
@@ -379,13 +434,28 @@ async function openStores(config: ServerConfig, log: Logger) {
     ? openUsageLedger(
       db,
       retention,
-      (e) => log("error", "usage records not written", { error: String(e) }),
+      (e) =>
+        log("error", "usage records not written; kept and tried again", {
+          error: String(e),
+        }),
+      {
+        recovered: (records, failures) =>
+          log("info", "usage records written again", {
+            records,
+            failed_attempts: failures,
+          }),
+        dropped: (records) => {
+          metrics.droppedUsageRecords(records);
+          log("warn", "usage records dropped: too many waiting", { records });
+        },
+      },
     )
     : null;
   const tracer = makeTracer(
     config.otlpEndpoint ?? "",
     config.otelServiceName ?? "modelrelay",
     (e) => log("warn", "spans not exported", { error: String(e) }),
+    (reason, spans) => metrics.droppedSpans(reason, spans),
   );
   const closeDb = () => {
     void tracer.close();
@@ -397,6 +467,26 @@ async function openStores(config: ServerConfig, log: Logger) {
 }
 
 /**
+ * Issue 33: an operator token short enough to guess is warned about at start,
+ * as WORKER_SECRET is (server.ts); the throttle slows guessing, the length
+ * stops it.
+ */
+function warnShortTokens(config: ServerConfig, log: Logger): void {
+  const tokens: [string, string, string][] = [
+    ["MODELRELAY_ADMIN_TOKEN", config.adminToken, "the admin API"],
+    ["METRICS_TOKEN", config.metricsToken ?? "", "/metrics"],
+  ];
+  for (const [name, token, guards] of tokens) {
+    if (token === "" || token.length >= SHORT_SECRET_CHARS) continue;
+    log(
+      "warn",
+      `${name} is shorter than ${SHORT_SECRET_CHARS} characters: it is all that guards ${guards}; use e.g. openssl rand -hex 24`,
+      { length: token.length },
+    );
+  }
+}
+
+/**
  * Opens the key store (throws KeyStoreError on a damaged or unreadable database)
  * and starts the server with the operations hooks.
  */
@@ -404,10 +494,13 @@ export async function startRelay(
   config: ServerConfig,
   log: Logger,
 ): Promise<Relay> {
+  const metrics = new Metrics(nowMs());
   const { db, clusterKeys, keys, ledger, tracer, closeDb } = await openStores(
     config,
     log,
+    metrics,
   );
+  warnShortTokens(config, log);
   if (config.requireApiKeys && config.adminToken === "") {
     log(
       "warn",
@@ -415,10 +508,15 @@ export async function startRelay(
       {},
     );
   }
-  const metrics = new Metrics(nowMs());
   let running: RunningServer | null = null;
   // One key check and one token policy, for every route that asks.
-  const authorize = makeAuthorize(config.requireApiKeys, keys, metrics, log);
+  const authorize = makeAuthorize(
+    config.requireApiKeys,
+    keys,
+    metrics,
+    log,
+    config.core.multiTenant,
+  );
   const policy = accessPolicy(config);
   const callers: LifecycleCallers = new Map();
   const lifecycle = makeLifecycleRoutes({
@@ -441,6 +539,7 @@ export async function startRelay(
     log,
     capabilitiesAccess: (req) => capabilitiesAccess(req, policy, authorize),
   });
+  const throttle = makeAuthThrottle(config.core, config.trustedProxies, nowMs);
   const hooks = makeRelayHooks({
     authorize,
     policy,
@@ -448,18 +547,21 @@ export async function startRelay(
       adminToken: config.adminToken,
       bodyTimeoutMs: config.bodyTimeoutMs,
     },
+    metricsEnabled: config.enableMetrics !== false,
     keys,
     metrics,
     server: () => running,
     lifecycle,
     ledger,
     tracer,
+    throttle,
     log,
   });
   try {
     running = await startServer(config, log, {
       ...hooks,
       lifecycleCallers: callers,
+      ...workerKeyHook(config, keys),
       // Keys loaded before the port opens: a new instance never answers 401
       // to a valid key (issue 23, found by the Sentinel test).
       beforeListen: async (cluster) => {
@@ -473,18 +575,30 @@ export async function startRelay(
     throw e;
   }
   const server = running;
+  const metricsListener = await startMetricsPort(config, log, (req, res) => {
+    if (!serveMetrics(req, res, server, { policy, throttle }, metrics)) {
+      replyError(res, apiError("starting"));
+    }
+  }).catch(async (e) => {
+    await server.close();
+    closeDb();
+    throw e;
+  });
   return {
     ...server,
     metrics,
     keys,
     ledger,
+    ...(metricsListener === null ? {} : { metricsPort: metricsListener.port }),
     shutdown: async () => {
       await server.shutdown();
+      await metricsListener?.close();
       await tracer.close();
       closeDb();
     },
     close: async () => {
       await server.close();
+      await metricsListener?.close();
       await tracer.close();
       closeDb();
     },

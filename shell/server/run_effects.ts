@@ -11,6 +11,7 @@ import {
 import { Buffer } from "node:buffer";
 import { assertNever } from "../../core/assert_never.ts";
 import {
+  clientResponseHeaders,
   type Effect,
   encodeFrame,
   type Event,
@@ -24,31 +25,14 @@ import type {
   LifecycleCallers,
 } from "./http/clients.ts";
 import { errorBody, errorHeaders, sseErrorEvent } from "./http/errors.ts";
-import { endsOnEventBoundary } from "../../core/protocol/sse_events.ts";
-import { compactHead, sendAdminError, sendJson } from "./http/http_reply.ts";
+import {
+  endsOnEventBoundary,
+  isEventStream,
+} from "../../core/protocol/sse_events.ts";
+import { compactHead, replyError, sendJson } from "./http/http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./http/tenancy.ts";
-
-/** Hop-by-hop and length headers are the relay's to set, not the backend's. */
-const DROPPED_RESPONSE_HEADERS = new Set([
-  "connection",
-  "keep-alive",
-  "transfer-encoding",
-  "content-length",
-  "content-encoding",
-  "upgrade",
-  "te",
-  "trailer",
-  "proxy-authenticate",
-  "proxy-authorization",
-  // CORS is the relay's policy (CORS_ALLOW_ORIGINS), not the backend's:
-  // llama-server and vLLM answer `*`, which would override a narrower list.
-  "access-control-allow-origin",
-  "access-control-allow-credentials",
-  "access-control-allow-methods",
-  "access-control-allow-headers",
-  "access-control-expose-headers",
-  "access-control-max-age",
-]);
+import { cutAfterLinger } from "./linger.ts";
+import { pieceBytes } from "../piece_bytes.ts";
 
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -134,6 +118,8 @@ export function safeHead(
 export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
   // Streams whose head was stored by startStream but not yet written.
   const headPending = new Set<ServerResponse>();
+  // Answers in pieces being written out, by request id (cutResponse).
+  const sending = new Map<string, ServerResponse>();
   return (effect) => {
     switch (effect.kind) {
       case "writeChunk": {
@@ -202,7 +188,11 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "respond":
-        return respond(deps, effect);
+        return respond(deps, sending, effect);
+      case "cutResponse":
+        // Its close is the responseSent that gives the bytes back.
+        sending.get(effect.requestId)?.destroy();
+        return;
       case "respondError":
         return respondError(deps, effect);
       case "acceptWorker":
@@ -299,30 +289,31 @@ export function streamHead(
   const headers: Record<string, string> = {
     ...CACHE_HEADER_DEFAULTS,
     "x-accel-buffering": "no",
+    ...clientResponseHeaders(from.headers),
   };
-  for (const k in from.headers) {
-    const lower = k.toLowerCase();
-    if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = from.headers[k]!;
-  }
   headers["x-queue-wait-ms"] = String(queueWaitMs);
   return safeHead(from.status, headers);
 }
 
-function isEventStream(contentType: string | undefined): boolean {
-  return contentType !== undefined &&
-    contentType.trimStart().toLowerCase().startsWith("text/event-stream");
-}
-
-function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
-  const c = endClient(deps, effect.requestId);
-  if (c === undefined) return;
-  // Spec 004 headers: the backend's when it sent them, else false/0.
-  const headers: Record<string, string> = { ...CACHE_HEADER_DEFAULTS };
-  const from = effect.headers;
-  for (const k in from) {
-    const lower = k.toLowerCase();
-    if (!DROPPED_RESPONSE_HEADERS.has(lower)) headers[lower] = from[k]!;
+function respond(
+  deps: EffectDeps,
+  sending: Map<string, ServerResponse>,
+  effect: EffectOf<"respond">,
+): void {
+  const requestId = effect.requestId;
+  const c = endClient(deps, requestId);
+  if (c === undefined) {
+    // The client left before its answer came: nothing is held for it.
+    if (effect.bodyPieces !== undefined) {
+      deps.submit({ kind: "responseSent", atMs: deps.now(), requestId });
+    }
+    return;
   }
+  // Spec 004 headers: the backend's when it sent them, else false/0.
+  const headers: Record<string, string> = {
+    ...CACHE_HEADER_DEFAULTS,
+    ...clientResponseHeaders(effect.headers),
+  };
   headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
   const head = safeHead(effect.status, headers);
   // body-bytes-v1 (issue 25): a binary answer's bytes, exactly as the backend sent them.
@@ -330,56 +321,95 @@ function respond(deps: EffectDeps, effect: EffectOf<"respond">): void {
     Buffer.from(effect.body),
     Buffer.from(effect.bodyBase64, "base64"),
   ]);
+  const length = (effect.bodyPieces ?? []).reduce((n, p) => n + p.length, 0) +
+    pieceBytes(rest);
+  const framing = contentLength(c.res, head.status, effect.headers, length);
+  if (framing !== null) head.headers["content-length"] = framing;
   if (effect.bodyPieces === undefined) {
     c.res.writeHead(head.status, head.headers);
     c.res.end(rest);
     return;
   }
-  head.headers["content-length"] = String(
-    effect.bodyPieces.reduce((n, p) => n + p.length, 0) +
-      (typeof rest === "string" ? Buffer.byteLength(rest) : rest.length),
-  );
   c.res.writeHead(head.status, head.headers);
-  const requestId = effect.requestId;
-  writePieces(
-    c.res,
-    effect.bodyPieces.slice(),
-    rest,
-    () => deps.submit({ kind: "responseSent", atMs: deps.now(), requestId }),
-  );
+  sending.set(requestId, c.res);
+  writePieces(c.res, effect.bodyPieces.slice(), rest, {
+    progress: (written) =>
+      deps.submit({
+        kind: "responseProgress",
+        atMs: deps.now(),
+        requestId,
+        written,
+      }),
+    sent: () => {
+      sending.delete(requestId);
+      deps.submit({ kind: "responseSent", atMs: deps.now(), requestId });
+    },
+  });
+}
+
+/**
+ * A whole answer's `content-length` (issue 33.11: a one-frame answer went out
+ * chunked): the bytes it carries, which are the backend's own when it sent
+ * one; a HEAD answer carries no bytes, so it keeps the backend's; 204 and 304
+ * have none.
+ */
+function contentLength(
+  res: ServerResponse,
+  status: number,
+  backend: Record<string, string>,
+  length: number,
+): string | null {
+  if (status === 204 || status === 304) return null;
+  if (res.req?.method === "HEAD") {
+    for (const k in backend) {
+      if (k.toLowerCase() === "content-length") {
+        return /^\d+$/.test(backend[k]!) ? backend[k]! : null;
+      }
+    }
+    return null;
+  }
+  return String(length);
 }
 
 /**
  * Issue 24: an answer assembled from pieces goes out piece by piece as the
  * client's socket drains, each piece let go once written, so the server never
  * holds a joined copy nor the whole answer encoded at once beside its pieces.
- * `pieces` is this function's own copy: written slots are cleared.
+ * `pieces` is this function's own copy: written slots are cleared. Each drain
+ * reports the pieces' bytes written so far (issue 33.3: the core's write
+ * deadline, and the budget they leave).
  */
 function writePieces(
   res: ServerResponse,
   pieces: (Uint8Array | undefined)[],
   rest: string | Uint8Array,
-  sent: () => void,
+  report: { progress: (written: number) => void; sent: () => void },
 ): void {
   let i = 0;
+  let written = 0;
   const next = (): void => {
     while (i < pieces.length) {
       const piece = pieces[i]!;
       pieces[i++] = undefined;
+      written += piece.length;
       if (!res.write(piece)) {
-        res.once("drain", next);
+        res.once("drain", drained);
         return;
       }
     }
     res.end(rest);
   };
+  const drained = (): void => {
+    report.progress(written);
+    next();
+  };
   // Written out, or the client left mid-answer (the rest is dropped at once):
   // either way the core's budget gets the bytes back. node:http emits "close"
   // after "finish" too.
   res.once("close", () => {
-    res.off("drain", next);
+    res.off("drain", drained);
     pieces.length = 0;
-    sent();
+    report.sent();
   });
   next();
 }
@@ -413,9 +443,8 @@ function closeWorker(
     return;
   }
   // The close event comes back as workerDisconnected; the core ignores it.
-  // A peer that never answers the close handshake is cut after 2 s.
-  const timer = setTimeout(() => ws.terminate(), 2000);
-  ws.once("close", () => clearTimeout(timer));
+  // A peer that never answers the close handshake is cut.
+  cutAfterLinger(ws, () => ws.terminate());
 }
 
 /** The core's answer to a lifecycle call, rendered by core/views/lifecycle_reply.ts. */
@@ -430,7 +459,6 @@ function replyLifecycle(
   if (answer.kind === "document") {
     sendJson(res, answer.status, answer.body);
   } else {
-    const e = answer.error;
-    sendAdminError(res, e.status, e.code, e.message, {}, answer.extra);
+    replyError(res, answer.error, {}, answer.extra);
   }
 }

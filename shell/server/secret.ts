@@ -10,6 +10,29 @@ export function secretsEqual(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
+/**
+ * The admin token as the original also takes it (issue 32): the whole
+ * `Authorization` value when it is one word with no scheme, else null.
+ */
+export function bareToken(req: IncomingMessage): string | null {
+  const h = req.headers.authorization?.trim();
+  return h === undefined || h === "" || /\s/.test(h) ? null : h;
+}
+
+/**
+ * How the request's bearer token compares with `secret`: "missing" without
+ * one, "ok" when it is the secret (an empty secret is never presented), else
+ * "wrong". The one check behind the admin, metrics and cluster-peer tokens.
+ */
+export function bearerCheck(
+  req: IncomingMessage,
+  secret: string,
+): "ok" | "missing" | "wrong" {
+  const given = bearerToken(req);
+  if (given === null) return "missing";
+  return secret !== "" && secretsEqual(given, secret) ? "ok" : "wrong";
+}
+
 /** The token of an `Authorization: Bearer <token>` header, or null. */
 export function bearerToken(req: IncomingMessage): string | null {
   const h = req.headers.authorization;

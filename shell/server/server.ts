@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net";
 // @ts-types="npm:@types/ws@8.18.1"
 import type { WebSocket } from "ws";
 import {
+  apiError,
   type Effect,
   type Event,
   initialState,
@@ -20,12 +21,16 @@ import { handleHttp, type HttpDeps } from "./http/client_http.ts";
 import type { Clients, LifecycleCallers } from "./http/clients.ts";
 import { capConnections, type ConnectionCap } from "./http/connection_cap.ts";
 import { nowMs } from "./clock.ts";
-import type { ServerConfig } from "./config.ts";
+import {
+  NO_TIMEOUT_MS,
+  type ServerConfig,
+  UNLIMITED_QUEUE_LEN,
+} from "./config.ts";
 import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import {
   answerUnparsable,
   closeIfBodyUnread,
-  sendJson,
+  replyError,
 } from "./http/http_reply.ts";
 import { type EffectDeps, makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
@@ -67,6 +72,8 @@ export type ServerHooks = {
   lifecycleCallers?: LifecycleCallers;
   /** Runs once the runtime is up, before the port opens (issue 23: the cluster's API keys load here). */
   beforeListen?: (cluster: ClusterRuntime | null) => Promise<void>;
+  /** Issue 32: a client API key admits a worker (API_KEYS_AS_WORKER_SECRET); absent = never. */
+  workerKeyValid?: (key: string) => boolean;
 };
 
 export async function startServer(
@@ -95,6 +102,7 @@ export async function startServer(
     submit: (e) => submit(e),
     now: nowMs,
     workerSecret: config.workerSecret,
+    ...(hooks.workerKeyValid ? { workerKeyValid: hooks.workerKeyValid } : {}),
     defaultProvider: config.core.defaultProvider,
     frameCharsMax: config.core.frameCharsMax,
     trustedProxies: config.trustedProxies,
@@ -202,13 +210,10 @@ function serveClient(
   } catch (e) {
     log("error", "request handler failed", { error: String(e) });
     if (!res.headersSent) {
-      sendJson(res, 500, {
-        error: {
-          message: "internal error",
-          type: "server_error",
-          code: "internal_error",
-        },
-      });
+      replyError(
+        res,
+        apiError("internal_error", { what: "request handler failed" }),
+      );
     } else res.destroy();
   }
 }
@@ -330,10 +335,24 @@ async function listen(server: Server, config: ServerConfig): Promise<number> {
   return (server.address() as AddressInfo).port;
 }
 
+/** The queue's limits as the original's start line shows them: a 0 set is "none"/"unlimited". */
+function limitsShown(config: ServerConfig): Record<string, string> {
+  const secs = (ms: number) => ms >= NO_TIMEOUT_MS ? "none" : `${ms / 1000}s`;
+  const c = config.core;
+  return {
+    queue_timeout: secs(c.queueTimeoutMs),
+    request_timeout: secs(c.requestTimeoutMs),
+    max_queue_len: c.queueLenMax >= UNLIMITED_QUEUE_LEN
+      ? "unlimited"
+      : String(c.queueLenMax),
+  };
+}
+
 function announce(config: ServerConfig, port: number, log: Logger): void {
   log("info", "server listening", {
     address: `${config.hostname}:${port}`,
     provider: config.core.defaultProvider,
+    ...limitsShown(config),
   });
   if (config.workerSecret.length < SHORT_SECRET_CHARS) {
     log(

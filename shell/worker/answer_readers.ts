@@ -11,13 +11,17 @@ import { isUtf8 } from "node:buffer";
 import type http from "node:http";
 import type { ResponseHeaders } from "./http1/header_lines.ts";
 import {
+  answerTooLarge,
+  apiError,
   bodyFitsOneFrame,
   errorShapeOf,
   FRAME_ENVELOPE_BYTES,
+  passedOnHeaders,
   PROTOCOL_FRAME_MAX,
   type RequestMessage,
   routeErrorBody,
 } from "../../core/protocol/mod.ts";
+import type { ClientError } from "../../core/vocabulary.ts";
 import type { Completion } from "../../core/worker/mod.ts";
 import {
   keepTail,
@@ -32,41 +36,18 @@ import {
   tokenCountsFromTail,
 } from "./usage.ts";
 import { newUtf8Passage } from "./utf8_passage.ts";
-import { newSseEventPassage } from "../../core/protocol/sse_events.ts";
+import { newUsageByteStrip, newUsageStrip } from "./usage_ask.ts";
+import { pieceBytes } from "../piece_bytes.ts";
+import {
+  isEventStream,
+  newSseEventPassage,
+} from "../../core/protocol/sse_events.ts";
 
-// Hop-by-hop or recomputed by fetch: never copied between the two hops.
-export const SKIPPED_HEADERS = new Set([
-  "host",
-  "connection",
-  "content-length",
-  "transfer-encoding",
-  "keep-alive",
-  "upgrade",
-]);
-
-function copyHeaders(from: Iterable<[string, string]>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of from) {
-    const lower = name.toLowerCase();
-    if (!SKIPPED_HEADERS.has(lower)) out[lower] = value;
-  }
-  return out;
-}
-
-function failure(
-  request: RequestMessage,
-  status: number,
-  code: string,
-  message: string,
-): Completion {
+function failure(request: RequestMessage, error: ClientError): Completion {
   return {
-    status_code: status,
+    status_code: error.status,
     headers: { "content-type": "application/json" },
-    body: routeErrorBody(errorShapeOf(request.endpoint_path), {
-      status,
-      code,
-      message,
-    }),
+    body: routeErrorBody(errorShapeOf(request.endpoint_path), error),
     token_counts: null,
   };
 }
@@ -154,20 +135,17 @@ export function protocolErrorAnswer(
   request: RequestMessage,
   message: string,
 ): Completion {
-  return failure(
-    request,
-    502,
-    "backend_protocol_error",
-    `the backend's answer is not valid HTTP/1.1: ${message}`,
-  );
+  return failure(request, apiError("backend_protocol_error", { why: message }));
 }
 
 function tooLarge(request: RequestMessage): Completion {
   return failure(
     request,
-    502,
-    "response_too_large",
-    `the backend's answer is larger than one relay frame (${RESPONSE_FRAME_BYTES_MAX} bytes) and the proxy did not negotiate body-chunks-v1`,
+    answerTooLarge(false, {
+      limit: RESPONSE_FRAME_BYTES_MAX,
+      unit: "bytes",
+      of: "in one worker frame (the proxy did not negotiate body-chunks-v1)",
+    }),
   );
 }
 
@@ -187,6 +165,13 @@ export type Call = {
   headArrived(): void;
   /** Stops the backend call. */
   destroy(): void;
+  /**
+   * The worker asked this stream for usage (issue 33, usage_ask.ts): the
+   * usage-only chunk is read and taken out. Absent = false.
+   */
+  stripUsage?: boolean;
+  /** Sets what to send before a break is reported (a held final event). Absent = nothing. */
+  onBreak?(f: () => void): void;
 };
 
 /**
@@ -227,7 +212,7 @@ export function readAnswer(
     request,
     body,
     status,
-    headers: copyHeaders(headerEntries(headers)),
+    headers: passedOnHeaders(headerEntries(headers)),
     send: (data) => {
       call.markStarted();
       sink.chunk(data);
@@ -250,16 +235,6 @@ export function readAnswer(
   // Errors of a streaming request arrive as one JSON body: pass it whole.
   else if (!request.is_streaming || !ok) readWhole(answer, ok);
   else readStream(answer, sse);
-}
-
-/**
- * Whether a stream is server-sent events, whose reads are passed on whole
- * events at a time (C60): a `text/event-stream` content type. Anything else
- * (NDJSON, plain text) has no events to keep whole and passes as read.
- */
-function isEventStream(contentType: string | undefined): boolean {
-  return contentType !== undefined &&
-    contentType.trimStart().toLowerCase().startsWith("text/event-stream");
 }
 
 /**
@@ -330,7 +305,7 @@ function readWhole(a: Answer, ok: boolean): void {
   let body = "";
   let bytes = 0;
   onText(a.body, (s) => {
-    bytes += Buffer.byteLength(s);
+    bytes += pieceBytes(s);
     if (bytes > RESPONSE_FRAME_BYTES_MAX) {
       // Already too large for one frame: stop reading, answer 502.
       a.destroy();
@@ -366,12 +341,17 @@ function readWhole(a: Answer, ok: boolean): void {
 function readStream(a: Answer, sse: boolean): void {
   const usage = newUsageScan();
   const events = sse ? newSseEventPassage<string>("") : null;
+  const strip = sse && a.stripUsage === true
+    ? newUsageStrip((event) => scanChunk(usage, event))
+    : null;
+  if (strip !== null) a.onBreak?.(() => send(strip.end()));
   let pending = "";
-  const pass = (text: string) => {
+  const send = (text: string) => {
     if (text === "") return;
     a.send(text);
     scanChunk(usage, text);
   };
+  const pass = (text: string) => send(strip === null ? text : strip.pass(text));
   const flush = () => {
     if (pending === "" || a.settled()) return;
     const text = pending;
@@ -385,6 +365,7 @@ function readStream(a: Answer, sse: boolean): void {
   }, () => {
     flush();
     if (events !== null && !a.settled()) pass(events.end());
+    if (strip !== null && !a.settled()) send(strip.end());
     streamEnded(a, scanResult(usage));
   });
 }
@@ -413,12 +394,18 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
   const usage = newUsageByteScan();
   const utf8 = newUtf8Passage();
   const events = sse ? newSseEventPassage<Uint8Array>(EMPTY_BYTES) : null;
+  const strip = sse && a.stripUsage === true
+    ? newUsageByteStrip((event) => scanBytes(usage, Buffer.from(event)))
+    : null;
   let pending: Buffer[] = [];
-  const send = (out: Buffer) => {
+  const sendOut = (out: Buffer) => {
     if (out.length === 0) return;
     a.send(out);
     scanBytes(usage, out);
   };
+  const send = (out: Buffer) =>
+    sendOut(strip === null || out.length === 0 ? out : strip.pass(out));
+  if (strip !== null) a.onBreak?.(() => sendOut(strip.end()));
   const pass = (bytes: Buffer) => {
     // raw (body-bytes-v1, a binary answer): the bytes as they are.
     const out = raw ? bytes : utf8.pass(bytes);
@@ -445,6 +432,7 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
         if (rest.length > 0) send(asBuffer(events.pass(rest)));
         send(asBuffer(events.end()));
       }
+      if (strip !== null) sendOut(strip.end());
     }
     streamEnded(a, scanBytesResult(usage));
   });

@@ -8,7 +8,14 @@ import http from "node:http";
 import https from "node:https";
 import { urlToHttpOptions } from "node:url";
 import { exchange, type RequestTarget } from "./http1/exchange.ts";
-import { FORWARDED_HEADERS } from "../../core/mod.ts";
+import {
+  asksUsageOn,
+  flavourOf,
+  type UsageAskFlavour,
+  withUsageAsk,
+} from "./usage_ask.ts";
+import { forwardableHeaders } from "../../core/mod.ts";
+import { pieceBytes } from "../piece_bytes.ts";
 import { assertNever } from "../../core/assert_never.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
 import {
@@ -17,7 +24,6 @@ import {
   type Call,
   protocolErrorAnswer,
   readAnswer,
-  SKIPPED_HEADERS,
 } from "./answer_readers.ts";
 export {
   type AnswerSink,
@@ -88,6 +94,12 @@ export type Backend = {
    * head; 0 or absent, no limit of the worker's own.
    */
   headTimeoutMs?: number;
+  /**
+   * What the backend is, as its GET /v1/models named it (issue 33): whether
+   * streams may be asked for usage (usage_ask.ts). Set by listBackendModels;
+   * absent = not known, never asked.
+   */
+  flavour?: UsageAskFlavour | null;
 };
 
 /** The worker's own backend key replaces whatever the client sent. */
@@ -131,6 +143,13 @@ export function forwardToBackendVia(
   signal: AbortSignal,
   sink: AnswerSink,
 ): Promise<BackendOutcome> {
+  // Issue 33: a stream the client did not ask usage for is asked, where the
+  // backend's answer stays exact without the usage chunk (usage_ask.ts).
+  const asked = request.is_streaming && request.body_base64 == null &&
+      asksUsageOn(backend.flavour ?? null, request.endpoint_path)
+    ? withUsageAsk(request.body)
+    : null;
+  if (asked !== null) request = { ...request, body: asked };
   const headers = backendHeaders(request, backend);
   const backendUrl = backend.url;
   return new Promise((resolve) => {
@@ -146,12 +165,16 @@ export function forwardToBackendVia(
       signal.removeEventListener("abort", onAbort);
       resolve(signal.aborted ? { kind: "cancelled" } : o);
     };
-    const failed = (why: string) =>
+    /** Issue 33: what a reader holds back goes out before a break is reported. */
+    let letGo = () => {};
+    const failed = (why: string) => {
+      if (!settled) letGo();
       done({
         kind: "failed",
         code: started ? "backend_stream_broken" : "backend_unavailable",
         message: why,
       });
+    };
     let stop = () => {};
     const onAbort = () => {
       stop();
@@ -182,6 +205,8 @@ export function forwardToBackendVia(
       },
       headArrived: () => clearTimeout(headTimer),
       destroy: () => stop(),
+      stripUsage: asked !== null,
+      onBreak: (f) => letGo = f,
     };
     stop = target.plain !== null && via === "own"
       ? viaOwnClient(target.plain, headers, request, sink, call, backendUrl)
@@ -315,21 +340,12 @@ function backendHeaders(
   request: RequestMessage,
   backend: Backend,
 ): Record<string, string> {
-  const headers: Record<string, string> = {};
-  const from = request.headers ?? {};
-  for (const name in from) {
-    const lower = name.toLowerCase();
-    if (FORWARDED_HEADERS.has(lower) && !SKIPPED_HEADERS.has(lower)) {
-      headers[lower] = from[name]!;
-    }
-  }
+  const headers = forwardableHeaders(request.headers ?? {});
   authorize(headers, backend);
   const body = bodyOf(request);
   // A bodiless GET (issue 25) is not labelled JSON.
   if (body.length > 0) headers["content-type"] ??= "application/json";
-  headers["content-length"] = String(
-    typeof body === "string" ? Buffer.byteLength(body, "utf8") : body.length,
-  );
+  headers["content-length"] = String(pieceBytes(body));
   return headers;
 }
 
@@ -365,7 +381,9 @@ export async function listBackendModels(
   if (!response.ok) throw new Error(`${url} answered ${response.status}`);
   let data: unknown;
   try {
-    data = (JSON.parse(text) as { data?: unknown }).data;
+    const answer = JSON.parse(text) as { data?: unknown };
+    backend.flavour = flavourOf(answer) ?? backend.flavour ?? null;
+    data = answer.data;
   } catch {
     throw new Error(`${url} did not answer JSON`);
   }

@@ -1,10 +1,11 @@
 // Worker configuration: the original's env names and defaults (spec, Configuration
 // Quick Reference) plus ours, each also settable by flag (flags win).
 import {
-  isLogLevel,
   LOG_OPTIONS,
   type LogFormat,
   type LogLevel,
+  logLevelOf,
+  withRustLog,
 } from "../log.ts";
 import {
   helpText,
@@ -14,6 +15,7 @@ import {
   readOptions,
   str,
 } from "../options.ts";
+import { configFileValues } from "./config_file.ts";
 
 export type OnServerShutdown = "exit" | "reconnect";
 
@@ -39,6 +41,8 @@ export type WorkerConfig = {
   endpointPrefixes?: string[];
   /** Longest wait for a backend's response head, in seconds (0 = none; C63). */
   backendHeadTimeoutSecs: number;
+  /** What the --config file held that this worker does not read (logged at start). */
+  configWarnings?: string[];
   /** MAX_RESIDENT_MODELS (issue 30): models the backend holds at once; null = what it reports. */
   maxResidentModels: number | null;
   /** AUTO_LOAD (issue 30). */
@@ -46,6 +50,14 @@ export type WorkerConfig = {
 };
 
 export const WORKER_OPTIONS: OptionSpec[] = [
+  {
+    flag: "config",
+    env: "",
+    kind: "string",
+    default: "",
+    help:
+      "TOML file of settings (the original's: proxy_url, provider, worker_secret, worker_name, models, max_concurrency, backend_url, log_level; or any option here, - as _); flags and environment win over it",
+  },
   {
     flag: "proxy-url",
     env: "PROXY_URL",
@@ -87,7 +99,8 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     env: "MODELS",
     kind: "string",
     default: "",
-    help: "comma-separated models; unset = discover from BACKEND_URL/v1/models",
+    help:
+      "comma-separated models; unset or * = discover from BACKEND_URL/v1/models",
   },
   {
     flag: "max-concurrent",
@@ -95,7 +108,9 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     kind: "int",
     default: "4",
     min: 1,
-    help: "requests handled at once (MAX_CONCURRENCY also read)",
+    help: "requests handled at once",
+    aliases: ["max-concurrency"],
+    envAliases: ["MAX_CONCURRENCY"],
   },
   {
     flag: "provider-name",
@@ -103,6 +118,7 @@ export const WORKER_OPTIONS: OptionSpec[] = [
     kind: "string",
     default: "local",
     help: "provider to register with",
+    aliases: ["provider"],
   },
   ...LOG_OPTIONS,
   {
@@ -214,34 +230,45 @@ export function parseModels(raw: string): string[] {
 }
 
 /**
- * Reads flags, then environment, then defaults. Returns null when --help was
- * asked; throws OptionError with a one-line reason on invalid input.
+ * Reads flags, then environment, then the --config file, then defaults.
+ * Returns null when --help was asked; throws OptionError with a one-line
+ * reason on invalid input, ConfigFileError when the file cannot be used.
  */
 export function parseWorkerConfig(
   args: string[],
   env: (name: string) => string | undefined,
   hostname: () => string,
+  readFile: (path: string) => string = (p) => Deno.readTextFileSync(p),
 ): WorkerConfig | null {
-  // An empty variable counts as unset (`MODELS=` in a unit file means "discover"),
-  // and the original worker's MAX_CONCURRENCY is read when ours is unset.
-  const get = (name: string) => {
+  // An empty variable counts as unset (`MODELS=` in a unit file means "discover").
+  const get = withRustLog((name: string) => {
     const v = env(name);
     return v === undefined || v.trim() === "" ? undefined : v;
-  };
-  const envWithAlias = (name: string) =>
-    name === "MAX_CONCURRENT" ? get(name) ?? get("MAX_CONCURRENCY") : get(name);
-  const { values, help } = readOptions(args, envWithAlias, WORKER_OPTIONS);
-  if (help) return null;
+  });
+  const first = readOptions(args, get, WORKER_OPTIONS);
+  if (first.help) return null;
+  const path = str(first.values, "config");
+  const file = path === ""
+    ? { values: {}, warnings: [] }
+    : configFileValues(path, readFile, WORKER_OPTIONS);
+  const { values } = readOptions(
+    args,
+    get,
+    WORKER_OPTIONS,
+    (flag) => file.values[flag],
+  );
   const secret = values["worker-secret"];
   if (secret === null || secret === undefined || secret === "") {
     throw new OptionError(
       "WORKER_SECRET (--worker-secret) is required: set it to the proxy's worker secret",
     );
   }
-  const logLevel = str(values, "log-level");
-  if (!isLogLevel(logLevel)) {
+  const logLevel = logLevelOf(str(values, "log-level"));
+  if (logLevel === null) {
     throw new OptionError(
-      `LOG_LEVEL must be trace, debug, info, warn or error, got "${logLevel}"`,
+      `LOG_LEVEL must be trace, debug, info, warn or error, got "${
+        str(values, "log-level")
+      }"`,
     );
   }
   const logFormat = str(values, "log-format");
@@ -271,7 +298,8 @@ export function parseWorkerConfig(
     workerName: str(values, "worker-name") || defaultName(hostname),
     backendUrl,
     backendApiKey: str(values, "backend-api-key") || null,
-    models: models.length > 0 ? models : null,
+    // `*` (the wizard's `models = ["*"]`) asks the backend, as the original does.
+    models: models.length > 0 && !models.includes("*") ? models : null,
     maxConcurrent: int(values, "max-concurrent"),
     providerName,
     logLevel,
@@ -281,6 +309,7 @@ export function parseWorkerConfig(
     onServerShutdown,
     endpointPrefixes: parseModels(str(values, "endpoint-prefixes")),
     backendHeadTimeoutSecs: int(values, "backend-head-timeout-secs"),
+    configWarnings: file.warnings,
     maxResidentModels: parseMaxResidentModels(
       str(values, "max-resident-models"),
     ),

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { OptionError } from "../options.ts";
-import { connectUrlFor, parseWorkerConfig } from "./config.ts";
+import { connectUrlFor, parseWorkerConfig, workerHelp } from "./config.ts";
+import { ConfigFileError } from "./config_file.ts";
 
 function parse(env: Record<string, string>, args: string[] = []) {
   return parseWorkerConfig(args, (n) => env[n], () => "gpu-box");
@@ -112,6 +113,144 @@ Deno.test("issue 24.7: BACKEND_HEAD_TIMEOUT_SECS defaults to 300 s, is read from
       "60",
     ])!.backendHeadTimeoutSecs,
     60,
+  );
+});
+
+function parseWithFile(
+  env: Record<string, string>,
+  args: string[],
+  files: Record<string, string>,
+) {
+  return parseWorkerConfig(args, (n) => env[n], () => "gpu-box", (p) => {
+    const text = files[p];
+    if (text === undefined) throw new Error(`No such file: ${p}`);
+    return text;
+  });
+}
+
+const WIZARD_FILE = [
+  'proxy_url = "https://relay.example.com"',
+  'provider = "gpu"',
+  'worker_secret = "from-file"',
+  'worker_name = "box-1"',
+  'models = ["*"]',
+  "max_concurrency = 3",
+  'backend_url = "http://127.0.0.1:1234"',
+  'log_level = "debug"',
+].join("\n");
+
+Deno.test('issue 32: --config reads every key of the original\'s worker file; models = ["*"] discovers', () => {
+  const c = parseWithFile({}, ["--config", "w.toml"], {
+    "w.toml": WIZARD_FILE,
+  })!;
+  assert.equal(
+    c.connectUrl,
+    "wss://relay.example.com/v1/worker/connect?provider=gpu",
+  );
+  assert.equal(c.workerSecret, "from-file");
+  assert.equal(c.workerName, "box-1");
+  assert.equal(c.models, null);
+  assert.equal(c.maxConcurrent, 3);
+  assert.equal(c.backendUrl, "http://127.0.0.1:1234");
+  assert.equal(c.logLevel, "debug");
+  assert.deepEqual(c.configWarnings, []);
+});
+
+Deno.test("issue 32: flags and environment win over the config file, the file over defaults", () => {
+  const c = parseWithFile(
+    { WORKER_NAME: "env-name", MAX_CONCURRENCY: "5" },
+    ["--config=w.toml", "--provider", "flag-provider", "--models", "a,b"],
+    { "w.toml": WIZARD_FILE + "\nunknown_key = 1\nmodels_refresh_secs = 7" },
+  )!;
+  assert.equal(c.workerName, "env-name");
+  assert.equal(c.maxConcurrent, 5);
+  assert.equal(c.providerName, "flag-provider");
+  assert.deepEqual(c.models, ["a", "b"]);
+  assert.equal(c.workerSecret, "from-file");
+  assert.equal(c.modelsRefreshSecs, 7);
+  assert.equal(c.drainTimeoutSecs, 30);
+  assert.deepEqual(c.configWarnings, [
+    `config file 'w.toml': unknown key "unknown_key" ignored`,
+  ]);
+});
+
+Deno.test("issue 32: a config file that cannot be read or parsed is a ConfigFileError naming it", () => {
+  assert.throws(
+    () => parseWithFile({}, ["--config", "missing.toml"], {}),
+    (e) =>
+      e instanceof ConfigFileError &&
+      /^failed to read config file 'missing.toml': No such file/.test(
+        e.message,
+      ),
+  );
+  assert.throws(
+    () => parseWithFile({}, ["--config", "bad.toml"], { "bad.toml": "a = " }),
+    (e) =>
+      e instanceof ConfigFileError &&
+      /^failed to parse config file 'bad.toml': line 1/.test(e.message),
+  );
+  assert.throws(
+    () =>
+      parseWithFile({}, ["--config", "arr.toml"], {
+        "arr.toml": 'worker_secret = ["a"]',
+      }),
+    (e) => e instanceof ConfigFileError && /one value/.test(e.message),
+  );
+});
+
+Deno.test("issue 32: the original's flag names --provider and --max-concurrency; --help lists both names", () => {
+  const c = parse({ WORKER_SECRET: "s" }, [
+    "--provider=p2",
+    "--max-concurrency",
+    "6",
+  ])!;
+  assert.equal(c.providerName, "p2");
+  assert.equal(c.maxConcurrent, 6);
+  const help = workerHelp();
+  assert.match(help, /--provider-name, --provider /);
+  assert.match(help, /--max-concurrent, --max-concurrency /);
+  assert.match(help, /MAX_CONCURRENT, MAX_CONCURRENCY/);
+  assert.match(help, /--config +\(flag only\)/);
+});
+
+Deno.test("issue 32: RUST_LOG overrides LOG_LEVEL (and the file); its directive form is mapped; --log-level wins", () => {
+  assert.equal(
+    parse({ WORKER_SECRET: "s", LOG_LEVEL: "warn", RUST_LOG: "debug" })!
+      .logLevel,
+    "debug",
+  );
+  assert.equal(
+    parse({
+      WORKER_SECRET: "s",
+      LOG_LEVEL: "warn",
+      RUST_LOG: "info,hyper=warn,modelrelay_worker=trace",
+    })!.logLevel,
+    "trace",
+  );
+  assert.equal(
+    parse({ WORKER_SECRET: "s", LOG_LEVEL: "warn", RUST_LOG: "nonsense" })!
+      .logLevel,
+    "warn",
+  );
+  assert.equal(
+    parse({ WORKER_SECRET: "s", RUST_LOG: "off" })!.logLevel,
+    "error",
+  );
+  assert.equal(
+    parse({ WORKER_SECRET: "s", LOG_LEVEL: "modelrelay_worker=debug" })!
+      .logLevel,
+    "debug",
+  );
+  assert.equal(
+    parse({ WORKER_SECRET: "s", RUST_LOG: "debug" }, ["--log-level", "error"])!
+      .logLevel,
+    "error",
+  );
+  assert.equal(
+    parseWithFile({ RUST_LOG: "trace" }, ["--config", "w.toml"], {
+      "w.toml": WIZARD_FILE,
+    })!.logLevel,
+    "trace",
   );
 });
 

@@ -15,6 +15,8 @@ import type { Logger } from "../log.ts";
 import { type BackendCalls, makeBackendCalls } from "./backend_calls.ts";
 import type { WorkerConfig } from "./config.ts";
 import { type Lifecycle, makeLifecycle } from "./lifecycle/mod.ts";
+import { type Backend, listBackendModels } from "./backend_client.ts";
+import { flavourOfKind } from "./usage_ask.ts";
 import { makeProxyLink, type ProxyLink } from "./proxy_link.ts";
 import { makeWorkerTimers, type WorkerTimers } from "./timers.ts";
 import {
@@ -79,12 +81,13 @@ export function startWorker(
     log: deps.log,
     random: deps.random,
   });
+  const backendRef: Backend = {
+    url: config.backendUrl,
+    apiKey: config.backendApiKey,
+    headTimeoutMs: config.backendHeadTimeoutSecs * 1000,
+  };
   const backend = makeBackendCalls({
-    backend: {
-      url: config.backendUrl,
-      apiKey: config.backendApiKey,
-      headTimeoutMs: config.backendHeadTimeoutSecs * 1000,
-    },
+    backend: backendRef,
     dispatch,
     track,
     bodyChunks: () => state.extensions.includes(EXTENSION_BODY_CHUNKS),
@@ -108,6 +111,7 @@ export function startWorker(
     stop,
     log: deps.log,
   };
+  identifyBackend(backendRef, io.lifecycle, stopAll.signal, track);
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => resolveDone = resolve);
 
@@ -265,4 +269,25 @@ async function settleAfterExit(
     : Promise.resolve());
   await Promise.allSettled([...pending]);
   clearTimeout(timer);
+}
+
+/**
+ * Issue 33: what the backend is, for the usage ask (usage_ask.ts): the
+ * lifecycle adapter's detection (which its capabilities reuse), else the
+ * owner its GET /v1/models names. Until known, nothing is asked.
+ */
+function identifyBackend(
+  backend: Backend,
+  lifecycle: Lifecycle,
+  signal: AbortSignal,
+  track: (p: Promise<unknown>) => void,
+): void {
+  track(
+    lifecycle.kind().then(async (kind) => {
+      backend.flavour = flavourOfKind(kind);
+      if (backend.flavour === null && !signal.aborted) {
+        await listBackendModels(backend, signal).catch(() => {});
+      }
+    }),
+  );
 }

@@ -5,6 +5,7 @@ import { setDistrustListener } from "./http1/connection_pool.ts";
 import { OptionError } from "../options.ts";
 import { listBackendModels } from "./backend_client.ts";
 import { parseWorkerConfig, type WorkerConfig, workerHelp } from "./config.ts";
+import { ConfigFileError } from "./config_file.ts";
 import { startWorker } from "./connection.ts";
 
 function readConfig(): WorkerConfig | number {
@@ -20,6 +21,11 @@ function readConfig(): WorkerConfig | number {
     }
     return config;
   } catch (e) {
+    if (e instanceof ConfigFileError) {
+      // The original's words and exit status for a file it cannot use.
+      console.error(`error: ${e.message}`);
+      return 1;
+    }
     if (!(e instanceof OptionError)) throw e;
     console.error(`modelrelay worker: ${e.message}`);
     return 2;
@@ -30,6 +36,7 @@ async function main(): Promise<number> {
   const config = readConfig();
   if (typeof config === "number") return config;
   const log = makeLogger(config.logLevel, config.logFormat, "worker");
+  for (const warning of config.configWarnings ?? []) log("warn", warning);
   setDistrustListener((backend, why) =>
     log(
       "warn",

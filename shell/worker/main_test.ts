@@ -13,6 +13,7 @@ function workerCommand(env: Record<string, string>, args: string[] = []) {
       "run",
       "--allow-net",
       "--allow-env",
+      "--allow-read",
       "--allow-sys=hostname",
       MAIN,
       ...args,
@@ -38,6 +39,31 @@ Deno.test("worker refuses to start without WORKER_SECRET, with a one-line reason
   assert.match(stderr, /WORKER_SECRET .*required/);
 });
 
+Deno.test("issue 32: a --config file that cannot be read or parsed: error: failed to read/parse ..., exit 1", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const missing = await workerCommand({}, [
+      "--config",
+      `${dir}/none.toml`,
+    ]).output();
+    assert.equal(missing.code, 1);
+    assert.match(
+      new TextDecoder().decode(missing.stderr),
+      /^error: failed to read config file '.*none\.toml': /,
+    );
+    Deno.writeTextFileSync(`${dir}/bad.toml`, "proxy_url = http://x\n");
+    const bad = await workerCommand({}, ["--config", `${dir}/bad.toml`])
+      .output();
+    assert.equal(bad.code, 1);
+    assert.match(
+      new TextDecoder().decode(bad.stderr),
+      /^error: failed to parse config file '.*bad\.toml': line 1: /,
+    );
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
 Deno.test("worker --help lists each option with its environment name and default", async () => {
   const out = await workerCommand({}, ["--help"]).output();
   const text = new TextDecoder().decode(out.stdout);
@@ -54,7 +80,7 @@ Deno.test("worker --help lists each option with its environment name and default
     assert.match(text, new RegExp(env));
   }
   assert.match(text, /http:\/\/127\.0\.0\.1:8080/);
-  assert.match(text, /MAX_CONCURRENT\s+default 4/);
+  assert.match(text, /MAX_CONCURRENT, MAX_CONCURRENCY\s+default 4/);
 });
 
 Deno.test("worker exits 1 with a clear message when models cannot be discovered", async () => {

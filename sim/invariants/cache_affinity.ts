@@ -2,14 +2,11 @@
 // unless that worker is busier than the least-loaded one by more than the margin.
 import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
+import type { Dispatch } from "./dispatch.ts";
 
 /** The key's remembered worker won: it was within the margin of the best free one. */
 export function rememberedWithinMargin(
-  m: Model,
-  check: Check,
-  id: string,
-  conn: string,
-  r: MReq,
+  { m, check, id, conn, r }: Dispatch,
   myLo: number,
   bestHi: number,
 ): void {

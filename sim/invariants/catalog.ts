@@ -33,6 +33,8 @@ export const INVARIANTS = {
     "004 per tenant, admissions in any sliding window never exceed the limit; 429 only when the window is full (never under- or over-counted)",
   tokenLimit:
     "issue 26 per tenant, a request is admitted only while its finished requests' tokens in the window are below each token limit (so a window holds at most the limit plus the tokens in flight when it was reached); a token 429 only when the window holds the limit",
+  streamsCounted:
+    "issue 33 every stream that finished normally is counted: its usage holds at least a token per chunk, charged to every token limit of its tenant",
   cacheAffinity:
     "004 a cache key goes to the worker that served it last unless that worker is busier than the least-loaded one by more than the margin",
   extensionFramesOnlyToNegotiated:
@@ -55,6 +57,8 @@ export const INVARIANTS = {
     "C60 issue 24.1 a stream never carries a partial event followed by another event: no chunk starts an event while the stream ends inside one, and our worker's stream breaks only between events",
   streamHeadFromItsWorker:
     "C108 issue 25 a stream opens with the head its committing worker sent in this dispatch (stream-head-v1), never an earlier worker's, and never without it",
+  answerBytesCounted:
+    "C170/C172 issue 33.3 an answer's bytes handed to the shell stay in MAX_BUFFERED_RESPONSE_BYTES until its client took them or its connection is gone; the fleet's count equals its tenants' and its pieces', each tenant within its share",
   liveness:
     "C34 heal phase: every request and lifecycle task ends within bounded steps",
 } as const;

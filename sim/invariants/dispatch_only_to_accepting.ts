@@ -3,16 +3,12 @@
 // body is not text, that negotiated body-bytes-v1; and it is refused as having
 // no worker (404 for the path, 501 for the body) only when no registered worker
 // of its model could take it.
-import type { Model, MReq, MWorker } from "../model/model.ts";
+import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
+import type { Dispatch } from "./dispatch.ts";
 
 export function dispatchedToAccepting(
-  m: Model,
-  check: Check,
-  id: string,
-  conn: string,
-  r: MReq,
-  w: MWorker,
+  { m, check, id, conn, r, w }: Dispatch,
 ): void {
   check(
     m.accepts(w, r),

@@ -1,8 +1,9 @@
 // eligibleWorker (C6/C7/C28/C42): a worker is acked only models it advertised,
 // and a request is dispatched only to a registered, non-draining worker that
 // acked its model, a wildcard one only when no exact match is free.
-import type { MReq, MWorker } from "../model/model.ts";
+import type { MWorker } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
+import type { Dispatch } from "./dispatch.ts";
 
 export function ackToKnownWorker(check: Check, conn: string): void {
   check(
@@ -39,10 +40,7 @@ export function dispatchedToRegistered(
 }
 
 export function dispatchedToNotDraining(
-  check: Check,
-  id: string,
-  conn: string,
-  w: MWorker,
+  { check, id, conn, w }: Dispatch,
 ): void {
   check(
     !w.draining,
@@ -52,11 +50,7 @@ export function dispatchedToNotDraining(
 }
 
 export function dispatchedToHolder(
-  check: Check,
-  id: string,
-  conn: string,
-  r: MReq,
-  w: MWorker,
+  { check, id, conn, r, w }: Dispatch,
   exact: boolean,
 ): void {
   check(
@@ -71,10 +65,7 @@ export function dispatchedToHolder(
 
 /** `x` is free and could serve: then the chosen worker must not be a wildcard while `x` is exact. */
 export function exactBeforeWildcard(
-  check: Check,
-  id: string,
-  conn: string,
-  r: MReq,
+  { check, id, conn, r }: Dispatch,
   exact: boolean,
   x: MWorker,
   xExact: boolean,

@@ -1,16 +1,10 @@
 // fifo (C9/C10): FIFO within (priority, tenant) among requests a free worker
 // can serve. On arrival nothing the chosen worker could serve may wait; from
 // the queue, no older request of the same (priority, tenant) it serves.
-import type { Model, MReq, MWorker } from "../model/model.ts";
-import type { Check } from "./catalog.ts";
+import type { Dispatch } from "./dispatch.ts";
 
 export function noOlderWaiting(
-  m: Model,
-  check: Check,
-  id: string,
-  conn: string,
-  r: MReq,
-  w: MWorker,
+  { m, check, id, conn, r, w }: Dispatch,
   isNew: boolean,
 ): void {
   if (m.queued <= (isNew ? 0 : 1)) return;

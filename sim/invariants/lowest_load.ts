@@ -1,7 +1,7 @@
 // lowestLoad (C8): the least-loaded worker wins, ties round-robin (the one
 // waiting longest at that load level goes first).
-import type { Model, MWorker } from "../model/model.ts";
-import type { Check } from "./catalog.ts";
+import type { MWorker } from "../model/model.ts";
+import type { Dispatch } from "./dispatch.ts";
 
 /**
  * `x` is another worker free for the request (load `xHi` at most): the chosen
@@ -10,11 +10,7 @@ import type { Check } from "./catalog.ts";
  * level within this very step is not observable here.
  */
 export function noLessLoaded(
-  m: Model,
-  check: Check,
-  id: string,
-  conn: string,
-  w: MWorker,
+  { m, check, id, conn, w }: Dispatch,
   myLo: number,
   x: MWorker,
   xHi: number,

@@ -1,16 +1,9 @@
 // maxConcurrent (C8): no worker has more in flight than its max_concurrent,
 // counting requests it still finishes after a cancel (within the grace).
-import type { Model, MWorker } from "../model/model.ts";
-import type { Check } from "./catalog.ts";
+import type { Dispatch } from "./dispatch.ts";
 
 /** A dispatch finds a free slot (a grace ending at this tick may have freed one). */
-export function slotFree(
-  m: Model,
-  check: Check,
-  id: string,
-  conn: string,
-  w: MWorker,
-): void {
+export function slotFree({ m, check, id, conn, w }: Dispatch): void {
   let reservedLo = w.assigned.size;
   for (const g of w.cancelling.values()) {
     if (m.now < g || m.event?.kind !== "tick") reservedLo++;

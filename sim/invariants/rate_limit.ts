@@ -1,11 +1,12 @@
 // rateLimit (spec 004): per tenant, admissions in any sliding window never
 // exceed the limit; 429 only when the window is full (never under- or
 // over-counted). Checked at arrival against the window as the observer counts it.
+import type { ErrorCode } from "../../core/mod.ts";
 import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** Refusals the core decides before the rate limit is consulted (not counted). */
-const BEFORE_RATE = new Set([
+const BEFORE_RATE: ReadonlySet<string> = new Set<ErrorCode>([
   "shutting_down",
   "provider_disabled",
   "model_not_found",

@@ -1,15 +1,10 @@
 // retryElsewhere (C27, issue 14.3): a request refused by a worker (scoped
 // error) goes back to that worker only when no other worker serves the model;
 // a worker whose backend circuit is open gets nothing.
-import type { Model, MReq, MWorker } from "../model/model.ts";
-import type { Check } from "./catalog.ts";
+import type { Dispatch } from "./dispatch.ts";
 
 export function circuitLetsDispatch(
-  m: Model,
-  check: Check,
-  id: string,
-  conn: string,
-  w: MWorker,
+  { m, check, id, conn, w }: Dispatch,
 ): void {
   check(
     m.circuitLets(w),
@@ -19,14 +14,7 @@ export function circuitLetsDispatch(
   );
 }
 
-export function notBackToRefuser(
-  m: Model,
-  check: Check,
-  id: string,
-  conn: string,
-  r: MReq,
-  w: MWorker,
-): void {
+export function notBackToRefuser({ m, check, id, conn, r, w }: Dispatch): void {
   check(
     m.mayGo(r, w),
     "retryElsewhere",

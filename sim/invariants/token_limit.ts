@@ -4,19 +4,22 @@
 // of the requests in flight when it was reached; a token 429 only when the
 // window, widened by one bucket (the core's bucketing), holds the limit.
 // Charges are the observer's own, from each requestFinished's usage.
-import type { Effect, TokenLimit } from "../../core/mod.ts";
+import type { Effect, ErrorCode, TokenLimit } from "../../core/mod.ts";
 import type { Model, MReq } from "../model/model.ts";
 import type { Check } from "./catalog.ts";
 
 /** Refusals the core decides before the token limits are consulted (core/events/on_request_received.ts `refusal`). */
-const BEFORE_TOKENS = new Set([
+const BEFORE_TOKENS: ReadonlySet<string> = new Set<ErrorCode>([
   "shutting_down",
   "provider_disabled",
   "model_not_found",
   "binary_body_unsupported",
 ]);
 
-const CODES = new Set(["token_rate_limited", "token_budget_exceeded"]);
+const CODES: ReadonlySet<string> = new Set<ErrorCode>([
+  "token_rate_limited",
+  "token_budget_exceeded",
+]);
 
 /** Every finished request's tokens, charged to its tenant at the time it ended. */
 export function charge(

@@ -185,6 +185,9 @@ export type Ended = {
   cancelled: boolean;
   how: Effect["kind"];
   code: string;
+  /** It streamed, and how many pieces its client got (streamsCounted). */
+  streaming: boolean;
+  chunks: number;
 };
 
 /** A worker's final report of a task part, seen before the step (checked after it). */
@@ -306,6 +309,10 @@ export class Model {
   queuedBefore = 0;
   readonly endedNow = new Map<string, Ended>();
   readonly finishedNow = new Set<string>();
+  /** Streams counted at requestFinished this step, checked after it (streamsCounted). */
+  readonly streamsCountedNow: Array<
+    { id: string; tenant: string; tokens: number }
+  > = [];
   readonly cancelsNow = new Set<string>();
   dropped = false;
   readonly droppedConns = new Set<string>();
@@ -324,6 +331,7 @@ export class Model {
     this.newReq = null;
     this.endedNow.clear();
     this.finishedNow.clear();
+    this.streamsCountedNow.length = 0;
     this.cancelsNow.clear();
     this.dropped = false;
     if (this.droppedConns.size > 0) this.droppedConns.clear();
@@ -479,7 +487,15 @@ export class Model {
         if (byItsWorker) this.lowerLoad(w);
       }
     }
-    this.endedNow.set(r.id, { tenant: r.tenant, conn, cancelled, how, code });
+    this.endedNow.set(r.id, {
+      tenant: r.tenant,
+      conn,
+      cancelled,
+      how,
+      code,
+      streaming: r.streaming,
+      chunks: r.nextSeq,
+    });
   }
 
   /**

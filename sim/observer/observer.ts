@@ -26,6 +26,7 @@ import * as chunkFromAssigned from "../invariants/chunk_from_assigned.ts";
 import * as chunkOrder from "../invariants/chunk_order.ts";
 import * as deadline from "../invariants/deadline.ts";
 import * as dispatchOnlyToAccepting from "../invariants/dispatch_only_to_accepting.ts";
+import type { Dispatch } from "../invariants/dispatch.ts";
 import * as drainingModelsStayRoutable from "../invariants/draining_models_stay_routable.ts";
 import * as eligibleWorker from "../invariants/eligible_worker.ts";
 import * as endsExactlyOnce from "../invariants/ends_exactly_once.ts";
@@ -41,10 +42,12 @@ import * as noSplice from "../invariants/no_splice.ts";
 import * as noStarvation from "../invariants/no_starvation.ts";
 import * as nothingAfterEnd from "../invariants/nothing_after_end.ts";
 import * as observerAgrees from "../invariants/observer_agrees.ts";
+import * as answerBytes from "../invariants/answer_bytes_counted.ts";
 import * as priorityOrder from "../invariants/priority_order.ts";
 import * as queueBound from "../invariants/queue_bound.ts";
 import * as rateLimit from "../invariants/rate_limit.ts";
 import * as tokenLimit from "../invariants/token_limit.ts";
+import * as streamsCounted from "../invariants/streams_counted.ts";
 import * as requeueCap from "../invariants/requeue_cap.ts";
 import * as retryElsewhere from "../invariants/retry_elsewhere.ts";
 import * as streamCarriesOnlyBackendBytes from "../invariants/stream_carries_only_backend_bytes.ts";
@@ -65,6 +68,8 @@ import { pieces } from "../model/pieces.ts";
 
 export class Observer {
   readonly #m: Model;
+  /** Answers handed over whose clients have not taken all their bytes. */
+  readonly #held: answerBytes.Held = new Map();
   #checks = 0;
   #violation: Violation | null = null;
   /** Bound once: the invariants call it as a plain function. */
@@ -120,6 +125,7 @@ export class Observer {
     const m = this.#m;
     const check = this.#check;
     m.startStep(e);
+    answerBytes.clientReported(this.#held, e);
     switch (e.kind) {
       case "lifecycleRequested":
         return this.#taskRequested(e);
@@ -307,6 +313,7 @@ export class Observer {
       case "writeChunk":
         return this.#writeChunk(f.requestId, f.chunk);
       case "respond":
+        answerBytes.handedOver(this.#held, f);
         return this.#respond(f);
       case "respondError":
         return this.#respondError(f);
@@ -389,6 +396,8 @@ export class Observer {
         cancelled: false,
         how: f.kind,
         code: f.error.code,
+        streaming: nr.streaming,
+        chunks: 0,
       });
       return;
     }
@@ -429,6 +438,12 @@ export class Observer {
     );
     m.finishedNow.add(f.requestId);
     tokenLimit.charge(m, f);
+    streamsCounted.finishedStreamCounted(
+      m,
+      check,
+      f,
+      m.endedNow.get(f.requestId),
+    );
     requeueCap.finishedWithinCap(m, check, f.requestId, f.requeues);
     endsExactlyOnce.rejectedOnlyOnArrival(m, check, f);
     return;
@@ -542,20 +557,21 @@ export class Observer {
     if (r === undefined || r.status !== "queued") return;
     eligibleWorker.dispatchedToRegistered(check, id, conn, w);
     if (w === undefined || !w.registered) return;
-    eligibleWorker.dispatchedToNotDraining(check, id, conn, w);
-    dispatchOnlyToAccepting.dispatchedToAccepting(m, check, id, conn, r, w);
+    const d: Dispatch = { m, check, id, conn, r, w };
+    eligibleWorker.dispatchedToNotDraining(d);
+    dispatchOnlyToAccepting.dispatchedToAccepting(d);
     if (
       [...m.workers.values()].some((x) =>
         x.registered && (x.acked.has(r.model) || x.wildcard) &&
         !m.accepts(x, r)
       )
     ) m.sched.restrictedDispatches++;
-    retryElsewhere.circuitLetsDispatch(m, check, id, conn, w);
-    retryElsewhere.notBackToRefuser(m, check, id, conn, r, w);
+    retryElsewhere.circuitLetsDispatch(d);
+    retryElsewhere.notBackToRefuser(d);
     neverRunTwiceForSize.notRedispatchedWhenTooLarge(check, id, r);
     const exact = w.acked.has(r.model);
-    eligibleWorker.dispatchedToHolder(check, id, conn, r, w, exact);
-    maxConcurrent.slotFree(m, check, id, conn, w);
+    eligibleWorker.dispatchedToHolder(d, exact);
+    maxConcurrent.slotFree(d);
     requeueCap.dispatchedWithinCap(m, check, id, r);
     // Cache affinity (004): the key's remembered worker may win within the margin.
     const akey = r.cacheKey === null ? null : `${r.model}\u0000${r.cacheKey}`;
@@ -574,17 +590,17 @@ export class Observer {
       const xHi = m.load(x, true);
       if (xHi >= x.max) continue;
       if (xHi < bestHi) bestHi = xHi;
-      eligibleWorker.exactBeforeWildcard(check, id, conn, r, exact, x, xExact);
+      eligibleWorker.exactBeforeWildcard(d, exact, x, xExact);
       if (viaAffinity) continue;
-      lowestLoad.noLessLoaded(m, check, id, conn, w, myLo, x, xHi);
+      lowestLoad.noLessLoaded(d, myLo, x, xHi);
     }
     if (viaAffinity) {
-      cacheAffinity.rememberedWithinMargin(m, check, id, conn, r, myLo, bestHi);
+      cacheAffinity.rememberedWithinMargin(d, myLo, bestHi);
     } else if (preferred !== undefined) {
       cacheAffinity.passedOverOnlyWhenBusy(m, check, r, conn);
     }
     if (akey !== null) m.affinity.set(akey, conn);
-    fifo.noOlderWaiting(m, check, id, conn, r, w, isNew);
+    fifo.noOlderWaiting(d, isNew);
     // A newcomer for a model others wait for goes through the queue (C9): when
     // it leaves at once (the waiting ones wait for another worker, issue 14),
     // the scheduler has served its tenant all the same.
@@ -649,6 +665,8 @@ export class Observer {
       cancelWhenAbandoned.cancelOnlyWhenAbandoned(m, check, id);
     }
     observerAgrees.countsAgree(m, check, state);
+    streamsCounted.chargedToEveryLimit(m, check, state);
+    answerBytes.countedWhileHeld(check, this.#held, state);
     if (m.dropped || e.kind === "tick" || m.queued > 0) {
       for (const r of m.reqs.values()) {
         if (r.status === "queued") requeueCap.waitsWithinCap(m, check, r);

@@ -4,13 +4,13 @@
 // only what differs from their defaults, see sim/scenario_source.ts): paste it,
 // name it, and give it the run seed.
 import {
-  backendPlan,
   client,
-  lifecycle,
-  operators,
   type Scenario,
-  scenario,
-  worker,
+  swept,
+  sweptBackend,
+  sweptLifecycle,
+  sweptOperators,
+  sweptWorker,
 } from "../scenario.ts";
 
 export type Regression = {
@@ -26,42 +26,16 @@ export type Regression = {
  * wildcard worker freed up, low won twice in a row over a dispatchable high
  * request with equal weights (with 8:1 weights the burst grows with the backlog).
  */
-const lowBankedCredit: Scenario = scenario({
+const lowBankedCredit: Scenario = swept({
   name: "regression_low_banked_credit",
   faultsEndMs: 1831,
-  config: {
-    queueLenMax: 2,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
-    heartbeatIntervalMs: 300,
-    heartbeatTimeoutMs: 900,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
-    priorityWeights: { high: 1, normal: 1, low: 1 },
-  },
+  config: { queueLenMax: 2, priorityWeights: { high: 1, normal: 1, low: 1 } },
   workers: [
-    worker("w0", ["m1"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 1],
-    }),
-    worker("w1", ["*"], {
-      maxConcurrent: 1,
-      connectAtMs: 116,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [3, 12],
-    }),
-    worker("w2", ["*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
+    sweptWorker("w0", ["m1"], { netDelayMs: [0, 1] }),
+    sweptWorker("w1", ["*"], { connectAtMs: 116, netDelayMs: [3, 12] }),
+    sweptWorker("w2", ["*"], {
       chunkGapMs: [5, 87],
       chunks: [0, 3],
-      netDelayMs: [0, 0],
       reconnectAfterMs: 50,
     }),
   ],
@@ -83,45 +57,14 @@ const lowBankedCredit: Scenario = scenario({
  * went to that `*` worker by affinity although w2, which acked m2 exactly, was
  * free at the same load (C42: `*` only when no exact match is free).
  */
-const affinityToWildcard: Scenario = scenario({
+const affinityToWildcard: Scenario = swept({
   name: "regression_affinity_to_wildcard",
   faultsEndMs: 4865,
-  config: {
-    queueLenMax: 1,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
-    heartbeatIntervalMs: 300,
-    heartbeatTimeoutMs: 900,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
-    tenantQueueLenMax: 1,
-    affinityLoadMargin: 0,
-  },
+  config: { tenantQueueLenMax: 1, affinityLoadMargin: 0 },
   workers: [
-    worker("w0", ["*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-      reconnectAfterMs: 50,
-    }),
-    worker("w1", ["m3"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-    }),
-    worker("w2", ["m2", "*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-      reconnectAfterMs: 50,
-    }),
+    sweptWorker("w0", ["*"], { reconnectAfterMs: 50 }),
+    sweptWorker("w1", ["m3"]),
+    sweptWorker("w2", ["m2", "*"], { reconnectAfterMs: 50 }),
   ],
   clients: [
     client(0, "m2", { tenant: "t1", cacheKey: "k1" }),
@@ -135,27 +78,18 @@ const affinityToWildcard: Scenario = scenario({
  * 0.9999999999999999, short of high's 1, so normal won a 7th dispatch ahead of a
  * dispatchable high request where the weights allow 6 (ties go to the higher class).
  */
-const floatStride: Scenario = scenario({
+const floatStride: Scenario = swept({
   name: "regression_float_stride",
   faultsEndMs: 2484,
   config: {
     queueLenMax: 2,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
-    heartbeatIntervalMs: 300,
-    heartbeatTimeoutMs: 900,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
     tenantQueueLenMax: 2,
     priorityWeights: { high: 1, normal: 6, low: 1 },
   },
   workers: [
-    worker("w0", ["*"], {
+    sweptWorker("w0", ["*"], {
+      maxConcurrent: 2,
       firstChunkMs: [6, 6],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
       reconnectAfterMs: 50,
       faults: [{ kind: "disconnectAt", atMs: 19 }],
     }),
@@ -179,42 +113,32 @@ const floatStride: Scenario = scenario({
  * circuit closed but the queue did not move, so a newcomer took the free slot
  * ahead of an older queued request (issue 14).
  */
-const trialChunkMovesQueue: Scenario = scenario({
+const trialChunkMovesQueue: Scenario = swept({
   name: "regression_trial_chunk_moves_queue",
   faultsEndMs: 4442,
   config: {
-    queueLenMax: 1,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
-    heartbeatIntervalMs: 300,
-    heartbeatTimeoutMs: 900,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
     tenantQueueLenMax: 1,
     priorityWeights: { high: 1, normal: 1, low: 1 },
     lifecycleTaskTimeoutMs: 300,
   },
   workers: [
-    worker("w0", ["*"], {
-      maxConcurrent: 1,
+    sweptWorker("w0", ["*"], {
       connectAtMs: 265,
       firstChunkMs: [63, 63],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
       netDelayMs: [5, 12],
     }),
-    worker("w1", ["*"], {
+    sweptWorker("w1", ["*"], {
+      maxConcurrent: 2,
       firstChunkMs: [5, 65],
       chunkGapMs: [5, 263],
       chunks: [1, 5],
       netDelayMs: [0, 25],
       faults: [{ kind: "errorReplies", num: 4, den: 4 }],
-      lifecycle: lifecycle({
+      lifecycle: sweptLifecycle({
         extensions: ["lifecycle-v1"],
         stepMs: [16, 16],
         steps: [0, 1],
-        available: [],
+        sendsCapabilities: true,
       }),
     }),
   ],
@@ -236,20 +160,10 @@ const trialChunkMovesQueue: Scenario = scenario({
     client(1224, "m3", { tenant: "t0", priority: "high" }),
   ],
   operators: [
-    operators({
-      count: 2,
-      fromMs: 0,
-      toMs: 4442,
-      models: ["m1", "m2", "m3", "m4"],
-      loadPct: 0,
-      unloadPct: 0,
-      targetPct: 18,
-    }),
-    operators({
+    sweptOperators({ count: 2, toMs: 4442, targetPct: 18 }),
+    sweptOperators({
       count: 6,
-      fromMs: 0,
       toMs: 4442,
-      models: ["m1", "m2", "m3", "m4"],
       loadPct: 29,
       unloadPct: 27,
       targetPct: 34,
@@ -263,41 +177,29 @@ const trialChunkMovesQueue: Scenario = scenario({
  * cool-down was checked, so the request went to a wildcard worker while the
  * exact one was about to take trials again (issue 14).
  */
-const coolDownBeforeDrop: Scenario = scenario({
+const coolDownBeforeDrop: Scenario = swept({
   name: "regression_cool_down_before_drop",
   faultsEndMs: 5029,
   config: {
-    queueLenMax: 1,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
     heartbeatIntervalMs: 1186,
     heartbeatTimeoutMs: 1186,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
     tenantQueueLenMax: 1,
   },
   workers: [
-    worker("w0", ["*"], {
-      maxConcurrent: 1,
+    sweptWorker("w0", ["*"], {
       firstChunkMs: [141, 141],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
       netDelayMs: [1, 18],
       faults: [{ kind: "errorReplies", num: 1, den: 4 }],
       extensions: ["body-chunks-v1"],
     }),
-    worker("w1", ["*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
+    sweptWorker("w1", ["*"], {
       chunkGapMs: [5, 139],
       chunks: [0, 5],
       netDelayMs: [7, 31],
     }),
-    worker("w2", ["m2"], {
+    sweptWorker("w2", ["m2"], {
       maxConcurrent: 3,
       firstChunkMs: [5, 269],
-      chunkGapMs: [5, 5],
       chunks: [0, 5],
       netDelayMs: [5, 18],
       faults: [{ kind: "errorReplies", num: 2, den: 4 }],
@@ -324,37 +226,22 @@ const coolDownBeforeDrop: Scenario = scenario({
  * them) left the queue at once; the core counted its tenant's turn, the
  * observer did not. An observer fix (issue 14).
  */
-const newcomerThroughQueue: Scenario = scenario({
+const newcomerThroughQueue: Scenario = swept({
   name: "regression_newcomer_through_queue",
   faultsEndMs: 5029,
-  config: {
-    queueLenMax: 3,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
-    heartbeatIntervalMs: 401,
-    heartbeatTimeoutMs: 900,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
-    tenantQueueLenMax: 2,
-  },
+  config: { queueLenMax: 3, heartbeatIntervalMs: 401, tenantQueueLenMax: 2 },
   workers: [
-    worker("w0", ["*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
+    sweptWorker("w0", ["*"], {
       chunks: [0, 2],
       netDelayMs: [1, 10],
       reconnectAfterMs: 50,
     }),
-    worker("w1", ["*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
+    sweptWorker("w1", ["*"], {
       chunkGapMs: [5, 190],
       chunks: [0, 4],
       netDelayMs: [0, 1],
     }),
-    worker("w2", ["m2"], {
+    sweptWorker("w2", ["m2"], {
       maxConcurrent: 3,
       firstChunkMs: [5, 271],
       chunkGapMs: [5, 6],
@@ -389,72 +276,42 @@ const newcomerThroughQueue: Scenario = scenario({
  * for the only other worker serving its model; that one was drained, which did
  * not move the queue, so a newcomer went ahead of it (issue 14).
  */
-const drainMovesAvoidingQueue: Scenario = scenario({
+const drainMovesAvoidingQueue: Scenario = swept({
   name: "regression_drain_moves_avoiding_queue",
   tickMs: 500,
   faultsEndMs: 4399,
   config: {
     queueLenMax: 2,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
     heartbeatIntervalMs: 994,
     heartbeatTimeoutMs: 994,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
     tenantQueueLenMax: 1,
     priorityWeights: { high: 1, normal: 1, low: 1 },
     affinityLoadMargin: 0,
     lifecycleTaskTimeoutMs: 300,
   },
   workers: [
-    worker("w0", ["m3"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-    }),
-    worker("w1", ["m2"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-    }),
-    worker("w2", ["m1", "m3"], {
+    sweptWorker("w0", ["m3"]),
+    sweptWorker("w1", ["m2"]),
+    sweptWorker("w2", ["m1", "m3"], {
+      maxConcurrent: 2,
       firstChunkMs: [86, 244],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
       netDelayMs: [0, 1],
       reconnectAfterMs: 207,
       faults: [{ kind: "drainAt", atMs: 1569 }, { kind: "signalAt", atMs: 58 }],
     }),
-    worker("w3", ["*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-    }),
-    worker("w4", ["m1", "m3"], {
+    sweptWorker("w3", ["*"]),
+    sweptWorker("w4", ["m1", "m3"], {
+      maxConcurrent: 2,
       firstChunkMs: [5, 15],
       chunkGapMs: [5, 6],
       chunks: [1, 4],
       netDelayMs: [6, 8],
       reconnectAfterMs: 50,
-      lifecycle: lifecycle({
-        extensions: ["capabilities-v1"],
-        stepMs: [10, 10],
-        steps: [0, 0],
-        sendsCapabilities: false,
-        available: [],
-      }),
-      backend: backendPlan({
+      lifecycle: sweptLifecycle({ extensions: ["capabilities-v1"] }),
+      backend: sweptBackend({
         refuseNum: 1,
         resetNum: 1,
         slowNum: 1,
-        den: 16,
         slowMs: [500, 501],
       }),
     }),
@@ -471,15 +328,7 @@ const drainMovesAvoidingQueue: Scenario = scenario({
     client(1500, "m1", { tenant: "t1", priority: "low" }),
   ],
   operators: [
-    operators({
-      count: 1,
-      fromMs: 0,
-      toMs: 4399,
-      models: ["m1", "m2", "m3", "m4"],
-      loadPct: 0,
-      unloadPct: 0,
-      targetPct: 0,
-    }),
+    sweptOperators({ toMs: 4399 }),
   ],
 });
 
@@ -488,77 +337,40 @@ const drainMovesAvoidingQueue: Scenario = scenario({
  * request was cancelled (timeout) in the tick its trial came due; the cancel did
  * not re-file the worker, so it stayed out of routing (issue 14).
  */
-const cancelRefilesTrial: Scenario = scenario({
+const cancelRefilesTrial: Scenario = swept({
   name: "regression_cancel_refiles_trial",
   tickMs: 250,
   faultsEndMs: 4742,
   config: {
-    queueLenMax: 1,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
-    heartbeatIntervalMs: 300,
-    heartbeatTimeoutMs: 900,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
     tenantQueueLenMax: 1,
     priorityWeights: { high: 1, normal: 1, low: 1 },
     affinityLoadMargin: 0,
     lifecycleTaskTimeoutMs: 300,
   },
   workers: [
-    worker("w0", ["*"], {
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
+    sweptWorker("w0", ["*"], {
+      maxConcurrent: 2,
       faults: [{ kind: "errorReplies", num: 3, den: 4 }],
-      lifecycle: lifecycle({
+      lifecycle: sweptLifecycle({
         extensions: ["lifecycle-v1"],
         stepMs: [10, 11],
         steps: [0, 2],
-        sendsCapabilities: false,
-        available: [],
       }),
-      backend: backendPlan({ slowNum: 1, den: 16, slowMs: [500, 1059] }),
+      backend: sweptBackend({ slowNum: 1, slowMs: [500, 1059] }),
     }),
-    worker("w1", ["m1", "m3"], {
+    sweptWorker("w1", ["m1", "m3"], {
+      maxConcurrent: 2,
       firstChunkMs: [5, 6],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
       netDelayMs: [0, 8],
       reconnectAfterMs: 493,
       faults: [{ kind: "stopPongs", fromMs: 0, untilMs: 501 }],
-      lifecycle: lifecycle({
-        extensions: null,
-        stepMs: [10, 10],
-        steps: [0, 0],
-        sendsCapabilities: false,
-        available: [],
-      }),
-      backend: backendPlan({ den: 16, slowMs: [500, 500] }),
+      lifecycle: sweptLifecycle({ extensions: null }),
+      backend: sweptBackend(),
     }),
-    worker("w2", ["m3"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-      lifecycle: lifecycle({
-        extensions: null,
-        stepMs: [10, 10],
-        steps: [0, 0],
-        sendsCapabilities: false,
-        available: [],
-      }),
+    sweptWorker("w2", ["m3"], {
+      lifecycle: sweptLifecycle({ extensions: null }),
     }),
-    worker("w3", ["m2"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-    }),
+    sweptWorker("w3", ["m2"]),
   ],
   clients: [
     client(0, "m1", { tenant: "t0" }),
@@ -573,15 +385,7 @@ const cancelRefilesTrial: Scenario = scenario({
     client(316, "m1", { streaming: true, tenant: "t0" }),
   ],
   operators: [
-    operators({
-      count: 3,
-      fromMs: 0,
-      toMs: 4742,
-      models: ["m1", "m2", "m3", "m4"],
-      loadPct: 18,
-      unloadPct: 0,
-      targetPct: 1,
-    }),
+    sweptOperators({ count: 3, toMs: 4742, loadPct: 18, targetPct: 1 }),
   ],
 });
 
@@ -590,47 +394,26 @@ const cancelRefilesTrial: Scenario = scenario({
  * only one on a half-open worker; the cancel made the worker routable but did
  * not move the queue, so a newcomer overtook a queued request (issue 14).
  */
-const cancelMovesQueueToTrial: Scenario = scenario({
+const cancelMovesQueueToTrial: Scenario = swept({
   name: "regression_cancel_moves_queue_to_trial",
   faultsEndMs: 2614,
   config: {
-    queueLenMax: 1,
-    queueTimeoutMs: 300,
     requestTimeoutMs: 1701,
-    heartbeatIntervalMs: 300,
-    heartbeatTimeoutMs: 900,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
     priorityWeights: { high: 1, normal: 1, low: 1 },
     defaultRateLimit: { limit: 1, windowMs: 100 },
     affinityLoadMargin: 0,
     lifecycleTaskTimeoutMs: 300,
   },
   workers: [
-    worker("w0", ["m1", "m3"], {
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
+    sweptWorker("w0", ["m1", "m3"], {
+      maxConcurrent: 2,
       chunks: [0, 1],
       netDelayMs: [0, 1],
       faults: [{ kind: "errorReplies", num: 3, den: 4 }],
-      lifecycle: lifecycle({
-        extensions: ["capabilities-v1"],
-        stepMs: [10, 10],
-        steps: [0, 0],
-        sendsCapabilities: false,
-        available: [],
-      }),
-      backend: backendPlan({ slowNum: 1, den: 16, slowMs: [500, 1937] }),
+      lifecycle: sweptLifecycle({ extensions: ["capabilities-v1"] }),
+      backend: sweptBackend({ slowNum: 1, slowMs: [500, 1937] }),
     }),
-    worker("w1", ["m2"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-      backend: backendPlan({ den: 16, slowMs: [500, 500] }),
-    }),
+    sweptWorker("w1", ["m2"], { backend: sweptBackend() }),
   ],
   clients: [
     client(1721, "m1", { priority: "high" }),
@@ -639,15 +422,7 @@ const cancelMovesQueueToTrial: Scenario = scenario({
     client(100, "m1", { priority: "high" }),
   ],
   operators: [
-    operators({
-      count: 1,
-      fromMs: 0,
-      toMs: 2614,
-      models: ["m1", "m2", "m3", "m4"],
-      loadPct: 0,
-      unloadPct: 0,
-      targetPct: 0,
-    }),
+    sweptOperators({ toMs: 2614 }),
   ],
 });
 
@@ -656,18 +431,10 @@ const cancelMovesQueueToTrial: Scenario = scenario({
  * cancelled request with an oversized response_complete; the core freed the
  * slot, the observer did not. An observer fix (issue 14).
  */
-const oversizedAckFreesSlot: Scenario = scenario({
+const oversizedAckFreesSlot: Scenario = swept({
   name: "regression_oversized_ack_frees_slot",
   faultsEndMs: 5325,
   config: {
-    queueLenMax: 1,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
-    heartbeatIntervalMs: 300,
-    heartbeatTimeoutMs: 900,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
     tenantQueueLenMax: 1,
     priorityWeights: { high: 1, normal: 1, low: 1 },
     defaultRateLimit: { limit: 1, windowMs: 100 },
@@ -675,56 +442,17 @@ const oversizedAckFreesSlot: Scenario = scenario({
     lifecycleTaskTimeoutMs: 300,
   },
   workers: [
-    worker("w0", ["*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-    }),
-    worker("w1", ["m3", "*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
+    sweptWorker("w0", ["*"]),
+    sweptWorker("w1", ["m3", "*"], {
       netDelayMs: [0, 1],
-      lifecycle: lifecycle({
-        extensions: null,
-        stepMs: [10, 10],
-        steps: [0, 0],
-        sendsCapabilities: false,
-        available: [],
-      }),
-      backend: backendPlan({ oversizedNum: 1, den: 16, slowMs: [500, 500] }),
+      lifecycle: sweptLifecycle({ extensions: null }),
+      backend: sweptBackend({ oversizedNum: 1 }),
     }),
-    worker("w2", ["m3"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-      lifecycle: lifecycle({
-        extensions: null,
-        stepMs: [10, 10],
-        steps: [0, 0],
-        sendsCapabilities: false,
-        available: [],
-      }),
+    sweptWorker("w2", ["m3"], {
+      lifecycle: sweptLifecycle({ extensions: null }),
     }),
-    worker("w3", ["m3"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-    }),
-    worker("w4", ["*"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
-    }),
+    sweptWorker("w3", ["m3"]),
+    sweptWorker("w4", ["*"]),
   ],
   clients: [
     client(1600, "m3", { abortAfterMs: 6, tenant: "t1", priority: "high" }),
@@ -735,15 +463,7 @@ const oversizedAckFreesSlot: Scenario = scenario({
     client(101, "m3", { tenant: "t1", priority: "high" }),
   ],
   operators: [
-    operators({
-      count: 1,
-      fromMs: 0,
-      toMs: 5325,
-      models: ["m1", "m2", "m3", "m4"],
-      loadPct: 0,
-      unloadPct: 0,
-      targetPct: 0,
-    }),
+    sweptOperators({ toMs: 5325 }),
   ],
 });
 
@@ -752,59 +472,37 @@ const oversizedAckFreesSlot: Scenario = scenario({
  * cancel with an oversized response_complete; the slot was freed but the queue
  * did not move, so a newcomer took it ahead of a queued request (issue 14).
  */
-const oversizedAckMovesQueue: Scenario = scenario({
+const oversizedAckMovesQueue: Scenario = swept({
   name: "regression_oversized_ack_moves_queue",
   faultsEndMs: 5014,
-  config: {
-    queueLenMax: 1,
-    queueTimeoutMs: 300,
-    requestTimeoutMs: 800,
-    heartbeatIntervalMs: 301,
-    heartbeatTimeoutMs: 900,
-    cancelGraceMs: 100,
-    drainTimeoutMs: 300,
-    streamCharsMax: 40,
-  },
+  config: { heartbeatIntervalMs: 301 },
   workers: [
-    worker("w0", ["m1", "m3"], {
+    sweptWorker("w0", ["m1", "m3"], {
       maxConcurrent: 3,
       firstChunkMs: [149, 272],
       chunkGapMs: [5, 48],
       chunks: [2, 3],
       netDelayMs: [0, 16],
-      backend: backendPlan({
+      backend: sweptBackend({
         refuseNum: 1,
         resetNum: 2,
         dieMidStreamNum: 1,
         oversizedNum: 3,
         slowNum: 1,
-        den: 16,
         slowMs: [500, 531],
       }),
     }),
-    worker("w1", ["m3"], {
-      maxConcurrent: 1,
-      firstChunkMs: [5, 5],
-      chunkGapMs: [5, 5],
-      chunks: [0, 0],
-      netDelayMs: [0, 0],
+    sweptWorker("w1", ["m3"], {
       reconnectAfterMs: 50,
       faults: [{ kind: "lieLoad", extra: 1 }],
     }),
-    worker("w2", ["m2", "m3"], {
-      maxConcurrent: 1,
+    sweptWorker("w2", ["m2", "m3"], {
       firstChunkMs: [5, 6],
-      chunkGapMs: [5, 5],
       chunks: [0, 1],
       netDelayMs: [0, 1],
       reconnectAfterMs: 50,
       faults: [{ kind: "signalAt", atMs: 0 }],
-      backend: backendPlan({
-        resetNum: 3,
-        slowNum: 1,
-        den: 16,
-        slowMs: [500, 500],
-      }),
+      backend: sweptBackend({ resetNum: 3, slowNum: 1 }),
       extensions: ["body-chunks-v1"],
     }),
   ],

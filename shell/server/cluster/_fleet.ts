@@ -3,7 +3,7 @@
 // front of them, the mock backend with its stats port, and workers that connect
 // through the balancer. `withFleet` always stops every process.
 import type { MockBackendStats } from "../../../mock/backend.ts";
-import { type Child, waitUntil } from "../../procs.ts";
+import { type Child, stopInReverse, waitUntil } from "../../procs.ts";
 import {
   startMockProcess,
   startServerProcess,
@@ -119,7 +119,7 @@ export async function withFleet(
       },
     });
   } finally {
-    for (const c of started.reverse()) await c.stop(3_000);
+    await stopInReverse(started, 3_000);
     await balancer?.close();
     if (sentinel !== null) await sentinel.stop();
     else await redis?.stop();

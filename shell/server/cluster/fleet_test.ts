@@ -322,7 +322,7 @@ Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-toke
       method: "DELETE",
       headers: { authorization: `Bearer ${ADMIN}` },
     });
-    assert.equal(del.status, 200);
+    assert.equal(del.status, 204);
     const revokedAt = Date.now();
     await waitUntil("the revoked key to be refused everywhere", async () => {
       for (const i of [i0, i2]) {

@@ -91,26 +91,29 @@ export class ClusterKeyStore implements KeyStore {
   }
 
   #apply(note: Note): void {
-    if (note.t === "keyCreated" && typeof note.id === "string") {
-      const maxPriority = String(note.maxPriority);
-      this.#put({
-        id: note.id,
-        name: String(note.name),
-        hash: String(note.hash),
-        createdAtMs: Number(note.createdAtMs),
-        lastUsedAtMs: null,
-        tenant: typeof note.tenant === "string" ? note.tenant : null,
-        maxPriority: isPriority(maxPriority) ? maxPriority : "normal",
-        mayNameTenants: note.mayNameTenants === 1,
-        prefix: typeof note.prefix === "string" ? note.prefix : null,
-        // Issue 26: a key's own limits (absent from older notes: none).
-        rateLimit: typeof note.rateLimit === "string" ? note.rateLimit : null,
-        tokenBudget: typeof note.tokenBudget === "string"
-          ? note.tokenBudget
-          : null,
-      });
-    } else if (note.t === "keyRevoked" && typeof note.id === "string") {
-      this.#drop(note.id);
+    switch (note.t) {
+      case "keyCreated": {
+        const maxPriority = note.maxPriority;
+        this.#put({
+          id: note.id,
+          name: note.name,
+          hash: note.hash,
+          createdAtMs: note.createdAtMs,
+          lastUsedAtMs: null,
+          tenant: note.tenant,
+          maxPriority: isPriority(maxPriority) ? maxPriority : "normal",
+          mayNameTenants: note.mayNameTenants === 1,
+          prefix: note.prefix,
+          rateLimit: note.rateLimit,
+          tokenBudget: note.tokenBudget,
+        });
+        return;
+      }
+      case "keyRevoked":
+        this.#drop(note.id);
+        return;
+      default:
+        return; // the instance's own notes
     }
   }
 

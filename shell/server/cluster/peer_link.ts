@@ -47,14 +47,24 @@ export type PeerLinks = {
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-/** [flags u8][rid len u16][wid len u16][seq u32][rid][wid][piece]; flags bit 0 = text. */
+/**
+ * [flags u8][rid len u16][wid len u16][seq u32][rid][wid][piece]; flags bit 0
+ * = text, bit 1 = a stream's end marker, whose piece is its `end` as JSON.
+ */
 export function encodePiece(p: DirectChunk): Uint8Array {
   const rid = encoder.encode(p.requestId);
   const wid = encoder.encode(p.workerId);
-  const body = typeof p.chunk === "string" ? encoder.encode(p.chunk) : p.chunk;
+  const body = p.end !== undefined
+    ? encoder.encode(JSON.stringify(p.end))
+    : typeof p.chunk === "string"
+    ? encoder.encode(p.chunk)
+    : p.chunk;
   const out = new Uint8Array(9 + rid.length + wid.length + body.length);
   const view = new DataView(out.buffer);
-  view.setUint8(0, typeof p.chunk === "string" ? 1 : 0);
+  view.setUint8(
+    0,
+    (typeof p.chunk === "string" ? 1 : 0) | (p.end !== undefined ? 2 : 0),
+  );
   view.setUint16(1, rid.length);
   view.setUint16(3, wid.length);
   view.setUint32(5, p.seq);
@@ -72,12 +82,14 @@ export function decodePiece(frame: Uint8Array): DirectChunk {
   const at = 9 + ridLen + widLen;
   if (at > frame.length) throw new Error("truncated peer frame");
   const body = frame.subarray(at);
-  return {
+  const piece: DirectChunk = {
     requestId: decoder.decode(frame.subarray(9, 9 + ridLen)),
     workerId: decoder.decode(frame.subarray(9 + ridLen, at)),
     seq: view.getUint32(5),
     chunk: text ? decoder.decode(body) : body,
   };
+  if ((view.getUint8(0) & 2) === 0) return piece;
+  return { ...piece, chunk: "", end: JSON.parse(decoder.decode(body)) };
 }
 
 type Outbound = { ws: WebSocket; queue: Uint8Array[]; used: boolean };

@@ -23,6 +23,29 @@ Deno.test("peer link frames: text and byte pieces decode to what was sent", () =
   assert.throws(() => decodePiece(encodePiece(text).subarray(0, 12)));
 });
 
+Deno.test("peer link frames: a stream's end marker carries the worker's counts and the deltas sent", () => {
+  const end: DirectChunk = {
+    requestId: "req-2",
+    workerId: "wk-1",
+    seq: 4,
+    chunk: "",
+    end: {
+      tokenCounts: {
+        prompt_tokens: 7,
+        completion_tokens: 3,
+        total_tokens: 10,
+      },
+      deltas: 3,
+    },
+  };
+  assert.deepEqual(decodePiece(encodePiece(end)), end);
+  const noCounts: DirectChunk = {
+    ...end,
+    end: { tokenCounts: null, deltas: null },
+  };
+  assert.deepEqual(decodePiece(encodePiece(noCounts)), noCounts);
+});
+
 type Side = {
   links: PeerLinks;
   server: Server;

@@ -3,8 +3,9 @@
 // (from any instance) is applied to this instance's replica, whose effects then
 // run here when they concern what this instance holds (core/cluster/ownership.ts).
 // The instance's life cycle (join, replay, serve, log lost, rejoin, leave) is
-// decided in core/cluster/instance.ts; this shell feeds it what Redis, sockets
-// and timers report (instance_io.ts) and carries out its actions.
+// decided in core/cluster/instance.ts and everything around it (outbox,
+// ownership, the direct data path) in core/cluster/host.ts; this shell is the
+// host's ports over Redis, sockets and timers (instance_io.ts).
 //
 // Events of one event-loop turn go out in one entry (unbatched, the JavaScript
 // client tops out near 19k appends/s; scale-out.md §1).
@@ -25,6 +26,7 @@ import type { Buffer } from "node:buffer";
 import type { Runtime } from "../runtime.ts";
 import type { ClusterEngine } from "./engine.ts";
 import {
+  advertise,
   appendNote,
   closeInstance,
   type ClusterDeps,
@@ -96,9 +98,7 @@ export async function startClusterRuntime(
     onRejoined(listener) {
       io.rejoinListeners.push(listener);
     },
-    advertise(url) {
-      io.peerUrl = url;
-    },
+    advertise: (url) => advertise(io, url),
     peerSecret: () => io.peerSecret,
     peerUpgrade: (req, socket, head) => io.links.onUpgrade(req, socket, head),
     close: () => closeInstance(io),

@@ -250,3 +250,39 @@ Deno.test("cluster: /admin/usage and /admin/requests give the same fleet-wide an
     }
   });
 });
+
+Deno.test("cluster, issue 33: plain streams (no usage asked) spread over 3 instances are counted by their content deltas, where their chunks went direct: a 50 tok/day tenant budget refuses the next stream once spent", async () => {
+  await withFleet({
+    instances: 3,
+    workers: [{ name: "gpu-s", maxConcurrent: 4 }],
+    delayMs: 1,
+    env: { TENANT_TOKEN_BUDGET_streamer: "50tok/day" },
+  }, async (f) => {
+    const urls = f.instances.map((x) => x.url);
+    let admitted = 0;
+    for (let i = 0; i < 12; i++) {
+      const r = await fetch(`${urls[i % 3]}/v1/chat/completions`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "x-tenant-id": "streamer",
+        },
+        body: JSON.stringify({
+          model: MODEL,
+          stream: true,
+          messages: [{ role: "user", content: "count my stream" }],
+        }),
+      });
+      const text = await r.text();
+      if (r.status === 429) {
+        assert.equal(JSON.parse(text).error.code, "token_budget_exceeded");
+        assert.ok(admitted >= 2, `refused after only ${admitted} streams`);
+        return;
+      }
+      assert.equal(r.status, 200, text);
+      assert.ok(text.includes('"content"'), "a stream of content deltas");
+      admitted++;
+    }
+    assert.fail(`${admitted} plain streams passed a 50 tok/day budget`);
+  });
+});

@@ -5,7 +5,7 @@
 // transport bound like a socket timeout: the request does not exist for the
 // core until its body is complete, so there is nothing for the core to decide.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { ClientError } from "../../../core/mod.ts";
+import { apiError, type ClientError } from "../../../core/mod.ts";
 import { closeAfterAnswer } from "./http_reply.ts";
 
 export type BodyLimits = { maxBytes: number; timeoutMs: number };
@@ -29,19 +29,12 @@ export function readBody(
     closeAfterAnswer(res);
     onRefused(error);
   };
-  const tooLarge = (): ClientError => ({
-    status: 413,
-    code: "body_too_large",
-    message: `request body exceeds ${limits.maxBytes} bytes`,
-  });
+  const tooLarge = (): ClientError =>
+    apiError("body_too_large", { max: limits.maxBytes });
   const timer = setTimeout(() => {
     if (settled) return;
     const secs = Math.round(limits.timeoutMs / 100) / 10;
-    refuse({
-      status: 408,
-      code: "body_timeout",
-      message: `request body not received in full within ${secs} s`,
-    });
+    refuse(apiError("body_timeout", { secs }));
   }, limits.timeoutMs);
   const declared = Number(req.headers["content-length"] ?? "0");
   if (declared > limits.maxBytes) return refuse(tooLarge());

@@ -13,17 +13,18 @@ import type {
 } from "../../../core/mod.ts";
 import {
   aliasTarget,
+  apiError,
   errorShapeOf,
   healthAnswer,
   modelById,
   modelList,
+  tokenAskOf,
   VERSION,
 } from "../../../core/mod.ts";
 import { isUtf8 } from "node:buffer";
 import {
   findModel,
   type FoundModel,
-  modelRequired,
   multipartBoundary,
   renameModel,
 } from "./model_of.ts";
@@ -31,7 +32,7 @@ import { readBody } from "./body.ts";
 import type { Clients } from "./clients.ts";
 import { applyCors } from "./cors.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
-import { requestUrl, sendJson } from "./http_reply.ts";
+import { replyError, requestUrl, sendJson } from "./http_reply.ts";
 import { newRequestId } from "../ids.ts";
 import { type KeyGrant, readTenancy } from "./tenancy.ts";
 
@@ -96,7 +97,11 @@ const RELAY_SUBTREES: readonly string[] = [
   "/health/",
 ];
 
-/** Whether a path the relay does not answer itself goes to a worker (issue 25). */
+/**
+ * Whether a path the relay does not answer itself goes to a worker (issue 25).
+ * An operator's prefix matches whole segments (issue 33): `/tokenize` takes
+ * `/tokenize` and `/tokenize/…`, not `/tokenizeX`.
+ */
 export function isForwarded(
   path: string,
   extraPrefixes: readonly string[],
@@ -105,7 +110,29 @@ export function isForwarded(
     return false;
   }
   return path.startsWith("/v1/") ||
-    extraPrefixes.some((p) => path.startsWith(p));
+    extraPrefixes.some((p) =>
+      path === p || path.startsWith(p.endsWith("/") ? p : `${p}/`)
+    );
+}
+
+/**
+ * Why a forwarded request target is refused (issue 33), or null. The relay
+ * forwards the path as the client spelled it; a proxy or server behind the
+ * worker that decodes `%2F` or `%5C`, turns `\` into `/` or resolves dot
+ * segments would take `/v1/..%2fslots` to `/slots`, outside what the relay
+ * lets through. So a forwarded path with any of these is refused, whatever
+ * the backend would make of it.
+ */
+export function forwardedPathRefusal(rawTarget: string): string | null {
+  const end = rawTarget.search(/[?#]/);
+  const path = end === -1 ? rawTarget : rawTarget.slice(0, end);
+  if (path.includes("\\")) return "a backslash";
+  if (/%(2f|5c)/i.test(path)) return "an encoded / or \\";
+  for (const segment of path.split("/")) {
+    const s = segment.replace(/%2e/gi, ".");
+    if (s === "." || s === "..") return "a dot segment";
+  }
+  return null;
 }
 
 /** The error shape of a forwarded path: Anthropic's under /v1/messages, else OpenAI's. */
@@ -132,10 +159,6 @@ function sendError(
   res.end(errorBody(api, error));
 }
 
-function badRequest(code: string, message: string, status = 400): ClientError {
-  return { status, code, message };
-}
-
 function traced(
   deps: HttpDeps,
   requestId: string,
@@ -155,31 +178,6 @@ function lowercaseHeaders(req: IncomingMessage): Record<string, string> {
   return out;
 }
 
-type Parsed =
-  | { model: string; stream: boolean; fields: Record<string, unknown> }
-  | ClientError;
-
-/** Model and stream flag from the JSON body; the body itself is forwarded untouched. */
-export function parseInference(body: string): Parsed {
-  let value: unknown;
-  try {
-    value = JSON.parse(body);
-  } catch {
-    return badRequest("invalid_json", "request body is not valid JSON");
-  }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    return badRequest("invalid_body", "request body must be a JSON object");
-  }
-  const obj = value as Record<string, unknown>;
-  if (typeof obj.model !== "string" || obj.model.trim() === "") {
-    return modelRequired();
-  }
-  if (obj.stream !== undefined && typeof obj.stream !== "boolean") {
-    return badRequest("invalid_stream", '"stream" must be true or false');
-  }
-  return { model: obj.model, stream: obj.stream === true, fields: obj };
-}
-
 export function handleHttp(
   req: IncomingMessage,
   res: ServerResponse,
@@ -195,7 +193,7 @@ export function handleHttp(
     return sendError(
       res,
       "openai",
-      badRequest("bad_request", "malformed request target"),
+      apiError("bad_request", { what: "request target" }),
     );
   }
   const path = url === null ? raw : url.pathname;
@@ -210,7 +208,7 @@ export function handleHttp(
       return sendError(
         res,
         api,
-        badRequest("method_not_allowed", `use POST for ${path}`, 405),
+        apiError("method_not_allowed", { use: "POST", path }),
       );
     }
     return handleInference(req, res, deps, api, path, false);
@@ -222,14 +220,7 @@ export function handleHttp(
   }
   if (path === "/v1/worker/connect") {
     res.setHeader("upgrade", "websocket");
-    return sendJson(res, 426, {
-      error: {
-        message:
-          "workers connect here with a WebSocket upgrade and the X-Worker-Secret header",
-        type: "invalid_request_error",
-        code: "upgrade_required",
-      },
-    });
+    return replyError(res, apiError("upgrade_required"));
   }
   if (
     deps.extraRoutes?.(req, res, url ?? requestUrl(raw)!) === true
@@ -241,6 +232,15 @@ export function handleHttp(
     return retrieveModel(res, deps, path);
   }
   if (isForwarded(path, deps.forwardPathPrefixes ?? [])) {
+    const why = forwardedPathRefusal(raw);
+    if (why !== null) {
+      req.resume();
+      return sendError(
+        res,
+        apiOf(path),
+        apiError("invalid_path", { why }),
+      );
+    }
     const u = url ?? requestUrl(raw)!;
     return handleInference(
       req,
@@ -254,7 +254,7 @@ export function handleHttp(
   sendError(
     res,
     "openai",
-    badRequest("not_found", `no route for ${req.method} ${path}`, 404),
+    apiError("not_found", { method: req.method ?? "GET", path }),
   );
 }
 
@@ -292,11 +292,10 @@ function retrieveModel(
   sendError(
     res,
     "openai",
-    badRequest(
-      "model_not_found",
-      `The model '${id}' does not exist: no connected worker serves it (GET /v1/models lists the models available)`,
-      404,
-    ),
+    apiError("model_not_found", {
+      model: id,
+      why: "no connected worker serves it",
+    }),
   );
 }
 
@@ -315,16 +314,7 @@ function modelAndBody(
   | ClientError {
   const utf8 = anyPath ? isUtf8(bytes) : true;
   const text = utf8 ? bytes.toString("utf8") : null;
-  let found: FoundModel | ClientError;
-  if (anyPath) found = findModel(text, bytes, req.headers);
-  else {
-    const parsed = parseInference(text!);
-    found = "status" in parsed
-      ? (parsed.code === "model_required"
-        ? findModel(text, bytes, req.headers)
-        : parsed)
-      : { ...parsed, source: "json" };
-  }
+  const found = findModel(text, bytes, req.headers, !anyPath);
   if ("status" in found) return found;
   const target = aliasTarget(deps.state.config, found.model);
   if (target === found.model) {
@@ -379,7 +369,12 @@ function handleInference(
     const named = modelAndBody(req, bytes, deps, anyPath);
     if ("status" in named) return sendError(res, api, named);
     const parsed = named.found;
-    const tenancy = readTenancy(req, parsed.fields, access.grant);
+    const tenancy = readTenancy(
+      req,
+      parsed.fields,
+      access.grant,
+      deps.state.config.multiTenant,
+    );
     if ("status" in tenancy) return sendError(res, api, tenancy);
     // The backend sees the tenant and priority the relay applied, not the claim.
     if (access.grant?.tenant != null) {
@@ -414,6 +409,8 @@ function handleInference(
       priority: tenancy.priority,
       cacheKey: tenancy.cacheKey,
       key: access.key ?? null,
+      // Issue 33: read from the parsed body, never by matching its text.
+      tokenAsk: tokenAskOf(parsed.fields),
     });
   }, (error) => sendError(res, api, error));
 }

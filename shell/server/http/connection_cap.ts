@@ -6,11 +6,10 @@
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { errorBody } from "./errors.ts";
+import { apiError, errorShapeOf } from "../../../core/mod.ts";
+import { errorBody, errorHeaders } from "./errors.ts";
 import { closeAfterAnswer } from "./http_reply.ts";
 
-/** Retry-After for a refused connection: long enough for others to finish. */
-const RETRY_AFTER_SECS = 1;
 /** An over-cap socket that sends no request is not kept waiting for one. */
 const OVER_CAP_IDLE_MS = 2000;
 
@@ -69,17 +68,9 @@ export function capConnections(server: Server, max: number): ConnectionCap {
       if (!over.has(req.socket)) return false;
       req.resume();
       closeAfterAnswer(res);
-      const api = req.url?.startsWith("/v1/messages") ? "anthropic" : "openai";
-      res.writeHead(503, {
-        "content-type": "application/json",
-        "retry-after": String(RETRY_AFTER_SECS),
-      });
-      res.end(errorBody(api, {
-        status: 503,
-        code: "too_many_connections",
-        message:
-          `the relay has ${max} open connections (MAX_CONNECTIONS); retry shortly`,
-      }));
+      const error = apiError("too_many_connections", { max });
+      res.writeHead(error.status, errorHeaders(error));
+      res.end(errorBody(errorShapeOf(req.url ?? null), error));
       return true;
     },
     overCap: (socket) => over.has(socket),

@@ -4,6 +4,8 @@
 // Never Access-Control-Allow-Credentials: keys travel in Authorization or
 // x-api-key, set by the page's own script, never as cookies.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { apiError } from "../../../core/mod.ts";
+import { errorBody } from "./errors.ts";
 
 /** Always allowed request headers; others a preflight asks for are echoed too (SDKs add x-stainless-*). */
 export const CORS_ALLOW_HEADERS = [
@@ -68,14 +70,9 @@ export function applyCors(
     if (!preflight) return false;
     req.resume();
     res.writeHead(403, { "content-type": "application/json" });
-    res.end(JSON.stringify({
-      error: {
-        message:
-          `origin ${origin} is not in CORS_ALLOW_ORIGINS; add it there to call this relay from that page`,
-        type: "permission_error",
-        code: "cors_origin_not_allowed",
-      },
-    }));
+    res.end(
+      errorBody("openai", apiError("cors_origin_not_allowed", { origin })),
+    );
     return true;
   }
   res.setHeader("access-control-allow-origin", allow);

@@ -5,9 +5,13 @@
 // per-worker detail. Without required keys (a trusted network) /metrics stays
 // open as before and /v1/capabilities shows the fleet without worker names.
 import type { IncomingMessage } from "node:http";
-import type { ClientApi } from "../../../core/mod.ts";
+import {
+  apiError,
+  type ClientApi,
+  type ClientError,
+} from "../../../core/mod.ts";
 import type { Access } from "./client_http.ts";
-import { bearerToken, secretsEqual } from "../secret.ts";
+import { bearerCheck } from "../secret.ts";
 
 export type AccessPolicy = {
   adminToken: string;
@@ -18,9 +22,7 @@ export type AccessPolicy = {
 /** An answer that refuses the caller, in the operator routes' error shape. */
 export type Refusal = {
   kind: "denied";
-  status: number;
-  code: string;
-  message: string;
+  error: ClientError;
   headers: Record<string, string>;
 };
 
@@ -32,9 +34,7 @@ export type CapabilitiesAccess =
 export type MetricsAccess = { kind: "allowed" } | Refusal;
 
 function isAdmin(req: IncomingMessage, p: AccessPolicy): boolean {
-  const given = bearerToken(req);
-  return given !== null && p.adminToken !== "" &&
-    secretsEqual(given, p.adminToken);
+  return bearerCheck(req, p.adminToken) === "ok";
 }
 
 /** /v1/capabilities: admin sees workers; a client (or anyone, keys not required) sees the fleet. */
@@ -48,16 +48,7 @@ export function capabilitiesAccess(
   // Either header a client sends on its own routes is accepted here.
   const access = authorize(req, "anthropic");
   if (access.kind === "granted") return { kind: "fleet" };
-  const e = access.error;
-  return {
-    kind: "denied",
-    status: e.status,
-    code: e.code,
-    message: e.message,
-    headers: e.retryAfterSecs === undefined
-      ? {}
-      : { "retry-after": String(e.retryAfterSecs) },
-  };
+  return { kind: "denied", error: access.error, headers: {} };
 }
 
 /** /metrics: open unless keys are required or METRICS_TOKEN is set; then that token or the admin token. */
@@ -66,21 +57,17 @@ export function metricsAccess(
   p: AccessPolicy,
 ): MetricsAccess {
   if (!p.requireApiKeys && p.metricsToken === "") return { kind: "allowed" };
-  const given = bearerToken(req);
-  if (
-    given !== null && (isAdmin(req, p) ||
-      (p.metricsToken !== "" && secretsEqual(given, p.metricsToken)))
-  ) return { kind: "allowed" };
+  const check = bearerCheck(req, p.metricsToken);
+  if (check === "ok" || isAdmin(req, p)) return { kind: "allowed" };
   const how = p.metricsToken === ""
     ? "send Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>, or set METRICS_TOKEN for Prometheus (authorization.credentials in the scrape config)"
     : "send Authorization: Bearer <METRICS_TOKEN> (authorization.credentials in the Prometheus scrape config)";
   return {
     kind: "denied",
-    status: given === null ? 401 : 403,
-    code: given === null ? "missing_metrics_token" : "invalid_metrics_token",
-    message: given === null
-      ? `/metrics needs a token: ${how}`
-      : `the token does not match; ${how}`,
+    error: apiError(
+      check === "missing" ? "missing_metrics_token" : "invalid_metrics_token",
+      { how },
+    ),
     headers: { "www-authenticate": 'Bearer realm="metrics"' },
   };
 }

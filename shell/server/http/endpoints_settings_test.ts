@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { OptionError } from "../../options.ts";
 import { parseForwardPrefixes, parseModelAliases } from "../config.ts";
 import { parseWorkerConfig } from "../../worker/config.ts";
-import { isForwarded } from "./client_http.ts";
+import { forwardedPathRefusal, isForwarded } from "./client_http.ts";
 
 Deno.test("MODEL_ALIASES: alias=model pairs; malformed, self or repeated aliases are refused", () => {
   assert.deepEqual(
@@ -77,4 +77,38 @@ Deno.test("every /v1 path and the listed prefixes are forwarded; relay routes ne
       p,
     );
   }
+});
+
+Deno.test("issue 33 an operator's forward prefix matches whole segments only", () => {
+  assert.equal(isForwarded("/tokenize/sub", ["/tokenize"]), true);
+  assert.equal(isForwarded("/tokenizeX", ["/tokenize"]), false);
+  assert.equal(isForwarded("/tokenize-all", ["/tokenize"]), false);
+  assert.equal(isForwarded("/api/x", ["/api/"]), true);
+  assert.equal(isForwarded("/apix", ["/api/"]), false);
+});
+
+Deno.test("issue 33 forwarded paths with encoded separators, backslashes or dot segments are refused; plain ones pass", () => {
+  for (
+    const t of [
+      "/v1/..%2fslots",
+      "/v1/..%2Fslots",
+      "/tokenize%2f..%2fslots",
+      "/v1/a%5c..%5cslots",
+      "/v1/a\\b",
+      "/v1/./embeddings",
+      "/v1/x/../embeddings",
+      "/v1/%2e%2e/slots",
+      "/v1/.%2E/slots",
+      "/v1/%2e/x?q=1",
+    ]
+  ) assert.notEqual(forwardedPathRefusal(t), null, t);
+  for (
+    const t of [
+      "/v1/embeddings",
+      "/v1/files/file-1.jsonl",
+      "/v1/a..b/c",
+      "/v1/x?path=..%2f..%2fetc",
+      "/tokenize",
+    ]
+  ) assert.equal(forwardedPathRefusal(t), null, t);
 });

@@ -5,27 +5,44 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { errorBody } from "./errors.ts";
+import { apiError, type ClientError, errorShapeOf } from "../../../core/mod.ts";
+import { errorBody, errorHeaders } from "./errors.ts";
+import { cutAfterLinger } from "../linger.ts";
 
-/** An error in the OpenAI shape for the operator routes (admin, lifecycle, /metrics). */
+/**
+ * An error from the catalogue (core/protocol/errors.ts) in the OpenAI shape,
+ * for the operator routes (admin, lifecycle, /metrics) and the client routes
+ * that answer in it; its Retry-After from the error. `extra` goes beside
+ * `error` in the body.
+ */
+export function replyError(
+  res: ServerResponse,
+  error: ClientError,
+  headers: Record<string, string> = {},
+  extra: Record<string, unknown> = {},
+): void {
+  const body = JSON.parse(errorBody("openai", error)) as Record<
+    string,
+    unknown
+  >;
+  sendJson(res, error.status, { ...body, ...extra }, {
+    ...errorHeaders(error),
+    ...headers,
+  });
+}
+
+/**
+ * The operator error written before the catalogue, kept for the cluster wing's
+ * usage routes (shell/server/cluster/usage_fleet.ts, the cluster-host branch's
+ * folder) until they call `replyError` like every other route.
+ */
 export function sendAdminError(
   res: ServerResponse,
   status: number,
   code: string,
   message: string,
-  headers: Record<string, string> = {},
-  extra: Record<string, unknown> = {},
 ): void {
-  const type = status === 401
-    ? "authentication_error"
-    : status === 403
-    ? "permission_error"
-    : status === 404
-    ? "not_found_error"
-    : status >= 500
-    ? "server_error"
-    : "invalid_request_error";
-  sendJson(res, status, { error: { message, type, code }, ...extra }, headers);
+  replyError(res, { status, code, message });
 }
 
 export function sendJson(
@@ -41,9 +58,6 @@ export function sendJson(
   });
   res.end(JSON.stringify(body));
 }
-
-/** Unread input after our FIN is drained this long, then the socket is cut. */
-const LINGER_MS = 2000;
 
 /**
  * Marks the answer about to be written as the connection's last: the socket is
@@ -75,10 +89,10 @@ export function closeIfBodyUnread(
   });
 }
 
+/** Our FIN now; unread input after it is drained a while, then the socket is cut. */
 function endSoon(socket: Socket | Duplex): void {
   socket.end();
-  const cut = setTimeout(() => socket.destroy(), LINGER_MS);
-  socket.once("close", () => clearTimeout(cut));
+  cutAfterLinger(socket, () => socket.destroy());
 }
 
 /**
@@ -93,22 +107,16 @@ export function answerUnparsable(
 ): void {
   if (err.code === "ECONNRESET" || !socket.writable) return socket.destroy();
   const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
-  const status = tooLarge ? 431 : 400;
-  const message = tooLarge
-    ? "request headers are too large"
-    : "malformed HTTP request";
+  const error = tooLarge
+    ? apiError("headers_too_large")
+    : apiError("bad_request", { what: "HTTP request" });
   const raw = err.rawPacket instanceof Uint8Array
     ? Buffer.from(err.rawPacket).subarray(0, 256).toString("latin1")
     : "";
   const path = /^\S+ (\S+)/.exec(raw)?.[1] ?? "";
-  const api = path.startsWith("/v1/messages") ? "anthropic" : "openai";
-  const body = errorBody(api, {
-    status,
-    code: tooLarge ? "headers_too_large" : "bad_request",
-    message,
-  });
+  const body = errorBody(errorShapeOf(path), error);
   socket.end(
-    `HTTP/1.1 ${status} ${
+    `HTTP/1.1 ${error.status} ${
       tooLarge ? "Request Header Fields Too Large" : "Bad Request"
     }\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: ${
       Buffer.byteLength(body)

@@ -2,7 +2,7 @@
 // `model`, else the X-Model header, else a multipart form field `model` (audio
 // uploads). And the one change an alias makes to a body: the model's name,
 // every other byte left as the client sent it.
-import type { ClientError } from "../../../core/mod.ts";
+import { apiError, type ClientError } from "../../../core/mod.ts";
 
 /** Where the model was found; an alias is rewritten in the same place. */
 export type ModelSource = "json" | "header" | "multipart";
@@ -16,38 +16,54 @@ export type FoundModel = {
 };
 
 export function modelRequired(): ClientError {
-  return {
-    status: 400,
-    code: "model_required",
-    message:
-      'the request names no model: put "model" in the JSON body, an X-Model header, or a multipart form field "model" (GET /v1/models lists them)',
-  };
-}
-
-/** The body's top-level JSON object, or null when the body is not one. */
-function jsonObject(text: string): Record<string, unknown> | null {
-  const first = text.trimStart()[0];
-  if (first !== "{") return null;
-  try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === "object" && v !== null && !Array.isArray(v)
-      ? v as Record<string, unknown>
-      : null;
-  } catch {
-    return null;
-  }
+  return apiError("model_required");
 }
 
 /**
- * The model of a request to a forwarded path. `text` is the body when it is
- * UTF-8, else null (then only the header or a multipart field can name it).
+ * The body's top-level JSON object. `strict` (the inference routes, whose
+ * bodies are JSON by their API): a body that is not a JSON object, or whose
+ * "stream" is not a boolean, is refused. Otherwise (a forwarded path): a body
+ * that is not a JSON object is null, and names nothing.
+ */
+function jsonObject(
+  text: string | null,
+  strict: boolean,
+): Record<string, unknown> | null | ClientError {
+  if (text === null || (!strict && text.trimStart()[0] !== "{")) return null;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return strict ? apiError("invalid_json") : null;
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    return strict
+      ? apiError("invalid_body", {
+        detail: "request body must be a JSON object",
+      })
+      : null;
+  }
+  const obj = v as Record<string, unknown>;
+  if (strict && obj.stream !== undefined && typeof obj.stream !== "boolean") {
+    return apiError("invalid_stream");
+  }
+  return obj;
+}
+
+/**
+ * The model a request names, by one rule for every route: the JSON body's
+ * `model`, else X-Model, else a multipart field `model`. `text` is the body
+ * when it is UTF-8, else null (then only the header or a multipart field can
+ * name it); `strict` as jsonObject reads the body.
  */
 export function findModel(
   text: string | null,
   bytes: Uint8Array,
   headers: Record<string, string | string[] | undefined>,
+  strict = false,
 ): FoundModel | ClientError {
-  const obj = text === null ? null : jsonObject(text);
+  const obj = jsonObject(text, strict);
+  if (obj !== null && "status" in obj) return obj as ClientError;
   if (obj !== null && typeof obj.model === "string" && obj.model.trim()) {
     return {
       model: obj.model,

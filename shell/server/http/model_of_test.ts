@@ -54,3 +54,34 @@ Deno.test("an alias changes only the model's bytes in JSON and multipart bodies"
   assert.deepEqual(out.subarray(out.length - 14, out.length - 9), file);
   assert.equal(multipartBoundary('multipart/form-data; boundary="q q"'), "q q");
 });
+
+Deno.test("one model rule for every route: the inference routes read the body strictly, forwarded paths leniently", () => {
+  const find = (text: string, strict: boolean, headers = {}) =>
+    findModel(text, enc.encode(text), headers, strict);
+  // Strict: a body that is not a JSON object, or a non-boolean stream, is refused.
+  assert.equal(
+    (find("not json", true) as { code: string }).code,
+    "invalid_json",
+  );
+  assert.equal((find("[1]", true) as { code: string }).code, "invalid_body");
+  assert.equal(
+    (find('{"model":"m","stream":"yes"}', true) as { code: string }).code,
+    "invalid_stream",
+  );
+  // Lenient: such a body names nothing, and X-Model still can.
+  assert.equal(
+    (find("not json", false, { "x-model": "m" }) as { model: string }).model,
+    "m",
+  );
+  // Both: the JSON model first, then X-Model.
+  for (const strict of [true, false]) {
+    assert.equal(
+      (find('{"model":"a"}', strict) as { model: string }).model,
+      "a",
+    );
+    assert.equal(
+      (find("{}", strict, { "x-model": "b" }) as { source: string }).source,
+      "header",
+    );
+  }
+});

@@ -3,7 +3,11 @@
 // (X-Cache-Mode, X-Cache-Tag). Validation only; the scheduling they drive is in
 // the core.
 import type { IncomingMessage } from "node:http";
-import type { ClientError, Priority } from "../../../core/mod.ts";
+import {
+  apiError,
+  type ClientError,
+  type Priority,
+} from "../../../core/mod.ts";
 
 export type Tenancy = {
   tenant: string;
@@ -49,17 +53,11 @@ export function tenantMismatch(
     bound === null || claimed === undefined || claimed === bound ||
     !TENANT.test(claimed)
   ) return null;
-  return {
-    status: 403,
-    code: "tenant_mismatch",
-    message: ownTenant
+  return apiError("tenant_mismatch", {
+    detail: ownTenant
       ? `this API key has no tenant and is its own tenant ("${bound}"): it cannot act as X-Tenant-ID "${claimed}"; drop the header, use that tenant's key, or a key created with "may_name_tenants": true`
       : `this API key belongs to tenant "${bound}" and cannot act as X-Tenant-ID "${claimed}"; drop the header or use that tenant's key`,
-  };
-}
-
-function invalid(code: string, message: string): ClientError {
-  return { status: 400, code, message };
+  });
 }
 
 /**
@@ -71,38 +69,34 @@ export function readTenancy(
   req: IncomingMessage,
   body: Record<string, unknown>,
   grant: KeyGrant | null,
+  multiTenant = true,
 ): Tenancy | ClientError {
-  const claimed = header(req, "x-tenant-id");
-  if (claimed !== undefined && !TENANT.test(claimed)) {
-    return invalid("invalid_tenant", `X-Tenant-ID must be ${TENANT_RULE}`);
+  let tenant = "default";
+  // ENABLE_MULTI_TENANT=false (issue 32): one tenant; the header is not read.
+  if (multiTenant) {
+    const claimed = header(req, "x-tenant-id");
+    if (claimed !== undefined && !TENANT.test(claimed)) {
+      return apiError("invalid_tenant", { rule: TENANT_RULE });
+    }
+    const bound = grant?.tenant ?? null;
+    const mismatch = tenantMismatch(req, bound);
+    if (mismatch !== null) return mismatch;
+    tenant = bound ?? claimed ?? "default";
   }
-  const bound = grant?.tenant ?? null;
-  const mismatch = tenantMismatch(req, bound);
-  if (mismatch !== null) return mismatch;
-  const tenant = bound ?? claimed ?? "default";
   const asked = (header(req, "x-priority") ?? "normal").toLowerCase();
   if (!isPriority(asked)) {
-    return invalid(
-      "invalid_priority",
-      "X-Priority must be high, normal or low",
-    );
+    return apiError("invalid_priority");
   }
   const priority = grant !== null && RANK[asked] > RANK[grant.maxPriority]
     ? grant.maxPriority
     : asked;
   const mode = (header(req, "x-cache-mode") ?? "auto").toLowerCase();
   if (!CACHE_MODES.has(mode)) {
-    return invalid(
-      "invalid_cache_mode",
-      "X-Cache-Mode must be prefix, none or auto",
-    );
+    return apiError("invalid_cache_mode");
   }
   const tag = header(req, "x-cache-tag");
   if (tag !== undefined && tag.length > 64) {
-    return invalid(
-      "invalid_cache_tag",
-      "X-Cache-Tag must be at most 64 characters",
-    );
+    return apiError("invalid_cache_tag");
   }
   let cacheKey: string | null = null;
   if (mode !== "none") {

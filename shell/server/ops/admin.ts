@@ -2,13 +2,19 @@
 // /admin/keys. Bearer MODELRELAY_ADMIN_TOKEN, compared in constant time; with no
 // token configured every /admin route answers 403 saying how to enable it.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { type Event, type State, workerViews } from "../../../core/mod.ts";
+import {
+  apiError,
+  type Event,
+  type State,
+  workerViews,
+} from "../../../core/mod.ts";
 import type { ApiKeyInfo, KeyScope, KeyStore } from "./api_keys.ts";
 import { KEY_NAME_MAX } from "./api_keys.ts";
 import type { Metrics } from "./metrics.ts";
+import { type AuthThrottle, sendThrottled } from "./auth_throttle.ts";
 import { readJsonBody } from "../http/body.ts";
-import { sendAdminError, sendJson } from "../http/http_reply.ts";
-import { bearerToken, secretsEqual } from "../secret.ts";
+import { replyError, sendJson } from "../http/http_reply.ts";
+import { bareToken, bearerToken, secretsEqual } from "../secret.ts";
 import { isPriority, isTenantId, TENANT_RULE } from "../http/tenancy.ts";
 import { parseKeyLimits } from "./api_keys.ts";
 import type { KeyLimitsText } from "./api_keys.ts";
@@ -35,6 +41,8 @@ export type AdminDeps = {
     url: URL,
     res: ServerResponse,
   ) => void;
+  /** Issue 33: wrong tokens throttled per address; absent = no throttle. */
+  throttle?: AuthThrottle;
 };
 
 const ADMIN_BODY_MAX = 16 * 1024;
@@ -49,24 +57,26 @@ export function decodeSegment(raw: string): string | null {
 }
 
 function badSegment(res: ServerResponse, raw: string): void {
-  sendAdminError(
-    res,
-    400,
-    "invalid_path",
-    `the path segment "${raw}" has a malformed percent-escape`,
-  );
+  replyError(res, apiError("invalid_path", { segment: raw }));
 }
 
 function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();
 }
 
+/** The original's type for a key's times: whole epoch seconds (issue 32). */
+function epochSecs(ms: number | null): number | null {
+  return ms === null ? null : Math.floor(ms / 1000);
+}
+
 function keyJson(k: ApiKeyInfo): Record<string, unknown> {
   return {
     id: k.id,
     name: k.name,
-    created_at: iso(k.createdAtMs),
-    last_used_at: iso(k.lastUsedAtMs),
+    created_at: epochSecs(k.createdAtMs),
+    last_used_at: epochSecs(k.lastUsedAtMs),
+    created_at_iso: iso(k.createdAtMs),
+    last_used_at_iso: iso(k.lastUsedAtMs),
     tenant: k.tenant,
     max_priority: k.maxPriority,
     may_name_tenants: k.mayNameTenants,
@@ -131,7 +141,7 @@ function readAdminJson(
       body.kind === "json"
         ? onDone(body.value, null)
         : onDone(null, "body is not valid JSON"),
-    (e) => sendAdminError(res, e.status, e.code, e.message),
+    (e) => replyError(res, e),
   );
 }
 
@@ -143,25 +153,27 @@ function adminAdmitted(
 ): boolean {
   if (deps.adminToken === "") {
     req.resume();
-    sendAdminError(
-      res,
-      403,
-      "admin_disabled",
-      "the admin API is disabled: start the server with MODELRELAY_ADMIN_TOKEN=<token> (or --admin-token <token>) and send Authorization: Bearer <token>",
-    );
+    replyError(res, apiError("admin_disabled"));
     return false;
   }
-  const given = bearerToken(req);
+  const given = bearerToken(req) ?? bareToken(req);
+  const waitSecs = given === null
+    ? null
+    : deps.throttle?.refusedForSecs("admin", req) ?? null;
+  if (waitSecs !== null) {
+    req.resume();
+    sendThrottled(res, waitSecs);
+    return false;
+  }
   if (given !== null && secretsEqual(given, deps.adminToken)) return true;
   req.resume();
   deps.metrics.authFailure("admin_token");
-  sendAdminError(
+  if (given !== null) deps.throttle?.failed("admin", req);
+  replyError(
     res,
-    403,
-    given === null ? "missing_admin_token" : "invalid_admin_token",
-    given === null
-      ? "send the admin token as Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>"
-      : "the admin token does not match MODELRELAY_ADMIN_TOKEN",
+    apiError(
+      given === null ? "missing_admin_token" : "invalid_admin_token",
+    ),
   );
   return false;
 }
@@ -173,6 +185,11 @@ function listWorkers(res: ServerResponse, state: State, deps: AdminDeps): void {
   sendJson(res, 200, {
     workers: workerViews(state).map((w) => ({
       ...w,
+      // The original's names for the same facts (issue 32), beside ours.
+      worker_id: w.id,
+      worker_name: w.name,
+      in_flight_count: w.in_flight,
+      is_draining: w.draining,
       connected_since: iso(wall(w.connected_at_ms)),
       connected_secs: Math.round((now - w.connected_at_ms) / 1000),
       last_heartbeat: iso(wall(w.last_heartbeat_at_ms)),
@@ -181,6 +198,20 @@ function listWorkers(res: ServerResponse, state: State, deps: AdminDeps): void {
       ),
     })),
   });
+}
+
+/**
+ * /admin/stats in the original's shape, ours beside it (issue 32): a script
+ * written for the original reads `queue_depth` as a map by provider and
+ * `active_workers`; the total depth moves to `queue_depth_total`.
+ */
+function originalStats(ours: Record<string, unknown>): Record<string, unknown> {
+  return {
+    ...ours,
+    queue_depth: ours.queue_depth_by_provider,
+    queue_depth_total: ours.queue_depth,
+    active_workers: ours.workers_connected,
+  };
 }
 
 /** POST /admin/workers/{id}/drain: the core drains it; 202 at once. */
@@ -194,12 +225,7 @@ function drainWorker(
   if (id === null) return badSegment(res, rawId);
   const worker = state.workers.get(id);
   if (worker === undefined) {
-    return sendAdminError(
-      res,
-      404,
-      "worker_not_found",
-      `no worker with id ${id}`,
-    );
+    return replyError(res, apiError("worker_not_found", { id }));
   }
   deps.submit({
     kind: "workerDrainRequested",
@@ -228,20 +254,16 @@ export function handleAdmin(
   const state = deps.state();
   if (state === null) {
     req.resume();
-    sendAdminError(res, 503, "starting", "the server is still starting");
+    replyError(res, apiError("starting"));
     return true;
   }
   const method = req.method ?? "GET";
   const only = (allowed: string): boolean => {
     if (method === allowed) return true;
     req.resume();
-    sendAdminError(
-      res,
-      405,
-      "method_not_allowed",
-      `use ${allowed} for ${path}`,
-      { allow: allowed },
-    );
+    replyError(res, apiError("method_not_allowed", { use: allowed, path }), {
+      allow: allowed,
+    });
     return false;
   };
 
@@ -258,7 +280,7 @@ export function handleAdmin(
   }
   if (path === "/admin/stats") {
     if (!only("GET")) return true;
-    sendJson(res, 200, deps.metrics.stats(state, deps.now()));
+    sendJson(res, 200, originalStats(deps.metrics.stats(state, deps.now())));
     return true;
   }
   if (path === "/admin/usage" || path === "/admin/requests") {
@@ -276,7 +298,7 @@ export function handleAdmin(
     return handleKeys(req, res, path, method, deps);
   }
   req.resume();
-  sendAdminError(res, 404, "not_found", `no admin route for ${method} ${path}`);
+  replyError(res, apiError("not_found", { method, path }));
   return true;
 }
 
@@ -290,27 +312,28 @@ function createKey(
 ): void {
   readAdminJson(req, res, deps.bodyTimeoutMs, (value, error) => {
     if (error !== null) {
-      return sendAdminError(res, 400, "invalid_body", error);
+      return replyError(res, apiError("invalid_body", { detail: error }));
     }
     const name = (value as { name?: unknown } | null)?.name;
     if (
       typeof name !== "string" || name.trim() === "" ||
       name.length > KEY_NAME_MAX
     ) {
-      return sendAdminError(
+      return replyError(
         res,
-        400,
-        "invalid_name",
-        `send {"name": "..."}: a non-empty name of at most ${KEY_NAME_MAX} characters`,
+        apiError("invalid_name", {
+          detail:
+            `send {"name": "..."}: a non-empty name of at most ${KEY_NAME_MAX} characters`,
+        }),
       );
     }
     const scope = scopeOf(value as Record<string, unknown>);
     if (typeof scope === "string") {
-      return sendAdminError(res, 400, "invalid_scope", scope);
+      return replyError(res, apiError("invalid_scope", { detail: scope }));
     }
     const limits = limitsOf(value as Record<string, unknown>);
     if (typeof limits === "string") {
-      return sendAdminError(res, 400, "invalid_limit", limits);
+      return replyError(res, apiError("invalid_limit", { detail: limits }));
     }
     try {
       const k = keys.create(name.trim(), deps.wallNow(), scope, limits);
@@ -339,15 +362,13 @@ function handleKeys(
   const keys = deps.keys;
   if (keys === null) {
     req.resume();
-    sendAdminError(res, 503, "keys_unavailable", "the key store is not open");
+    replyError(res, apiError("keys_unavailable"));
     return true;
   }
   const fail = (e: unknown) => {
-    sendAdminError(
+    replyError(
       res,
-      500,
-      "key_store_error",
-      `the key store failed: ${(e as Error).message}`,
+      apiError("key_store_error", { why: (e as Error).message }),
     );
   };
   if (path === "/admin/keys") {
@@ -365,11 +386,9 @@ function handleKeys(
       return true;
     }
     req.resume();
-    sendAdminError(
+    replyError(
       res,
-      405,
-      "method_not_allowed",
-      "use GET or POST for /admin/keys",
+      apiError("method_not_allowed", { use: "GET or POST", path }),
       { allow: "GET, POST" },
     );
     return true;
@@ -377,15 +396,13 @@ function handleKeys(
   const m = /^\/admin\/keys\/([^/]+)$/.exec(path);
   req.resume();
   if (m === null) {
-    sendAdminError(res, 404, "not_found", `no admin route for ${path}`);
+    replyError(res, apiError("not_found", { method, path }));
     return true;
   }
   if (method !== "DELETE") {
-    sendAdminError(
+    replyError(
       res,
-      405,
-      "method_not_allowed",
-      `use DELETE for ${path}`,
+      apiError("method_not_allowed", { use: "DELETE", path }),
       { allow: "DELETE" },
     );
     return true;
@@ -396,8 +413,10 @@ function handleKeys(
     return true;
   }
   try {
-    if (keys.revoke(id)) sendJson(res, 200, { id, revoked: true });
-    else sendAdminError(res, 404, "key_not_found", `no API key with id ${id}`);
+    // The original's answer: 204 and no body (issue 32).
+    if (keys.revoke(id)) {
+      res.writeHead(204, { "cache-control": "no-store" }).end();
+    } else replyError(res, apiError("key_not_found", { id }));
   } catch (e) {
     fail(e);
   }

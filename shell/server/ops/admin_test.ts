@@ -58,6 +58,16 @@ Deno.test("C35 admin answers 403 without the token or with a wrong one, and coun
     const ok = await admin(relay, "/admin/stats");
     assert.equal(ok.status, 200);
     await ok.body?.cancel();
+    // The original also takes the token bare, without "Bearer " (issue 32).
+    const bare = await fetch(`${relay.url}/admin/stats`, {
+      headers: { authorization: ADMIN_TOKEN },
+    });
+    assert.equal(bare.status, 200);
+    await bare.body?.cancel();
+    const bareWrong = await fetch(`${relay.url}/admin/stats`, {
+      headers: { authorization: ADMIN_TOKEN + "x" },
+    });
+    assert.equal((await bareWrong.json()).error.code, "invalid_admin_token");
   } finally {
     await relay.close();
   }
@@ -84,6 +94,13 @@ Deno.test("admin lists workers with load and models, stats count requests, drain
     assert.equal(view.load, 0);
     assert.equal(view.in_flight, 0);
     assert.equal(view.draining, false);
+    // The original's field names for the same facts (issue 32).
+    assert.equal(view.worker_id, w.ack.worker_id);
+    assert.equal(view.worker_name, "gpu-box-1");
+    assert.equal(view.provider, "local");
+    assert.equal(view.reported_load, 0);
+    assert.equal(view.in_flight_count, 0);
+    assert.equal(view.is_draining, false);
     assert.match(view.connected_since, /^\d{4}-\d\d-\d\dT/);
     assert.match(view.last_heartbeat, /^\d{4}-\d\d-\d\dT/);
     assert.ok(Math.abs(Date.parse(view.connected_since) - Date.now()) < 60_000);
@@ -101,7 +118,10 @@ Deno.test("admin lists workers with load and models, stats count requests, drain
     assert.equal(stats.workers_connected, 1);
     assert.equal(stats.requests_total, 2);
     assert.equal(stats.requests_by_outcome.completed, 2);
-    assert.equal(stats.queue_depth, 0);
+    // The original's shape (issue 32): depth by provider, active workers.
+    assert.deepEqual(stats.queue_depth, { local: 0 });
+    assert.equal(stats.active_workers, 1);
+    assert.equal(stats.queue_depth_total, 0);
     assert.deepEqual(stats.queue_depth_by_provider, { local: 0 });
     assert.equal(stats.in_flight, 0);
     assert.equal(stats.chunks_streamed_total, 2);

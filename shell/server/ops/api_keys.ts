@@ -313,6 +313,24 @@ function ownerOnly(path: string): void {
   }
 }
 
+/** How long the relay's connection waits for another's lock, where waiting is allowed. */
+const BUSY_TIMEOUT_MS = 2000;
+
+/**
+ * `write` with SQLite's busy wait off (issue 33): the connection is
+ * synchronous, on the event loop, so a lock held by another connection (a
+ * sqlite3 session, a backup) would freeze every stream for the whole wait.
+ * Refused at once instead; the caller keeps or drops what it wanted to write.
+ */
+export function withoutWaiting<T>(db: DatabaseSync, write: () => T): T {
+  db.exec("PRAGMA busy_timeout = 0");
+  try {
+    return write();
+  } finally {
+    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
+  }
+}
+
 /**
  * Opens (creating on first start) the relay database at `path` and brings its
  * schema up to date; same errors as openSqliteKeyStore.
@@ -333,7 +351,7 @@ export function openRelayDatabase(
     );
   }
   try {
-    db.exec("PRAGMA busy_timeout = 2000");
+    db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
     const check = db.prepare("PRAGMA quick_check").all();
     const verdict = check.map((r) => String(Object.values(r)[0])).join("; ");
     if (verdict !== "ok") throw new Error(`integrity check failed: ${verdict}`);
@@ -446,8 +464,14 @@ class SqliteKeyStore implements KeyStore {
   touch(id: string, nowMs: number): void {
     const last = this.#touched.get(id);
     if (last !== undefined && nowMs - last < TOUCH_RESOLUTION_MS) return;
-    this.#touched.set(id, nowMs);
-    this.#touch.run(nowMs, id);
+    // On the request's path: a locked file skips the note (tried again at the
+    // key's next use) rather than holding every stream (issue 33).
+    try {
+      withoutWaiting(this.#db, () => this.#touch.run(nowMs, id));
+      this.#touched.set(id, nowMs);
+    } catch {
+      // last_used is a hint; the request goes on.
+    }
   }
 
   close(): void {

@@ -79,6 +79,16 @@ Deno.test({
           max_priority: "low",
         }),
       })).json();
+      // Issue 33.11: a key without a tenant is its own tenant; only a
+      // gateway's key (may_name_tenants) names tenants.
+      const lone = await (await admin(relay, "/admin/keys", {
+        method: "POST",
+        body: JSON.stringify({ name: "lone app" }),
+      })).json();
+      const gateway = await (await admin(relay, "/admin/keys", {
+        method: "POST",
+        body: JSON.stringify({ name: "gateway", may_name_tenants: true }),
+      })).json();
       await page.goto(`${relay.url}/dashboard`);
       // A wrong token is refused and the form stays.
       await page.fill("#token", "wrong-token");
@@ -91,12 +101,33 @@ Deno.test({
       await page.locator("#no-workers").waitFor({ state: "visible" });
       assert.equal(await textOf(page, "#workers-connected"), "0");
       assert.equal(await textOf(page, "#requests-total"), "0");
+      // The total depth, now beside the original's map (issue 32).
+      assert.equal(await textOf(page, "#queue-depth"), "0");
       // Keys show their tenant and priority ceiling (issue 15).
       const keyRow = page.locator(`#keys tr[data-key-id="${key.id}"]`);
       await keyRow.waitFor();
       assert.match(
         (await keyRow.textContent()) ?? "",
         /team-a app.*team-a.*low/,
+      );
+      // Its creation time as a date (ISO beside the original's epoch seconds).
+      assert.match(
+        (await keyRow.textContent()) ?? "",
+        /\d{4}-\d\d-\d\d \d\d:\d\d/,
+      );
+      assert.match(
+        (await page.locator(`#keys tr[data-key-id="${lone.id}"]`)
+          .textContent()) ?? "",
+        new RegExp(`lone app.*its own \\(${lone.id}\\)`),
+      );
+      assert.match(
+        (await page.locator(`#keys tr[data-key-id="${gateway.id}"]`)
+          .textContent()) ?? "",
+        /gateway.*any \(X-Tenant-ID\)/,
+      );
+      assert.doesNotMatch(
+        (await page.locator("#dash").textContent()) ?? "",
+        /one without may name tenants/,
       );
 
       const w = await registeredWorker(relay, {

@@ -7,7 +7,9 @@
 // effect, which run_effects.ts writes like any other.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import {
+  apiError,
   capabilitiesView,
+  type ClientError,
   type Event,
   type LifecycleOperation,
   lifecycleTaskView,
@@ -20,7 +22,7 @@ import { decodeSegment } from "./admin.ts";
 import { readJsonBody } from "../http/body.ts";
 import type { LifecycleCallers } from "../http/clients.ts";
 import type { CapabilitiesAccess } from "../http/endpoint_access.ts";
-import { sendAdminError, sendJson } from "../http/http_reply.ts";
+import { replyError, sendJson } from "../http/http_reply.ts";
 import { newTaskId } from "../ids.ts";
 import { checkOpToken, type Governance, OP_TOKEN_FIELDS } from "./op_token.ts";
 
@@ -89,15 +91,6 @@ export function viewAt(
   return body;
 }
 
-function sendError(
-  res: ServerResponse,
-  status: number,
-  code: string,
-  message: string,
-): void {
-  sendAdminError(res, status, code, message);
-}
-
 export function makeLifecycleRoutes(deps: LifecycleDeps): LifecycleRoutes {
   const cache = newViewCache();
   return {
@@ -106,11 +99,9 @@ export function makeLifecycleRoutes(deps: LifecycleDeps): LifecycleRoutes {
       if (path === "/v1/capabilities") {
         req.resume();
         if (req.method !== "GET") {
-          sendError(
+          replyError(
             res,
-            405,
-            "method_not_allowed",
-            "use GET for /v1/capabilities",
+            apiError("method_not_allowed", { use: "GET", path }),
           );
         } else capabilities(deps, cache, req, res, url);
         return true;
@@ -124,7 +115,7 @@ export function makeLifecycleRoutes(deps: LifecycleDeps): LifecycleRoutes {
       if (operation === undefined) return false;
       if (req.method !== "POST") {
         req.resume();
-        sendError(res, 405, "method_not_allowed", `use POST for ${path}`);
+        replyError(res, apiError("method_not_allowed", { use: "POST", path }));
         return true;
       }
       lifecycleCall(deps, req, res, operation);
@@ -143,25 +134,14 @@ function capabilities(
 ): void {
   const access = deps.capabilitiesAccess(req);
   if (access.kind === "denied") {
-    return sendAdminError(
-      res,
-      access.status,
-      access.code,
-      access.message,
-      access.headers,
-    );
+    return replyError(res, access.error, access.headers);
   }
   const detail = access.kind === "detail";
   const state = deps.state();
-  if (state === null) return sendError(res, 503, "starting", "starting up");
+  if (state === null) return replyError(res, apiError("starting"));
   const workerId = url.searchParams.get("worker");
   if (workerId !== null && !detail) {
-    return sendError(
-      res,
-      403,
-      "admin_only",
-      "per-worker capabilities (?worker=) need the admin token (Authorization: Bearer <MODELRELAY_ADMIN_TOKEN>)",
-    );
+    return replyError(res, apiError("admin_only"));
   }
   const key = `${detail ? "detail" : "fleet"}:${workerId ?? ""}`;
   const body = viewAt(
@@ -171,11 +151,9 @@ function capabilities(
     () => capabilitiesView(state, deps.waits(), workerId, detail),
   );
   if (body === null) {
-    return sendError(
+    return replyError(
       res,
-      404,
-      "worker_not_found",
-      `no connected worker "${workerId}" (see GET /admin/workers)`,
+      apiError("worker_not_found", { id: workerId ?? "" }),
     );
   }
   // Current as of its state version; a client asks again for a newer one.
@@ -196,21 +174,11 @@ function taskStatus(
     ? null
     : lifecycleTaskView(state, id);
   if (req.method !== "GET") {
-    sendError(res, 405, "method_not_allowed", `use GET for ${path}`);
+    replyError(res, apiError("method_not_allowed", { use: "GET", path }));
   } else if (id === null) {
-    sendError(
-      res,
-      400,
-      "invalid_task_id",
-      `the task id "${raw}" has a malformed percent-escape`,
-    );
+    replyError(res, apiError("invalid_task_id", { raw }));
   } else if (view === null) {
-    sendError(
-      res,
-      404,
-      "task_not_found",
-      `no lifecycle task "${id}" (finished tasks are kept for a while, then forgotten)`,
-    );
+    replyError(res, apiError("task_not_found", { id }));
   } else sendJson(res, 200, taskDocument(view));
 }
 
@@ -222,10 +190,10 @@ type LifecycleAsk =
     params: Record<string, unknown>;
     workerId: string | null;
   }
-  | { kind: "invalid"; code: string; message: string };
+  | { kind: "invalid"; error: ClientError };
 
-function invalid(code: string, message: string): LifecycleAsk {
-  return { kind: "invalid", code, message };
+function invalid(error: ClientError): LifecycleAsk {
+  return { kind: "invalid", error };
 }
 
 /** Reads the call from its body: the model, the worker's params, a chosen worker. */
@@ -237,12 +205,11 @@ function askOf(
   // indistinguishable from the token's metadata in what is signed.
   const reserved = OP_TOKEN_FIELDS.filter((k) => k !== "modelId" && k in body);
   if (reserved.length > 0) {
-    return invalid(
-      "invalid_body",
-      `${
+    return invalid(apiError("invalid_body", {
+      detail: `${
         reserved.join(", ")
       } belong inside verifiedOpToken.opToken, not in the request body`,
-    );
+    }));
   }
   const params: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(body)) {
@@ -251,19 +218,15 @@ function askOf(
   const workerId = typeof body.workerId === "string" ? body.workerId : null;
   if (operation !== "cache-flush") {
     if (typeof body.modelId !== "string" || body.modelId.trim() === "") {
-      return invalid(
-        "missing_model_id",
-        'request body needs a "modelId" string',
-      );
+      return invalid(apiError("missing_model_id"));
     }
     return { kind: "ask", modelId: body.modelId, params, workerId };
   }
   const scope = body.scope ?? "all";
   if (typeof scope !== "string" || !FLUSH_SCOPES.includes(scope)) {
-    return invalid(
-      "invalid_scope",
-      `"scope" must be one of ${FLUSH_SCOPES.join(", ")}`,
-    );
+    return invalid(apiError("invalid_scope", {
+      detail: `"scope" must be one of ${FLUSH_SCOPES.join(", ")}`,
+    }));
   }
   const need = { model: "modelId", tenant: "tenantId", tag: "tag" }[
     scope as "model" | "tenant" | "tag"
@@ -272,10 +235,7 @@ function askOf(
     need !== undefined &&
     (typeof body[need] !== "string" || body[need] === "")
   ) {
-    return invalid(
-      "missing_scope_value",
-      `scope "${scope}" needs a "${need}" string`,
-    );
+    return invalid(apiError("missing_scope_value", { scope, need }));
   }
   const modelId = typeof body.modelId === "string" ? body.modelId : null;
   return { kind: "ask", modelId, params: { ...params, scope }, workerId };
@@ -304,26 +264,24 @@ function lifecycleCall(
   };
   readJsonBody(req, res, limits, async (read) => {
     if (read.kind === "notJson") {
-      return sendError(
+      return replyError(
         res,
-        400,
-        "invalid_body",
-        "request body is not valid JSON",
+        apiError("invalid_body", { detail: "request body is not valid JSON" }),
       );
     }
     const body = read.value;
     if (typeof body !== "object" || body === null || Array.isArray(body)) {
-      return sendError(
+      return replyError(
         res,
-        400,
-        "invalid_body",
-        "request body must be a JSON object",
+        apiError("invalid_body", {
+          detail: "request body must be a JSON object",
+        }),
       );
     }
     const fields = body as Record<string, unknown>;
     const ask = askOf(operation, fields);
     if (ask.kind === "invalid") {
-      return sendError(res, 400, ask.code, ask.message);
+      return replyError(res, ask.error);
     }
     const check = await checkOpToken(
       deps.governance,
@@ -340,10 +298,10 @@ function lifecycleCall(
           model: ask.modelId ?? "",
         });
       }
-      return sendError(res, e.status, e.code, e.message);
+      return replyError(res, e);
     }
     if (deps.state() === null) {
-      return sendError(res, 503, "starting", "starting up");
+      return replyError(res, apiError("starting"));
     }
     const taskId = newTaskId(operation);
     deps.log("info", "lifecycle call verified", {
@@ -366,5 +324,5 @@ function lifecycleCall(
       workerId: ask.workerId,
       replyWanted: true,
     });
-  }, (e) => sendError(res, e.status, e.code, e.message));
+  }, (e) => replyError(res, e));
 }

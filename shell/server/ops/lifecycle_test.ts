@@ -17,6 +17,7 @@ import {
   waitFor,
 } from "../_test_helpers.ts";
 import {
+  encodeCompactOpToken,
   encodeOpToken,
   type OpToken,
   type SignedCall,
@@ -163,6 +164,69 @@ Deno.test("op token: every failed check has its own status and message, and the 
       1,
       "only the valid call reached the worker",
     );
+  } finally {
+    await w.close();
+    await relay.close();
+  }
+});
+
+Deno.test("issue 32: an op token in the compact header.payload.signature form (HS256) passes; a changed payload, another key or another alg do not", async () => {
+  const relay = await relayWith();
+  const w = await registeredWorker(relay, { models: ["m1"], extensions: EXT });
+  try {
+    const op = (nonce: string): SignedCall => ({
+      operation: "model-load",
+      modelId: "big",
+      issuedAt: Math.floor(Date.now() / 1000),
+      signers: ["admin1", "admin2"],
+      nonce,
+    });
+    const b64 = (v: unknown) =>
+      Buffer.from(JSON.stringify(v)).toString("base64url");
+    const good = encodeCompactOpToken(op("compact-1"), KEY);
+    const [header, , sig] = good.split(".");
+    const cases: [string, string, number, string][] = [
+      [
+        "another key",
+        encodeCompactOpToken(
+          op("compact-2"),
+          new TextEncoder().encode("another-key-000000"),
+        ),
+        401,
+        "op_token_bad_signature",
+      ],
+      [
+        "a changed payload",
+        `${header}.${b64({ ...op("compact-1"), modelId: "big2" })}.${sig}`,
+        401,
+        "op_token_bad_signature",
+      ],
+      [
+        "alg none",
+        `${b64({ alg: "none" })}.${b64(op("compact-3"))}.${sig}`,
+        400,
+        "invalid_op_token",
+      ],
+    ];
+    for (const [what, tok, status, code] of cases) {
+      const r = await post(relay, "/v1/models/load", {
+        modelId: "big",
+        verifiedOpToken: tok,
+      });
+      assert.equal(r.status, status, what);
+      assert.equal(r.body.error.code, code, what);
+    }
+    const ok = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      verifiedOpToken: good,
+    });
+    assert.equal(ok.status, 202);
+    assert.equal((await w.next("lifecycle_request")).task_id, ok.body.taskId);
+    const replay = await post(relay, "/v1/models/load", {
+      modelId: "big",
+      verifiedOpToken: good,
+    });
+    assert.equal(replay.body.error.code, "op_token_replayed");
   } finally {
     await w.close();
     await relay.close();

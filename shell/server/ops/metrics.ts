@@ -4,6 +4,7 @@
 // No per-request table: a request's `requestFinished` carries all it counts.
 import type { Effect, Event, State } from "../../../core/mod.ts";
 import { inFlightCount, queueDepth } from "../../../core/mod.ts";
+import { pieceBytes } from "../../piece_bytes.ts";
 
 /** Upper bounds in seconds, shared by the latency histograms. */
 export const LATENCY_BUCKETS = [
@@ -148,6 +149,10 @@ export class Metrics {
   readonly cacheReports = new Map<string, number>();
   cacheTokensReused = 0;
   readonly lifecycleTasks = new Map<string, number>();
+  /** Issue 33: usage records let go while the database refused writes. */
+  usageRecordsDropped = 0;
+  /** Issue 33: reason (queue_full, export_failed, shutdown) -> spans never exported. */
+  readonly spansDropped = new Map<string, number>();
   /** Issue 30: model SEP worker SEP reason (demand, reported) -> loads started. */
   readonly modelLoads = new Map<string, number>();
   /** Issue 30: model SEP worker -> models that left a worker's memory. */
@@ -173,7 +178,7 @@ export class Metrics {
     switch (effect.kind) {
       case "writeChunk":
         this.chunks++;
-        this.bytes += Buffer.byteLength(effect.chunk, "utf8");
+        this.bytes += pieceBytes(effect.chunk);
         return;
       case "sendToWorker": {
         const m = effect.message;
@@ -236,6 +241,14 @@ export class Metrics {
       avgWaitMs: h.count === 0 ? 0 : Math.round(h.sum / h.count * 1000),
       p95WaitMs: Math.round((h.quantile(0.95) ?? 0) * 1000),
     };
+  }
+
+  droppedUsageRecords(records: number): void {
+    this.usageRecordsDropped += records;
+  }
+
+  droppedSpans(reason: string, spans: number): void {
+    inc(this.spansDropped, reason, spans);
   }
 
   authFailure(kind: AuthFailureKind): void {
@@ -572,6 +585,20 @@ export const METRICS: readonly MetricDef[] = [
     help:
       "Failed authentications, by kind (api_key, admin_token, worker_secret).",
     value: (m) => byLabels(m.authFailures, ["kind"]),
+  },
+  {
+    name: "modelrelay_usage_records_dropped_total",
+    type: "counter",
+    help:
+      "Usage records never written: more than 50,000 waited while the database refused writes (locked, disk full).",
+    value: (m) => m.usageRecordsDropped,
+  },
+  {
+    name: "modelrelay_spans_dropped_total",
+    type: "counter",
+    help:
+      "Trace spans never exported to OTEL_EXPORTER_OTLP_ENDPOINT, by reason (queue_full, export_failed, shutdown).",
+    value: (m) => byLabels(m.spansDropped, ["reason"]),
   },
   {
     name: "modelrelay_uptime_seconds",

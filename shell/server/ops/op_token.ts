@@ -4,7 +4,11 @@
 //                     ...every other parameter of the call},
 //         "signature": "..."}
 // sent as a JSON object, as a JSON string, or as that JSON base64url-encoded
-// (standard base64 is accepted too).
+// (standard base64 is accepted too). Or in the compact JWS form spec 004 says
+// to parse ("Parse JWT/JSON", issue 32): `header.payload.signature`, each part
+// base64url, the header {"alg":"HS256"} (no other algorithm, never "none"), the
+// payload the opToken object itself, and the signature HMAC-SHA256 over the
+// text `header.payload` as JWS defines it (not over canonical JSON).
 //
 // The token signs the whole call (issue 15): besides `modelId`, every field of
 // the request body except `verifiedOpToken` itself (scope, tenantId, tag,
@@ -42,7 +46,11 @@
 // The nonce is recorded only when every other check passed, so a rejected token
 // does not burn its nonce.
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { LifecycleOperation } from "../../../core/mod.ts";
+import {
+  apiError,
+  type ClientError,
+  type LifecycleOperation,
+} from "../../../core/mod.ts";
 
 export const OP_TOKEN_WINDOW_SECS = 300;
 export const NONCE_CHARS_MAX = 256;
@@ -67,7 +75,7 @@ export const OP_TOKEN_FIELDS: readonly string[] = [
 /** A token with the call's other parameters (evictModel, scope, ...) beside its own fields. */
 export type SignedCall = OpToken & Record<string, unknown>;
 
-export type OpTokenError = { status: number; code: string; message: string };
+export type OpTokenError = ClientError;
 
 export type OpTokenPolicy = {
   key: Uint8Array;
@@ -107,26 +115,63 @@ export function encodeOpToken(token: SignedCall, key: Uint8Array): string {
   ).toString("base64url");
 }
 
-function err(status: number, code: string, message: string): OpTokenError {
-  return { status, code, message };
-}
-
 function malformed(what: string): OpTokenError {
-  return err(
-    400,
-    "invalid_op_token",
-    `verifiedOpToken is malformed: ${what} (expected {"opToken":{"operation","modelId","issuedAt","signers","nonce"},"signature"} as JSON or base64url JSON)`,
-  );
+  return apiError("invalid_op_token", { what });
 }
 
 type Parsed = {
   token: OpToken;
   signature: string;
   raw: Record<string, unknown>;
+  /** The compact form's `header.payload`, which its signature covers; absent = canonical JSON of `raw`. */
+  signingInput?: string;
 };
+
+/** A complete token in the compact form `header.payload.signature` (HS256). */
+export function encodeCompactOpToken(
+  token: SignedCall,
+  key: Uint8Array,
+): string {
+  const part = (v: unknown) =>
+    Buffer.from(JSON.stringify(v)).toString("base64url");
+  const input = `${part({ alg: "HS256", typ: "JWT" })}.${part(token)}`;
+  const sig = createHmac("sha256", key).update(input).digest("base64url");
+  return `${input}.${sig}`;
+}
+
+const COMPACT = /^([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)$/;
+
+/** The compact form, turned into the JSON form's outer object, with what it signs. */
+function parseCompact(
+  m: RegExpExecArray,
+): { outer: unknown; signingInput: string } | OpTokenError {
+  let header: unknown;
+  let payload: unknown;
+  try {
+    header = JSON.parse(Buffer.from(m[1]!, "base64url").toString("utf8"));
+    payload = JSON.parse(Buffer.from(m[2]!, "base64url").toString("utf8"));
+  } catch {
+    return malformed("the compact form's header or payload is not JSON");
+  }
+  if ((header as { alg?: unknown } | null)?.alg !== "HS256") {
+    return malformed('the compact form\'s header must say "alg":"HS256"');
+  }
+  return {
+    outer: { opToken: payload, signature: m[3]! },
+    signingInput: `${m[1]}.${m[2]}`,
+  };
+}
 
 export function parseOpToken(input: unknown): Parsed | OpTokenError {
   let value = input;
+  let signingInput: string | undefined;
+  const compact = typeof value === "string" ? COMPACT.exec(value.trim()) : null;
+  if (compact !== null) {
+    const c = parseCompact(compact);
+    if ("status" in c) return c;
+    value = c.outer;
+    signingInput = c.signingInput;
+  }
   if (typeof value === "string") {
     const text = value.trim();
     let json = text;
@@ -184,6 +229,7 @@ export function parseOpToken(input: unknown): Parsed | OpTokenError {
     },
     signature: outer.signature,
     raw: o,
+    ...(signingInput === undefined ? {} : { signingInput }),
   };
 }
 
@@ -228,85 +274,73 @@ export function verifyOpToken(
   nowSecs: number,
 ): OpToken | OpTokenError {
   if (input === undefined || input === null || input === "") {
-    return err(
-      401,
-      "missing_op_token",
-      `${call.operation} is a governed operation: send "verifiedOpToken" signed by ${policy.minSigners} of the configured signers`,
-    );
+    return apiError("missing_op_token", {
+      detail:
+        `${call.operation} is a governed operation: send "verifiedOpToken" signed by ${policy.minSigners} of the configured signers`,
+    });
   }
   const parsed = parseOpToken(input);
   if ("status" in parsed) return parsed;
   const { token, signature, raw } = parsed;
   const given = signatureBytes(signature);
-  // Signed over what the client sent (canonicalized), not our re-typed copy.
-  const expected = createHmac("sha256", policy.key).update(canonicalJson(raw))
-    .digest();
+  // Signed over what the client sent (canonicalized), not our re-typed copy;
+  // the compact form over its own `header.payload` text.
+  const expected = createHmac("sha256", policy.key).update(
+    parsed.signingInput ?? canonicalJson(raw),
+  ).digest();
   if (
     given === null || given.length !== expected.length ||
     !timingSafeEqual(given, expected)
   ) {
-    return err(
-      401,
-      "op_token_bad_signature",
-      "verifiedOpToken signature does not verify: HMAC-SHA256 over the canonical JSON of opToken (sorted keys, no spaces) with the key at VERIFIED_OP_TOKEN_KEY_PATH, as hex or base64url",
-    );
+    return apiError("op_token_bad_signature");
   }
   if (token.operation !== call.operation) {
-    return err(
-      403,
-      "op_token_wrong_operation",
-      `verifiedOpToken is for operation "${token.operation}", this call is "${call.operation}"`,
-    );
+    return apiError("op_token_wrong_operation", {
+      detail:
+        `verifiedOpToken is for operation "${token.operation}", this call is "${call.operation}"`,
+    });
   }
   if (token.modelId !== call.modelId) {
-    return err(
-      403,
-      "op_token_wrong_model",
-      `verifiedOpToken is for model ${
+    return apiError("op_token_wrong_model", {
+      detail: `verifiedOpToken is for model ${
         JSON.stringify(token.modelId)
       }, this call is for ${JSON.stringify(call.modelId)}`,
-    );
+    });
   }
   const differs = paramDifferences(raw, call.params);
   if (differs.length > 0) {
-    return err(
-      403,
-      "op_token_params_mismatch",
-      `verifiedOpToken does not sign this call's parameters (${
+    return apiError("op_token_params_mismatch", {
+      detail: `verifiedOpToken does not sign this call's parameters (${
         differs.join("; ")
       }); the token must carry every body field except verifiedOpToken, with the same values`,
-    );
+    });
   }
   const skew = nowSecs - token.issuedAt;
   if (Math.abs(skew) > OP_TOKEN_WINDOW_SECS) {
-    return err(
-      401,
-      "op_token_expired",
-      `verifiedOpToken was issued ${Math.round(Math.abs(skew))} s ${
+    return apiError("op_token_expired", {
+      detail: `verifiedOpToken was issued ${Math.round(Math.abs(skew))} s ${
         skew > 0 ? "ago" : "in the future"
       }; it must be within ${OP_TOKEN_WINDOW_SECS} s of the relay's clock`,
-    );
+    });
   }
   const valid = new Set(
     token.signers.filter((s) => policy.signers.includes(s)),
   );
   if (valid.size < policy.minSigners) {
-    return err(
-      403,
-      "op_token_insufficient_signers",
-      `verifiedOpToken has ${valid.size} distinct configured signer(s), ${policy.minSigners} of [${
-        policy.signers.join(", ")
-      }] are required (OP_TOKEN_MIN_SIGNERS)`,
-    );
+    return apiError("op_token_insufficient_signers", {
+      detail:
+        `verifiedOpToken has ${valid.size} distinct configured signer(s), ${policy.minSigners} of [${
+          policy.signers.join(", ")
+        }] are required (OP_TOKEN_MIN_SIGNERS)`,
+    });
   }
   if (
     !nonces.claim(token.nonce, nowSecs, token.issuedAt + OP_TOKEN_WINDOW_SECS)
   ) {
-    return err(
-      409,
-      "op_token_replayed",
-      "verifiedOpToken nonce was already used: every operation needs a fresh token",
-    );
+    return apiError("op_token_replayed", {
+      detail:
+        "verifiedOpToken nonce was already used: every operation needs a fresh token",
+    });
   }
   return token;
 }
@@ -354,7 +388,7 @@ export async function checkOpToken(
       : "the nonce store is unavailable";
     return {
       kind: "refused",
-      error: err(503, "lifecycle_unconfigured", message),
+      error: apiError("lifecycle_unconfigured", { detail: message }),
     };
   }
   const verified = verifyOpToken(input, call, policy, nonces, nowSecs());
@@ -369,11 +403,10 @@ export async function checkOpToken(
   ) {
     return {
       kind: "refused",
-      error: err(
-        409,
-        "op_token_replayed",
-        "verifiedOpToken nonce was already used (or the shared nonce store is unreachable): every operation needs a fresh token",
-      ),
+      error: apiError("op_token_replayed", {
+        detail:
+          "verifiedOpToken nonce was already used (or the shared nonce store is unreachable): every operation needs a fresh token",
+      }),
     };
   }
   return { kind: "verified", token: verified };

@@ -97,7 +97,7 @@ export const DASHBOARD_HTML = pageHtml({
         <thead><tr><th>Name</th><th>Tenant</th><th>Max priority</th><th>Created</th><th>Last used</th></tr></thead>
         <tbody id="keys"></tbody>
       </table>
-      <p class="muted">A key with a tenant is always counted, limited and queued as that tenant; one without may name tenants with X-Tenant-ID (a trusted gateway). X-Priority above a key's maximum is lowered to it.</p>
+      <p class="muted">A key with a tenant is always counted, limited and queued as that tenant; one without is its own tenant (named by its id), and only a key created with may_name_tenants (a trusted gateway's) may name tenants with X-Tenant-ID. X-Priority above a key's maximum is lowered to it.</p>
     </section>
     <p class="muted">Updated every second from /admin/stats and /admin/workers (the counters behind /metrics). <button id="logout" class="secondary" type="button">Forget token</button></p>
   </section>
@@ -205,7 +205,7 @@ export const DASHBOARD_JS = `"use strict";
     if (history.length > 0) history[history.length - 1].tok = tokRate;
     text("workers-connected", s.workers_connected);
     text("in-flight", s.in_flight);
-    text("queue-depth", s.queue_depth);
+    text("queue-depth", s.queue_depth_total);
     text("requests-total", s.requests_total);
     text("request-rate", reqRate.toFixed(1));
     text("byte-rate", (byteRate / 1024).toFixed(1));
@@ -346,10 +346,12 @@ export const DASHBOARD_JS = `"use strict";
       var tr = el("tr");
       tr.setAttribute("data-key-id", k.id);
       tr.appendChild(nameCell(k.name, k.id));
-      tr.appendChild(k.tenant === null ? el("td", "any (X-Tenant-ID)", "muted") : el("td", k.tenant));
+      tr.appendChild(k.tenant !== null ? el("td", k.tenant)
+        : k.may_name_tenants ? el("td", "any (X-Tenant-ID)", "muted")
+        : el("td", "its own (" + k.id + ")", "muted"));
       tr.appendChild(el("td", k.max_priority));
-      tr.appendChild(el("td", k.created_at ? k.created_at.slice(0, 19).replace("T", " ") : "-"));
-      tr.appendChild(el("td", k.last_used_at ? k.last_used_at.slice(0, 19).replace("T", " ") : "never"));
+      tr.appendChild(el("td", k.created_at_iso ? k.created_at_iso.slice(0, 19).replace("T", " ") : "-"));
+      tr.appendChild(el("td", k.last_used_at_iso ? k.last_used_at_iso.slice(0, 19).replace("T", " ") : "never"));
       body.appendChild(tr);
     });
   }

@@ -156,7 +156,9 @@ export const SETUP_JS = `"use strict";
       if (s.worker_registrations_total > baseline) {
         var st = $("status");
         st.className = "ok";
-        st.textContent = "Worker connected! " + s.workers_connected + " worker(s) now serve: " + (s.models.join(", ") || "(no models yet)");
+        st.textContent = "Worker connected! " + s.workers_connected + " worker(s) " + (s.models === undefined
+          ? "now connected (their models: GET /v1/models with a client key)"
+          : "now serve: " + (s.models.join(", ") || "(no models yet)"));
         $("status-detail").textContent = "Try it: curl " + location.origin + "/v1/models";
         return;
       }

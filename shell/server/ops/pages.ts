@@ -4,10 +4,12 @@
 //
 // GET /setup/status is public, so it reveals nothing /health and /v1/models don't
 // already: the number of connected workers, how many registrations happened since
-// start, and the union of served models. No worker names, ids, addresses or loads.
+// start, and the union of served models, only while /v1/models itself is public
+// (issue 33.11: not once API keys are required). No worker names, ids,
+// addresses or loads.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { listModels, type State } from "../../../core/mod.ts";
-import { sendAdminError, sendJson } from "../http/http_reply.ts";
+import { apiError, listModels, type State } from "../../../core/mod.ts";
+import { replyError, sendJson } from "../http/http_reply.ts";
 import { DASHBOARD_HTML, DASHBOARD_JS } from "./page_dashboard.ts";
 import { SETUP_HTML, SETUP_JS } from "./page_setup.ts";
 import { PAGE_CSS } from "./page_style.ts";
@@ -16,6 +18,8 @@ import type { Metrics } from "./metrics.ts";
 export type PagesDeps = {
   metrics: Metrics;
   state: () => State | null;
+  /** Whether GET /v1/models answers without a key (MODELRELAY_REQUIRE_API_KEYS off). */
+  modelsPublic: boolean;
 };
 
 const CSP = [
@@ -56,7 +60,7 @@ export function handlePages(
     sendJson(res, 200, {
       workers_connected: state.workers.size,
       worker_registrations_total: deps.metrics.workerRegistrations,
-      models: listModels(state),
+      ...(deps.modelsPublic ? { models: listModels(state) } : {}),
     });
     return true;
   }
@@ -65,7 +69,7 @@ export function handlePages(
   req.resume();
   if (req.method !== "GET" && req.method !== "HEAD") {
     // Found by the HTTP fuzz (issue 15): every error is JSON in one shape.
-    sendAdminError(res, 405, "method_not_allowed", `use GET for ${path}`, {
+    replyError(res, apiError("method_not_allowed", { use: "GET", path }), {
       allow: "GET",
     });
     return true;

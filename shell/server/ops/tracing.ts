@@ -54,13 +54,40 @@ export function parseTraceparent(
   return { traceId: m[1]!, spanId: m[2]!, flags: m[3]! };
 }
 
+/** W3C trace context: at most 32 list members; 512 characters is what every vendor must pass on. */
+const TRACESTATE_CHARS_MAX = 512;
+const TRACESTATE_MEMBERS_MAX = 32;
+const TRACESTATE_MEMBER =
+  /^[a-z0-9][a-z0-9_\-*/@]{0,255}=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$/;
+
+/**
+ * The client's tracestate if it may go on (issue 33.11): only beside a valid
+ * traceparent (W3C: a trace started here has no state of the client's), within
+ * 512 characters and 32 members, each well-formed; else dropped whole.
+ */
+export function forwardedTracestate(value: string): string | null {
+  if (value.length > TRACESTATE_CHARS_MAX) return null;
+  const members = value.split(",").map((m) => m.trim()).filter((m) => m !== "");
+  if (
+    members.length === 0 || members.length > TRACESTATE_MEMBERS_MAX ||
+    !members.every((m) => TRACESTATE_MEMBER.test(m))
+  ) return null;
+  return members.join(",");
+}
+
 /**
  * Continues or starts the request's trace and sets the traceparent the backend
- * sees (the dispatch span as its parent). `headers` are the lowercased request
- * headers the core will forward.
+ * sees (the dispatch span as its parent), and the tracestate that may go with
+ * it. `headers` are the lowercased request headers the core will forward.
  */
 export function traceRequest(headers: Record<string, string>): TraceIds {
   const client = parseTraceparent(headers["traceparent"]);
+  const state = headers["tracestate"];
+  if (state !== undefined) {
+    const kept = client === null ? null : forwardedTracestate(state);
+    if (kept === null) delete headers["tracestate"];
+    else headers["tracestate"] = kept;
+  }
   const ids: TraceIds = {
     traceId: client?.traceId ?? hex(16),
     parentSpanId: client?.spanId ?? null,
@@ -202,22 +229,30 @@ export type Tracer = {
   start(requestId: string, headers: Record<string, string>): void;
   /** The request's spans, queued for export (no-op without an endpoint). */
   finish(f: Finished, wallMs: number): void;
-  /** Sends what is queued now; resolves when the receiver answered. */
+  /** Sends what is queued, one export at a time; resolves when nothing is left. */
   flush(): Promise<void>;
+  /** The last flush, bounded by CLOSE_MS: what is still unsent then is dropped. */
   close(): Promise<void>;
 };
 
-export const EXPORT_MS = 1000;
-const BATCH_MAX = 512;
-const QUEUE_MAX = 8192;
+/** Why spans were let go: counted in modelrelay_spans_dropped_total{reason}. */
+export type SpanDrop = "queue_full" | "export_failed" | "shutdown";
 
-/** One OTLP/HTTP JSON export; a failure is reported, never thrown. */
+export const EXPORT_MS = 1000;
+/** One export's bound: the OTLP exporters' default (OTEL_EXPORTER_OTLP_TIMEOUT, 10 s). */
+export const EXPORT_TIMEOUT_MS = 10_000;
+/** How long close() waits for the last exports before it drops them (issue 33). */
+export const CLOSE_MS = 3_000;
+const BATCH_MAX = 512;
+export const QUEUE_MAX = 8192;
+
+/** One OTLP/HTTP JSON export: the error when it failed (refused, no answer in time), else null. */
 async function sendSpans(
   url: string,
   serviceName: string,
   spans: OtlpSpan[],
-  onError: (e: unknown) => void,
-): Promise<void> {
+  signal: AbortSignal,
+): Promise<unknown> {
   const body = {
     resourceSpans: [{
       resource: {
@@ -234,29 +269,57 @@ async function sendSpans(
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify(body),
+      signal,
     });
     await r.body?.cancel();
-    if (!r.ok) throw new Error(`${url} answered ${r.status}`);
+    return r.ok ? null : new Error(`${url} answered ${r.status}`);
   } catch (e) {
-    onError(e);
+    return e;
   }
 }
 
 /**
  * The relay's tracer. `endpoint` is OTEL_EXPORTER_OTLP_ENDPOINT ("" = no
  * export: only traceparent propagation, and no per-request memory).
+ *
+ * A collector that accepts and never answers must cost neither memory nor a
+ * stop (issue 33): one export is in flight at a time, each bounded by
+ * EXPORT_TIMEOUT_MS; spans wait in one queue of at most QUEUE_MAX, the oldest
+ * dropped first; close() gives the last exports CLOSE_MS, then aborts.
  */
 export function makeTracer(
   endpoint: string,
   serviceName: string,
   onError: (e: unknown) => void,
+  onDrop: (reason: SpanDrop, spans: number) => void = () => {},
 ): Tracer {
   const exporting = endpoint !== "";
   const url = endpoint.replace(/\/+$/, "") + "/v1/traces";
   const open = new Map<string, TraceIds>();
+  /** Spans waiting for an export (the one in flight holds its own batch). */
   let queue: OtlpSpan[] = [];
   let timer: ReturnType<typeof setTimeout> | null = null;
-  let sending: Promise<void> = Promise.resolve();
+  let inFlight: { done: Promise<void>; abort: AbortController } | null = null;
+  /** The one loop sending what waits, while anything does; shared by every flush. */
+  let pumping: Promise<void> | null = null;
+  let closing: Promise<void> | null = null;
+
+  const exportNext = (): Promise<void> => {
+    const batch = queue.splice(0, BATCH_MAX);
+    const abort = new AbortController();
+    const signal = AbortSignal.any([
+      abort.signal,
+      AbortSignal.timeout(EXPORT_TIMEOUT_MS),
+    ]);
+    const done = sendSpans(url, serviceName, batch, signal).then((error) => {
+      inFlight = null;
+      if (error === null) return;
+      onError(error);
+      onDrop("export_failed", batch.length);
+    });
+    inFlight = { done, abort };
+    return done;
+  };
 
   const tracer: Tracer = {
     start(requestId, headers) {
@@ -268,9 +331,16 @@ export function makeTracer(
       const ids = open.get(f.requestId);
       if (ids === undefined) return; // refused before it was traced
       open.delete(f.requestId);
-      // A receiver that cannot keep up loses spans, never the relay's memory.
-      if (queue.length < QUEUE_MAX) queue.push(...spansOf(ids, f, wallMs));
-      if (timer === null) {
+      queue.push(...spansOf(ids, f, wallMs));
+      // A receiver that cannot keep up loses the oldest spans, never the
+      // relay's memory.
+      const over = queue.length - QUEUE_MAX;
+      if (over > 0) {
+        queue.splice(0, over);
+        onDrop("queue_full", over);
+      }
+      // A running pump takes these spans too: no timer (and no second loop).
+      if (timer === null && pumping === null && closing === null) {
         timer = setTimeout(() => {
           timer = null;
           void tracer.flush();
@@ -282,17 +352,31 @@ export function makeTracer(
         clearTimeout(timer);
         timer = null;
       }
-      while (queue.length > 0) {
-        const batch = queue.slice(0, BATCH_MAX);
-        queue = queue.slice(BATCH_MAX);
-        sending = sending.then(() =>
-          sendSpans(url, serviceName, batch, onError)
-        );
-      }
-      return sending;
+      pumping ??= (async () => {
+        try {
+          while (queue.length > 0) await exportNext();
+        } finally {
+          pumping = null;
+        }
+      })();
+      return pumping;
     },
-    async close() {
-      await tracer.flush();
+    close() {
+      closing ??= (async () => {
+        let deadline: ReturnType<typeof setTimeout> | undefined;
+        const late = new Promise<"late">((resolve) => {
+          deadline = setTimeout(() => resolve("late"), CLOSE_MS);
+        });
+        const ended = await Promise.race([tracer.flush(), late]);
+        clearTimeout(deadline);
+        if (ended !== "late") return;
+        if (queue.length > 0) onDrop("shutdown", queue.length);
+        queue = [];
+        const last = inFlight;
+        last?.abort.abort();
+        await last?.done;
+      })();
+      return closing;
     },
   };
   return tracer;

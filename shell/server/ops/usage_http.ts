@@ -1,7 +1,8 @@
 // GET /admin/usage and GET /admin/requests (issue 26): the usage ledger read
 // back. Behind the admin token (admin.ts checks it before routing here).
 import type { ServerResponse } from "node:http";
-import { sendAdminError, sendJson } from "../http/http_reply.ts";
+import { apiError, type ClientError } from "../../../core/mod.ts";
+import { replyError, sendJson } from "../http/http_reply.ts";
 import {
   type GroupBy,
   GROUPS,
@@ -14,33 +15,57 @@ export const REQUESTS_LIMIT_DEFAULT = 100;
 const DAY_MS = 86_400_000;
 const OUTCOMES = new Set(["completed", "failed", "cancelled", "rejected"]);
 
-/** A time given as RFC 3339 or unix seconds (fractions allowed), in ms; null when neither. */
+/** The largest time a Date holds (ECMA-262): past it, `toISOString` throws. */
+const DATE_MS_MAX = 8.64e15;
+
+/**
+ * A time given as RFC 3339 or unix seconds (fractions allowed), in ms; null
+ * when neither, when a field is out of its calendar range (`Date.parse` takes
+ * 2026-02-30 as March 2), or past what a Date holds (issue 33.11: a 500).
+ */
 export function parseTime(raw: string): number | null {
   const t = raw.trim();
-  if (/^\d+(\.\d+)?$/.test(t)) return Math.round(Number(t) * 1000);
+  if (/^\d+(\.\d+)?$/.test(t)) {
+    const ms = Math.round(Number(t) * 1000);
+    return ms <= DATE_MS_MAX ? ms : null;
+  }
   // RFC 3339: a date, a time, and a zone (Z or an offset).
+  const m =
+    /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$/
+      .exec(t);
+  if (m === null) return null;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number);
+  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate();
   if (
-    !/^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/
-      .test(t)
+    month! < 1 || month! > 12 || day! < 1 || day! > daysInMonth ||
+    hour! > 23 || minute! > 59 || second! > 59 ||
+    Number(m[9] ?? 0) > 23 || Number(m[10] ?? 0) > 59
   ) return null;
   const ms = Date.parse(t);
   return Number.isNaN(ms) ? null : ms;
 }
 
 export function disabled(res: ServerResponse): void {
-  sendAdminError(
-    res,
-    404,
-    "usage_ledger_disabled",
-    "the usage ledger is off: it is kept when the admin API or API keys are on and USAGE_RETENTION_DAYS is above 0",
-  );
+  replyError(res, apiError("usage_ledger_disabled"));
 }
 
 /** A usage query's range (both ends in ms, `to` included) and grouping. */
 export type UsageQuery = { groupBy: GroupBy; fromMs: number; toMs: number };
 
 /** What is wrong with a query: the admin error to answer. */
-export type QueryError = { code: string; message: string };
+export type QueryError = {
+  code: "invalid_group_by" | "invalid_from" | "invalid_to" | "invalid_range";
+  message: string;
+};
+
+function queryError(code: QueryError["code"], message: string): QueryError {
+  return { code, message };
+}
+
+/** A usage query's error from the catalogue, its validator's words as its message. */
+export function queryErrorOf(q: QueryError): ClientError {
+  return apiError(q.code, { detail: q.message });
+}
 
 /** The query of GET /admin/usage, `from` and `to` defaulting to the last 24 hours before `wallNow`. */
 export function usageQuery(
@@ -49,10 +74,10 @@ export function usageQuery(
 ): UsageQuery | QueryError {
   const groupBy = q.get("group_by") ?? "tenant";
   if (!(GROUPS as readonly string[]).includes(groupBy)) {
-    return {
-      code: "invalid_group_by",
-      message: `group_by must be one of ${GROUPS.join(", ")}`,
-    };
+    return queryError(
+      "invalid_group_by",
+      `group_by must be one of ${GROUPS.join(", ")}`,
+    );
   }
   const range: number[] = [];
   for (
@@ -64,17 +89,16 @@ export function usageQuery(
     const raw = q.get(name);
     const ms = raw === null ? fallback : parseTime(raw);
     if (ms === null) {
-      return {
-        code: `invalid_${name}`,
-        message:
-          `${name} must be an RFC 3339 time (2026-11-25T10:00:00Z) or unix seconds`,
-      };
+      return queryError(
+        name === "from" ? "invalid_from" : "invalid_to",
+        `${name} must be an RFC 3339 time (2026-11-25T10:00:00Z) or unix seconds`,
+      );
     }
     range.push(ms);
   }
   const [fromMs, toMs] = range as [number, number];
   if (toMs < fromMs) {
-    return { code: "invalid_range", message: "to is before from" };
+    return queryError("invalid_range", "to is before from");
   }
   return { groupBy: groupBy as GroupBy, fromMs, toMs };
 }
@@ -103,7 +127,7 @@ export function sendUsage(
   if (ledger === null) return disabled(res);
   const query = usageQuery(url.searchParams, wallNow);
   if ("code" in query) {
-    return sendAdminError(res, 400, query.code, query.message);
+    return replyError(res, queryErrorOf(query));
   }
   // `to` is included: a record stamped at the very instant counts.
   const part = ledger.usage(query.groupBy, query.fromMs, query.toMs + 1);
@@ -151,7 +175,7 @@ export function sendRequests(
   if (ledger === null) return disabled(res);
   const filter = requestFilter(url.searchParams);
   if (typeof filter === "string") {
-    return sendAdminError(res, 400, "invalid_query", filter);
+    return replyError(res, apiError("invalid_query", { detail: filter }));
   }
   const { records, nextCursor } = ledger.requests(filter);
   sendJson(res, 200, { requests: records, next_cursor: nextCursor });

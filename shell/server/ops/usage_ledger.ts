@@ -6,6 +6,7 @@
 // finished before it. Rows older than the retention are deleted hourly.
 import type { DatabaseSync } from "node:sqlite";
 import type { Effect } from "../../../core/mod.ts";
+import { withoutWaiting } from "./api_keys.ts";
 
 export type Finished = Extract<Effect, { kind: "requestFinished" }>;
 
@@ -90,6 +91,14 @@ export type UsageLedger = {
 export const FLUSH_MS = 1000;
 /** A batch this big is written at the next turn of the event loop, not in the request's. */
 export const FLUSH_ROWS = 200;
+/** Rows per transaction: what waited through a lock goes in slices, one turn each. */
+const WRITE_ROWS_MAX = 1000;
+/**
+ * Records kept while the file refuses them (locked by another connection,
+ * disk full): about 25 MB at most. Past it the oldest are dropped, and counted.
+ */
+export const PENDING_MAX = 50_000;
+
 const PRUNE_MS = 3_600_000;
 const DAY_MS = 86_400_000;
 
@@ -141,13 +150,14 @@ function recordOf(r: Record<string, unknown>): UsageRecord {
 
 type Statement = ReturnType<DatabaseSync["prepare"]>;
 
-/** One batch in one transaction. */
+/** One batch in one transaction; the error thrown is SQLite's own. */
 function writeBatch(
   db: DatabaseSync,
   insert: Statement,
   batch: Pending[],
 ): void {
-  db.exec("BEGIN");
+  // IMMEDIATE: a lock held elsewhere refuses the batch before any row is tried.
+  db.exec("BEGIN IMMEDIATE");
   try {
     for (const [f, at] of batch) {
       const u = f.usage;
@@ -174,7 +184,9 @@ function writeBatch(
     }
     db.exec("COMMIT");
   } catch (e) {
-    db.exec("ROLLBACK");
+    // SQLite rolls back by itself on some errors (a full disk): a second
+    // ROLLBACK would throw and hide the error that matters.
+    if (db.isTransaction) db.exec("ROLLBACK");
     throw e;
   }
 }
@@ -281,14 +293,25 @@ function requestsByTime(
   ).all(...args, filter.limit).map(recordOf);
 }
 
+/** What the ledger tells about writes that fail (issue 33); each optional. */
+export type LedgerNotes = {
+  /** Records written after `failures` refused attempts. */
+  recovered?: (records: number, failures: number) => void;
+  /** Records dropped, the oldest first, because PENDING_MAX were waiting. */
+  dropped?: (records: number) => void;
+};
+
 /**
  * The ledger on an open relay database (schema already migrated). `onError`
- * hears a failed write: its records are dropped, the relay keeps serving.
+ * hears the first failed write of a run of failures, with SQLite's error: its
+ * records are kept (at most PENDING_MAX) and written once the file takes them
+ * again; the relay keeps serving meanwhile.
  */
 export function openUsageLedger(
   db: DatabaseSync,
   retentionDays: number,
   onError: (e: unknown) => void,
+  notes: LedgerNotes = {},
 ): UsageLedger {
   const insert = db.prepare(
     `INSERT INTO usage_records (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -303,33 +326,66 @@ export function openUsageLedger(
   let pending: Pending[] = [];
   let timer: ReturnType<typeof setTimeout> | null = null;
   let lastPruneMs = 0;
+  /** Refused attempts since the last write that went through. */
+  let failures = 0;
+
+  const schedule = (ms: number) => {
+    if (timer !== null) clearTimeout(timer);
+    timer = setTimeout(() => {
+      timer = null;
+      write(false);
+    }, ms);
+  };
+  const keepAtMost = () => {
+    const over = pending.length - PENDING_MAX;
+    if (over <= 0) return;
+    pending.splice(0, over);
+    notes.dropped?.(over);
+  };
+  /** Writes what waits, a slice per turn; false when the file refused it. */
+  const writePending = (): boolean => {
+    const batch = pending.slice(0, WRITE_ROWS_MAX);
+    try {
+      withoutWaiting(db, () => writeBatch(db, insert, batch));
+    } catch (e) {
+      if (failures++ === 0) onError(e);
+      return false;
+    }
+    pending.splice(0, batch.length);
+    if (failures > 0) {
+      notes.recovered?.(batch.length, failures);
+      failures = 0;
+    }
+    return true;
+  };
+
+  /**
+   * What waits, to disk: all of it for a flush (a read counts every finished
+   * request), one slice per turn from the timer. Refused: tried again in
+   * FLUSH_MS, without waiting then either.
+   */
+  const write = (all: boolean) => {
+    if (timer !== null) clearTimeout(timer);
+    timer = null;
+    if (pending.length === 0 || !db.isOpen) return;
+    const now = pending[pending.length - 1]![1];
+    do {
+      if (!writePending()) return schedule(FLUSH_MS);
+    } while (all && pending.length > 0);
+    if (pending.length > 0) return schedule(0);
+    if (now - lastPruneMs >= PRUNE_MS) ledger.prune(now);
+  };
 
   const ledger: UsageLedger = {
     record(f, wallMs) {
       pending.push([f, wallMs]);
-      const due = pending.length >= FLUSH_ROWS;
+      keepAtMost();
+      const due = pending.length >= FLUSH_ROWS && failures === 0;
       if (timer !== null && !due) return;
-      if (timer !== null) clearTimeout(timer);
-      timer = setTimeout(() => {
-        timer = null;
-        ledger.flush();
-      }, due ? 0 : FLUSH_MS);
+      schedule(due ? 0 : FLUSH_MS);
     },
     flush() {
-      if (timer !== null) {
-        clearTimeout(timer);
-        timer = null;
-      }
-      if (pending.length === 0 || !db.isOpen) return;
-      const batch = pending;
-      pending = [];
-      try {
-        writeBatch(db, insert, batch);
-      } catch (e) {
-        onError(e);
-      }
-      const now = batch[batch.length - 1]![1];
-      if (now - lastPruneMs >= PRUNE_MS) ledger.prune(now);
+      write(true);
     },
     usage(groupBy, fromMs, toMs) {
       ledger.flush();
@@ -344,17 +400,31 @@ export function openUsageLedger(
       return requestsByTime(db, filter, after);
     },
     prune(wallMs) {
-      lastPruneMs = wallMs;
       if (!db.isOpen) return 0;
       try {
-        return Number(del.run(wallMs - retentionDays * DAY_MS).changes);
+        const cutoff = wallMs - retentionDays * DAY_MS;
+        const gone = withoutWaiting(db, () => del.run(cutoff).changes);
+        lastPruneMs = wallMs;
+        return Number(gone);
       } catch (e) {
         onError(e);
-        return 0;
+        return 0; // tried again at the next flush
       }
     },
     close() {
-      ledger.flush();
+      // At the end, waiting for a lock stalls nothing: one last try with it.
+      if (timer !== null) clearTimeout(timer);
+      timer = null;
+      while (pending.length > 0 && db.isOpen) {
+        const batch = pending.splice(0, WRITE_ROWS_MAX);
+        try {
+          writeBatch(db, insert, batch);
+        } catch (e) {
+          onError(e);
+          notes.dropped?.(batch.length + pending.length);
+          pending = [];
+        }
+      }
     },
   };
   return ledger;

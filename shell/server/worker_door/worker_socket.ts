@@ -20,6 +20,7 @@ import { requestUrl } from "../http/http_reply.ts";
 import { newWorkerId } from "../ids.ts";
 import { closeReason } from "../run_effects.ts";
 import { secretsEqual } from "../secret.ts";
+import { cutAfterLinger } from "../linger.ts";
 
 /**
  * Bytes a worker may send before its register is accepted: the largest register
@@ -27,7 +28,7 @@ import { secretsEqual } from "../secret.ts";
  * the rest of the frame. Anything beyond is not a worker we want to buffer for.
  */
 export const PRE_REGISTER_BYTES_MAX = 128 * 1024;
-/** A refused socket that does not answer our close frame is cut after this. */
+/** A refused socket that does not answer our close frame is cut after this (shorter than LINGER_MS: nothing of theirs is worth waiting for). */
 const REFUSED_LINGER_MS = 1000;
 
 export type WorkerSocketDeps = {
@@ -37,6 +38,12 @@ export type WorkerSocketDeps = {
   submit: (event: Event) => void;
   now: () => number;
   workerSecret: string;
+  /**
+   * Whether a client API key presented as the secret admits a worker (the
+   * original's key-as-worker-credential, issue 32); absent = never. Set only
+   * when the operator turned API_KEYS_AS_WORKER_SECRET on.
+   */
+  workerKeyValid?: (key: string) => boolean;
   defaultProvider: string;
   frameCharsMax: number;
   trustedProxies: TrustedProxies;
@@ -210,10 +217,9 @@ function screenUpgrade(
     socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
     return null;
   }
-  const secretValid = secretsEqual(
-    presentedSecret(req, url),
-    deps.workerSecret,
-  );
+  const presented = presentedSecret(req, url);
+  const secretValid = secretsEqual(presented, deps.workerSecret) ||
+    (presented !== "" && deps.workerKeyValid?.(presented) === true);
   if (secretValid) deps.cap?.exempt(socket);
   else if (deps.cap?.overCap(socket) === true) {
     socket.end(
@@ -224,11 +230,15 @@ function screenUpgrade(
   return { url, secretValid };
 }
 
-/** The secret a worker presented: the header, else the `secret` query parameter. */
+/**
+ * The secret a worker presented: the header, else the `secret` query
+ * parameter, else the original's `worker_secret` (issue 32).
+ */
 function presentedSecret(req: IncomingMessage, url: URL): string {
   const header = req.headers["x-worker-secret"];
   return (Array.isArray(header) ? header[0] : header) ??
     url.searchParams.get("secret") ??
+    url.searchParams.get("worker_secret") ??
     "";
 }
 
@@ -307,7 +317,7 @@ function capUntilRegistered(
     socket.end();
     // Read nothing more of theirs; the close event ends the core's record.
     socket.pause();
-    setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
+    cutAfterLinger(ws, () => ws.terminate(), REFUSED_LINGER_MS);
   };
   socket.on("data", onData);
 }
@@ -325,6 +335,5 @@ function refused(
   ws.on("error", () => {});
   ws.close(code, closeReason(reason));
   socket.end();
-  const cut = setTimeout(() => ws.terminate(), REFUSED_LINGER_MS);
-  ws.once("close", () => clearTimeout(cut));
+  cutAfterLinger(ws, () => ws.terminate(), REFUSED_LINGER_MS);
 }

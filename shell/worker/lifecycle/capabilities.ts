@@ -5,27 +5,7 @@
 import type { RunnerCapabilities } from "../../../core/protocol/mod.ts";
 import { runnerCapabilitiesSchema } from "../../../core/protocol/mod.ts";
 import type { BackendFetch, BackendKind } from "./backends.ts";
-
-type Json = Record<string, unknown>;
-
-async function tryJson(
-  call: BackendFetch,
-  url: string,
-): Promise<Json | null> {
-  try {
-    const res = await call(url, { signal: AbortSignal.timeout(3_000) });
-    if (!res.ok) {
-      await res.body?.cancel();
-      return null;
-    }
-    const v = await res.json();
-    return typeof v === "object" && v !== null && !Array.isArray(v)
-      ? v as Json
-      : null;
-  } catch {
-    return null;
-  }
-}
+import { backendJson, type Json } from "./backend_json.ts";
 
 function ids(list: unknown, key = "id"): string[] {
   if (!Array.isArray(list)) return [];
@@ -41,14 +21,14 @@ export async function readCapabilities(
   call: BackendFetch = fetch,
 ): Promise<RunnerCapabilities | null> {
   if (kind === "spec004") {
-    const own = await tryJson(call, `${base}/v1/capabilities`);
+    const own = await backendJson(call, `${base}/v1/capabilities`);
     const parsed = runnerCapabilitiesSchema.safeParse(own);
     if (parsed.success) return parsed.data;
   }
   const health = "healthy";
   if (kind === "ollama") {
-    const ps = await tryJson(call, `${base}/api/ps`);
-    const tags = await tryJson(call, `${base}/api/tags`);
+    const ps = await backendJson(call, `${base}/api/ps`);
+    const tags = await backendJson(call, `${base}/api/tags`);
     if (ps === null && tags === null) return null;
     const loaded = Array.isArray(ps?.models)
       ? (ps.models as Json[]).map((m) => ({
@@ -77,7 +57,7 @@ export async function readCapabilities(
   if (kind === "llama-router") {
     return await routerCapabilities(call, base, health);
   }
-  const models = await tryJson(call, `${base}/v1/models`);
+  const models = await backendJson(call, `${base}/v1/models`);
   if (models === null) return null;
   const listed = ids(models.data);
   const out: RunnerCapabilities = {
@@ -91,7 +71,7 @@ export async function readCapabilities(
     health,
   };
   // llama-server: context length from /props, slot use from /slots.
-  const props = await tryJson(call, `${base}/props`);
+  const props = await backendJson(call, `${base}/props`);
   const settings = props?.default_generation_settings as Json | undefined;
   const nCtx = settings?.n_ctx ?? props?.n_ctx;
   if (typeof nCtx === "number" && out.models?.loaded?.length === 1) {
@@ -133,7 +113,7 @@ async function routerCapabilities(
   base: string,
   health: string,
 ): Promise<RunnerCapabilities | null> {
-  const list = await tryJson(call, `${base}/models`);
+  const list = await backendJson(call, `${base}/models`);
   if (list === null || !Array.isArray(list.data)) return null;
   const byStatus = new Map<string, string[]>();
   for (const m of list.data as Json[]) {
@@ -144,7 +124,7 @@ async function routerCapabilities(
   }
   const loaded = await Promise.all(
     (byStatus.get("loaded") ?? []).map(async (id) => {
-      const props = await tryJson(
+      const props = await backendJson(
         call,
         `${base}/props?model=${encodeURIComponent(id)}`,
       );

@@ -5,25 +5,8 @@
 // swaps). A plain OpenAI-compatible server says nothing (`loaded` null).
 import type { BackendResidency } from "../../../core/worker/mod.ts";
 import type { BackendFetch, BackendKind } from "./backends.ts";
+import { backendJson, type Json } from "./backend_json.ts";
 import { readCapabilities } from "./capabilities.ts";
-
-type Json = Record<string, unknown>;
-
-async function json(call: BackendFetch, url: string): Promise<Json | null> {
-  try {
-    const res = await call(url, { signal: AbortSignal.timeout(3_000) });
-    if (!res.ok) {
-      await res.body?.cancel();
-      return null;
-    }
-    const v = await res.json();
-    return typeof v === "object" && v !== null && !Array.isArray(v)
-      ? v as Json
-      : null;
-  } catch {
-    return null;
-  }
-}
 
 /**
  * llama-swap's /running: `{"running":[{"model":"a","state":"ready"}]}`;
@@ -51,7 +34,7 @@ async function routerProps(
   call: BackendFetch,
   base: string,
 ): Promise<Partial<BackendResidency>> {
-  const props = await json(call, `${base}/props`);
+  const props = await backendJson(call, `${base}/props`);
   const max = props?.max_instances;
   return {
     ...(typeof max === "number" && max > 0 ? { room: max } : {}),
@@ -67,7 +50,7 @@ export async function readResidency(
 ): Promise<BackendResidency | null> {
   switch (kind) {
     case "llama-swap": {
-      const v = await json(call, `${base}/running`);
+      const v = await backendJson(call, `${base}/running`);
       return v === null ? null : fromLlamaSwapRunning(v);
     }
     case "spec004":
@@ -87,7 +70,7 @@ export async function readResidency(
       };
     }
     case "llama-server": {
-      const v = await json(call, `${base}/v1/models`);
+      const v = await backendJson(call, `${base}/v1/models`);
       if (v === null || !Array.isArray(v.data)) return null;
       const ids = (v.data as Json[]).map((m) => m?.id).filter((
         id,

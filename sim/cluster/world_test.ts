@@ -6,7 +6,7 @@ import {
   type ClusterRun,
   clusterScenario,
   runCluster,
-} from "./cluster_world.ts";
+} from "./world.ts";
 import { CLUSTER_MUTANT_SPECS } from "./mutants.ts";
 
 /** Seeds of the CI sweep's cluster scenarios (`deno task test:core`). */
@@ -18,13 +18,16 @@ function report(seed: bigint, run: ClusterRun): string {
     .join("\n");
 }
 
-Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, stall, duplicate appends, log stall, engine blip, log reset, a graceful leave and a failover that loses the log's tail hold every fleet invariant`, () => {
+Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, stall, duplicate appends, log stall, engine blip, log reset, a graceful leave and a failover that loses the log's tail, streams going direct between instances, hold every fleet and data-path invariant`, () => {
   const seen = new Set<ClusterFault>();
   let deaths = 0;
   let digestChecks = 0;
   let snapshots = 0;
   let leaves = 0;
   let tokenReaches = 0;
+  let pieces = 0;
+  let whole = 0;
+  let sizeCuts = 0;
   for (let n = 0n; n < BigInt(SWEEP_RUNS); n++) {
     const seed = SWEEP_SEED + n;
     const s = clusterScenario(seed);
@@ -36,10 +39,18 @@ Deno.test(`cluster sweep: ${SWEEP_RUNS} seeded 2-3 instance runs with crash, sta
     snapshots += run.stats.snapshots;
     leaves += run.stats.leaves;
     tokenReaches += run.stats.tokenLimitReached;
+    pieces += run.stats.piecesSent;
+    whole += run.stats.streamsWhole;
+    sizeCuts += run.stats.sizeCuts;
   }
   assert.deepEqual([...seen].sort(), [...CLUSTER_FAULTS].sort());
   assert.ok(deaths > SWEEP_RUNS / 4, `only ${deaths} instance deaths`);
-  assert.ok(digestChecks > SWEEP_RUNS * 50, `only ${digestChecks} digests`);
+  assert.ok(digestChecks > SWEEP_RUNS * 8, `only ${digestChecks} digests`);
+  // The data path is put to work in the same runs: pieces cross instances,
+  // streams end whole, big answers are cut for size on the direct path.
+  assert.ok(pieces > SWEEP_RUNS * 20, `only ${pieces} pieces sent direct`);
+  assert.ok(whole > SWEEP_RUNS * 5, `only ${whole} whole streams`);
+  assert.ok(sizeCuts > SWEEP_RUNS / 4, `only ${sizeCuts} size cuts`);
   // Snapshots (and the trims behind them) and leaves happen in most runs.
   assert.ok(snapshots > SWEEP_RUNS * 5, `only ${snapshots} snapshots`);
   assert.ok(leaves > SWEEP_RUNS / 4, `only ${leaves} leaves`);
@@ -84,15 +95,19 @@ Deno.test("every cluster mutant has an expected catcher", () => {
 for (const m of CLUSTER_MUTANT_SPECS) {
   Deno.test(`cluster mutant "${m.name}" (breaks: ${m.breaks}) is caught by ${m.caughtBy} within 20 seeds`, () => {
     for (let seed = 1n; seed <= 20n; seed++) {
-      const run = runCluster({
-        seed,
-        instances: 3,
-        workers: 3,
-        requests: 60,
-        faults: m.faults ?? [...CLUSTER_FAULTS],
-        rateLimited: true,
-        tokenLimited: true,
-      }, m.name);
+      const run = runCluster(
+        m.drawn === true ? clusterScenario(seed) : {
+          seed,
+          instances: 3,
+          workers: 3,
+          requests: 60,
+          faults: m.faults ?? [...CLUSTER_FAULTS],
+          rateLimited: true,
+          tokenLimited: true,
+          slowReader: seed % 2n === 0n,
+        },
+        m.name,
+      );
       if (run.violations.some((v) => v.invariant === m.caughtBy)) return;
     }
     assert.fail(`mutant ${m.name} survived 20 seeds`);

@@ -8,11 +8,11 @@ import {
   complete,
   newState,
   step,
-} from "../_testing.ts";
-import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
-import { holdersKey } from "./hot_routes.ts";
-import { residencyOf } from "./residency.ts";
-import type { State } from "./state.ts";
+} from "../core/_testing.ts";
+import { EXTENSION_RESIDENCY } from "../core/protocol/messages.ts";
+import { holdersKey } from "../core/state/hot_routes.ts";
+import { residencyOf } from "../core/state/residency.ts";
+import type { State } from "../core/state/state.ts";
 
 const MODELS = ["a", "b", "c"];
 

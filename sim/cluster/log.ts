@@ -7,7 +7,7 @@ import {
   compareIds,
   type LogEntry,
   type Snapshot,
-} from "../core/cluster/instance.ts";
+} from "../../core/cluster/instance.ts";
 
 export type VirtualLog = {
   epoch: number;
@@ -22,6 +22,8 @@ export type VirtualLog = {
   /** Appends that arrived while stalled, in arrival order (one FIFO, as a connection is). */
   waiting: string[];
   drainQueued: boolean;
+  /** Every entry appended, in order (ids and data): the run's fingerprint. */
+  hash: number;
 };
 
 export function newLog(): VirtualLog {
@@ -35,7 +37,16 @@ export function newLog(): VirtualLog {
     stalledUntil: 0,
     waiting: [],
     drainQueued: false,
+    hash: 0x811c9dc5,
   };
+}
+
+/** FNV-1a (32-bit) over the UTF-16 code units of `text`, from `h`. */
+function fold(h: number, text: string): number {
+  for (let i = 0; i < text.length; i++) {
+    h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  }
+  return Math.imul(h ^ 10, 0x01000193);
 }
 
 export function epochName(log: VirtualLog): string {
@@ -53,11 +64,20 @@ export function appendEntry(
   log.lastSeq = seq;
   const entry = { id: `${ms}-${seq}`, ms, data };
   log.entries.push(entry);
+  log.hash = fold(fold(log.hash, entry.id), data);
   return entry;
 }
 
 /** The index of the first entry after `afterId` (binary search: ids ascend). */
 function firstAfter(log: VirtualLog, afterId: string): number {
+  // Most reads are a tail's poll that finds nothing new.
+  const last = log.entries.at(-1);
+  if (
+    last === undefined || last.id === afterId ||
+    compareIds(last.id, afterId) <= 0
+  ) {
+    return log.entries.length;
+  }
   let lo = 0;
   let hi = log.entries.length;
   while (lo < hi) {

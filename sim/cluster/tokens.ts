@@ -13,8 +13,7 @@
 // so does a failover that lost the log's tail. The whole run fits in one
 // window (arrivals stop at 20 s, the window is a minute), so the first time
 // the limit is reached is the one that matters.
-import type { LogEntry } from "../core/cluster/instance.ts";
-import { decodeRecord } from "../core/cluster/record.ts";
+import type { ClusterRecord } from "../../core/cluster/record.ts";
 
 /** The tenant with a token rate limit, and its limit per minute. */
 export const TOKEN_TENANT = "a";
@@ -79,13 +78,15 @@ export function tokenDispatched(
 export function tokenEntryRead(
   l: TokenLedger,
   h: number,
-  entry: LogEntry,
+  entryId: string,
+  /** Null when the run has no token limit: its arrivals are not needed. */
+  decode: (() => ClusterRecord) | null,
 ): boolean {
   const x = historyOf(l, h);
-  if (x.read.has(entry.id)) return false;
-  x.read.add(entry.id);
-  const record = decodeRecord(entry.data);
-  if (record.kind !== "events") return true;
+  if (x.read.has(entryId)) return false;
+  x.read.add(entryId);
+  const record = decode?.();
+  if (record?.kind !== "events") return true;
   for (const e of record.events) {
     if (e.kind === "requestReceived" && e.tenant === TOKEN_TENANT) {
       l.received.add(e.requestId);

@@ -8,10 +8,16 @@
 //   - exactly one end (respond, respondError or endStream), nothing after it.
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { addWorker, chunk, complete, newState, step } from "../_testing.ts";
-import type { Effect } from "../effect.ts";
-import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
-import type { State } from "./state.ts";
+import {
+  addWorker,
+  chunk,
+  complete,
+  newState,
+  step,
+} from "../core/_testing.ts";
+import type { Effect } from "../core/effect.ts";
+import { EXTENSION_RESIDENCY } from "../core/protocol/messages.ts";
+import type { State } from "../core/state/state.ts";
 
 type Op =
   | { kind: "request"; model: string; progress: boolean }

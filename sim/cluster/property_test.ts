@@ -11,8 +11,8 @@ import {
   encodeSnapshot,
   initialClusterState,
   stateDigest,
-} from "../core/cluster/mod.ts";
-import { type Event, makeConfig } from "../core/mod.ts";
+} from "../../core/cluster/mod.ts";
+import { type Event, makeConfig } from "../../core/mod.ts";
 
 const config = makeConfig({
   rateLimits: { rl: { limit: 3, windowMs: 10_000 } },

@@ -1,16 +1,18 @@
-// `deno task sim:cluster`: the cluster simulator (issue 16) from the command line.
+// `deno task sim:cluster`: the cluster simulator (issues 16, 34) from the command line.
 //   deno task sim:cluster --runs N [--seed S] [--mutant NAME]
 //   deno task sim:cluster --seed S --one [--trace]  (one scenario, in full)
 // Run k of a sweep uses seed S + k, so a failure names the seed to replay.
-// Like sim/cli.ts, the only wall-clock read is here, for runs/s.
+// Like sim/cli.ts, the only wall-clock read is here, for runs/s. The sweep
+// hash folds every run's log (ids and data): the same seeds, the same hash.
 import { parseArgs } from "node:util";
 import {
   CLUSTER_MUTANTS,
   type ClusterMutant,
   clusterScenario,
   runCluster,
-} from "./cluster_world.ts";
-import { parseSeed } from "./prng.ts";
+} from "./world.ts";
+import { parseSeed } from "../prng.ts";
+import { TraceHash } from "../trace.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -36,6 +38,7 @@ if (seed === null || (mutant !== null && !CLUSTER_MUTANTS.includes(mutant))) {
 const runs = values.one ? 1 : Number(values.runs);
 const started = performance.now();
 let entries = 0;
+const sweepHash = new TraceHash();
 for (let k = 0n; k < BigInt(runs); k++) {
   const s = clusterScenario(seed + k);
   const r = runCluster(
@@ -44,6 +47,7 @@ for (let k = 0n; k < BigInt(runs); k++) {
     values.one && values.trace ? (line) => console.log(line) : null,
   );
   entries += r.stats.entries;
+  sweepHash.line(r.hash);
   if (values.one || r.violations.length > 0) {
     console.log(JSON.stringify(
       { ...s, seed: String(s.seed), stats: r.stats },
@@ -67,3 +71,4 @@ console.log(
     Math.round(runs / secs)
   } runs/s)`,
 );
+console.log(`sweep hash ${sweepHash.hex()}`);
