@@ -3,11 +3,10 @@
 // processes; the backend is a swapping fake (mock/swapping.ts) whose load
 // takes seconds.
 import assert from "node:assert/strict";
-import Anthropic from "@anthropic-ai/sdk";
 import { type Box, FAKE_MODELS, withFleet } from "./_fleet.ts";
 import { startSwappingBackend } from "../mock/swapping.ts";
 import { waitUntil } from "../shell/procs.ts";
-import { openaiAt } from "./_sdk.ts";
+import { anthropicAt, openaiAt } from "./_sdk.ts";
 import { postChat } from "./_post_chat.ts";
 
 const ANSWER = "Loaded at last and streaming every word.";
@@ -84,12 +83,7 @@ Deno.test("SSE_KEEPALIVE_SECS=2: an openai-SDK stream that waits 7 s for a load 
 Deno.test("SSE_KEEPALIVE_SECS=1: an Anthropic-SDK stream that waits for a load skips the comment lines and reads exactly the backend's text", async () => {
   const box = await slowBox(3_000);
   await withFleet([box], async ({ serverUrl }) => {
-    const client = new Anthropic({
-      baseURL: serverUrl,
-      apiKey: "unused",
-      maxRetries: 0,
-      timeout: 60_000,
-    });
+    const client = anthropicAt(serverUrl, { timeoutMs: 60_000 });
     const stream = client.messages.stream({
       model: FAKE_MODELS[0],
       // The fake answers this many words: its whole answer.
