@@ -4,14 +4,16 @@
 // order in which they reached that level: the one waiting there longest goes
 // first, which is the round-robin tie-break (C8).
 //
-// Each level is a doubly linked list threaded through one node per worker (linked
-// by id), and the node stays in `nodes` while the worker is out of every level (full,
-// draining, circuit open): a move between levels, or out and back in, relinks
-// the node and touches no Map or Set. V8's Set and Map take ~30–50 µs to delete
-// and re-add the same key in a table of 10,000 (a rotating key costs under
-// 1 µs), which is what a Set per level did on every dispatch and release when
-// one worker of a large fleet moved (bench/README.md, "Load buckets"; C210).
-// Only `bucketForget` (the worker gone, or no longer under the key) deletes.
+// Each level is a doubly linked list threaded through one node per worker
+// (linked by id), and the node stays in `nodes` while the worker is out of every
+// level (full, draining, circuit open): a move between levels, or out and back
+// in, relinks the node and deletes or re-adds no key of `nodes`. V8's Set and
+// Map take ~30–50 µs to delete and re-add the same key in a table of 10,000 (a
+// rotating key costs under 1 µs), which is what a Set per level did on every
+// dispatch and release when one worker of a large fleet moved (bench/README.md,
+// "Load buckets"; C210). `byLevel` does add and drop levels, but it holds a few
+// keys at most. Only `bucketForget` (the worker gone, or no longer under the
+// key) deletes a node.
 import type { WorkerId } from "../vocabulary.ts";
 
 /**
