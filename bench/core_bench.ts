@@ -4,10 +4,13 @@ import assert from "node:assert/strict";
 import {
   decodeWorkerFrame,
   type Event,
+  initialState,
+  makeConfig,
   reduce,
   workerMessageSchema,
 } from "../core/mod.ts";
 import {
+  addWorker,
   completed,
   dispatchAndComplete,
   openStreams,
@@ -69,6 +72,38 @@ for (const workers of [10, 1000, 10_000]) {
       }
     },
   });
+}
+
+// One worker of the fleet serves the model asked for, so it alone moves between
+// load levels (and, with one slot, in and out of the buckets) while every other
+// worker sits at level 0 in the same buckets of the model they share: the
+// load-buckets move path, without residency (issue 30's finding).
+for (const maxConcurrent of [4, 1]) {
+  for (const workers of [10, 1000, 10_000]) {
+    const state = initialState(
+      makeConfig({ requestTimeoutMs: 1e12, queueTimeoutMs: 1e12 }),
+    );
+    for (let i = 0; i < workers; i++) {
+      const models = i === 0 ? ["only", "m"] : ["m"];
+      addWorker(state, `w${i}`, { models, maxConcurrent });
+    }
+    let n = 0;
+    Deno.bench({
+      group:
+        `dispatch+complete: 1,000 requests served by one worker of the fleet, max_concurrent ${maxConcurrent}`,
+      name: `${workers} workers`,
+      baseline: workers === 10,
+      fn() {
+        for (let i = 0; i < BATCH; i++) {
+          const id = `o${n++}`;
+          const effects = reduce(state, request(id, "only", false)).effects;
+          const send = effects[0];
+          if (send?.kind !== "sendToWorker") throw new Error("not dispatched");
+          reduce(state, completed(id, send.workerId));
+        }
+      },
+    });
+  }
 }
 
 // Queue: with every worker busy, requests queue; a freed slot takes the oldest.

@@ -11,6 +11,7 @@ import {
 } from "../core/_testing.ts";
 import { EXTENSION_RESIDENCY } from "../core/protocol/messages.ts";
 import { holdersKey } from "../core/state/hot_routes.ts";
+import { bucketEntries } from "../core/state/load_buckets.ts";
 import { residencyOf } from "../core/state/residency.ts";
 import type { State } from "../core/state/state.ts";
 
@@ -36,9 +37,7 @@ function scanned(state: State) {
 function indexed(state: State) {
   const hot: string[] = [];
   for (const [m, b] of state.hotRoutes.get("local") ?? []) {
-    for (const [level, ids] of b.byLevel) {
-      for (const id of ids) hot.push(`${m}:${id}@${level}`);
-    }
+    for (const [level, id] of bucketEntries(b)) hot.push(`${m}:${id}@${level}`);
   }
   const holders: string[] = [];
   for (const m of MODELS) {
@@ -112,6 +111,12 @@ Deno.test("property: hotRoutes and holders match a scan of the workers after any
           });
         }
         assert.deepEqual(indexed(s), scanned(s));
+        // Parked nodes are kept only for workers still connected (C210).
+        for (const byKey of [...s.routes.values(), ...s.hotRoutes.values()]) {
+          for (const b of byKey.values()) {
+            for (const id of b.nodes.keys()) assert.ok(s.workers.has(id), id);
+          }
+        }
       }
     }),
     { numRuns: 300 },

@@ -11,6 +11,11 @@ import {
 import type { ReduceFn } from "./run_scenario.ts";
 import { chargeTokens } from "../core/state/token_limit.ts";
 import { bodySent } from "../core/state/body_budget.ts";
+import {
+  bucketAdd,
+  bucketEntries,
+  bucketPark,
+} from "../core/state/load_buckets.ts";
 
 /** A numeric setting of the core's config. */
 type NumericSetting = {
@@ -129,8 +134,10 @@ function noRoundRobin(): ReduceFn {
   return (state: State, event) => {
     for (const byKey of state.routes.values()) {
       for (const b of byKey.values()) {
-        for (const [level, set] of b.byLevel) {
-          if (set.size > 1) b.byLevel.set(level, new Set([...set].reverse()));
+        for (const level of [...b.levels]) {
+          const ids = [...bucketEntries(b)].filter(([l]) => l === level);
+          for (const [, id] of ids) bucketPark(b, id);
+          for (const [, id] of ids.reverse()) bucketAdd(b, level, id);
         }
       }
     }

@@ -8,7 +8,9 @@
 import type { WorkerId } from "../vocabulary.ts";
 import {
   bucketAdd,
-  bucketRemove,
+  bucketForget,
+  bucketPark,
+  bucketsEmpty,
   emptyBuckets,
   type LoadBuckets,
 } from "./load_buckets.ts";
@@ -47,17 +49,19 @@ function hotBuckets(state: State, provider: string, model: string) {
   return b;
 }
 
+/** Takes the worker out of `model`'s hot buckets: parked (it may come back at another level) or forgotten. */
 function unfileHot(
   state: State,
   worker: Worker,
   model: string,
-  level: number,
+  park: boolean,
 ): void {
   const byModel = state.hotRoutes.get(worker.provider);
   const b: LoadBuckets | undefined = byModel?.get(model);
   if (byModel === undefined || b === undefined) return;
-  bucketRemove(b, level, worker.id);
-  if (b.levels.length === 0) byModel.delete(model);
+  if (park) bucketPark(b, worker.id);
+  else bucketForget(b, worker.id);
+  if (bucketsEmpty(b)) byModel.delete(model);
 }
 
 /** Whether `held` is exactly the models of `maps` the worker can serve (no allocation: the common case). */
@@ -125,19 +129,20 @@ export function refileResidency(state: State, worker: Worker): void {
   const level = gone ? null : worker.routeLevel;
   const filed = r.filed;
   if (
-    level !== null && filed !== null &&
-    sameModels(worker, filed.models, [r.loaded])
+    !gone && filed !== null && sameModels(worker, filed.models, [r.loaded])
   ) {
+    // Same models, another level (or parked while it cannot take work): the
+    // buckets relink its nodes, so a busy worker of a large fleet costs O(1).
     if (filed.level === level) return;
     for (const m of filed.models) {
-      unfileHot(state, worker, m, filed.level);
-      bucketAdd(hotBuckets(state, worker.provider, m), level, worker.id);
+      if (level === null) unfileHot(state, worker, m, true);
+      else bucketAdd(hotBuckets(state, worker.provider, m), level, worker.id);
     }
     filed.level = level;
     return;
   }
   if (filed !== null) {
-    for (const m of filed.models) unfileHot(state, worker, m, filed.level);
+    for (const m of filed.models) unfileHot(state, worker, m, false);
     r.filed = null;
   }
   if (level === null) return;

@@ -230,3 +230,35 @@ Deno.test("C42 * is never listed by listModels", () => {
   assert.deepEqual(listModels(state), ["a", "b"]);
   assert.deepEqual(worker(state, "w1").models, ["*", "a"]);
 });
+
+// ---- C210, C211: the load buckets behind the round-robin -------------------
+
+Deno.test("C210 a worker that fills up stays known to its buckets, and leaving for good forgets it", () => {
+  const state = newState();
+  addWorker(state, "w1", { models: ["m"], maxConcurrent: 1 });
+  addWorker(state, "w2", { models: ["m"], maxConcurrent: 1 });
+  const b = state.routes.get("local")!.get("m")!;
+  assert.deepEqual(dispatched(addRequest(state, "r1", { model: "m" })), [[
+    "r1",
+    "w1",
+  ]]);
+  // Full: out of every level (w2 goes first), but its node is kept, so coming
+  // back relinks it instead of re-adding a key to the bucket's Map.
+  assert.equal(worker(state, "w1").routeLevel, null);
+  assert.deepEqual([...b.nodes.keys()], ["w1", "w2"]);
+  assert.equal(pickWorker(state, "local", "m")?.id, "w2");
+  complete(state, "w1", "r1");
+  // Back at level 0, behind w2, which has waited there longer (C211).
+  assert.deepEqual([...b.nodes.keys()], ["w1", "w2"]);
+  assert.deepEqual(
+    dispatched(addRequest(state, "r2", { model: "m" })),
+    [["r2", "w2"]],
+  );
+  step(state, {
+    kind: "workerDisconnected",
+    atMs: state.nowMs,
+    workerId: "w1",
+    reason: "gone",
+  });
+  assert.deepEqual([...b.nodes.keys()], ["w2"]);
+});

@@ -92,8 +92,11 @@ export type Residency = {
   room: number | null;
   /** Models filed under this worker in `State.holders` (hot_routes.ts). */
   held: Set<string>;
-  /** Where it is filed in `State.hotRoutes`: its load level and the models; null = nowhere. */
-  filed: { level: number; models: Set<string> } | null;
+  /**
+   * Where it is filed in `State.hotRoutes`: its load level (null: parked there
+   * while it cannot take work) and the models; null = nowhere.
+   */
+  filed: { level: number | null; models: Set<string> } | null;
   /**
    * Requests of its resident models sent here in a row while a model no
    * worker holds waited for room (the drain bound, `modelDrainMax`): at the

@@ -4,7 +4,13 @@ import type { Config } from "../config.ts";
 import type { WorkerId } from "../vocabulary.ts";
 import { type Need, workerAccepts } from "./accepts.ts";
 import { refileResidency } from "./hot_routes.ts";
-import { bucketAdd, bucketRemove, emptyBuckets } from "./load_buckets.ts";
+import {
+  bucketAdd,
+  bucketForget,
+  bucketPark,
+  bucketsEmpty,
+  emptyBuckets,
+} from "./load_buckets.ts";
 import type { State, Worker } from "./state.ts";
 
 export const WILDCARD_MODEL = "*";
@@ -128,9 +134,18 @@ function routeKeys(worker: Worker): Iterable<string> {
     : worker.modelSet;
 }
 
-function moveRoute(state: State, worker: Worker, to: number | null): void {
-  const from = worker.routeLevel;
-  if (from === to) return;
+/**
+ * Files the worker at `to` under each of its route keys, or takes it out (null):
+ * parked while it may come back (full, draining), forgotten when `leaving` (gone,
+ * or about to be re-filed under new models) so the buckets hold no one else.
+ */
+function moveRoute(
+  state: State,
+  worker: Worker,
+  to: number | null,
+  leaving: boolean,
+): void {
+  if (worker.routeLevel === to && !leaving) return;
   const byKey = state.routes.get(worker.provider);
   if (byKey === undefined) return;
   for (const key of routeKeys(worker)) {
@@ -140,9 +155,10 @@ function moveRoute(state: State, worker: Worker, to: number | null): void {
       b = emptyBuckets();
       byKey.set(key, b);
     }
-    if (from !== null) bucketRemove(b, from, worker.id);
     if (to !== null) bucketAdd(b, to, worker.id);
-    else if (b.levels.length === 0) byKey.delete(key);
+    else if (leaving) bucketForget(b, worker.id);
+    else bucketPark(b, worker.id);
+    if (bucketsEmpty(b)) byKey.delete(key);
   }
   worker.routeLevel = to;
 }
@@ -154,9 +170,10 @@ function moveRoute(state: State, worker: Worker, to: number | null): void {
  */
 export function syncRoute(state: State, worker: Worker): void {
   const load = effectiveLoad(worker);
-  const routable = !worker.draining && load < worker.maxConcurrent &&
-    backendRoutable(worker) && state.workers.get(worker.id) === worker;
-  moveRoute(state, worker, routable ? load : null);
+  const gone = state.workers.get(worker.id) !== worker;
+  const routable = !gone && !worker.draining &&
+    load < worker.maxConcurrent && backendRoutable(worker);
+  moveRoute(state, worker, routable ? load : null, gone);
   refileResidency(state, worker);
 }
 
@@ -179,7 +196,7 @@ export function indexWorker(state: State, worker: Worker): void {
 }
 
 export function unindexWorker(state: State, worker: Worker): void {
-  moveRoute(state, worker, null);
+  moveRoute(state, worker, null, true);
   refileResidency(state, worker);
   const byModel = state.modelIndex.get(worker.provider);
   if (byModel !== undefined) {
