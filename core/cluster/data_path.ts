@@ -22,6 +22,7 @@
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
 import { answerBytesMax } from "../config.ts";
+import { apiError } from "../protocol/errors.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import type { Request, State } from "../state/state.ts";
 import { countDeltas } from "../state/usage.ts";
@@ -61,12 +62,7 @@ export const DATA_PATH_DEFAULTS = {
   endWaitMs: 5_000,
 };
 
-export const LINK_LOST: ClientError = {
-  status: 502,
-  code: "cluster_link_lost",
-  message:
-    "the link between relay instances carrying this answer broke; retry the request",
-};
+export const LINK_LOST: ClientError = apiError("cluster_link_lost");
 
 // -- the sender: the instance holding the worker ----------------------------------
 
