@@ -33,10 +33,6 @@ Deno.test("issue 33, cluster: an instance of 3 stopped (SIGSTOP) longer than CLU
         /Redis did not answer|no connection to Redis/.test(l)
       );
       assert.deepEqual(blamed, []);
-      // The others, never frozen, never blamed themselves.
-      for (const other of [f.instances[0]!, f.instances[2]!]) {
-        assert.ok(!other.child.lines.some((l) => l.includes("stood still")));
-      }
     },
   );
 });
