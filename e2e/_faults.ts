@@ -8,6 +8,7 @@ import {
   startServerProcess,
   startWorkerProcess,
 } from "../shell/demo/cluster.ts";
+import { postChat } from "./_post_chat.ts";
 
 export const SECRET = "e2e-faults";
 export const MODEL = "mock-model";
@@ -70,15 +71,11 @@ export async function chat(
   body: Record<string, unknown>,
   headers: Record<string, string> = {},
 ): Promise<{ status: number; text: string; headers: Headers }> {
-  const res = await fetch(`${serverUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "Hello!" }],
-      ...body,
-    }),
-  });
+  const res = await postChat(serverUrl, {
+    model: MODEL,
+    messages: [{ role: "user", content: "Hello!" }],
+    ...body,
+  }, { headers });
   return { status: res.status, text: await res.text(), headers: res.headers };
 }
 

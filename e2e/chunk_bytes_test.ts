@@ -9,6 +9,7 @@ import {
   startWorkerProcess,
 } from "../shell/demo/cluster.ts";
 import { type Child, stopInReverse } from "../shell/procs.ts";
+import { postChat } from "./_post_chat.ts";
 
 const SECRET = "e2e-secret";
 
@@ -75,11 +76,7 @@ function scriptedBackend() {
 }
 
 async function streamBytes(serverUrl: string, script: string) {
-  const res = await fetch(`${serverUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: "raw", stream: true, script }),
-  });
+  const res = await postChat(serverUrl, { model: "raw", stream: true, script });
   assert.equal(res.status, 200);
   return new Uint8Array(await res.arrayBuffer());
 }

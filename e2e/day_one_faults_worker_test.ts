@@ -8,6 +8,7 @@ import OpenAI from "openai";
 import { httpChunk, rawBackend } from "./_raw_backend.ts";
 import { startServer, startWorker, withChildren } from "./_faults.ts";
 import { anthropicAt, openaiAt } from "./_sdk.ts";
+import { postChat } from "./_post_chat.ts";
 
 const MODEL = "raw-model";
 
@@ -92,13 +93,9 @@ const JSON_ANSWER =
 
 /** POST /v1/chat/completions (not streaming): status, body text. */
 async function ask(server: string): Promise<{ status: number; text: string }> {
-  const res = await fetch(`${server}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "Hello!" }],
-    }),
+  const res = await postChat(server, {
+    model: MODEL,
+    messages: [{ role: "user", content: "Hello!" }],
   });
   return { status: res.status, text: await res.text() };
 }
@@ -219,13 +216,9 @@ Deno.test("issue 24.6: a late unsolicited answer on a kept-alive connection neve
       await startWorker(started, "late", server, backend.url);
       const wrong: string[] = [];
       for (let i = 1; i <= 30; i++) {
-        const res = await fetch(`${server}/v1/chat/completions`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({
-            model: MODEL,
-            messages: [{ role: "user", content: `q${i}` }],
-          }),
+        const res = await postChat(server, {
+          model: MODEL,
+          messages: [{ role: "user", content: `q${i}` }],
         });
         const text = await res.text();
         assert.equal(res.status, 200, text);
@@ -264,15 +257,10 @@ Deno.test("issue 24.7: a backend that never sends a response head frees the slot
         MAX_CONCURRENT: "1",
       });
       const t0 = performance.now();
-      const res = await fetch(`${server}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          model: MODEL,
-          messages: [{ role: "user", content: "q1" }],
-        }),
-        signal: AbortSignal.timeout(20_000),
-      });
+      const res = await postChat(server, {
+        model: MODEL,
+        messages: [{ role: "user", content: "q1" }],
+      }, { signal: AbortSignal.timeout(20_000) });
       const text = await res.text();
       // The one slot was freed: the requeued request ran on the same worker.
       assert.equal(res.status, 200, text);

@@ -10,6 +10,7 @@ import {
   startWorkerProcess,
 } from "../shell/demo/cluster.ts";
 import { workersConnected } from "../shell/demo/relay_probes.ts";
+import { postChat } from "./_post_chat.ts";
 
 const SECRET = "e2e-grace-queue";
 
@@ -19,15 +20,13 @@ function chat(
   tenant: string,
   signal?: AbortSignal,
 ): Promise<Response> {
-  return fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-tenant-id": tenant },
-    body: JSON.stringify({
-      model,
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: 10,
-      stream: true,
-    }),
+  return postChat(url, {
+    model,
+    messages: [{ role: "user", content: "hi" }],
+    max_tokens: 10,
+    stream: true,
+  }, {
+    headers: { "x-tenant-id": tenant },
     ...(signal === undefined ? {} : { signal }),
   });
 }

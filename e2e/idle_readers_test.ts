@@ -9,6 +9,7 @@ import { startBigBodyBackend } from "./_big_body_backend.ts";
 import { rssMiB, startServer, startWorker, withChildren } from "./_faults.ts";
 import { waitUntil } from "../shell/procs.ts";
 import type { Child } from "../shell/procs.ts";
+import { postChat } from "./_post_chat.ts";
 
 const MIB = 1024 * 1024;
 const BIG = 20 * MIB;
@@ -66,14 +67,10 @@ async function readingClient(
   model: string,
   tenant: string,
 ): Promise<{ status: number; bytes: number; code: string | null }> {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-tenant-id": tenant },
-    body: JSON.stringify({
-      model,
-      messages: [{ role: "user", content: "a lot" }],
-    }),
-  });
+  const res = await postChat(url, {
+    model,
+    messages: [{ role: "user", content: "a lot" }],
+  }, { headers: { "x-tenant-id": tenant } });
   const bytes = new Uint8Array(await res.arrayBuffer());
   const code = res.status === 200
     ? null

@@ -3,11 +3,11 @@
 // processes; the backend is a swapping fake (mock/swapping.ts) whose load
 // takes seconds.
 import assert from "node:assert/strict";
-import Anthropic from "@anthropic-ai/sdk";
 import { type Box, FAKE_MODELS, withFleet } from "./_fleet.ts";
 import { startSwappingBackend } from "../mock/swapping.ts";
 import { waitUntil } from "../shell/procs.ts";
-import { openaiAt } from "./_sdk.ts";
+import { anthropicAt, openaiAt } from "./_sdk.ts";
+import { postChat } from "./_post_chat.ts";
 
 const ANSWER = "Loaded at last and streaming every word.";
 
@@ -41,15 +41,11 @@ async function rawStream(
   headers: Record<string, string> = {},
   model: string = FAKE_MODELS[0],
 ): Promise<{ status: number; lines: string[] }> {
-  const res = await fetch(`${serverUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify({
-      model,
-      stream: true,
-      messages: [{ role: "user", content: "hi" }],
-    }),
-  });
+  const res = await postChat(serverUrl, {
+    model,
+    stream: true,
+    messages: [{ role: "user", content: "hi" }],
+  }, { headers });
   const text = await res.text();
   return {
     status: res.status,
@@ -87,12 +83,7 @@ Deno.test("SSE_KEEPALIVE_SECS=2: an openai-SDK stream that waits 7 s for a load 
 Deno.test("SSE_KEEPALIVE_SECS=1: an Anthropic-SDK stream that waits for a load skips the comment lines and reads exactly the backend's text", async () => {
   const box = await slowBox(3_000);
   await withFleet([box], async ({ serverUrl }) => {
-    const client = new Anthropic({
-      baseURL: serverUrl,
-      apiKey: "unused",
-      maxRetries: 0,
-      timeout: 60_000,
-    });
+    const client = anthropicAt(serverUrl, { timeoutMs: 60_000 });
     const stream = client.messages.stream({
       model: FAKE_MODELS[0],
       // The fake answers this many words: its whole answer.

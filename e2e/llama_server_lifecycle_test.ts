@@ -24,6 +24,7 @@ import {
   startLlamaServer,
   withLlamaCluster,
 } from "./_llama.ts";
+import { postChat } from "./_post_chat.ts";
 
 type Update = Parameters<Report>[0];
 type Operation = Parameters<typeof runOperation>[2];
@@ -66,14 +67,10 @@ const EXPECTED_CAPABILITIES = {
 };
 
 async function chat(url: string): Promise<void> {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: LLAMA_MODEL,
-      max_tokens: 4,
-      messages: [{ role: "user", content: "Hello!" }],
-    }),
+  const res = await postChat(url, {
+    model: LLAMA_MODEL,
+    max_tokens: 4,
+    messages: [{ role: "user", content: "Hello!" }],
   });
   const text = await res.text();
   assert.equal(res.status, 200, text);

@@ -16,6 +16,7 @@ import {
   withLlamaCluster,
 } from "./_llama.ts";
 import { anthropicAt, openaiAt } from "./_sdk.ts";
+import { postChat } from "./_post_chat.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello!" }];
 
@@ -378,11 +379,7 @@ Deno.test({
         `a prompt longer than the slot reaches the client as llama-server's 400 exceed_context_size_error, body intact (stream: ${stream})`,
         async () => {
           const post = async (base: string) => {
-            const res = await fetch(`${base}/v1/chat/completions`, {
-              method: "POST",
-              headers: { "content-type": "application/json" },
-              body: JSON.stringify({ ...tooLong, stream }),
-            });
+            const res = await postChat(base, { ...tooLong, stream });
             return {
               status: res.status,
               type: res.headers.get("content-type"),

@@ -12,6 +12,7 @@ import {
 import { type Child, spawnChild, waitUntil } from "../shell/procs.ts";
 import { answerWords, MODEL } from "./_cluster.ts";
 import { openaiAt } from "./_sdk.ts";
+import { postChat } from "./_post_chat.ts";
 
 const SECRET = "migration-secret-0123456789";
 const ADMIN = "migration-admin-token";
@@ -192,11 +193,7 @@ Deno.test("migration: the original's server flags, worker TOML, ?worker_secret=,
     assert.ok(key.secret.startsWith(key.prefix));
 
     // --require-api-keys (bare) took: no key, no answer.
-    const noKey = await fetch(`${serverUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ model: MODEL, messages: [] }),
-    });
+    const noKey = await postChat(serverUrl, { model: MODEL, messages: [] });
     assert.equal(noKey.status, 401);
     await noKey.body?.cancel();
 

@@ -15,6 +15,7 @@ import {
   startWorker,
   withChildren,
 } from "./_faults.ts";
+import { postChat } from "./_post_chat.ts";
 
 Deno.test("issue 14.5: /health answers 200 with no worker connected, and says so in the body", async () => {
   await withChildren(async (started) => {
@@ -81,13 +82,8 @@ Deno.test("issue 14.6: POST /admin/keys returns the original's fields, the new k
     // The secret is the key clients send: with it a request passes the key
     // check and waits for a worker (504 after 1 s) instead of a 401.
     const ask = (key: string) =>
-      fetch(`${server.url}/v1/chat/completions`, {
-        method: "POST",
-        headers: {
-          authorization: `Bearer ${key}`,
-          "content-type": "application/json",
-        },
-        body: JSON.stringify({ model: "m", messages: [] }),
+      postChat(server.url, { model: "m", messages: [] }, {
+        headers: { authorization: `Bearer ${key}` },
       }).then(async (r) => {
         await r.body?.cancel();
         return r.status;

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { waitUntil } from "../shell/procs.ts";
 import { MODEL, withCluster } from "./_cluster.ts";
+import { postChat } from "./_post_chat.ts";
 
 type Span = {
   traceId: string;
@@ -56,19 +57,12 @@ Deno.test("issue 26 a request's spans reach an OTLP/HTTP receiver with their nam
       delayMs: 5,
       serverEnv: { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
     }, async (c) => {
-      const r = await fetch(`${c.serverUrl}/v1/chat/completions`, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01`,
-        },
-        body: JSON.stringify({
-          model: MODEL,
-          messages: [{ role: "user", content: "trace me" }],
-          max_tokens: 4,
-          stream: true,
-        }),
-      });
+      const r = await postChat(c.serverUrl, {
+        model: MODEL,
+        messages: [{ role: "user", content: "trace me" }],
+        max_tokens: 4,
+        stream: true,
+      }, { headers: { traceparent: `00-${CLIENT_TRACE}-${CLIENT_SPAN}-01` } });
       assert.equal(r.status, 200);
       await r.text();
       await waitUntil(
@@ -125,14 +119,10 @@ Deno.test("issue 26 a request's spans reach an OTLP/HTTP receiver with their nam
 
       // Without a traceparent, one is started at the relay and still reaches the backend.
       const before = receiver.spans.length;
-      const r2 = await fetch(`${c.serverUrl}/v1/chat/completions`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          model: MODEL,
-          messages: [{ role: "user", content: "new trace" }],
-          max_tokens: 2,
-        }),
+      const r2 = await postChat(c.serverUrl, {
+        model: MODEL,
+        messages: [{ role: "user", content: "new trace" }],
+        max_tokens: 2,
       });
       await r2.text();
       const started = ((await c.stats()).lastHeaders as Record<string, string>)[

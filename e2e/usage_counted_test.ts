@@ -4,6 +4,7 @@
 // before any of them ended (what each may use is reserved at admission).
 import assert from "node:assert/strict";
 import { type Cluster, MODEL, withCluster } from "./_cluster.ts";
+import { postChat } from "./_post_chat.ts";
 
 const ADMIN = "e2e-usage-counted-admin";
 
@@ -28,15 +29,11 @@ function chat(
   tenant: string,
   extra: Record<string, unknown>,
 ): Promise<Response> {
-  return fetch(`${c.serverUrl}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-tenant-id": tenant },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "tell me a story" }],
-      ...extra,
-    }),
-  });
+  return postChat(c.serverUrl, {
+    model: MODEL,
+    messages: [{ role: "user", content: "tell me a story" }],
+    ...extra,
+  }, { headers: { "x-tenant-id": tenant } });
 }
 
 Deno.test("issue 33 a metadata field named include_usage does not turn counting off: 30 streams under a 200 tok/day budget are refused before the end", async () => {

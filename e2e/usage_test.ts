@@ -6,6 +6,7 @@ import OpenAI from "openai";
 import assert from "node:assert/strict";
 import { type Cluster, MODEL, withCluster } from "./_cluster.ts";
 import { anthropicAt, openaiAt } from "./_sdk.ts";
+import { postChat } from "./_post_chat.ts";
 
 const ADMIN = "e2e-admin-token";
 const MODEL_2 = "mock-model-2";
@@ -173,7 +174,7 @@ async function everyEndpoint(c: Cluster, key: string): Promise<Seen[]> {
 
 /** A chat stream's raw bytes, with the mock's per-answer id and time blanked. */
 async function rawStream(url: string, key: string | null): Promise<string> {
-  const r = await postChat(url, key, "raw", { max_tokens: 9, stream: true });
+  const r = await keyedChat(url, key, "raw", { max_tokens: 9, stream: true });
   assert.equal(r.status, 200);
   return (await r.text()).replaceAll(/"id":"mock-\d+"/g, '"id":"X"')
     .replaceAll(/"created":\d+/g, '"created":0');
@@ -380,28 +381,18 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
   });
 });
 
-/**
- * POSTs a chat (MODEL, one user message saying `content`, then `fields`) to the
- * relay at `url` with `key` as its bearer (none when null).
- */
-function postChat(
+/** A chat (MODEL, one user message saying `content`, then `fields`) with `key` as its bearer (none when null). */
+function keyedChat(
   url: string,
   key: string | null,
   content: string,
   fields: Record<string, unknown>,
 ): Promise<Response> {
-  return fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      ...(key === null ? {} : { authorization: `Bearer ${key}` }),
-    },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content }],
-      ...fields,
-    }),
-  });
+  return postChat(url, {
+    model: MODEL,
+    messages: [{ role: "user", content }],
+    ...fields,
+  }, { headers: key === null ? {} : { authorization: `Bearer ${key}` } });
 }
 
 async function refused(r: Response, code: string): Promise<number> {
@@ -485,7 +476,7 @@ Deno.test("issue 26 token limits: token_rate_limited and token_budget_exceeded w
           // Each answer is the prompt (a few tokens) plus 10 completion tokens.
           let admitted = 0;
           for (;;) {
-            const r = await postChat(c.serverUrl, k.key.secret, "hi", {
+            const r = await keyedChat(c.serverUrl, k.key.secret, "hi", {
               max_tokens: 10,
             });
             if (r.status !== 200) {

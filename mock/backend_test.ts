@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { startMockBackend } from "./backend.ts";
 import { waitFor } from "../shell/procs.ts";
+import { withMockBackend } from "./_with_backend.ts";
 
 function post(
   url: string,
@@ -23,24 +24,20 @@ function dataLines(text: string): string[] {
 }
 
 Deno.test("mock lists its models in the OpenAI list shape", async () => {
-  const b = await startMockBackend({ models: ["a", "b"] });
-  try {
+  await withMockBackend({ models: ["a", "b"] }, async (b) => {
     const res = await fetch(`${b.url}/v1/models`);
     const body = await res.json();
     assert.equal(body.object, "list");
     assert.deepEqual(body.data.map((m: { id: string }) => m.id), ["a", "b"]);
     assert.equal(b.stats.modelListings, 1);
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock chat stream sends max_tokens word events in order and ends with [DONE]", async () => {
-  const b = await startMockBackend({
+  await withMockBackend({
     chunkDelayMs: 0,
     answer: "one two three",
-  });
-  try {
+  }, async (b) => {
     const res = await post(`${b.url}/v1/chat/completions`, {
       model: "mock-model",
       stream: true,
@@ -58,14 +55,11 @@ Deno.test("mock chat stream sends max_tokens word events in order and ends with 
     assert.equal(chunks.at(-1).usage.completion_tokens, 5);
     assert.equal(b.stats.completedStreams, 1);
     assert.equal(b.stats.openStreams, 0);
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock non-stream chat answers JSON with usage", async () => {
-  const b = await startMockBackend({ chunkDelayMs: 0 });
-  try {
+  await withMockBackend({ chunkDelayMs: 0 }, async (b) => {
     const res = await post(`${b.url}/v1/chat/completions`, {
       model: "mock-model",
       max_tokens: 3,
@@ -75,14 +69,11 @@ Deno.test("mock non-stream chat answers JSON with usage", async () => {
     assert.equal(body.object, "chat.completion");
     assert.equal(body.usage.completion_tokens, 3);
     assert.equal(body.usage.total_tokens, body.usage.prompt_tokens + 3);
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock completions stream and body use the text_completion shape", async () => {
-  const b = await startMockBackend({ chunkDelayMs: 0, answer: "x y" });
-  try {
+  await withMockBackend({ chunkDelayMs: 0, answer: "x y" }, async (b) => {
     const streamed = dataLines(
       await (await post(`${b.url}/v1/completions`, {
         model: "m",
@@ -94,14 +85,11 @@ Deno.test("mock completions stream and body use the text_completion shape", asyn
     const body = await (await post(`${b.url}/v1/completions`, { model: "m" }))
       .json();
     assert.equal(body.choices[0].text, "x y");
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock messages stream emits the Anthropic event sequence", async () => {
-  const b = await startMockBackend({ chunkDelayMs: 0 });
-  try {
+  await withMockBackend({ chunkDelayMs: 0 }, async (b) => {
     const text = await (await post(`${b.url}/v1/messages`, {
       model: "claude-mock",
       stream: true,
@@ -124,14 +112,11 @@ Deno.test("mock messages stream emits the Anthropic event sequence", async () =>
         .json();
     assert.equal(body.type, "message");
     assert.equal(body.usage.output_tokens, 2);
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock responses stream emits Responses API events ending in response.completed", async () => {
-  const b = await startMockBackend({ chunkDelayMs: 0, answer: "hi you" });
-  try {
+  await withMockBackend({ chunkDelayMs: 0, answer: "hi you" }, async (b) => {
     const text =
       await (await post(`${b.url}/v1/responses`, { model: "m", stream: true }))
         .text();
@@ -152,14 +137,11 @@ Deno.test("mock responses stream emits Responses API events ending in response.c
       .json();
     assert.equal(body.object, "response");
     assert.equal(body.usage.output_tokens, 2);
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock answers the status named by an error-NNN model or x-mock-status", async () => {
-  const b = await startMockBackend({ chunkDelayMs: 0 });
-  try {
+  await withMockBackend({ chunkDelayMs: 0 }, async (b) => {
     const r1 = await post(`${b.url}/v1/chat/completions`, {
       model: "error-503",
       stream: true,
@@ -171,14 +153,11 @@ Deno.test("mock answers the status named by an error-NNN model or x-mock-status"
     });
     assert.equal(r2.status, 429);
     assert.equal((await r2.json()).type, "error");
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock echoes received headers when asked", async () => {
-  const b = await startMockBackend({ chunkDelayMs: 0 });
-  try {
+  await withMockBackend({ chunkDelayMs: 0 }, async (b) => {
     const res = await post(`${b.url}/v1/chat/completions`, { model: "m" }, {
       "x-mock-echo-headers": "1",
       authorization: "Bearer abc",
@@ -189,14 +168,11 @@ Deno.test("mock echoes received headers when asked", async () => {
     );
     assert.equal(echoed.authorization, "Bearer abc");
     assert.equal(b.stats.lastHeaders.authorization, "Bearer abc");
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock counts a client abort mid-stream and closes the stream", async () => {
-  const b = await startMockBackend({ chunkDelayMs: 20 });
-  try {
+  await withMockBackend({ chunkDelayMs: 20 }, async (b) => {
     const ac = new AbortController();
     const res = await post(
       `${b.url}/v1/chat/completions`,
@@ -212,38 +188,36 @@ Deno.test("mock counts a client abort mid-stream and closes the stream", async (
     await waitFor("backend to see the abort", () => b.stats.aborted === 1);
     await waitFor("stream to close", () => b.stats.openStreams === 0);
     assert.equal(b.stats.completedStreams, 0);
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock split-utf8 mode cuts events inside a multi-byte character", async () => {
-  const b = await startMockBackend({ chunkDelayMs: 2, answer: "héllo wörld" });
-  try {
-    const res = await post(`${b.url}/v1/completions`, {
-      model: "m",
-      stream: true,
-    }, {
-      "x-mock-split-utf8": "1",
-    });
-    const reader = res.body!.getReader();
-    const parts: Uint8Array[] = [];
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      parts.push(value);
-    }
-    const whole = new TextDecoder().decode(
-      new Uint8Array(parts.flatMap((p) => [...p])),
-    );
-    assert.match(whole, /héllo/);
-    // Some read must end in the middle of a character: decoding it alone is lossy.
-    assert.ok(
-      parts.some((p) => new TextDecoder().decode(p).includes("\ufffd")),
-    );
-  } finally {
-    await b.close();
-  }
+  await withMockBackend(
+    { chunkDelayMs: 2, answer: "héllo wörld" },
+    async (b) => {
+      const res = await post(`${b.url}/v1/completions`, {
+        model: "m",
+        stream: true,
+      }, {
+        "x-mock-split-utf8": "1",
+      });
+      const reader = res.body!.getReader();
+      const parts: Uint8Array[] = [];
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        parts.push(value);
+      }
+      const whole = new TextDecoder().decode(
+        new Uint8Array(parts.flatMap((p) => [...p])),
+      );
+      assert.match(whole, /héllo/);
+      // Some read must end in the middle of a character: decoding it alone is lossy.
+      assert.ok(
+        parts.some((p) => new TextDecoder().decode(p).includes("\ufffd")),
+      );
+    },
+  );
 });
 
 Deno.test("mock close() ends open streams promptly", async () => {
@@ -290,22 +264,18 @@ Deno.test("mock faults: die cuts a stream after mock_fault_after words, reset cu
 });
 
 Deno.test("mock mock_body_chars answers a JSON body of that many content characters", async () => {
-  const b = await startMockBackend({ chunkDelayMs: 0 });
-  try {
+  await withMockBackend({ chunkDelayMs: 0 }, async (b) => {
     const res = await post(`${b.url}/v1/chat/completions`, {
       model: "m",
       mock_body_chars: 3 * 1024 * 1024 + 5,
     });
     const body = await res.json();
     assert.equal(body.choices[0].message.content.length, 3 * 1024 * 1024 + 5);
-  } finally {
-    await b.close();
-  }
+  });
 });
 
 Deno.test("mock with apiKey answers 401 without the Bearer key, on every route", async () => {
-  const b = await startMockBackend({ apiKey: "k" });
-  try {
+  await withMockBackend({ apiKey: "k" }, async (b) => {
     const bare = await fetch(`${b.url}/v1/models`);
     await bare.body?.cancel();
     assert.equal(bare.status, 401);
@@ -315,7 +285,5 @@ Deno.test("mock with apiKey answers 401 without the Bearer key, on every route",
     await keyed.body?.cancel();
     assert.equal(keyed.status, 200);
     assert.equal(b.stats.unauthorized, 1);
-  } finally {
-    await b.close();
-  }
+  });
 });

@@ -1,7 +1,12 @@
 // One line per event of note, as text or JSON lines (LOG_FORMAT=json). Fields are
 // chosen by the caller; secrets and bodies are never passed in.
 import type { LogFields, LogLevel } from "../core/log.ts";
-import type { OptionSpec } from "./options.ts";
+import {
+  OptionError,
+  type OptionSpec,
+  type OptionValues,
+  str,
+} from "./options.ts";
 
 export type { LogFields, LogLevel };
 export type LogFormat = "text" | "json";
@@ -29,6 +34,30 @@ export const LOG_OPTIONS: OptionSpec[] = [
     help: "text or json (JSON lines)",
   },
 ];
+
+/**
+ * LOG_LEVEL and LOG_FORMAT read from parsed options, the same rule for server
+ * and worker: a level logLevelOf knows, and text or json in any case.
+ */
+export function logSettings(
+  values: OptionValues,
+): { logLevel: LogLevel; logFormat: LogFormat } {
+  const logLevel = logLevelOf(str(values, "log-level"));
+  if (logLevel === null) {
+    throw new OptionError(
+      `LOG_LEVEL must be trace, debug, info, warn or error, got "${
+        str(values, "log-level")
+      }"`,
+    );
+  }
+  const logFormat = str(values, "log-format").toLowerCase();
+  if (logFormat !== "text" && logFormat !== "json") {
+    throw new OptionError(
+      `LOG_FORMAT must be text or json, got "${logFormat}"`,
+    );
+  }
+  return { logLevel, logFormat };
+}
 
 const RANK: Record<LogLevel, number> = {
   trace: 0,

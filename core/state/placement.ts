@@ -101,12 +101,18 @@ export function waitMsEstimate(
   provider: string,
   model: string,
   starved: () => Set<string>,
+  /**
+   * A worker the request avoids (its scoped error, issue 14): its slots are
+   * not waited for (found by models-edge's e2e with real routers: a request
+   * sent back by its only holder waited for it until its queue timeout).
+   */
+  avoid: WorkerId | null = null,
 ): number {
   let slots = 0;
   let readyInMs = Infinity;
   const loadMs = loadMsEstimate(state, provider, model);
   for (const w of holdersAndPlain(state, provider, model)) {
-    if (w.draining || w.backend.kind === "open") continue;
+    if (w.draining || w.backend.kind === "open" || w.id === avoid) continue;
     const at = residencyOf(w, model);
     if (at === "loaded" && !yieldsRoom(state, w, starved)) {
       slots += w.maxConcurrent;
@@ -202,7 +208,7 @@ export function placeRequest(
   }
   const loadMs = loadMsEstimate(state, provider, model);
   let choice: Placement = { kind: "wait" };
-  let soonest = waitMsEstimate(state, provider, model, starved);
+  let soonest = waitMsEstimate(state, provider, model, starved, avoid);
   // Rule 4, the bound on waiting (ski rental): once a request has waited
   // for a busy worker holding its model as long as a load takes, the
   // estimate was wrong (those slots run longer requests, of this model or

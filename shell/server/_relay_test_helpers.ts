@@ -2,6 +2,7 @@
 // an ephemeral loopback port, shaped like TestServer so the scripted worker
 // helpers work with it.
 import { makeLogger } from "../log.ts";
+import { withClosing } from "../with_closing.ts";
 import { SECRET, type TestServer, type TestWorker } from "./_test_helpers.ts";
 import type { ServerConfig } from "./config.ts";
 import { type Relay, startRelay } from "./relay.ts";
@@ -23,6 +24,14 @@ export async function startTestRelay(config: ServerConfig): Promise<TestRelay> {
   };
 }
 
+/** A test relay with `config`, closed after `fn` whatever it throws. */
+export function withTestRelay(
+  config: ServerConfig,
+  fn: (relay: TestRelay) => Promise<void>,
+): Promise<void> {
+  return withClosing(startTestRelay(config), fn);
+}
+
 export function admin(
   relay: TestServer,
   path: string,
@@ -32,6 +41,17 @@ export function admin(
   return fetch(`${relay.url}${path}`, {
     ...init,
     headers: { authorization: `Bearer ${token}`, ...init.headers },
+  });
+}
+
+/** POST /admin/keys with `fields` as its JSON body; the relay's answer, unread. */
+export function postKey(
+  relay: TestServer,
+  fields: Record<string, unknown>,
+): Promise<Response> {
+  return admin(relay, "/admin/keys", {
+    method: "POST",
+    body: JSON.stringify(fields),
   });
 }
 

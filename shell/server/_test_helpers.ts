@@ -9,6 +9,7 @@ import {
 import type { ServerConfig } from "./config.ts";
 import { type RunningServer, type ServerHooks, startServer } from "./server.ts";
 import { waitFor } from "../procs.ts";
+import { withClosing } from "../with_closing.ts";
 
 export const SECRET = "test-secret";
 
@@ -53,6 +54,14 @@ export async function startTestServer(
     url: `http://${base}`,
     wsUrl: `ws://${base}/v1/worker/connect`,
   };
+}
+
+/** A test server with `config`, closed after `fn` whatever it throws. */
+export function withTestServer(
+  config: ServerConfig,
+  fn: (server: TestServer) => Promise<void>,
+): Promise<void> {
+  return withClosing(startTestServer(config), fn);
 }
 
 /** The one bounded wait for in-process conditions (shell/procs.ts), as the server tests have always imported it. */

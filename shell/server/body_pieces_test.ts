@@ -5,12 +5,39 @@
 import assert from "node:assert/strict";
 import {
   chatBody,
+  type Frame,
   postChat,
   registeredWorker,
   startTestServer,
   testConfig,
+  type TestServer,
+  type TestWorker,
   waitFor,
 } from "./_test_helpers.ts";
+
+/** Written out or let go: the answer's bytes leave the fleet's budget. */
+function budgetGivenBack(server: TestServer): Promise<void> {
+  return waitFor(
+    "the budget to be given back",
+    () => server.runtime.state.bodyBytesBuffered === 0,
+  );
+}
+
+/**
+ * `w` answers `req` with 16 pieces of 1 MiB, then its completion: far more
+ * than the sockets hold while nobody reads.
+ */
+function answerSixteenMiB(w: TestWorker, req: Frame): void {
+  const piece = "x".repeat(1024 * 1024);
+  for (let i = 0; i < 16; i++) {
+    w.send({
+      type: "response_chunk",
+      request_id: req.request_id,
+      chunk: piece,
+    });
+  }
+  w.complete(req, 200, "");
+}
 
 Deno.test("issue 24.2 an answer in pieces reaches the client byte for byte, with its Content-Length in bytes (non-ASCII included)", async () => {
   const server = await startTestServer(testConfig());
@@ -30,10 +57,7 @@ Deno.test("issue 24.2 an answer in pieces reaches the client byte for byte, with
     assert.equal(res.headers.get("content-length"), String(expected.length));
     assert.deepEqual(bytes, expected);
     // Written out: the bytes leave the fleet's budget (responseSent).
-    await waitFor(
-      "the budget to be given back",
-      () => server.runtime.state.bodyBytesBuffered === 0,
-    );
+    await budgetGivenBack(server);
   } finally {
     await w.close();
     await server.close();
@@ -49,16 +73,7 @@ Deno.test("issue 24.2 a client that leaves in the middle of an answer in pieces 
       signal: abort.signal,
     });
     const req = await w.next("request");
-    // 16 pieces of 1 MiB: far more than the sockets hold while nobody reads.
-    const piece = "x".repeat(1024 * 1024);
-    for (let i = 0; i < 16; i++) {
-      w.send({
-        type: "response_chunk",
-        request_id: req.request_id,
-        chunk: piece,
-      });
-    }
-    w.complete(req, 200, "");
+    answerSixteenMiB(w, req);
     const res = await pending;
     assert.equal(res.status, 200);
     await waitFor(
@@ -67,10 +82,7 @@ Deno.test("issue 24.2 a client that leaves in the middle of an answer in pieces 
     );
     abort.abort();
     await res.body?.cancel().catch(() => {});
-    await waitFor(
-      "the budget to be given back",
-      () => server.runtime.state.bodyBytesBuffered === 0,
-    );
+    await budgetGivenBack(server);
   } finally {
     await w.close();
     await server.close();
@@ -90,16 +102,7 @@ Deno.test("issue 33.3 a client that never reads its answer in pieces is cut afte
         `content-length: ${body.length}\r\n\r\n${body}`,
     ));
     const req = await w.next("request");
-    // 16 MiB: far more than the sockets hold while nobody reads.
-    const piece = "x".repeat(1024 * 1024);
-    for (let i = 0; i < 16; i++) {
-      w.send({
-        type: "response_chunk",
-        request_id: req.request_id,
-        chunk: piece,
-      });
-    }
-    w.complete(req, 200, "");
+    answerSixteenMiB(w, req);
     await waitFor(
       "the answer to be handed to the shell",
       () => server.runtime.state.bodiesSending.size === 1,

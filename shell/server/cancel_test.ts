@@ -4,8 +4,9 @@ import {
   postChat,
   registeredWorker,
   startedStream,
-  startTestServer,
+  testConfig,
   waitFor,
+  withTestServer,
 } from "./_test_helpers.ts";
 
 async function queueDepth(url: string): Promise<number> {
@@ -13,8 +14,7 @@ async function queueDepth(url: string): Promise<number> {
 }
 
 Deno.test("C18 a queued request whose client aborts is removed at once, no cancel sent", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server, { max_concurrent: 1 });
     const busy = postChat(server, chatBody());
     const r1 = await w.next("request");
@@ -37,14 +37,11 @@ Deno.test("C18 a queued request whose client aborts is removed at once, no cance
     assert.equal(w.frames.filter((f) => f.type === "request").length, 1);
     assert.equal(w.frames.filter((f) => f.type === "cancel").length, 0);
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C18 C46 a client gone before the first byte, body sent in a separate write, cancels on the worker", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server);
     const conn = await Deno.connect({
       hostname: "127.0.0.1",
@@ -62,14 +59,11 @@ Deno.test("C18 C46 a client gone before the first byte, body sent in a separate 
     assert.equal(cancel.request_id, req.request_id);
     assert.equal(cancel.reason, "client_disconnect");
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C18 a client aborting mid-stream sends cancel client_disconnect to the worker", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server);
     const abort = new AbortController();
     const pending = postChat(server, chatBody("m1", true), {
@@ -99,21 +93,16 @@ Deno.test("C18 a client aborting mid-stream sends cancel client_disconnect to th
     const health = await (await fetch(`${server.url}/health`)).json();
     assert.equal(health.workers_connected, 1);
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C24 a stream cut by its worker's death ends with an SSE error event, not a clean end", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const a = await registeredWorker(server);
     const { res } = await startedStream(server, a);
     await a.close();
     const text = await res.text();
     assert.ok(text.startsWith("data: 1\n\n"));
     assert.match(text, /data: \{"error":\{"message":"worker disconnected/);
-  } finally {
-    await server.close();
-  }
+  });
 });

@@ -12,7 +12,7 @@ import {
   LOG_OPTIONS,
   type LogFormat,
   type LogLevel,
-  logLevelOf,
+  logSettings,
   withRustLog,
 } from "../log.ts";
 import {
@@ -767,26 +767,6 @@ function requiredSecret(values: OptionValues): string {
     );
   }
   return secret;
-}
-
-function logSettings(
-  values: OptionValues,
-): { logLevel: LogLevel; logFormat: LogFormat } {
-  const logLevel = logLevelOf(str(values, "log-level"));
-  if (logLevel === null) {
-    throw new OptionError(
-      `LOG_LEVEL must be trace, debug, info, warn or error, got "${
-        str(values, "log-level")
-      }"`,
-    );
-  }
-  const logFormat = str(values, "log-format").toLowerCase();
-  if (logFormat !== "text" && logFormat !== "json") {
-    throw new OptionError(
-      `LOG_FORMAT must be text or json, got "${logFormat}"`,
-    );
-  }
-  return { logLevel, logFormat };
 }
 
 function providerName(values: OptionValues): string {

@@ -5,13 +5,29 @@ import {
   overfullQueue,
   postChat,
   registeredWorker,
-  startTestServer,
   testConfig,
+  type TestServer,
+  withTestServer,
 } from "./_test_helpers.ts";
 
+/** A worker that registers with `protocolVersion`: how the server closed its socket. */
+async function registerClosed(
+  server: TestServer,
+  protocolVersion: string,
+): Promise<CloseEvent> {
+  const bad = await connectWorker(server);
+  bad.send({
+    type: "register",
+    worker_name: "x",
+    models: ["m1"],
+    max_concurrent: 1,
+    protocol_version: protocolVersion,
+  });
+  return await bad.closed;
+}
+
 Deno.test("C3 a worker registers and gets register_ack with its id, models and version", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server, {
       models: [" m1 ", "m2", "m1", ""],
     });
@@ -29,14 +45,11 @@ Deno.test("C3 a worker registers and gets register_ack with its id, models and v
     assert.equal(health.workers_connected, 1);
     assert.equal(health.queue_depth, 0);
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C14 non-streaming response passes status, headers and body through exactly", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server);
     const pending = postChat(server, chatBody(), {
       headers: {
@@ -68,14 +81,11 @@ Deno.test("C14 non-streaming response passes status, headers and body through ex
     assert.equal(res.headers.get("x-backend"), "yes");
     assert.equal(await res.text(), body);
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C14 upstream 4xx and 5xx reach the client unchanged", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server);
     for (const status of [400, 422, 500, 503]) {
       const pending = fetch(`${server.url}/v1/completions`, {
@@ -97,14 +107,11 @@ Deno.test("C14 upstream 4xx and 5xx reach the client unchanged", async () => {
       assert.equal(await res.text(), body);
     }
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C15 streaming chunks are written byte for byte, in order, with anti-buffering headers", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server);
     const pending = postChat(server, chatBody("m1", true));
     const req = await w.next("request");
@@ -133,14 +140,11 @@ Deno.test("C15 streaming chunks are written byte for byte, in order, with anti-b
     w.complete(req);
     assert.equal(await res.text(), chunks.join(""));
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C11 unknown model answers 404 in the route's own error shape", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server);
     const res = await postChat(server, chatBody("nope"));
     assert.equal(res.status, 404);
@@ -156,45 +160,42 @@ Deno.test("C11 unknown model answers 404 in the route's own error shape", async 
     assert.equal(ab.type, "error");
     assert.equal(ab.error.type, "not_found_error");
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("bad bodies get clear 400 and 413 errors in the route's shape", async () => {
-  const server = await startTestServer(testConfig({}, { maxBodyBytes: 1000 }));
-  try {
-    const cases: [string, number, string][] = [
-      ["not json", 400, "invalid_json"],
-      ["[1]", 400, "invalid_body"],
-      ['{"messages":[]}', 400, "model_required"],
-      ['{"model":"m","stream":"yes"}', 400, "invalid_stream"],
-      [
-        JSON.stringify({ model: "m", pad: "x".repeat(2000) }),
-        413,
-        "body_too_large",
-      ],
-    ];
-    for (const [body, status, code] of cases) {
-      const res = await postChat(server, body);
-      assert.equal(res.status, status, body.slice(0, 20));
-      assert.equal((await res.json()).error.code, code);
-    }
-    const anth = await fetch(`${server.url}/v1/messages`, {
-      method: "POST",
-      body: "{",
-    });
-    const ab = await anth.json();
-    assert.equal(ab.type, "error");
-    assert.equal(ab.error.type, "invalid_request_error");
-  } finally {
-    await server.close();
-  }
+  await withTestServer(
+    testConfig({}, { maxBodyBytes: 1000 }),
+    async (server) => {
+      const cases: [string, number, string][] = [
+        ["not json", 400, "invalid_json"],
+        ["[1]", 400, "invalid_body"],
+        ['{"messages":[]}', 400, "model_required"],
+        ['{"model":"m","stream":"yes"}', 400, "invalid_stream"],
+        [
+          JSON.stringify({ model: "m", pad: "x".repeat(2000) }),
+          413,
+          "body_too_large",
+        ],
+      ];
+      for (const [body, status, code] of cases) {
+        const res = await postChat(server, body);
+        assert.equal(res.status, status, body.slice(0, 20));
+        assert.equal((await res.json()).error.code, code);
+      }
+      const anth = await fetch(`${server.url}/v1/messages`, {
+        method: "POST",
+        body: "{",
+      });
+      const ab = await anth.json();
+      assert.equal(ab.type, "error");
+      assert.equal(ab.error.type, "invalid_request_error");
+    },
+  );
 });
 
 Deno.test("C9 queue full answers 503 with Retry-After and code queue_full", async () => {
-  const server = await startTestServer(testConfig({ queueLenMax: 1 }));
-  try {
+  await withTestServer(testConfig({ queueLenMax: 1 }), async (server) => {
     const w = await registeredWorker(server, { max_concurrent: 1 });
     const { rejected: third, drain } = await overfullQueue(server, w);
     assert.equal(third.status, 503);
@@ -202,14 +203,11 @@ Deno.test("C9 queue full answers 503 with Retry-After and code queue_full", asyn
     assert.equal((await third.json()).error.code, "queue_full");
     assert.equal(await (await drain()).text(), "2");
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C12 queue timeout answers 504 and no worker ever sees the request", async () => {
-  const server = await startTestServer(testConfig({ queueTimeoutMs: 200 }));
-  try {
+  await withTestServer(testConfig({ queueTimeoutMs: 200 }), async (server) => {
     const w = await registeredWorker(server, { max_concurrent: 1 });
     const busy = postChat(server, chatBody());
     const r1 = await w.next("request");
@@ -221,14 +219,11 @@ Deno.test("C12 queue timeout answers 504 and no worker ever sees the request", a
     assert.equal(w.frames.filter((f) => f.type === "request").length, 1);
     assert.equal(w.frames.filter((f) => f.type === "cancel").length, 0);
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C22 a worker closed mid-request: the request is requeued to a second worker", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const a = await registeredWorker(server, { max_concurrent: 1 });
     const pending = postChat(server, chatBody());
     const r1 = await a.next("request");
@@ -242,14 +237,11 @@ Deno.test("C22 a worker closed mid-request: the request is requeued to a second 
     assert.equal(res.status, 200);
     assert.equal(await res.text(), "ok");
     await b.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C2 a bad secret is refused with close 1008 and a reason", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await connectWorker(server, { secret: "wrong" });
     const closed = await w.closed;
     assert.equal(closed.code, 1008);
@@ -258,14 +250,11 @@ Deno.test("C2 a bad secret is refused with close 1008 and a reason", async () =>
     const pc = await p.closed;
     assert.equal(pc.code, 1008);
     assert.match(pc.reason, /unknown provider/);
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C33 malformed frames close only the offender with 1002; others keep serving", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const good = await registeredWorker(server);
     const bad = await registeredWorker(server);
     bad.send({ type: "response_chunk", request_id: 5 });
@@ -282,41 +271,27 @@ Deno.test("C33 malformed frames close only the offender with 1002; others keep s
     good.complete(req, 200, "ok");
     assert.equal(await (await pending).text(), "ok");
     await good.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test('C39 a worker that sends protocol_version "1" or none joins; another version is closed 1002', async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const one = await registeredWorker(server, { protocol_version: "1" });
     assert.equal(one.ack.protocol_version, "1");
     const none = await registeredWorker(server, {
       protocol_version: undefined,
     });
     assert.equal(none.ack.protocol_version, undefined);
-    const bad = await connectWorker(server);
-    bad.send({
-      type: "register",
-      worker_name: "x",
-      models: ["m1"],
-      max_concurrent: 1,
-      protocol_version: "9",
-    });
-    const closed = await bad.closed;
+    const closed = await registerClosed(server, "9");
     assert.equal(closed.code, 1002);
     assert.match(closed.reason, /2026-04-bridge-v1/);
     await one.close();
     await none.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C34 a worker's unsendable status or header never leaves the client hanging", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server);
     const pending = postChat(server, chatBody());
     const req = await w.next("request");
@@ -339,26 +314,13 @@ Deno.test("C34 a worker's unsendable status or header never leaves the client ha
     assert.equal(res2.status, 502);
     await res2.body?.cancel();
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("C41 a close reason built from a long multi-byte worker value still closes the socket", async () => {
-  const server = await startTestServer();
-  try {
-    const bad = await connectWorker(server);
-    bad.send({
-      type: "register",
-      worker_name: "x",
-      models: ["m1"],
-      max_concurrent: 1,
-      protocol_version: "a" + "é".repeat(100),
-    });
-    const closed = await bad.closed;
+  await withTestServer(testConfig(), async (server) => {
+    const closed = await registerClosed(server, "a" + "é".repeat(100));
     assert.equal(closed.code, 1002);
     assert.ok(new TextEncoder().encode(closed.reason).length <= 123);
-  } finally {
-    await server.close();
-  }
+  });
 });

@@ -3,7 +3,11 @@
 import assert from "node:assert/strict";
 import { makeConfig } from "../../core/mod.ts";
 import { chatBody, registeredWorker, testConfig } from "./_test_helpers.ts";
-import { autoRespond, startTestRelay } from "./_relay_test_helpers.ts";
+import {
+  autoRespond,
+  startTestRelay,
+  withTestRelay,
+} from "./_relay_test_helpers.ts";
 
 Deno.test("issue 32: METRICS_PORT serves /metrics on a second listener (and only /metrics); the main port keeps it", async () => {
   const relay = await startTestRelay(testConfig({}, { metricsPort: 0 }));
@@ -30,17 +34,15 @@ Deno.test("issue 32: METRICS_PORT serves /metrics on a second listener (and only
 });
 
 Deno.test("issue 32: ENABLE_METRICS=false: /metrics is 404 and no METRICS_PORT listener opens", async () => {
-  const relay = await startTestRelay(
+  await withTestRelay(
     testConfig({}, { enableMetrics: false, metricsPort: 0 }),
+    async (relay) => {
+      assert.equal(relay.metricsPort, undefined);
+      const res = await fetch(`${relay.url}/metrics`);
+      assert.equal(res.status, 404);
+      await res.body?.cancel();
+    },
   );
-  try {
-    assert.equal(relay.metricsPort, undefined);
-    const res = await fetch(`${relay.url}/metrics`);
-    assert.equal(res.status, 404);
-    await res.body?.cancel();
-  } finally {
-    await relay.close();
-  }
 });
 
 Deno.test("issue 32: ENABLE_MULTI_TENANT=false: X-Tenant-ID is not read and /v1/capabilities says multiTenant false", async () => {
@@ -71,8 +73,7 @@ Deno.test("issue 32: ENABLE_MULTI_TENANT=false: X-Tenant-ID is not read and /v1/
 });
 
 Deno.test("issue 32: /health keeps the original's status ok and carries spec 004's healthy beside it", async () => {
-  const relay = await startTestRelay(testConfig());
-  try {
+  await withTestRelay(testConfig(), async (relay) => {
     const res = await fetch(`${relay.url}/health`);
     const body = await res.json();
     assert.equal(res.status, 200);
@@ -81,7 +82,5 @@ Deno.test("issue 32: /health keeps the original's status ok and carries spec 004
     for (const field of ["uptime", "modelsLoaded", "queueDepth"]) {
       assert.equal(typeof body[field], "number", field);
     }
-  } finally {
-    await relay.close();
-  }
+  });
 });

@@ -19,6 +19,7 @@ import { pieceBytes } from "../piece_bytes.ts";
 import { assertNever } from "../../core/assert_never.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
 import {
+  type AnswerBody,
   type AnswerSink,
   type BackendOutcome,
   type Call,
@@ -248,9 +249,7 @@ function viaOwnClient(
         {
           onData: (f) => onData = f,
           onEnd: (f) => onEnd = f,
-          pause: () => ex.pause(),
-          resume: () => ex.resume(),
-          isPaused: () => ex.isPaused(),
+          ...flowControlOf(ex),
         },
         request,
         sink,
@@ -275,6 +274,17 @@ function viaOwnClient(
     },
   });
   return () => ex.destroy();
+}
+
+/** Pausing and resuming a body's reading, on either client's answer. */
+function flowControlOf(
+  body: { pause(): unknown; resume(): unknown; isPaused(): boolean },
+): Pick<AnswerBody, "pause" | "resume" | "isPaused"> {
+  return {
+    pause: () => body.pause(),
+    resume: () => body.resume(),
+    isPaused: () => body.isPaused(),
+  };
 }
 
 /** An https: backend (or one behind an env proxy) through node:https / node:http. Returns its stop. */
@@ -302,9 +312,7 @@ function viaNode(
       {
         onData: (f) => res.on("data", f),
         onEnd: (f) => res.on("end", f),
-        pause: () => res.pause(),
-        resume: () => res.resume(),
-        isPaused: () => res.isPaused(),
+        ...flowControlOf(res),
       },
       request,
       sink,

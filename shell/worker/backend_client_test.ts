@@ -12,6 +12,7 @@ import {
 import { requestFrame } from "./_test_worker.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
 import type { Completion } from "../../core/worker/mod.ts";
+import { withMockBackend } from "../../mock/_with_backend.ts";
 
 function request(
   body: Record<string, unknown>,
@@ -77,8 +78,7 @@ Deno.test("a stream's first chunk is passed on before the backend finishes", asy
 });
 
 Deno.test("streamed usage becomes token_counts of the completion (text reads and chunk-bytes-v1 reads)", async () => {
-  const backend = await startMockBackend({ chunkDelayMs: 0 });
-  try {
+  await withMockBackend({ chunkDelayMs: 0 }, async (backend) => {
     for (const chunkBytes of [false, true]) {
       const chunks: string[] = [];
       const c = completed(
@@ -97,9 +97,7 @@ Deno.test("streamed usage becomes token_counts of the completion (text reads and
       assert.equal(c.token_counts?.completion_tokens, 3, `${chunkBytes}`);
       assert.match(chunks.join(""), /data: \[DONE\]\n\n$/);
     }
-  } finally {
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("issue 14.3: a refused connection is a backend_unavailable failure, not an answer", async () => {
@@ -161,8 +159,7 @@ Deno.test("issue 14.4: a backend dying mid-stream is a backend_stream_broken fai
 });
 
 Deno.test("issue 14.2: without body-chunks-v1 a body too large for one frame is a 502 response_too_large answer, read no further", async () => {
-  const backend = await startMockBackend({ chunkDelayMs: 0 });
-  try {
+  await withMockBackend({ chunkDelayMs: 0 }, async (backend) => {
     const c = completed(
       await forwardToBackend(
         at(backend.url),
@@ -173,9 +170,7 @@ Deno.test("issue 14.2: without body-chunks-v1 a body too large for one frame is 
     );
     assert.equal(c.status_code, 502);
     assert.equal(JSON.parse(c.body).error.code, "response_too_large");
-  } finally {
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("issue 14.11: with body-chunks-v1 a large body leaves in bounded pieces, the rest in the completion, usage still counted", async () => {

@@ -3,7 +3,6 @@
 // both HTTP clients' paths (the worker's own for http:).
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import { startMockBackend } from "../../mock/backend.ts";
 import { SPEECH_BYTES } from "../../mock/endpoints.ts";
 import type { RequestMessage } from "../../core/protocol/mod.ts";
 import type { Completion } from "../../core/worker/mod.ts";
@@ -12,6 +11,7 @@ import {
   type BackendOutcome,
   forwardToBackend,
 } from "./backend_client.ts";
+import { withMockBackend } from "../../mock/_with_backend.ts";
 
 const at = (url: string) => ({ url, apiKey: null });
 
@@ -49,8 +49,7 @@ function completed(o: BackendOutcome): Completion {
 }
 
 Deno.test("body-bytes-v1: a request body that is not UTF-8 reaches the backend, and its answer comes back, byte for byte", async () => {
-  const backend = await startMockBackend();
-  try {
+  await withMockBackend({}, async (backend) => {
     const o = await forwardToBackend(
       at(backend.url),
       frame({
@@ -68,14 +67,11 @@ Deno.test("body-bytes-v1: a request body that is not UTF-8 reaches the backend, 
       new Uint8Array(Buffer.from(c.body_base64!, "base64")),
       BINARY,
     );
-  } finally {
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("body-bytes-v1: audio that is not UTF-8 comes back as base64 with its content type; without the extension it is decoded as text, as before", async () => {
-  const backend = await startMockBackend();
-  try {
+  await withMockBackend({}, async (backend) => {
     const req = frame({
       endpoint_path: "/v1/audio/speech",
       body: '{"model":"tts-1","input":"hi","voice":"alloy"}',
@@ -104,14 +100,11 @@ Deno.test("body-bytes-v1: audio that is not UTF-8 comes back as base64 with its 
     );
     assert.equal(old.body_base64, undefined);
     assert.ok(old.body.includes("\ufffd"));
-  } finally {
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("body-bytes-v1: a streamed binary answer passes its bytes untouched (no UTF-8 repair)", async () => {
-  const backend = await startMockBackend();
-  try {
+  await withMockBackend({}, async (backend) => {
     const chunks: Uint8Array[] = [];
     const c = completed(
       await forwardToBackend(
@@ -126,14 +119,11 @@ Deno.test("body-bytes-v1: a streamed binary answer passes its bytes untouched (n
     );
     assert.equal(c.status_code, 200);
     assert.deepEqual(new Uint8Array(Buffer.concat(chunks)), BINARY);
-  } finally {
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("a GET request frame is sent as GET with no body", async () => {
-  const backend = await startMockBackend();
-  try {
+  await withMockBackend({}, async (backend) => {
     const c = completed(
       await forwardToBackend(
         at(backend.url),
@@ -145,7 +135,5 @@ Deno.test("a GET request frame is sent as GET with no body", async () => {
     assert.equal(c.status_code, 200);
     assert.equal(c.headers["x-mock-method"], "GET");
     assert.equal(c.body, "");
-  } finally {
-    await backend.close();
-  }
+  });
 });

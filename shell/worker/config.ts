@@ -4,7 +4,7 @@ import {
   LOG_OPTIONS,
   type LogFormat,
   type LogLevel,
-  logLevelOf,
+  logSettings,
   withRustLog,
 } from "../log.ts";
 import {
@@ -263,20 +263,7 @@ export function parseWorkerConfig(
       "WORKER_SECRET (--worker-secret) is required: set it to the proxy's worker secret",
     );
   }
-  const logLevel = logLevelOf(str(values, "log-level"));
-  if (logLevel === null) {
-    throw new OptionError(
-      `LOG_LEVEL must be trace, debug, info, warn or error, got "${
-        str(values, "log-level")
-      }"`,
-    );
-  }
-  const logFormat = str(values, "log-format");
-  if (logFormat !== "text" && logFormat !== "json") {
-    throw new OptionError(
-      `LOG_FORMAT must be text or json, got "${logFormat}"`,
-    );
-  }
+  const { logLevel, logFormat } = logSettings(values);
   const onServerShutdown = str(values, "on-server-shutdown");
   if (onServerShutdown !== "exit" && onServerShutdown !== "reconnect") {
     throw new OptionError(

@@ -53,6 +53,13 @@ Deno.test("config reads the original's MAX_CONCURRENCY when MAX_CONCURRENT is un
   );
 });
 
+Deno.test("LOG_FORMAT is read in any case, by the same rule as the server's", () => {
+  assert.equal(
+    parse({ WORKER_SECRET: "s", LOG_FORMAT: "JSON" })!.logFormat,
+    "json",
+  );
+});
+
 Deno.test("config rejects bad values with a one-line reason", () => {
   assert.throws(
     () => parse({ WORKER_SECRET: "s", MAX_CONCURRENT: "0" }),

@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
-import { startMockBackend } from "../../mock/backend.ts";
+import {
+  type MockBackend,
+  type MockBackendOptions,
+  startMockBackend,
+} from "../../mock/backend.ts";
 import { waitFor, within } from "../procs.ts";
-import { type Frame, startTestProxy } from "./_test_proxy.ts";
+import { type Frame, startTestProxy, type TestProxy } from "./_test_proxy.ts";
 import { requestFrame, runTestWorker, testConfig } from "./_test_worker.ts";
 
 const isRegistered = (w: { logs: { message: string }[] }) => () =>
@@ -16,6 +20,45 @@ function contentOf(chunks: Frame[]): string {
     .filter((l: string) => l.startsWith("data: {"))
     .map((l: string) => JSON.parse(l.slice(6)).choices[0]?.delta?.content ?? "")
     .join("");
+}
+
+type Running = {
+  proxy: TestProxy;
+  worker: ReturnType<typeof runTestWorker>;
+};
+
+/**
+ * A worker between a test proxy and a mock backend started with
+ * `backendOpts` (null: no backend, a closed port), once registered; all
+ * stopped after `fn`, whatever it throws.
+ */
+function withWorker(
+  backendOpts: MockBackendOptions,
+  fn: (t: Running & { backend: MockBackend }) => Promise<void>,
+): Promise<void>;
+function withWorker(
+  backendOpts: null,
+  fn: (t: Running) => Promise<void>,
+): Promise<void>;
+async function withWorker(
+  backendOpts: MockBackendOptions | null,
+  fn: (t: Running & { backend: MockBackend }) => Promise<void>,
+): Promise<void> {
+  const backend = backendOpts === null
+    ? null
+    : await startMockBackend(backendOpts);
+  const proxy = await startTestProxy();
+  const worker = runTestWorker(
+    testConfig(proxy.url, backend?.url ?? "http://127.0.0.1:1"),
+  );
+  try {
+    await waitFor("registered", isRegistered(worker));
+    await fn({ backend: backend!, proxy, worker });
+  } finally {
+    await stopWorker(worker);
+    await proxy.close();
+    await backend?.close();
+  }
 }
 
 async function stopWorker(
@@ -73,28 +116,18 @@ Deno.test("C39 worker joins an original-style server that accepts only 2026-04-b
 });
 
 Deno.test("ping without a timestamp gets a pong without one (C40)", async () => {
-  const proxy = await startTestProxy();
-  const worker = runTestWorker(testConfig(proxy.url, "http://127.0.0.1:1"));
-  try {
-    await waitFor("registered", isRegistered(worker));
+  await withWorker(null, async ({ proxy }) => {
     proxy.send({ type: "ping" });
     const pong = await proxy.waitFrame("pong", (f) => f.type === "pong");
     assert.equal("timestamp_unix_ms" in pong, false);
-  } finally {
-    await stopWorker(worker);
-    await proxy.close();
-  }
+  });
 });
 
 Deno.test("C15 streaming request: chunks arrive in order, one frame per read, then response_complete", async () => {
-  const backend = await startMockBackend({
+  await withWorker({
     chunkDelayMs: 5,
     answer: "a b c d e f g h",
-  });
-  const proxy = await startTestProxy();
-  const worker = runTestWorker(testConfig(proxy.url, backend.url));
-  try {
-    await waitFor("registered", isRegistered(worker));
+  }, async ({ proxy }) => {
     proxy.send(requestFrame("r1", { stream: true, max_tokens: 8 }));
     const done = await proxy.waitFrame(
       "complete",
@@ -111,22 +144,14 @@ Deno.test("C15 streaming request: chunks arrive in order, one frame per read, th
     assert.match(chunks.at(-1)!.chunk, /data: \[DONE\]\n\n$/);
     assert.equal(done.status_code, 200);
     assert.equal(done.body, "");
-  } finally {
-    await stopWorker(worker);
-    await proxy.close();
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("C45 a character split across backend reads reaches the proxy intact", async () => {
-  const backend = await startMockBackend({
+  await withWorker({
     chunkDelayMs: 4,
     answer: "héllo wörld ünïcode",
-  });
-  const proxy = await startTestProxy();
-  const worker = runTestWorker(testConfig(proxy.url, backend.url));
-  try {
-    await waitFor("registered", isRegistered(worker));
+  }, async ({ proxy }) => {
     proxy.send(requestFrame("r1", { stream: true }, {
       headers: { "content-type": "application/json", "x-mock-split-utf8": "1" },
     }));
@@ -137,19 +162,11 @@ Deno.test("C45 a character split across backend reads reaches the proxy intact",
     const text = chunks.map((f) => f.chunk).join("");
     assert.ok(!text.includes("\ufffd"), "no replacement characters");
     assert.equal(contentOf(chunks), "héllo wörld ünïcode");
-  } finally {
-    await stopWorker(worker);
-    await proxy.close();
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("C14 non-streaming request: one response_complete with status, headers, body and token_counts", async () => {
-  const backend = await startMockBackend({ chunkDelayMs: 0 });
-  const proxy = await startTestProxy();
-  const worker = runTestWorker(testConfig(proxy.url, backend.url));
-  try {
-    await waitFor("registered", isRegistered(worker));
+  await withWorker({ chunkDelayMs: 0 }, async ({ proxy }) => {
     proxy.send(
       requestFrame("r1", {
         max_tokens: 4,
@@ -169,19 +186,11 @@ Deno.test("C14 non-streaming request: one response_complete with status, headers
       done.token_counts.total_tokens,
       done.token_counts.prompt_tokens + 4,
     );
-  } finally {
-    await stopWorker(worker);
-    await proxy.close();
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("C13 forwarded headers reach the backend", async () => {
-  const backend = await startMockBackend({ chunkDelayMs: 0 });
-  const proxy = await startTestProxy();
-  const worker = runTestWorker(testConfig(proxy.url, backend.url));
-  try {
-    await waitFor("registered", isRegistered(worker));
+  await withWorker({ chunkDelayMs: 0 }, async ({ backend, proxy }) => {
     proxy.send(requestFrame("r1", {}, {
       endpoint_path: "/v1/messages",
       headers: {
@@ -201,19 +210,11 @@ Deno.test("C13 forwarded headers reach the backend", async () => {
       done.token_counts.completion_tokens,
       JSON.parse(done.body).usage.output_tokens,
     );
-  } finally {
-    await stopWorker(worker);
-    await proxy.close();
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("C44 cancel aborts the backend request at once and answers response_complete 499", async () => {
-  const backend = await startMockBackend({ chunkDelayMs: 20 });
-  const proxy = await startTestProxy();
-  const worker = runTestWorker(testConfig(proxy.url, backend.url));
-  try {
-    await waitFor("registered", isRegistered(worker));
+  await withWorker({ chunkDelayMs: 20 }, async ({ backend, proxy, worker }) => {
     proxy.send(requestFrame("r1", { stream: true, max_tokens: 10_000 }));
     await proxy.waitFrame("first chunk", (f) => f.type === "response_chunk");
     proxy.send({
@@ -239,18 +240,11 @@ Deno.test("C44 cancel aborts the backend request at once and answers response_co
     assert.equal(frames.at(-1), done, "no chunk after the 499");
     assert.equal(proxy.frames.filter((f) => f.type === "error").length, 0);
     assert.ok(worker.logs.some((l) => l.message === "cancelled"));
-  } finally {
-    await stopWorker(worker);
-    await proxy.close();
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("backend down, original proxy (no extensions): response_complete 502 with a clear JSON message", async () => {
-  const proxy = await startTestProxy();
-  const worker = runTestWorker(testConfig(proxy.url, "http://127.0.0.1:1"));
-  try {
-    await waitFor("registered", isRegistered(worker));
+  await withWorker(null, async ({ proxy, worker }) => {
     proxy.send(requestFrame("r1", { stream: true }));
     const done = await proxy.waitFrame(
       "complete",
@@ -263,10 +257,7 @@ Deno.test("backend down, original proxy (no extensions): response_complete 502 w
       /backend unreachable at http:\/\/127\.0\.0\.1:1/,
     );
     assert.ok(worker.logs.some((l) => l.message === "backend unavailable"));
-  } finally {
-    await stopWorker(worker);
-    await proxy.close();
-  }
+  });
 });
 
 Deno.test("issue 14.3: backend down, proxy with extensions: a scoped error backend_unavailable, so the proxy can requeue", async () => {
@@ -305,11 +296,7 @@ Deno.test("issue 14.4: backend dies mid-stream, proxy with extensions: the chunk
 });
 
 Deno.test("C14 backend 5xx on a streaming request: real status and body in response_complete", async () => {
-  const backend = await startMockBackend({ chunkDelayMs: 0 });
-  const proxy = await startTestProxy();
-  const worker = runTestWorker(testConfig(proxy.url, backend.url));
-  try {
-    await waitFor("registered", isRegistered(worker));
+  await withWorker({ chunkDelayMs: 0 }, async ({ proxy }) => {
     proxy.send(requestFrame("r1", { stream: true, model: "error-503" }));
     const done = await proxy.waitFrame(
       "complete",
@@ -318,11 +305,7 @@ Deno.test("C14 backend 5xx on a streaming request: real status and body in respo
     assert.deepEqual(framesFor(proxy.frames, "r1"), [done]);
     assert.equal(done.status_code, 503);
     assert.match(JSON.parse(done.body).error.message, /503/);
-  } finally {
-    await stopWorker(worker);
-    await proxy.close();
-    await backend.close();
-  }
+  });
 });
 
 Deno.test("worker reconnects and registers again after the proxy restarts", async () => {

@@ -1,7 +1,7 @@
 // Slow and greedy clients (issue 15): every body reader answers 408 or 413 in its
 // route's error shape and closes the connection. Raw sockets on loopback.
 import assert from "node:assert/strict";
-import { ADMIN_TOKEN, startTestRelay } from "../_relay_test_helpers.ts";
+import { ADMIN_TOKEN, withTestRelay } from "../_relay_test_helpers.ts";
 import { rawConnect, until } from "../_raw_socket.ts";
 import {
   chatBody,
@@ -9,6 +9,7 @@ import {
   registeredWorker,
   startTestServer,
   testConfig,
+  withTestServer,
 } from "../_test_helpers.ts";
 
 function post(
@@ -87,61 +88,58 @@ Deno.test("issue 15 a body still incomplete after BODY_TIMEOUT_SECS gets 408 in 
 });
 
 Deno.test("issue 15 an oversized body gets 413 and the connection is closed, on client, admin and lifecycle routes", async () => {
-  const relay = await startTestRelay(
+  await withTestRelay(
     testConfig({}, { adminToken: ADMIN_TOKEN, maxBodyBytes: 1024 }),
-  );
-  try {
-    const cases: [string, number, Record<string, string>][] = [
-      ["/v1/chat/completions", 1025, {}],
-      ["/admin/keys", 16 * 1024 + 1, {
-        authorization: `Bearer ${ADMIN_TOKEN}`,
-      }],
-      ["/v1/models/load", 64 * 1024 + 1, {}],
-    ];
-    for (const [path, size, headers] of cases) {
-      // Declared too large: refused before a byte of it is read.
-      const declared = await answerThenClose(
-        relay.port,
-        post(path, size, headers),
-      );
-      assert.equal(declared.status, 413, path);
-      assert.match(declared.head, /connection: close/, path);
-      assert.equal(
-        (declared.body as { error: { code: string } }).error.code,
-        "body_too_large",
-        path,
-      );
-      // Chunked, no length: refused as soon as the limit is passed, not read on.
-      const c = await rawConnect(relay.port);
-      try {
-        await c.write(
-          [
-            `POST ${path} HTTP/1.1`,
-            "Host: 127.0.0.1",
-            "Transfer-Encoding: chunked",
-            ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
-          ].join("\r\n") + "\r\n\r\n",
+    async (relay) => {
+      const cases: [string, number, Record<string, string>][] = [
+        ["/v1/chat/completions", 1025, {}],
+        ["/admin/keys", 16 * 1024 + 1, {
+          authorization: `Bearer ${ADMIN_TOKEN}`,
+        }],
+        ["/v1/models/load", 64 * 1024 + 1, {}],
+      ];
+      for (const [path, size, headers] of cases) {
+        // Declared too large: refused before a byte of it is read.
+        const declared = await answerThenClose(
+          relay.port,
+          post(path, size, headers),
         );
-        const chunk = "x".repeat(4096);
-        for (let sent = 0; sent <= size; sent += chunk.length) {
-          await c.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+        assert.equal(declared.status, 413, path);
+        assert.match(declared.head, /connection: close/, path);
+        assert.equal(
+          (declared.body as { error: { code: string } }).error.code,
+          "body_too_large",
+          path,
+        );
+        // Chunked, no length: refused as soon as the limit is passed, not read on.
+        const c = await rawConnect(relay.port);
+        try {
+          await c.write(
+            [
+              `POST ${path} HTTP/1.1`,
+              "Host: 127.0.0.1",
+              "Transfer-Encoding: chunked",
+              ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+            ].join("\r\n") + "\r\n\r\n",
+          );
+          const chunk = "x".repeat(4096);
+          for (let sent = 0; sent <= size; sent += chunk.length) {
+            await c.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+          }
+          // The last chunk is never sent: only the limit can end this request.
+          await until(c, (r) => r.includes("}"));
+          assert.match(c.received(), /^HTTP\/1\.1 413/, path);
+          await c.ended;
+        } finally {
+          c.close();
         }
-        // The last chunk is never sent: only the limit can end this request.
-        await until(c, (r) => r.includes("}"));
-        assert.match(c.received(), /^HTTP\/1\.1 413/, path);
-        await c.ended;
-      } finally {
-        c.close();
       }
-    }
-  } finally {
-    await relay.close();
-  }
+    },
+  );
 });
 
 Deno.test("issue 15 a route that answers without reading the body closes the connection if the body never completes", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     for (const path of ["/nowhere", "/health"]) {
       const c = await rawConnect(server.port);
       try {
@@ -154,7 +152,5 @@ Deno.test("issue 15 a route that answers without reading the body closes the con
         c.close();
       }
     }
-  } finally {
-    await server.close();
-  }
+  });
 });

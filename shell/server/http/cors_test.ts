@@ -1,10 +1,11 @@
 // Issue 15: browser clients can call /v1/* across origins, as with the original.
 import assert from "node:assert/strict";
 import {
-  admin,
   ADMIN_TOKEN,
   autoRespond,
+  postKey,
   startTestRelay,
+  withTestRelay,
 } from "../_relay_test_helpers.ts";
 import { chatBody, registeredWorker, testConfig } from "../_test_helpers.ts";
 import { parseCorsOrigins } from "../config.ts";
@@ -28,55 +29,55 @@ function preflight(
 }
 
 Deno.test("CORS preflight is answered, before auth, for every /v1 route", async () => {
-  const relay = await startTestRelay(testConfig({}, {
-    adminToken: ADMIN_TOKEN,
-    requireApiKeys: true,
-  }));
-  try {
-    for (
-      const path of [
-        "/v1/chat/completions",
-        "/v1/messages",
-        "/v1/responses",
-        "/v1/models",
-        "/v1/capabilities",
-      ]
-    ) {
-      const res = await preflight(relay.url + path, PAGE);
-      assert.equal(res.status, 204, path);
-      await res.body?.cancel();
-      assert.equal(res.headers.get("access-control-allow-origin"), "*");
-      assert.match(
-        res.headers.get("access-control-allow-methods") ?? "",
-        /POST/,
-      );
-      const allowed = (res.headers.get("access-control-allow-headers") ?? "")
-        .split(", ");
+  await withTestRelay(
+    testConfig({}, {
+      adminToken: ADMIN_TOKEN,
+      requireApiKeys: true,
+    }),
+    async (relay) => {
       for (
-        const h of [
-          "authorization",
-          "content-type",
-          "x-api-key",
-          "anthropic-version",
-          "x-tenant-id",
-          "x-priority",
-          "x-cache-tag",
-          "x-stainless-os",
+        const path of [
+          "/v1/chat/completions",
+          "/v1/messages",
+          "/v1/responses",
+          "/v1/models",
+          "/v1/capabilities",
         ]
-      ) assert.ok(allowed.includes(h), `${path} allows ${h}`);
-      assert.equal(res.headers.get("access-control-max-age"), "86400");
-      assert.equal(res.headers.get("access-control-allow-credentials"), null);
-    }
-    // Nothing else is opened up: the admin API has no CORS.
-    const adminPreflight = await preflight(`${relay.url}/admin/keys`, PAGE);
-    assert.equal(
-      adminPreflight.headers.get("access-control-allow-origin"),
-      null,
-    );
-    await adminPreflight.body?.cancel();
-  } finally {
-    await relay.close();
-  }
+      ) {
+        const res = await preflight(relay.url + path, PAGE);
+        assert.equal(res.status, 204, path);
+        await res.body?.cancel();
+        assert.equal(res.headers.get("access-control-allow-origin"), "*");
+        assert.match(
+          res.headers.get("access-control-allow-methods") ?? "",
+          /POST/,
+        );
+        const allowed = (res.headers.get("access-control-allow-headers") ?? "")
+          .split(", ");
+        for (
+          const h of [
+            "authorization",
+            "content-type",
+            "x-api-key",
+            "anthropic-version",
+            "x-tenant-id",
+            "x-priority",
+            "x-cache-tag",
+            "x-stainless-os",
+          ]
+        ) assert.ok(allowed.includes(h), `${path} allows ${h}`);
+        assert.equal(res.headers.get("access-control-max-age"), "86400");
+        assert.equal(res.headers.get("access-control-allow-credentials"), null);
+      }
+      // Nothing else is opened up: the admin API has no CORS.
+      const adminPreflight = await preflight(`${relay.url}/admin/keys`, PAGE);
+      assert.equal(
+        adminPreflight.headers.get("access-control-allow-origin"),
+        null,
+      );
+      await adminPreflight.body?.cancel();
+    },
+  );
 });
 
 Deno.test("CORS headers are on actual /v1 responses: JSON, streams and errors", async () => {
@@ -87,10 +88,7 @@ Deno.test("CORS headers are on actual /v1 responses: JSON, streams and errors", 
   const w = await registeredWorker(relay);
   const stop = autoRespond(w);
   try {
-    const created = await (await admin(relay, "/admin/keys", {
-      method: "POST",
-      body: JSON.stringify({ name: "web" }),
-    })).json();
+    const created = await (await postKey(relay, { name: "web" })).json();
     const call = (body: string, key: string | null) =>
       fetch(`${relay.url}/v1/chat/completions`, {
         method: "POST",
@@ -135,39 +133,37 @@ Deno.test("CORS headers are on actual /v1 responses: JSON, streams and errors", 
 });
 
 Deno.test("CORS_ALLOW_ORIGINS lists origins: a listed one is echoed with Vary: Origin, others get no CORS", async () => {
-  const relay = await startTestRelay(
+  await withTestRelay(
     testConfig({}, { corsAllowOrigins: [PAGE, "http://localhost:5173"] }),
+    async (relay) => {
+      const ok = await preflight(`${relay.url}/v1/chat/completions`, PAGE);
+      assert.equal(ok.status, 204);
+      await ok.body?.cancel();
+      assert.equal(ok.headers.get("access-control-allow-origin"), PAGE);
+      assert.match(ok.headers.get("vary") ?? "", /Origin/);
+      const other = await preflight(
+        `${relay.url}/v1/chat/completions`,
+        "https://evil.example.net",
+      );
+      assert.equal(other.status, 403);
+      assert.equal((await other.json()).error.code, "cors_origin_not_allowed");
+      assert.equal(other.headers.get("access-control-allow-origin"), null);
+      const actual = await fetch(`${relay.url}/v1/models`, {
+        headers: { origin: "https://evil.example.net" },
+      });
+      assert.equal(actual.headers.get("access-control-allow-origin"), null);
+      assert.match(actual.headers.get("vary") ?? "", /Origin/);
+      await actual.body?.cancel();
+      const listed = await fetch(`${relay.url}/v1/models`, {
+        headers: { origin: "http://localhost:5173" },
+      });
+      assert.equal(
+        listed.headers.get("access-control-allow-origin"),
+        "http://localhost:5173",
+      );
+      await listed.body?.cancel();
+    },
   );
-  try {
-    const ok = await preflight(`${relay.url}/v1/chat/completions`, PAGE);
-    assert.equal(ok.status, 204);
-    await ok.body?.cancel();
-    assert.equal(ok.headers.get("access-control-allow-origin"), PAGE);
-    assert.match(ok.headers.get("vary") ?? "", /Origin/);
-    const other = await preflight(
-      `${relay.url}/v1/chat/completions`,
-      "https://evil.example.net",
-    );
-    assert.equal(other.status, 403);
-    assert.equal((await other.json()).error.code, "cors_origin_not_allowed");
-    assert.equal(other.headers.get("access-control-allow-origin"), null);
-    const actual = await fetch(`${relay.url}/v1/models`, {
-      headers: { origin: "https://evil.example.net" },
-    });
-    assert.equal(actual.headers.get("access-control-allow-origin"), null);
-    assert.match(actual.headers.get("vary") ?? "", /Origin/);
-    await actual.body?.cancel();
-    const listed = await fetch(`${relay.url}/v1/models`, {
-      headers: { origin: "http://localhost:5173" },
-    });
-    assert.equal(
-      listed.headers.get("access-control-allow-origin"),
-      "http://localhost:5173",
-    );
-    await listed.body?.cancel();
-  } finally {
-    await relay.close();
-  }
 });
 
 Deno.test("a backend's own CORS headers never override the relay's", async () => {

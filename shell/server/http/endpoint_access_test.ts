@@ -1,9 +1,9 @@
 // Issue 15: nothing public names workers or tenants. Real relay, real keys.
 import assert from "node:assert/strict";
 import {
-  admin,
   ADMIN_TOKEN,
   autoRespond,
+  postKey,
   startTestRelay,
   type TestRelay,
 } from "../_relay_test_helpers.ts";
@@ -12,10 +12,7 @@ import { chatBody, registeredWorker, testConfig } from "../_test_helpers.ts";
 const METRICS_TOKEN = "prometheus-scrape-token";
 
 async function newKey(relay: TestRelay): Promise<string> {
-  const res = await admin(relay, "/admin/keys", {
-    method: "POST",
-    body: JSON.stringify({ name: "client", tenant: "secret-tenant" }),
-  });
+  const res = await postKey(relay, { name: "client", tenant: "secret-tenant" });
   assert.equal(res.status, 201);
   return (await res.json()).key;
 }

@@ -9,6 +9,7 @@ import {
   startTestServer,
   testConfig,
   waitFor,
+  withTestServer,
 } from "../_test_helpers.ts";
 
 const JSON_TYPE = { "content-type": "application/json" };
@@ -29,8 +30,7 @@ function completion(id: string): string {
 }
 
 Deno.test("spec 004 tenant, priority and cache headers reach the worker; response headers are present", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server);
     const pending = postChat(server, chatBody(), {
       headers: {
@@ -68,14 +68,11 @@ Deno.test("spec 004 tenant, priority and cache headers reach the worker; respons
     w.complete(sreq);
     await sres.text();
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("spec 004 invalid tenancy headers get 400 with the reason", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const cases: [Record<string, string>, string][] = [
       [{ "x-tenant-id": "has space" }, "invalid_tenant"],
       [{ "x-priority": "urgent" }, "invalid_priority"],
@@ -89,9 +86,7 @@ Deno.test("spec 004 invalid tenancy headers get 400 with the reason", async () =
       assert.equal(res.status, 400);
       assert.equal((await res.json()).error.code, code);
     }
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("spec 004 a tenant over its rate limit gets 429 with Retry-After and the spec body, nothing forwarded", async () => {
@@ -134,8 +129,7 @@ Deno.test("spec 004 a tenant over its rate limit gets 429 with Retry-After and t
 });
 
 Deno.test("spec 004 queue full answers 503 with queueDepth and avgWaitMs in the body", async () => {
-  const server = await startTestServer(testConfig({ queueLenMax: 1 }));
-  try {
+  await withTestServer(testConfig({ queueLenMax: 1 }), async (server) => {
     const w = await registeredWorker(server, { max_concurrent: 1 });
     const { rejected: res, drain } = await overfullQueue(server, w);
     assert.equal(res.status, 503);
@@ -148,14 +142,11 @@ Deno.test("spec 004 queue full answers 503 with queueDepth and avgWaitMs in the 
     assert.ok(Number(q.headers.get("x-queue-wait-ms")) >= 0);
     await q.text();
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("spec 004 X-Priority: a queued high request is dispatched before older low ones", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     const w = await registeredWorker(server, { max_concurrent: 1 });
     const send = (priority: string) =>
       postChat(server, JSON.stringify({ model: "m1", tag: priority }), {
@@ -182,9 +173,7 @@ Deno.test("spec 004 X-Priority: a queued high request is dispatched before older
     w.complete(last, 200, "");
     for (const r of [busy, low, high]) await (await r).text();
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("spec 004 the official openai SDK honours Retry-After on 429 and then succeeds", async () => {

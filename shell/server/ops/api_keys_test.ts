@@ -5,6 +5,7 @@ import {
   ADMIN_TOKEN,
   autoRespond,
   startTestRelay,
+  withTestRelay,
 } from "../_relay_test_helpers.ts";
 import {
   chatBody,
@@ -69,8 +70,7 @@ function messages(url: string, headers: Record<string, string>) {
 }
 
 Deno.test("C36 key create -> use -> revoke -> 401, in each route's own error shape", async () => {
-  const relay = await startTestRelay(keyConfig());
-  try {
+  await withTestRelay(keyConfig(), async (relay) => {
     const w = await registeredWorker(relay);
     const stop = autoRespond(w);
 
@@ -162,22 +162,17 @@ Deno.test("C36 key create -> use -> revoke -> 401, in each route's own error sha
     assert.ok((relay.metrics.authFailures.get("api_key") ?? 0) >= 5);
     stop();
     await w.close();
-  } finally {
-    await relay.close();
-  }
+  });
 });
 
 Deno.test("C36 POST /admin/keys needs a name", async () => {
-  const relay = await startTestRelay(keyConfig());
-  try {
+  await withTestRelay(keyConfig(), async (relay) => {
     for (const body of ["", "{}", '{"name":"  "}', "not json"]) {
       const res = await admin(relay, "/admin/keys", { method: "POST", body });
       assert.equal(res.status, 400, body);
       await res.body?.cancel();
     }
-  } finally {
-    await relay.close();
-  }
+  });
 });
 
 Deno.test("C36 keys survive a server restart with the same database file, stored only as hashes", async () => {
@@ -320,21 +315,19 @@ Deno.test("last-used times are written at most once a minute per key", () => {
 });
 
 Deno.test("without MODELRELAY_REQUIRE_API_KEYS inference needs no key", async () => {
-  const relay = await startTestRelay(
+  await withTestRelay(
     testConfig({}, { adminToken: ADMIN_TOKEN }),
+    async (relay) => {
+      const w = await registeredWorker(relay);
+      const stop = autoRespond(w);
+      const res = await chat(relay.url, {});
+      assert.equal(res.status, 200);
+      await res.text();
+      assert.equal(relay.metrics.authFailures.size, 0);
+      stop();
+      await w.close();
+    },
   );
-  try {
-    const w = await registeredWorker(relay);
-    const stop = autoRespond(w);
-    const res = await chat(relay.url, {});
-    assert.equal(res.status, 200);
-    await res.text();
-    assert.equal(relay.metrics.authFailures.size, 0);
-    stop();
-    await w.close();
-  } finally {
-    await relay.close();
-  }
 });
 
 Deno.test("the key database is created 0600, and an older wider file is narrowed", async () => {

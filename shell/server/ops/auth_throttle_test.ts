@@ -1,7 +1,12 @@
 // Issue 33 (MEDIUM 7): the operator tokens are warned about when short, and
 // wrong ones are throttled per address like the worker door's secret.
 import assert from "node:assert/strict";
-import { admin, ADMIN_TOKEN, startTestRelay } from "../_relay_test_helpers.ts";
+import {
+  admin,
+  ADMIN_TOKEN,
+  startTestRelay,
+  withTestRelay,
+} from "../_relay_test_helpers.ts";
 import { testConfig } from "../_test_helpers.ts";
 import { startRelay } from "../relay.ts";
 
@@ -28,42 +33,40 @@ Deno.test("issue 33 a MODELRELAY_ADMIN_TOKEN or METRICS_TOKEN shorter than 16 ch
 
 Deno.test("issue 33 wrong admin tokens from one address get 429 with Retry-After past the worker door's limit, the right token included; another door is not affected", async () => {
   // The core's AUTH limits, with a window no test run outlasts.
-  const relay = await startTestRelay(
+  await withTestRelay(
     testConfig(
       { authFailuresMax: 3, authFailureWindowMs: 3_600_000 },
       { adminToken: ADMIN_TOKEN, metricsToken: METRICS_TOKEN },
     ),
+    async (relay) => {
+      for (let i = 0; i < 3; i++) {
+        const wrong = await admin(relay, "/admin/stats", {}, `guess-${i}`);
+        assert.equal(wrong.status, 403);
+        await wrong.body?.cancel();
+      }
+      // A request without a token is no guess: it is not counted.
+      const none = await fetch(`${relay.url}/admin/stats`);
+      assert.equal(none.status, 403);
+      await none.body?.cancel();
+      for (const token of ["guess-3", ADMIN_TOKEN]) {
+        const throttled = await admin(relay, "/admin/stats", {}, token);
+        assert.equal(throttled.status, 429);
+        const secs = Number(throttled.headers.get("retry-after"));
+        assert.ok(secs > 3000 && secs <= 3600, String(secs));
+        const body = await throttled.json();
+        assert.equal(body.error.code, "too_many_auth_failures");
+      }
+      // Failures are counted by the metrics, and the metrics door has its own.
+      const m = await fetch(`${relay.url}/metrics`, {
+        headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+      });
+      assert.equal(m.status, 200);
+      assert.match(
+        await m.text(),
+        /modelrelay_auth_failures_total\{kind="admin_token"\} 4/,
+      );
+    },
   );
-  try {
-    for (let i = 0; i < 3; i++) {
-      const wrong = await admin(relay, "/admin/stats", {}, `guess-${i}`);
-      assert.equal(wrong.status, 403);
-      await wrong.body?.cancel();
-    }
-    // A request without a token is no guess: it is not counted.
-    const none = await fetch(`${relay.url}/admin/stats`);
-    assert.equal(none.status, 403);
-    await none.body?.cancel();
-    for (const token of ["guess-3", ADMIN_TOKEN]) {
-      const throttled = await admin(relay, "/admin/stats", {}, token);
-      assert.equal(throttled.status, 429);
-      const secs = Number(throttled.headers.get("retry-after"));
-      assert.ok(secs > 3000 && secs <= 3600, String(secs));
-      const body = await throttled.json();
-      assert.equal(body.error.code, "too_many_auth_failures");
-    }
-    // Failures are counted by the metrics, and the metrics door has its own.
-    const m = await fetch(`${relay.url}/metrics`, {
-      headers: { authorization: `Bearer ${METRICS_TOKEN}` },
-    });
-    assert.equal(m.status, 200);
-    assert.match(
-      await m.text(),
-      /modelrelay_auth_failures_total\{kind="admin_token"\} 4/,
-    );
-  } finally {
-    await relay.close();
-  }
 });
 
 Deno.test("issue 33 wrong metrics tokens from one address get 429 past the limit, then the right one too", async () => {

@@ -4,9 +4,9 @@
 import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
 import {
-  admin,
   ADMIN_TOKEN,
   autoRespond,
+  postKey,
   startTestRelay,
 } from "../_relay_test_helpers.ts";
 import { withBrowserAndRelay } from "./_browser_relay.ts";
@@ -53,23 +53,17 @@ Deno.test({
     withBrowserAndRelay(async (page, relay) => {
       // The wrong token below is answered 403, which the browser logs.
       const errors = watchErrors(page, /status of 403 \(Forbidden\)/);
-      const key = await (await admin(relay, "/admin/keys", {
-        method: "POST",
-        body: JSON.stringify({
-          name: "team-a app",
-          tenant: "team-a",
-          max_priority: "low",
-        }),
+      const key = await (await postKey(relay, {
+        name: "team-a app",
+        tenant: "team-a",
+        max_priority: "low",
       })).json();
       // Issue 33.11: a key without a tenant is its own tenant; only a
       // gateway's key (may_name_tenants) names tenants.
-      const lone = await (await admin(relay, "/admin/keys", {
-        method: "POST",
-        body: JSON.stringify({ name: "lone app" }),
-      })).json();
-      const gateway = await (await admin(relay, "/admin/keys", {
-        method: "POST",
-        body: JSON.stringify({ name: "gateway", may_name_tenants: true }),
+      const lone = await (await postKey(relay, { name: "lone app" })).json();
+      const gateway = await (await postKey(relay, {
+        name: "gateway",
+        may_name_tenants: true,
       })).json();
       await page.goto(`${relay.url}/dashboard`);
       // A wrong token is refused and the form stays.
@@ -216,10 +210,9 @@ Deno.test({
     const w = await registeredWorker(relay);
     const stop = autoRespond(w);
     try {
-      const key = (await (await admin(relay, "/admin/keys", {
-        method: "POST",
-        body: JSON.stringify({ name: "web", tenant: "web" }),
-      })).json()).key as string;
+      const key =
+        (await (await postKey(relay, { name: "web", tenant: "web" })).json())
+          .key as string;
       browser = await launchBrowser();
       const page = await browser.context.newPage();
       const errors = watchErrors(page);
@@ -293,10 +286,7 @@ Deno.test({
         const [name, tenant] of [["web app", "web"], ["batch jobs", "batch"]]
       ) {
         keys.push(
-          await (await admin(relay, "/admin/keys", {
-            method: "POST",
-            body: JSON.stringify({ name, tenant }),
-          })).json(),
+          await (await postKey(relay, { name, tenant })).json(),
         );
       }
       const w = await registeredWorker(relay, {

@@ -9,6 +9,7 @@ import {
   ADMIN_TOKEN,
   startTestRelay,
   type TestRelay,
+  withTestRelay,
 } from "../_relay_test_helpers.ts";
 import {
   chatBody,
@@ -374,8 +375,7 @@ Deno.test("op token: a nonce stays used after a restart on the same database", a
 });
 
 Deno.test("lifecycle routes answer 503 saying how to configure the key when VERIFIED_OP_TOKEN_KEY_PATH is unset", async () => {
-  const relay = await startTestRelay(testConfig());
-  try {
+  await withTestRelay(testConfig(), async (relay) => {
     const r = await post(relay, "/v1/models/load", {
       modelId: "big",
       verifiedOpToken: token(),
@@ -383,9 +383,7 @@ Deno.test("lifecycle routes answer 503 saying how to configure the key when VERI
     assert.equal(r.status, 503);
     assert.equal(r.body.error.code, "lifecycle_unconfigured");
     assert.match(r.body.error.message, /VERIFIED_OP_TOKEN_KEY_PATH/);
-  } finally {
-    await relay.close();
-  }
+  });
 });
 
 Deno.test("compatibility: an original-style worker gets no extensions in register_ack and never an extension frame; a load with only such workers is 501", async () => {
@@ -552,33 +550,33 @@ Deno.test("end to end: load a model onto a mock runner through the relay and our
 });
 
 Deno.test("a malformed percent-escape in a lifecycle path gets 400 with a body", async () => {
-  const relay = await startTestRelay(testConfig({}, {
-    adminToken: "t0k3n-for-paths",
-  }));
-  try {
-    const poll = await fetch(`${relay.url}/v1/models/load/%ZZ`);
-    assert.equal(poll.status, 400);
-    const body = await poll.json();
-    assert.equal(body.error.code, "invalid_task_id");
-    assert.match(body.error.message, /%ZZ/);
-    // The admin routes with an id in the path answer the same way.
-    const adminPaths: [string, string][] = [
-      ["POST", "/admin/workers/%E0%A4%A/drain"],
-      ["DELETE", "/admin/keys/%ZZ"],
-    ];
-    for (const [method, path] of adminPaths) {
-      const res = await fetch(relay.url + path, {
-        method,
-        headers: { authorization: "Bearer t0k3n-for-paths" },
-      });
-      assert.equal(res.status, 400, path);
-      assert.equal((await res.json()).error.code, "invalid_path", path);
-    }
-    // A well-formed unknown id is still 404.
-    const unknown = await fetch(`${relay.url}/v1/models/load/load-%41`);
-    assert.equal(unknown.status, 404);
-    await unknown.body?.cancel();
-  } finally {
-    await relay.close();
-  }
+  await withTestRelay(
+    testConfig({}, {
+      adminToken: "t0k3n-for-paths",
+    }),
+    async (relay) => {
+      const poll = await fetch(`${relay.url}/v1/models/load/%ZZ`);
+      assert.equal(poll.status, 400);
+      const body = await poll.json();
+      assert.equal(body.error.code, "invalid_task_id");
+      assert.match(body.error.message, /%ZZ/);
+      // The admin routes with an id in the path answer the same way.
+      const adminPaths: [string, string][] = [
+        ["POST", "/admin/workers/%E0%A4%A/drain"],
+        ["DELETE", "/admin/keys/%ZZ"],
+      ];
+      for (const [method, path] of adminPaths) {
+        const res = await fetch(relay.url + path, {
+          method,
+          headers: { authorization: "Bearer t0k3n-for-paths" },
+        });
+        assert.equal(res.status, 400, path);
+        assert.equal((await res.json()).error.code, "invalid_path", path);
+      }
+      // A well-formed unknown id is still 404.
+      const unknown = await fetch(`${relay.url}/v1/models/load/load-%41`);
+      assert.equal(unknown.status, 404);
+      await unknown.body?.cancel();
+    },
+  );
 });

@@ -4,8 +4,8 @@ import {
   admin,
   ADMIN_TOKEN,
   autoRespond,
-  startTestRelay,
   type TestRelay,
+  withTestRelay,
 } from "../_relay_test_helpers.ts";
 import {
   chatBody,
@@ -84,148 +84,150 @@ function post(relay: TestRelay, stream: boolean) {
 }
 
 Deno.test("/metrics parses as Prometheus text and its counters move when requests flow", async () => {
-  const relay = await startTestRelay(
+  await withTestRelay(
     testConfig({ queueLenMax: 0 }, { adminToken: ADMIN_TOKEN }),
+    async (relay) => {
+      const before = await scrape(relay);
+      assert.equal(value(before, "modelrelay_workers_connected"), 0);
+      assert.equal(value(before, "modelrelay_request_duration_seconds"), 0);
+      for (
+        const name of [
+          "modelrelay_requests_total",
+          "modelrelay_queue_depth",
+          "modelrelay_in_flight_requests",
+          "modelrelay_stream_chunks_total",
+          "modelrelay_stream_bytes_total",
+          "modelrelay_time_to_first_byte_seconds",
+          "modelrelay_requeues_total",
+          "modelrelay_cancels_total",
+          "modelrelay_auth_failures_total",
+        ]
+      ) assert.ok(before.has(name), name);
+      assert.equal(
+        value(before, "modelrelay_queue_depth", { provider: "local" }),
+        0,
+      );
+
+      const w = await registeredWorker(relay, { max_concurrent: 1 });
+      const stop = autoRespond(w);
+      for (const stream of [false, true, true]) {
+        const res = await post(relay, stream);
+        assert.equal(res.status, 200);
+        await res.text();
+      }
+      stop();
+      // Mark the answered request frames as taken.
+      for (let i = 0; i < 3; i++) await w.next("request");
+
+      // One in flight (the worker holds it), one rejected: no model, no queue.
+      const held = post(relay, false);
+      const req = await w.next("request");
+      const mid = await scrape(relay);
+      assert.equal(value(mid, "modelrelay_in_flight_requests"), 1);
+      assert.equal(value(mid, "modelrelay_workers_connected"), 1);
+      const full = await post(relay, false);
+      assert.equal(full.status, 503);
+      await full.body?.cancel();
+      w.complete(req, 200, "{}");
+      await (await held).text();
+
+      // A client that gives up mid-stream: the worker gets a cancel.
+      const conn = await Deno.connect({
+        hostname: "127.0.0.1",
+        port: relay.port,
+      });
+      const body = chatBody("m1", true);
+      await conn.write(
+        new TextEncoder().encode(
+          `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n` +
+            `content-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+        ),
+      );
+      const req2 = await w.next("request");
+      w.send({
+        type: "response_chunk",
+        request_id: req2.request_id,
+        chunk: "data: {}\n\n",
+      });
+      await waitFor(
+        "the chunk to reach the client socket",
+        () => relay.metrics.chunks === 5,
+      );
+      conn.close();
+      const cancel = await w.next("cancel");
+      assert.equal(cancel.reason, "client_disconnect");
+      w.complete(req2);
+
+      // A worker with the wrong secret.
+      const bad = await connectWorker(relay, { secret: "wrong" });
+      await waitFor(
+        "the bad worker to be refused",
+        () => bad.ws.readyState === WebSocket.CLOSED,
+      );
+
+      await waitFor(
+        "the cancelled request to finish",
+        () => relay.metrics.requestsByOutcome().cancelled === 1,
+      );
+      const after = await scrape(relay);
+      const completed = {
+        route: "/v1/chat/completions",
+        model: "m1",
+        outcome: "completed",
+      };
+      assert.equal(value(after, "modelrelay_requests_total", completed), 4);
+      assert.equal(
+        value(after, "modelrelay_requests_total", {
+          ...completed,
+          outcome: "rejected",
+        }),
+        1,
+      );
+      assert.equal(
+        value(after, "modelrelay_requests_total", {
+          ...completed,
+          outcome: "cancelled",
+        }),
+        1,
+      );
+      assert.equal(
+        value(after, "modelrelay_responses_total", { status: "503" }),
+        1,
+      );
+      assert.equal(value(after, "modelrelay_request_duration_seconds"), 6);
+      assert.equal(value(after, "modelrelay_time_to_first_byte_seconds"), 3);
+      const ttfb = after.get("modelrelay_time_to_first_byte_seconds")!
+        .metrics[0]!;
+      assert.equal(ttfb.buckets?.["+Inf"], "3");
+      assert.equal(value(after, "modelrelay_stream_chunks_total"), 5);
+      assert.ok(value(after, "modelrelay_stream_bytes_total") > 100);
+      assert.equal(
+        value(after, "modelrelay_cancels_total", {
+          reason: "client_disconnect",
+        }),
+        1,
+      );
+      assert.equal(
+        value(after, "modelrelay_auth_failures_total", {
+          kind: "worker_secret",
+        }),
+        1,
+      );
+      assert.equal(value(after, "modelrelay_worker_registrations_total"), 1);
+      assert.equal(value(after, "modelrelay_in_flight_requests"), 0);
+
+      // /admin/stats reports from the same counters.
+      const stats = await (await admin(relay, "/admin/stats")).json();
+      assert.equal(stats.requests_total, 6);
+      assert.equal(stats.chunks_streamed_total, 5);
+      assert.equal(
+        stats.bytes_streamed_total,
+        value(after, "modelrelay_stream_bytes_total"),
+      );
+      assert.deepEqual(stats.cancels_by_reason, { client_disconnect: 1 });
+      await w.close();
+    },
   );
-  try {
-    const before = await scrape(relay);
-    assert.equal(value(before, "modelrelay_workers_connected"), 0);
-    assert.equal(value(before, "modelrelay_request_duration_seconds"), 0);
-    for (
-      const name of [
-        "modelrelay_requests_total",
-        "modelrelay_queue_depth",
-        "modelrelay_in_flight_requests",
-        "modelrelay_stream_chunks_total",
-        "modelrelay_stream_bytes_total",
-        "modelrelay_time_to_first_byte_seconds",
-        "modelrelay_requeues_total",
-        "modelrelay_cancels_total",
-        "modelrelay_auth_failures_total",
-      ]
-    ) assert.ok(before.has(name), name);
-    assert.equal(
-      value(before, "modelrelay_queue_depth", { provider: "local" }),
-      0,
-    );
-
-    const w = await registeredWorker(relay, { max_concurrent: 1 });
-    const stop = autoRespond(w);
-    for (const stream of [false, true, true]) {
-      const res = await post(relay, stream);
-      assert.equal(res.status, 200);
-      await res.text();
-    }
-    stop();
-    // Mark the answered request frames as taken.
-    for (let i = 0; i < 3; i++) await w.next("request");
-
-    // One in flight (the worker holds it), one rejected: no model, no queue.
-    const held = post(relay, false);
-    const req = await w.next("request");
-    const mid = await scrape(relay);
-    assert.equal(value(mid, "modelrelay_in_flight_requests"), 1);
-    assert.equal(value(mid, "modelrelay_workers_connected"), 1);
-    const full = await post(relay, false);
-    assert.equal(full.status, 503);
-    await full.body?.cancel();
-    w.complete(req, 200, "{}");
-    await (await held).text();
-
-    // A client that gives up mid-stream: the worker gets a cancel.
-    const conn = await Deno.connect({
-      hostname: "127.0.0.1",
-      port: relay.port,
-    });
-    const body = chatBody("m1", true);
-    await conn.write(
-      new TextEncoder().encode(
-        `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n` +
-          `content-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
-      ),
-    );
-    const req2 = await w.next("request");
-    w.send({
-      type: "response_chunk",
-      request_id: req2.request_id,
-      chunk: "data: {}\n\n",
-    });
-    await waitFor(
-      "the chunk to reach the client socket",
-      () => relay.metrics.chunks === 5,
-    );
-    conn.close();
-    const cancel = await w.next("cancel");
-    assert.equal(cancel.reason, "client_disconnect");
-    w.complete(req2);
-
-    // A worker with the wrong secret.
-    const bad = await connectWorker(relay, { secret: "wrong" });
-    await waitFor(
-      "the bad worker to be refused",
-      () => bad.ws.readyState === WebSocket.CLOSED,
-    );
-
-    await waitFor(
-      "the cancelled request to finish",
-      () => relay.metrics.requestsByOutcome().cancelled === 1,
-    );
-    const after = await scrape(relay);
-    const completed = {
-      route: "/v1/chat/completions",
-      model: "m1",
-      outcome: "completed",
-    };
-    assert.equal(value(after, "modelrelay_requests_total", completed), 4);
-    assert.equal(
-      value(after, "modelrelay_requests_total", {
-        ...completed,
-        outcome: "rejected",
-      }),
-      1,
-    );
-    assert.equal(
-      value(after, "modelrelay_requests_total", {
-        ...completed,
-        outcome: "cancelled",
-      }),
-      1,
-    );
-    assert.equal(
-      value(after, "modelrelay_responses_total", { status: "503" }),
-      1,
-    );
-    assert.equal(value(after, "modelrelay_request_duration_seconds"), 6);
-    assert.equal(value(after, "modelrelay_time_to_first_byte_seconds"), 3);
-    const ttfb = after.get("modelrelay_time_to_first_byte_seconds")!
-      .metrics[0]!;
-    assert.equal(ttfb.buckets?.["+Inf"], "3");
-    assert.equal(value(after, "modelrelay_stream_chunks_total"), 5);
-    assert.ok(value(after, "modelrelay_stream_bytes_total") > 100);
-    assert.equal(
-      value(after, "modelrelay_cancels_total", { reason: "client_disconnect" }),
-      1,
-    );
-    assert.equal(
-      value(after, "modelrelay_auth_failures_total", { kind: "worker_secret" }),
-      1,
-    );
-    assert.equal(value(after, "modelrelay_worker_registrations_total"), 1);
-    assert.equal(value(after, "modelrelay_in_flight_requests"), 0);
-
-    // /admin/stats reports from the same counters.
-    const stats = await (await admin(relay, "/admin/stats")).json();
-    assert.equal(stats.requests_total, 6);
-    assert.equal(stats.chunks_streamed_total, 5);
-    assert.equal(
-      stats.bytes_streamed_total,
-      value(after, "modelrelay_stream_bytes_total"),
-    );
-    assert.deepEqual(stats.cancels_by_reason, { client_disconnect: 1 });
-    await w.close();
-  } finally {
-    await relay.close();
-  }
 });
 
 Deno.test("histogram quantiles interpolate inside buckets like histogram_quantile", () => {

@@ -6,8 +6,10 @@ import { SECRET, testConfig } from "../_test_helpers.ts";
 import {
   admin,
   ADMIN_TOKEN,
+  postKey,
   startTestRelay,
   type TestRelay,
+  withTestRelay,
 } from "../_relay_test_helpers.ts";
 
 /** Opens a worker socket with the credential in the query only; resolves how it ended. */
@@ -37,17 +39,13 @@ async function attempt(
 async function newKey(
   relay: TestRelay,
 ): Promise<{ id: string; secret: string }> {
-  const res = await admin(relay, "/admin/keys", {
-    method: "POST",
-    body: JSON.stringify({ name: "gpu-box" }),
-  });
+  const res = await postKey(relay, { name: "gpu-box" });
   assert.equal(res.status, 201);
   return await res.json();
 }
 
 Deno.test("issue 32: a worker may present the secret as ?worker_secret= (the original's name) or ?secret=", async () => {
-  const relay = await startTestRelay(testConfig());
-  try {
+  await withTestRelay(testConfig(), async (relay) => {
     assert.equal(
       await attempt(relay, `worker_secret=${encodeURIComponent(SECRET)}`),
       "registered",
@@ -59,9 +57,7 @@ Deno.test("issue 32: a worker may present the secret as ?worker_secret= (the ori
     const wrong = await attempt(relay, "worker_secret=wrong");
     assert.notEqual(wrong, "registered");
     assert.equal((wrong as CloseEvent).code, 1008);
-  } finally {
-    await relay.close();
-  }
+  });
 });
 
 Deno.test("issue 32: a client API key admits a worker only with API_KEYS_AS_WORKER_SECRET, and not once revoked", async () => {

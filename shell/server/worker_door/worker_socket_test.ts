@@ -14,6 +14,7 @@ import {
   startTestServer,
   testConfig,
   type TestServer,
+  withTestServer,
 } from "../_test_helpers.ts";
 import { parseTrustedProxies } from "../http/client_address.ts";
 import { createServer } from "node:http";
@@ -32,8 +33,7 @@ async function badAttempt(
 }
 
 Deno.test("issue 15 strangers cannot lock out a worker: 12 bad handshakes from its address, then it registers at once", async () => {
-  const server = await startTestServer();
-  try {
+  await withTestServer(testConfig(), async (server) => {
     for (let i = 0; i < 12; i++) {
       const closed = await badAttempt(server);
       // What an original worker sees is unchanged: close 1008 with a reason.
@@ -48,9 +48,7 @@ Deno.test("issue 15 strangers cannot lock out a worker: 12 bad handshakes from i
     assert.ok(performance.now() - started < 1000);
     assert.equal(typeof w.ack.worker_id, "string");
     await w.close();
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 Deno.test("issue 15 failures are counted per X-Forwarded-For client only when the peer is in TRUSTED_PROXIES", async () => {
@@ -120,15 +118,15 @@ Deno.test("issue 15 before register is accepted, more than a register's worth of
 });
 
 Deno.test("issue 15 an admitted handshake that never sends register is closed after the register timeout", async () => {
-  const server = await startTestServer(testConfig({ registerTimeoutMs: 300 }));
-  try {
-    const w = await connectWorker(server);
-    const closed = await w.closed;
-    assert.equal(closed.code, 1002);
-    assert.match(closed.reason, /no register message/);
-  } finally {
-    await server.close();
-  }
+  await withTestServer(
+    testConfig({ registerTimeoutMs: 300 }),
+    async (server) => {
+      const w = await connectWorker(server);
+      const closed = await w.closed;
+      assert.equal(closed.code, 1002);
+      assert.match(closed.reason, /no register message/);
+    },
+  );
 });
 
 /** A worker door whose core never answers (a cluster instance whose log went away). */
