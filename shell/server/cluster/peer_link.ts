@@ -22,7 +22,7 @@ import { Buffer } from "node:buffer";
 // @ts-types="npm:@types/ws@8.18.1"
 import { WebSocket, WebSocketServer } from "ws";
 import type { DirectChunk, InstanceId } from "../../../core/cluster/mod.ts";
-import { bearerToken, secretsEqual } from "../secret.ts";
+import { bearerCheck } from "../secret.ts";
 import type { Logger } from "../../log.ts";
 
 export const PEER_PATH = "/_relay/peer";
@@ -201,12 +201,8 @@ function accept(
   if (new URL(req.url ?? "/", "http://x").pathname !== PEER_PATH) {
     return false;
   }
-  const token = bearerToken(req);
   const from = req.headers[INSTANCE_HEADER];
-  if (
-    token === null || typeof from !== "string" ||
-    !secretsEqual(token, l.secret())
-  ) {
+  if (typeof from !== "string" || bearerCheck(req, l.secret()) !== "ok") {
     socket.on("error", () => {});
     socket.end("HTTP/1.1 401 Unauthorized\r\nconnection: close\r\n\r\n");
     return true;

@@ -9,7 +9,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { replyError, sendJson } from "../http/http_reply.ts";
 import { apiError } from "../../../core/protocol/errors.ts";
-import { bearerToken, secretsEqual } from "../secret.ts";
+import { bearerCheck } from "../secret.ts";
 import type { Logger } from "../../log.ts";
 import {
   type GroupBy,
@@ -241,8 +241,7 @@ export function handleUsagePeer(
   const path = url.pathname;
   if (path !== PEER_USAGE_PATH && path !== PEER_REQUESTS_PATH) return false;
   req.resume();
-  const token = bearerToken(req);
-  if (secret === "" || token === null || !secretsEqual(token, secret)) {
+  if (bearerCheck(req, secret) !== "ok") {
     replyError(res, apiError("invalid_cluster_secret"));
     return true;
   }
