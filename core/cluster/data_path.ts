@@ -22,6 +22,7 @@
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
 import { answerBytesMax } from "../config.ts";
+import { apiError } from "../protocol/errors.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import type { Request, State } from "../state/state.ts";
 import { countDeltas } from "../state/usage.ts";
@@ -61,12 +62,7 @@ export const DATA_PATH_DEFAULTS = {
   endWaitMs: 5_000,
 };
 
-export const LINK_LOST: ClientError = {
-  status: 502,
-  code: "cluster_link_lost",
-  message:
-    "the link between relay instances carrying this answer broke; retry the request",
-};
+export const LINK_LOST: ClientError = apiError("cluster_link_lost");
 
 // -- the sender: the instance holding the worker ----------------------------------
 
@@ -384,6 +380,13 @@ type Incoming = {
   complete: StreamEnd | null;
   /** The instance the pieces come from (null: none yet). */
   from: InstanceId | null;
+  /**
+   * Issue 33: the instance holding the dispatch's worker, by the replica (null:
+   * not known here). A piece of this dispatch is taken only from a link of
+   * that instance: a link's claim to be some instance proves only that it
+   * holds the cluster secret, not that it serves this answer.
+   */
+  sender: InstanceId | null;
   /** The commit (`startStream`) was applied: pieces go to the client as they come. */
   committed: boolean;
   /** Pieces arrived (the next `seq`). */
@@ -418,12 +421,14 @@ function fresh(
   workerId: WorkerId,
   nowMs: number,
   request: Request | null = null,
+  sender: InstanceId | null = null,
 ): Incoming {
   return {
     workerId,
     request,
     complete: null,
     from: null,
+    sender,
     committed: false,
     arrived: 0,
     held: [],
@@ -447,9 +452,11 @@ export function dispatched(
   workerId: WorkerId,
   nowMs: number,
   request: Request | null = null,
+  /** The instance holding `workerId`, by the replica (null: not known). */
+  sender: InstanceId | null = null,
 ): ReceiverAction[] {
   const early = rx.get(requestId)?.early ?? [];
-  rx.set(requestId, fresh(workerId, nowMs, request));
+  rx.set(requestId, fresh(workerId, nowMs, request, sender));
   const out: ReceiverAction[] = [];
   for (const e of early) {
     if (e.piece.workerId !== workerId) continue;
@@ -475,6 +482,9 @@ export function pieceArrived(
     s.early.push({ piece, from });
     return [];
   }
+  if (s.sender !== null && from !== s.sender) {
+    return [{ kind: "run", effect: refusedPiece(piece, from, s.sender) }];
+  }
   if (piece.seq < s.arrived) return []; // a duplicate
   const out: ReceiverAction[] = [];
   // A gap: pieces were lost with a link that broke (its sender died). The
@@ -497,6 +507,26 @@ export function pieceArrived(
     releaseTail(rx, piece.requestId, s, out);
   }
   return out;
+}
+
+/** The warning for a piece refused: it came from another instance than its worker's. */
+function refusedPiece(
+  piece: DirectChunk,
+  from: InstanceId,
+  sender: InstanceId,
+): Effect {
+  return {
+    kind: "log",
+    level: "warn",
+    message:
+      "peer piece refused: its link is not from the instance holding its worker",
+    fields: {
+      request_id: piece.requestId,
+      worker_id: piece.workerId,
+      from,
+      worker_instance: sender,
+    },
+  };
 }
 
 /** The log said how many pieces were sent before the end it carries (applied before that end). */

@@ -498,3 +498,21 @@ Deno.test("data path: the deltas logged with an end count for the request only w
   applyRecord(cs, end("w9"), 1020);
   assert.equal(cs.core.requests.get("r1")?.deltas, 0);
 });
+
+Deno.test("issue 33: a piece is taken only from the instance holding its worker: one from another link, early or late, is refused and logged", () => {
+  const { cs } = replica();
+  const rx: Receivers = new Map();
+  const owner = cs.workerOwner.get("w1")!;
+  assert.equal(owner, "B");
+  // A piece from C claiming w1's dispatch, before the dispatch is applied here.
+  assert.deepEqual(pieceArrived(rx, piece(0, "forged"), "C", 0), []);
+  dispatched(rx, "r1", "w1", 1, cs.core.requests.get("r1")!, owner);
+  const late = pieceArrived(rx, piece(0, "forged again"), "C", 2);
+  assert.deepEqual(late.map((a) => a.kind === "run" && a.effect.kind), [
+    "log",
+  ]);
+  logEffect(rx, start, 3);
+  assert.deepEqual(pieceArrived(rx, piece(0, "real"), "B", 4), [
+    { kind: "write", requestId: "r1", chunk: "real" },
+  ]);
+});

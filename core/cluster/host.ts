@@ -780,6 +780,7 @@ function dataPathEffect(h: Host, effect: Effect): boolean {
           effect.workerId,
           h.nowMs,
           h.inst.cluster.core.requests.get(m.request_id) ?? null,
+          h.inst.cluster.workerOwner.get(effect.workerId) ?? null,
         ),
       );
     }

@@ -10,7 +10,10 @@ import { assertNever } from "../assert_never.ts";
 import type { Config } from "../config.ts";
 import type { ClientError, Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { shuttingDown as shuttingDownError } from "../protocol/errors.ts";
+import {
+  apiError,
+  shuttingDown as shuttingDownError,
+} from "../protocol/errors.ts";
 import { initialState } from "../state/state.ts";
 import {
   type ClusterRecord,
@@ -196,19 +199,9 @@ export type Routing =
   | { kind: "refuse"; effect: Effect }
   | { kind: "drop" };
 
-export const UNAVAILABLE: ClientError = {
-  status: 503,
-  code: "cluster_unavailable",
-  message: "the relay cluster's shared log is unreachable; retry shortly",
-  retryAfterSecs: 2,
-};
+export const UNAVAILABLE: ClientError = apiError("cluster_unavailable");
 
-const RESET: ClientError = {
-  status: 503,
-  code: "cluster_instance_reset",
-  message: "the relay instance lost its cluster membership; retry",
-  retryAfterSecs: 1,
-};
+const RESET: ClientError = apiError("cluster_instance_reset");
 
 export function initialInstance(
   config: Config,

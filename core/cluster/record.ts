@@ -13,7 +13,7 @@ export type CutReason = "idle" | "too_large" | "link_lost";
  * Bumped whenever a change to core/ could make two replicas reduce the same log
  * differently: instances of different versions refuse to share a log.
  */
-export const REDUCER_VERSION = "30.2";
+export const REDUCER_VERSION = "30.3";
 
 export type ClusterRecord =
   | {

@@ -3,14 +3,14 @@
 // broken link between instances) ends in every replica at one log position,
 // as the single server's core would have ended it: a cancel to the worker,
 // the client's error, the slot freed and the queue moved.
-import { answerBytesMax } from "../config.ts";
+import { answerLimit } from "../config.ts";
+import { answerTooLarge, apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { trialFreedByCancel } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import {
   assignedRequest,
   cancelOnWorker,
-  clientError,
   fail,
   pumpQueue,
 } from "../state/requests.ts";
@@ -27,23 +27,12 @@ function errorFor(
   switch (reason) {
     case "too_large": {
       const streaming = request.isStreaming;
-      const max = streaming
-        ? state.config.streamCharsMax
-        : answerBytesMax(state.config);
-      return clientError(
-        502,
-        streaming ? "stream_too_large" : "response_too_large",
-        `response exceeded the ${max} character limit`,
-      );
+      return answerTooLarge(streaming, answerLimit(state.config, streaming));
     }
-    case "idle": {
-      const secs = Math.round(state.config.requestTimeoutMs / 1000);
-      return clientError(
-        504,
-        "request_timeout",
-        `request timeout: no data for ${secs} s`,
-      );
-    }
+    case "idle":
+      return apiError("request_timeout", {
+        idleSecs: Math.round(state.config.requestTimeoutMs / 1000),
+      });
     case "link_lost":
       return LINK_LOST;
   }

@@ -28,22 +28,6 @@ export function assignedRequest(
 }
 
 /**
- * The builder before the error catalogue (core/protocol/errors.ts `apiError`),
- * kept for the cluster wing's stream cut (core/cluster/stream_cut.ts), which
- * the cluster-host branch owns this round; it goes when that calls apiError.
- */
-export function clientError(
-  status: number,
-  code: string,
-  message: string,
-  retryAfterSecs?: number,
-): ClientError {
-  return retryAfterSecs === undefined
-    ? { status, code, message }
-    : { status, code, message, retryAfterSecs };
-}
-
-/**
  * Removes the request and reports how it ended. The caller emits the client
  * effect; a request the backend answered passes on the backend's cache report
  * and token counts, which its tenant's and key's token limits are charged.

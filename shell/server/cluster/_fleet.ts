@@ -40,7 +40,8 @@ export type Fleet = {
 
 export type FleetOptions = {
   instances?: number;
-  workers?: { name: string; maxConcurrent: number }[];
+  /** `backendUrl`: this worker's own backend (default: the mock, or `backendFor`'s). */
+  workers?: { name: string; maxConcurrent: number; backendUrl?: string }[];
   delayMs?: number;
   env?: Record<string, string>;
   /** Issue 23: a Sentinel set (1 master, 1 replica, 3 sentinels) instead of one Redis. */
@@ -84,7 +85,7 @@ export async function withFleet(
         name: w.name,
         serverUrl: lb.url,
         secret: SECRET,
-        backendUrl: opts.backendFor?.(mock.url) ?? mock.url,
+        backendUrl: w.backendUrl ?? opts.backendFor?.(mock.url) ?? mock.url,
         maxConcurrent: w.maxConcurrent,
         // Behind a cluster, a drained instance's workers move on (README "Scaling out").
         env: { LOG_LEVEL: "debug", ON_SERVER_SHUTDOWN: "reconnect" },

@@ -9,17 +9,26 @@
 // A link that closes is a socket that died: the sender cuts what it was
 // sending over it (`linkBroke`), the receiver ends what waits on it
 // (`peerGone`); both rules are in core/cluster/data_path.ts.
+//
+// Issue 33: what a link may hold unsent is bounded (PEER_QUEUED_BYTES_MAX: the
+// socket's `bufferedAmount`, or the frames queued while it opens). A peer that
+// does not read (stopped, starved, its network stuck) is cut past it: the
+// link is terminated, so its close takes the path of any broken link (the
+// answers sent over it end `cluster_link_lost`, their workers told to stop),
+// rather than holding memory for a reader that may never come back.
 import type { IncomingMessage } from "node:http";
 import type { Duplex } from "node:stream";
 import { Buffer } from "node:buffer";
 // @ts-types="npm:@types/ws@8.18.1"
 import { WebSocket, WebSocketServer } from "ws";
 import type { DirectChunk, InstanceId } from "../../../core/cluster/mod.ts";
-import { bearerToken, secretsEqual } from "../secret.ts";
+import { bearerCheck } from "../secret.ts";
 import type { Logger } from "../../log.ts";
 
 export const PEER_PATH = "/_relay/peer";
 const INSTANCE_HEADER = "x-relay-instance";
+/** Unsent bytes one link may hold: 16 slow clients' worth (CLIENT_BUFFER_BYTES' default, 4 MiB). */
+export const PEER_QUEUED_BYTES_MAX = 64 * 1024 * 1024;
 
 export type PeerLinkDeps = {
   /** The cluster secret (fixed, or read from the log's engine). */
@@ -32,6 +41,8 @@ export type PeerLinkDeps = {
   /** The outbound link to `to` closed after carrying pieces. */
   onLinkBroke: (to: InstanceId) => void;
   log: Logger;
+  /** Unsent bytes one outbound link may hold before it is cut (default PEER_QUEUED_BYTES_MAX). */
+  queuedBytesMax?: number;
 };
 
 export type PeerLinks = {
@@ -92,7 +103,13 @@ export function decodePiece(frame: Uint8Array): DirectChunk {
   return { ...piece, chunk: "", end: JSON.parse(decoder.decode(body)) };
 }
 
-type Outbound = { ws: WebSocket; queue: Uint8Array[]; used: boolean };
+type Outbound = {
+  ws: WebSocket;
+  queue: Uint8Array[];
+  /** Bytes in `queue`. */
+  queued: number;
+  used: boolean;
+};
 
 /** One instance's links, beside what it needs from the runtime. */
 type Links = PeerLinkDeps & {
@@ -123,7 +140,18 @@ export function startPeerLinks(d: PeerLinkDeps): PeerLinks {
       if (link.ws.readyState === WebSocket.OPEN) link.ws.send(frame);
       else if (link.ws.readyState === WebSocket.CONNECTING) {
         link.queue.push(frame);
-      } else l.onLinkBroke(to); // closing: its close already ran or will run
+        link.queued += frame.length;
+      } else return l.onLinkBroke(to); // closing: its close already ran or will run
+      const unsent = link.ws.bufferedAmount + link.queued;
+      if (unsent > (l.queuedBytesMax ?? PEER_QUEUED_BYTES_MAX)) {
+        l.log("warn", "peer link cut: its peer does not read", {
+          to,
+          unsent_bytes: unsent,
+        });
+        // Its close reports the break (it carried pieces): the answers sent
+        // over it end, as over any link that broke.
+        link.ws.terminate();
+      }
     },
     onUpgrade: (req, socket, head) => accept(l, req, socket, head),
     closeOutbound,
@@ -145,10 +173,11 @@ function open(l: Links, to: InstanceId, url: string): Outbound {
     },
     perMessageDeflate: false,
   });
-  const link: Outbound = { ws, queue: [], used: false };
+  const link: Outbound = { ws, queue: [], queued: 0, used: false };
   ws.on("open", () => {
     for (const frame of link.queue) ws.send(frame);
     link.queue = [];
+    link.queued = 0;
   });
   ws.on(
     "error",
@@ -172,12 +201,8 @@ function accept(
   if (new URL(req.url ?? "/", "http://x").pathname !== PEER_PATH) {
     return false;
   }
-  const token = bearerToken(req);
   const from = req.headers[INSTANCE_HEADER];
-  if (
-    token === null || typeof from !== "string" ||
-    !secretsEqual(token, l.secret())
-  ) {
+  if (typeof from !== "string" || bearerCheck(req, l.secret()) !== "ok") {
     socket.on("error", () => {});
     socket.end("HTTP/1.1 401 Unauthorized\r\nconnection: close\r\n\r\n");
     return true;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import type { DirectChunk } from "../../../core/cluster/mod.ts";
 import {
   decodePiece,
@@ -55,7 +56,12 @@ type Side = {
   broke: string[];
 };
 
-async function side(id: string, secret: string): Promise<Side> {
+async function side(
+  id: string,
+  secret: string,
+  queuedBytesMax?: number,
+): Promise<Side & { logged: string[] }> {
+  const logged: string[] = [];
   const got: Side["got"] = [];
   const gone: string[] = [];
   const broke: string[] = [];
@@ -65,7 +71,8 @@ async function side(id: string, secret: string): Promise<Side> {
     onPiece: (piece, from) => got.push({ piece, from }),
     onPeerGone: (from) => gone.push(from),
     onLinkBroke: (to) => broke.push(to),
-    log: () => {},
+    log: (_level, message) => logged.push(message),
+    ...(queuedBytesMax === undefined ? {} : { queuedBytesMax }),
   });
   const server = createServer((_req, res) => res.end());
   server.on("upgrade", (req, socket, head) => {
@@ -73,7 +80,15 @@ async function side(id: string, secret: string): Promise<Side> {
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const port = (server.address() as AddressInfo).port;
-  return { links, server, url: `http://127.0.0.1:${port}`, got, gone, broke };
+  return {
+    links,
+    server,
+    url: `http://127.0.0.1:${port}`,
+    got,
+    gone,
+    broke,
+    logged,
+  };
 }
 
 async function close(s: Side): Promise<void> {
@@ -122,4 +137,56 @@ Deno.test("peer link: a peer with another secret is refused (401) and the sender
   assert.equal(b.got.length, 0);
   await close(a);
   await close(b);
+});
+
+/** A peer that accepts the link, then never reads from it (a stopped instance). */
+async function deafPeer(): Promise<{ url: string; close(): Promise<void> }> {
+  const sockets: Socket[] = [];
+  const server = createServer((_req, res) => res.end());
+  server.on("upgrade", (req, socket: Socket) => {
+    const accept = createHash("sha1")
+      .update(
+        `${
+          req.headers["sec-websocket-key"]
+        }258EAFA5-E914-47DA-95CA-C5AB0DC85B11`,
+      )
+      .digest("base64");
+    socket.write(
+      `HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\nsec-websocket-accept: ${accept}\r\n\r\n`,
+    );
+    socket.pause();
+    socket.on("error", () => {});
+    sockets.push(socket);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    async close() {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+Deno.test("issue 33: a peer that does not read has its link cut once 1 MiB is unsent (the bound), and the sender's answers over it are cut, not held", async () => {
+  const a = await side("A", "s3cret", 1024 * 1024);
+  const deaf = await deafPeer();
+  const piece = "x".repeat(64 * 1024);
+  let seq = 0;
+  // Pieces keep coming while the link is open: more than the kernel's socket
+  // buffers take, so the rest waits in the sender's memory.
+  while (!a.broke.includes("B") && seq < 4_000) {
+    a.links.send("B", deaf.url, {
+      requestId: "r1",
+      workerId: "w1",
+      seq: seq++,
+      chunk: piece,
+    });
+    await new Promise((r) => setTimeout(r, 0));
+  }
+  await until("the sender learns the link broke", () => a.broke.includes("B"));
+  assert.ok(a.logged.includes("peer link cut: its peer does not read"));
+  await close(a);
+  await deaf.close();
 });

@@ -7,6 +7,15 @@
 // reconnect that finds another log than the one this instance applied (new
 // epoch, or the entry it applied last is gone: a failover to a replica that
 // lagged) declares it lost too ("reset"), and usable again at once.
+//
+// Issue 33: silence is measured by this process's clock, which also runs on
+// when this process does not (SIGSTOP, a VM paused, a starved CPU). Woken, its
+// overdue command timeouts fire before any answer already waiting on the
+// socket is read, so a freeze looks like a Redis that did not answer. The
+// watchdog's beat sees the freeze as a gap in the event loop; a loss within
+// one silence window of a gap longer than half of it blames this process, not
+// Redis. The log is declared lost all the same: while frozen, the instance
+// missed its lease, and what it held may have been taken over.
 import type { EngineLoss, EngineStatus } from "./engine.ts";
 
 export class LogLostError extends Error {
@@ -25,6 +34,8 @@ export type Link = {
   blink(): void;
   /** Every connection is back and checked. */
   restored(): void;
+  /** Issue 33: `redisSilent`, or this process's own freeze when its event loop stood still lately. */
+  blame(redisSilent: string): string;
   /** Declares the log lost: silent too long, or replaced ("reset"). */
   lose(kind: EngineLoss["kind"], reason: string): void;
   onLost(listener: (e: LogLostError, kind: EngineLoss["kind"]) => void): void;
@@ -43,11 +54,17 @@ export function makeLink(
     e: LogLostError,
     kind: EngineLoss["kind"],
   ) => void)[] = [];
+  const beatMs = Math.max(10, Math.min(250, silenceMs / 4));
+  const clock = freezeClock(silenceMs, beatMs);
   const watchdog = setInterval(() => {
+    clock.beat();
     if (state === "blinking" && Date.now() - since >= silenceMs) {
-      link.lose("silent", `no connection to Redis for ${silenceMs} ms`);
+      link.lose(
+        "silent",
+        clock.blame(`no connection to Redis for ${silenceMs} ms`),
+      );
     }
-  }, Math.max(10, Math.min(250, silenceMs / 4)));
+  }, beatMs);
   const link: Link = {
     get state() {
       return state;
@@ -55,6 +72,7 @@ export function makeLink(
     get generation() {
       return generation;
     },
+    blame: (redisSilent) => clock.blame(redisSilent),
     usable() {
       if (state === "up") return Promise.resolve();
       if (state === "down") {
@@ -101,6 +119,37 @@ export function makeLink(
   return link;
 }
 
+/**
+ * The longest the event loop stood still within the last silence window, as
+ * the watchdog's beat sees it: a beat due every `beatMs` that comes late came
+ * late because nothing ran. Asked before the overdue beat has run, the time
+ * since the last beat is the gap still going on.
+ */
+export function freezeClock(silenceMs: number, beatMs: number) {
+  let lastBeat = Date.now();
+  let worst = { ms: 0, at: 0 };
+  const frozenMs = (now: number) => {
+    const current = now - lastBeat - beatMs;
+    const recent = now - worst.at <= silenceMs ? worst.ms : 0;
+    return Math.max(current, recent, 0);
+  };
+  return {
+    beat() {
+      const now = Date.now();
+      const gap = now - lastBeat - beatMs;
+      if (gap > worst.ms || now - worst.at > silenceMs) {
+        worst = { ms: gap, at: now };
+      }
+      lastBeat = now;
+    },
+    blame(redisSilent: string): string {
+      const ms = frozenMs(Date.now());
+      if (ms * 2 < silenceMs) return redisSilent;
+      return `this process stood still for ${ms} ms (its event loop did not run: stopped, paused or starved of CPU), longer than half of the ${silenceMs} ms Redis may be silent; not a Redis fault`;
+    },
+  };
+}
+
 /** What a failed command means for the log. */
 export type Failure = "connection" | "busy" | "timeout" | "reply";
 
@@ -141,7 +190,10 @@ export async function retrying<T>(
       const failure = classify(e);
       if (failure === "reply") throw e;
       if (failure === "timeout") {
-        link.lose("silent", `Redis did not answer within ${silenceMs} ms`);
+        link.lose(
+          "silent",
+          link.blame(`Redis did not answer within ${silenceMs} ms`),
+        );
         throw e;
       }
       if (failure === "connection") {

@@ -7,8 +7,9 @@
 // FLEET_QUERY_TIMEOUT_MS is named in `missing_instances`: the answer is then
 // partial, and says so, rather than failing or waiting for a dead peer.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { sendAdminError, sendJson } from "../http/http_reply.ts";
-import { bearerToken, secretsEqual } from "../secret.ts";
+import { replyError, sendJson } from "../http/http_reply.ts";
+import { apiError } from "../../../core/protocol/errors.ts";
+import { bearerCheck } from "../secret.ts";
 import type { Logger } from "../../log.ts";
 import {
   type GroupBy,
@@ -17,7 +18,12 @@ import {
   type UsageLedger,
   type UsageRecord,
 } from "../ops/usage_ledger.ts";
-import { requestFilter, usageBody, usageQuery } from "../ops/usage_http.ts";
+import {
+  queryErrorOf,
+  requestFilter,
+  usageBody,
+  usageQuery,
+} from "../ops/usage_http.ts";
 import {
   mergeRequests,
   mergeUsage,
@@ -144,7 +150,7 @@ export async function sendFleetUsage(
 ): Promise<void> {
   const query = usageQuery(url.searchParams, wallNow);
   if ("code" in query) {
-    return sendAdminError(res, 400, query.code, query.message);
+    return replyError(res, queryErrorOf(query));
   }
   // The range goes to the peers as this instance resolved it: every part
   // covers the same milliseconds whatever the peers' clocks say.
@@ -193,7 +199,7 @@ export async function sendFleetRequests(
 ): Promise<void> {
   const { filter, after } = fleetFilter(url.searchParams);
   if (typeof filter === "string") {
-    return sendAdminError(res, 400, "invalid_query", filter);
+    return replyError(res, apiError("invalid_query", { detail: filter }));
   }
   const { parts, missing } = await askFleet(
     d,
@@ -235,13 +241,12 @@ export function handleUsagePeer(
   const path = url.pathname;
   if (path !== PEER_USAGE_PATH && path !== PEER_REQUESTS_PATH) return false;
   req.resume();
-  const token = bearerToken(req);
-  if (secret === "" || token === null || !secretsEqual(token, secret)) {
-    sendAdminError(res, 401, "invalid_cluster_secret", "not a cluster peer");
+  if (bearerCheck(req, secret) !== "ok") {
+    replyError(res, apiError("invalid_cluster_secret"));
     return true;
   }
   if (ledger === null) {
-    sendAdminError(res, 404, "usage_ledger_disabled", "no usage ledger here");
+    replyError(res, apiError("usage_ledger_disabled"));
     return true;
   }
   const q = url.searchParams;
@@ -253,7 +258,10 @@ export function handleUsagePeer(
       !(GROUPS as readonly string[]).includes(groupBy) ||
       !Number.isFinite(fromMs) || !Number.isFinite(toMs)
     ) {
-      sendAdminError(res, 400, "invalid_query", "group_by, from_ms, to_ms");
+      replyError(
+        res,
+        apiError("invalid_query", { detail: "group_by, from_ms, to_ms" }),
+      );
       return true;
     }
     sendJson(res, 200, ledger.usage(groupBy as GroupBy, fromMs, toMs + 1));
@@ -261,7 +269,7 @@ export function handleUsagePeer(
   }
   const { filter, after } = fleetFilter(q);
   if (typeof filter === "string") {
-    sendAdminError(res, 400, "invalid_query", filter);
+    replyError(res, apiError("invalid_query", { detail: filter }));
     return true;
   }
   sendJson(res, 200, {

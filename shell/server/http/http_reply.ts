@@ -31,20 +31,6 @@ export function replyError(
   });
 }
 
-/**
- * The operator error written before the catalogue, kept for the cluster wing's
- * usage routes (shell/server/cluster/usage_fleet.ts, the cluster-host branch's
- * folder) until they call `replyError` like every other route.
- */
-export function sendAdminError(
-  res: ServerResponse,
-  status: number,
-  code: string,
-  message: string,
-): void {
-  replyError(res, { status, code, message });
-}
-
 export function sendJson(
   res: ServerResponse,
   status: number,
