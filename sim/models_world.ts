@@ -293,7 +293,7 @@ export function runModels(
       "noEvictionUnderDemand",
       noEvictionUnderDemand(state, before, effects, drainMax),
     );
-    for (const f of effects) carryOut(f);
+    for (const f of effects) applyEffect(f);
   }
 
   /** The core's one record of a request's end (C34): counted, and the next sequential client released. */
@@ -314,7 +314,7 @@ export function runModels(
     return boxes.findIndex((b, i) => b.connected && workerId(i) === wid);
   }
 
-  function carryOut(f: Effect): void {
+  function applyEffect(f: Effect): void {
     switch (f.kind) {
       case "sendToWorker": {
         const b = boxOf(f.workerId);
