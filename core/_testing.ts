@@ -35,20 +35,31 @@ export type WorkerOpts = {
   endpointPrefixes?: string[];
 };
 
+/** The event of a worker's socket admitted (auth ok): `connect` without a state. */
+export function connectEvent(
+  workerId: string,
+  opts: WorkerOpts = {},
+): Extract<Event, { kind: "workerConnectAttempted" }> {
+  return {
+    kind: "workerConnectAttempted",
+    atMs: opts.atMs ?? 0,
+    workerId,
+    provider: opts.provider ?? "local",
+    clientIp: opts.clientIp ?? "10.0.0.1",
+    secretValid: true,
+  };
+}
+
 /** A worker's socket admitted (auth ok), not registered yet. */
 export function connect(
   state: State,
   workerId: string,
   opts: WorkerOpts = {},
 ): Effect[] {
-  return step(state, {
-    kind: "workerConnectAttempted",
-    atMs: opts.atMs ?? state.nowMs,
-    workerId,
-    provider: opts.provider ?? "local",
-    clientIp: opts.clientIp ?? "10.0.0.1",
-    secretValid: true,
-  });
+  return step(
+    state,
+    connectEvent(workerId, { ...opts, atMs: opts.atMs ?? state.nowMs }),
+  );
 }
 
 /** Connects (auth ok) and registers a worker; returns the effects of both events. */

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { makeConfig } from "../config.ts";
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { register } from "../_testing.ts";
+import { completeEvent, connectEvent, register } from "../_testing.ts";
 import {
   completedStream,
   dispatched,
@@ -38,14 +38,7 @@ function replica(stream = true) {
     };
     return applyRecord(cs, record, atMs).effects;
   };
-  apply("B", 1000, [{
-    kind: "workerConnectAttempted",
-    atMs: 0,
-    workerId: "w1",
-    provider: "local",
-    clientIp: "10.0.0.1",
-    secretValid: true,
-  }, register("w1")]);
+  apply("B", 1000, [connectEvent("w1"), register("w1")]);
   apply("A", 1010, [{
     kind: "requestReceived",
     atMs: 0,
@@ -144,16 +137,7 @@ Deno.test("data path: the completion carries how many pieces went direct; the se
   const senders: Senders = new Map();
   routeChunk(senders, cs.core, "A", chunk("a"));
   routeChunk(senders, cs.core, "A", chunk("b"));
-  const done: Event = {
-    kind: "completeReceived",
-    atMs: 0,
-    workerId: "w1",
-    requestId: "r1",
-    statusCode: 200,
-    headers: {},
-    body: "",
-    tokenCounts: null,
-  };
+  const done: Event = completeEvent("w1", "r1");
   assert.deepEqual(piecesBefore(senders, done), {
     requestId: "r1",
     pieces: 2,
@@ -169,16 +153,7 @@ Deno.test("data path: content deltas are counted where the chunks are routed, an
   const { cs } = replica();
   const senders: Senders = new Map();
   routeChunk(senders, cs.core, "A", delta("a"));
-  const end = routeEnd(senders, cs.core, "A", {
-    kind: "completeReceived",
-    atMs: 0,
-    workerId: "w1",
-    requestId: "r1",
-    statusCode: 200,
-    headers: {},
-    body: "",
-    tokenCounts: null,
-  });
+  const end = routeEnd(senders, cs.core, "A", completeEvent("w1", "r1"));
   assert.equal(end.deltas, 1);
   // A stream ends with a marked last piece: its client's instance knows the
   // answer is whole even if the log's end never reaches it (issue 33 item 4).
@@ -413,16 +388,8 @@ Deno.test("data path: pieces of a dispatch never applied here are forgotten afte
   assert.equal(rx.size, 0);
 });
 
-const completion = (body: string, statusCode = 200): Event => ({
-  kind: "completeReceived",
-  atMs: 0,
-  workerId: "w1",
-  requestId: "r1",
-  statusCode,
-  headers: {},
-  body,
-  tokenCounts: null,
-});
+const completion = (body: string, statusCode = 200): Event =>
+  completeEvent("w1", "r1", { body, status: statusCode });
 
 Deno.test("data path: a completion's body goes direct as the answer's last piece; the log gets the completion without it", () => {
   const { cs } = replica(false);

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { makeConfig } from "../config.ts";
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { register } from "../_testing.ts";
+import { completeEvent, connectEvent, register } from "../_testing.ts";
 import {
   type ClusterPorts,
   type Host,
@@ -108,14 +108,7 @@ function rig(): Rig {
 function streamDispatched(): Rig & { clients: Set<string> } {
   const r = rig() as Rig & { clients: Set<string> };
   const observe = (event: Event) => r.give({ kind: "observed", event });
-  observe({
-    kind: "workerConnectAttempted",
-    atMs: r.now,
-    workerId: "w1",
-    provider: "local",
-    clientIp: "10.0.0.1",
-    secretValid: true,
-  });
+  observe(connectEvent("w1", { atMs: r.now }));
   observe(register("w1", { atMs: r.now }));
   r.settle();
   r.clients.add("r1");
@@ -148,16 +141,8 @@ function streamDispatched(): Rig & { clients: Set<string> } {
   return r;
 }
 
-const complete = (now: number): Event => ({
-  kind: "completeReceived",
-  atMs: now,
-  workerId: "w1",
-  requestId: "r1",
-  statusCode: 200,
-  headers: {},
-  body: "",
-  tokenCounts: null,
-});
+const complete = (now: number): Event =>
+  completeEvent("w1", "r1", { atMs: now });
 
 function finished(r: Rig): Extract<Effect, { kind: "requestFinished" }> {
   const f = r.ran.find((e) => e.kind === "requestFinished");

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { makeConfig } from "../config.ts";
 import type { Event } from "../events/event.ts";
+import { connectEvent } from "../_testing.ts";
 import {
   compareIds,
   initialInstance,
@@ -64,14 +65,7 @@ const request = (requestId: string): Event => ({
   tenant: "t",
 });
 
-const attempt = (workerId: string): Event => ({
-  kind: "workerConnectAttempted",
-  atMs: 0,
-  workerId,
-  provider: "local",
-  clientIp: "10.0.0.1",
-  secretValid: true,
-});
+const attempt = (workerId: string): Event => connectEvent(workerId);
 
 Deno.test("issue 23 an instance whose log was reset (or lost its tail) ends what it holds, refuses new work (503 cluster_unavailable, handshakes 1013) and retries; the rejoin retires its old id and every socket it held", () => {
   const s = serving();

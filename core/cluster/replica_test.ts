@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { makeConfig } from "../config.ts";
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { register } from "../_testing.ts";
+import { completeEvent, connectEvent, register } from "../_testing.ts";
 import {
   applyRecord,
   type ClusterState,
@@ -48,14 +48,7 @@ function replay(
   return out;
 }
 
-const connect = (workerId: string): Event => ({
-  kind: "workerConnectAttempted",
-  atMs: 0,
-  workerId,
-  provider: "local",
-  clientIp: "10.0.0.1",
-  secretValid: true,
-});
+const connect = (workerId: string): Event => connectEvent(workerId);
 const request = (requestId: string, stream = true): Event => ({
   kind: "requestReceived",
   atMs: 0,
@@ -229,16 +222,7 @@ Deno.test("cluster: a snapshot at position k plus the tail gives the same digest
   l.append("A", 1010, [request("r1"), request("r2"), request("r3")]);
   l.append("B", 1020, [chunk("w1", "r1")]);
   l.append("A", 1300, [tick]);
-  l.append("B", 1310, [{
-    kind: "completeReceived",
-    atMs: 0,
-    workerId: "w1",
-    requestId: "r1",
-    statusCode: 200,
-    headers: {},
-    body: "",
-    tokenCounts: null,
-  }]);
+  l.append("B", 1310, [completeEvent("w1", "r1")]);
   l.append("A", 1400, [tick]);
   for (let k = 0; k <= l.entries.length; k++) {
     const full = initialClusterState(config);
