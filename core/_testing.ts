@@ -105,14 +105,14 @@ export type RequestOpts = {
   endpointPath?: string;
 };
 
-export function requestEvent(
-  state: State,
+/** A client request's event at `opts.atMs` (0 when absent): `requestEvent` without a state. */
+export function requestReceived(
   requestId: string,
   opts: RequestOpts = {},
 ): Extract<Event, { kind: "requestReceived" }> {
   return {
     kind: "requestReceived",
-    atMs: opts.atMs ?? state.nowMs,
+    atMs: opts.atMs ?? 0,
     requestId,
     api: "openai",
     endpointPath: opts.endpointPath ?? "/v1/chat/completions",
@@ -121,6 +121,18 @@ export function requestEvent(
     body: opts.body ?? `{"model":"${opts.model ?? "m"}"}`,
     headers: opts.headers ?? {},
   };
+}
+
+/** A client request's event at `opts.atMs`, else at the state's clock. */
+export function requestEvent(
+  state: State,
+  requestId: string,
+  opts: RequestOpts = {},
+): Extract<Event, { kind: "requestReceived" }> {
+  return requestReceived(requestId, {
+    ...opts,
+    atMs: opts.atMs ?? state.nowMs,
+  });
 }
 
 /** A client request arrives; returns its effects. */

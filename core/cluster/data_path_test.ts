@@ -2,7 +2,12 @@ import assert from "node:assert/strict";
 import { makeConfig } from "../config.ts";
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { completeEvent, connectEvent, register } from "../_testing.ts";
+import {
+  completeEvent,
+  connectEvent,
+  register,
+  requestReceived,
+} from "../_testing.ts";
 import {
   completedStream,
   dispatched,
@@ -39,17 +44,7 @@ function replica(stream = true) {
     return applyRecord(cs, record, atMs).effects;
   };
   apply("B", 1000, [connectEvent("w1"), register("w1")]);
-  apply("A", 1010, [{
-    kind: "requestReceived",
-    atMs: 0,
-    requestId: "r1",
-    api: "openai",
-    endpointPath: "/v1/chat/completions",
-    model: "m",
-    isStreaming: stream,
-    body: '{"model":"m"}',
-    headers: {},
-  }]);
+  apply("A", 1010, [requestReceived("r1", { stream })]);
   return { cs, apply };
 }
 

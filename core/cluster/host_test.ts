@@ -6,7 +6,12 @@ import assert from "node:assert/strict";
 import { makeConfig } from "../config.ts";
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { completeEvent, connectEvent, register } from "../_testing.ts";
+import {
+  completeEvent,
+  connectEvent,
+  register,
+  requestReceived,
+} from "../_testing.ts";
 import {
   type ClusterPorts,
   type Host,
@@ -112,17 +117,11 @@ function streamDispatched(): Rig & { clients: Set<string> } {
   observe(register("w1", { atMs: r.now }));
   r.settle();
   r.clients.add("r1");
-  observe({
-    kind: "requestReceived",
+  observe(requestReceived("r1", {
     atMs: r.now,
-    requestId: "r1",
-    api: "openai",
-    endpointPath: "/v1/chat/completions",
-    model: "m",
-    isStreaming: true,
+    stream: true,
     body: '{"model":"m","stream":true}',
-    headers: {},
-  });
+  }));
   r.settle();
   assert.ok(
     r.ran.some((e) => e.kind === "sendToWorker" && e.workerId === "w1"),

@@ -2,7 +2,12 @@ import assert from "node:assert/strict";
 import { makeConfig } from "../config.ts";
 import type { Effect } from "../effect.ts";
 import type { Event } from "../events/event.ts";
-import { completeEvent, connectEvent, register } from "../_testing.ts";
+import {
+  completeEvent,
+  connectEvent,
+  register,
+  requestReceived,
+} from "../_testing.ts";
 import {
   applyRecord,
   type ClusterState,
@@ -49,17 +54,8 @@ function replay(
 }
 
 const connect = (workerId: string): Event => connectEvent(workerId);
-const request = (requestId: string, stream = true): Event => ({
-  kind: "requestReceived",
-  atMs: 0,
-  requestId,
-  api: "openai",
-  endpointPath: "/v1/chat/completions",
-  model: "m",
-  isStreaming: stream,
-  body: '{"model":"m"}',
-  headers: {},
-});
+const request = (requestId: string, stream = true): Event =>
+  requestReceived(requestId, { stream });
 const tick: Event = { kind: "tick", atMs: 0 };
 const chunk = (workerId: string, requestId: string): Event => ({
   kind: "chunkReceived",
