@@ -32,6 +32,7 @@ import {
   streamEvents,
 } from "./formats.ts";
 import { otherEndpoint } from "./endpoints.ts";
+import { json, sleep } from "./respond.ts";
 
 export type MockBackendOptions = {
   port?: number;
@@ -498,32 +499,4 @@ function splitInsideCharacter(bytes: Uint8Array): [Uint8Array, Uint8Array] {
   let cut = bytes.findIndex((b) => b >= 0xc0);
   cut = cut === -1 ? Math.floor(bytes.length / 2) : cut + 1;
   return [bytes.subarray(0, cut), bytes.subarray(cut)];
-}
-
-/** Resolves true after `ms`, or false as soon as `signal` aborts (timer cleared). */
-function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  if (ms <= 0) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve(true);
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-function json(
-  status: number,
-  value: unknown,
-  extra: Record<string, string> = {},
-): Response {
-  return new Response(JSON.stringify(value), {
-    status,
-    headers: { "content-type": "application/json", ...extra },
-  });
 }

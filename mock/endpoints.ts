@@ -13,6 +13,7 @@
 //   ANY  /v1/mock/echo         the request's body back with its content type,
 //                              method in x-mock-method
 import { Buffer } from "node:buffer";
+import { json } from "./respond.ts";
 
 /** 64 KiB of audio stand-in: a fixed pattern that is not valid UTF-8. */
 export const SPEECH_BYTES: Uint8Array = (() => {
@@ -34,13 +35,6 @@ export function mockVector(text: string): number[] {
 function float32Base64(v: number[]): string {
   const f = new Float32Array(v);
   return Buffer.from(f.buffer).toString("base64");
-}
-
-function json(status: number, value: unknown): Response {
-  return new Response(JSON.stringify(value), {
-    status,
-    headers: { "content-type": "application/json" },
-  });
 }
 
 async function bodyJson(req: Request): Promise<Record<string, unknown>> {

@@ -16,6 +16,7 @@
 // A request is a cache hit when its X-Cache-Tag (or, without one, its body) was
 // seen before for that model; tokens reused = body length / 4 then.
 import { type MockBackend, startMockBackend } from "./backend.ts";
+import { json } from "./respond.ts";
 
 export type MockRunnerOptions = {
   port?: number;
@@ -59,13 +60,6 @@ export type MockRunner = {
 };
 
 const GPU_TOTAL_MB = 81920;
-
-function json(status: number, body: unknown, headers: HeadersInit = {}) {
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { "content-type": "application/json", ...headers },
-  });
-}
 
 function err(status: number, code: string, message: string): Response {
   return json(status, { error: { message, type: code, code } });

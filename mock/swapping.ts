@@ -27,6 +27,7 @@
 // flight finish, it is unloaded, and the new one loads for `loadDelayMs`.
 // `stats.loads` counts loads; it is what the issue-30 tests read.
 import { type Answer, type Api, jsonBody, streamEvents } from "./formats.ts";
+import { json, sleep } from "./respond.ts";
 
 export type SwappingDialect = "ollama" | "llama-swap";
 
@@ -516,33 +517,9 @@ function notFound(req: Request, path: string): Response {
   });
 }
 
-function json(status: number, value: unknown): Response {
-  return new Response(JSON.stringify(value), {
-    status,
-    headers: { "content-type": "application/json" },
-  });
-}
-
 function text(status: number, value: string): Response {
   return new Response(value, {
     status,
     headers: { "content-type": "text/plain; charset=utf-8" },
-  });
-}
-
-/** Resolves true after `ms`, or false as soon as `signal` aborts. */
-function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  if (ms <= 0) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve(true);
-    }, ms);
-    signal.addEventListener("abort", onAbort, { once: true });
   });
 }
