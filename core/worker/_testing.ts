@@ -37,6 +37,19 @@ export function socketClosed(
   };
 }
 
+/** The backend answered `requestId` whole: a 200 with `body` and no token counts. */
+export function backendFinished(
+  requestId: string,
+  body = "",
+): Extract<WorkerEvent, { kind: "backendFinished" }> {
+  return {
+    atMs: 0,
+    kind: "backendFinished",
+    requestId,
+    completion: { status_code: 200, headers: {}, body, token_counts: null },
+  };
+}
+
 export function frame(value: unknown) {
   return {
     atMs: 0,

@@ -6,7 +6,7 @@ import {
   type WorkerAction,
   type WorkerState,
 } from "./mod.ts";
-import { frame, registeredWith } from "./_testing.ts";
+import { backendFinished, frame, registeredWith } from "./_testing.ts";
 
 /** A router started with --no-models-autoload and --models-max 1. */
 const router = (loaded: string[]): BackendResidency => ({
@@ -77,17 +77,7 @@ Deno.test("AUTO_LOAD: no room, so the least recently served idle model is unload
   // b served after a: a is the least recently used.
   for (const [id, model] of [["x1", "a"], ["x2", "b"]]) {
     request(s, id!, model!);
-    step(s, {
-      atMs: 0,
-      kind: "backendFinished",
-      requestId: id!,
-      completion: {
-        status_code: 200,
-        headers: {},
-        body: "{}",
-        token_counts: null,
-      },
-    });
+    step(s, backendFinished(id!, "{}"));
   }
   assert.deepEqual(of(request(s, "r1", "c"), "autoLoad"), [{
     kind: "autoLoad",

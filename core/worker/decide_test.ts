@@ -8,6 +8,7 @@ import {
 } from "./backoff.ts";
 import { IDLE_TIMEOUT_MS, REGISTER_ACK_TIMEOUT_MS } from "./link_limits.ts";
 import {
+  backendFinished,
   frame,
   fresh,
   registered,
@@ -104,17 +105,7 @@ Deno.test("C44 cancel aborts the backend call, answers 499 and drops later chunk
     [],
   );
   assert.deepEqual(
-    step(s, {
-      atMs: 0,
-      kind: "backendFinished",
-      requestId: "r1",
-      completion: {
-        status_code: 200,
-        headers: {},
-        body: "",
-        token_counts: null,
-      },
-    }),
+    step(s, backendFinished("r1")),
     [],
   );
   assert.equal(s.inFlight.size, 0);
@@ -137,12 +128,7 @@ Deno.test("the first signal advertises no models and waits; the last answer clos
   const refused = sent(step(s, frame(request("r2"))));
   assert.equal(refused[0]?.type, "response_complete");
   assert.equal((refused[0] as { status_code: number }).status_code, 503);
-  const last = step(s, {
-    atMs: 0,
-    kind: "backendFinished",
-    requestId: "r1",
-    completion: { status_code: 200, headers: {}, body: "", token_counts: null },
-  });
+  const last = step(s, backendFinished("r1"));
   assert.deepEqual(kinds(last), ["send", "closeSocket", "exit"]);
   assert.deepEqual(last.find((a) => a.kind === "exit"), {
     kind: "exit",

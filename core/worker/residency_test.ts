@@ -9,7 +9,7 @@ import {
   type WorkerAction,
   type WorkerState,
 } from "./mod.ts";
-import { frame, fresh, registeredWith } from "./_testing.ts";
+import { backendFinished, frame, fresh, registeredWith } from "./_testing.ts";
 
 const sentFrames = (actions: WorkerAction[]) =>
   actions.flatMap((a) => a.kind === "send" ? [a.message] : []);
@@ -103,17 +103,7 @@ Deno.test("where the backend says nothing, the worker reports what it last serve
         body: "{}",
       }),
     );
-    step(s, {
-      atMs: 0,
-      kind: "backendFinished",
-      requestId: id!,
-      completion: {
-        status_code: 200,
-        headers: {},
-        body: "{}",
-        token_counts: null,
-      },
-    });
+    step(s, backendFinished(id!, "{}"));
   }
   assert.deepEqual(residencyFrame(s, silent), {
     loaded: ["b"],
@@ -134,18 +124,7 @@ Deno.test("an answer asks for one read; asks during a read fold into one more af
       is_streaming: false,
       body: "{}",
     });
-  const done = (id: string) =>
-    step(s, {
-      atMs: 0,
-      kind: "backendFinished",
-      requestId: id,
-      completion: {
-        status_code: 200,
-        headers: {},
-        body: "{}",
-        token_counts: null,
-      },
-    });
+  const done = (id: string) => step(s, backendFinished(id, "{}"));
   step(s, request("r1"));
   step(s, request("r2"));
   assert.equal(probes(done("r1")), 0);
