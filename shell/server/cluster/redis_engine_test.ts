@@ -6,9 +6,9 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { waitUntil } from "../../procs.ts";
 import type { LogFields, LogLevel } from "../../log.ts";
-import type { EngineLoss, EngineStatus } from "./engine.ts";
+import type { ClusterEngine, EngineLoss, EngineStatus } from "./engine.ts";
 import { connectRedis } from "./redis_engine.ts";
-import { startRedis } from "./_redis.ts";
+import { type RedisProcess, startRedis } from "./_redis.ts";
 import { DEFAULT_CONFIG } from "../../../core/config.ts";
 import {
   applyRecord,
@@ -39,6 +39,21 @@ async function admin<T>(url: string, f: (r: Redis) => Promise<T>): Promise<T> {
     return await f(r);
   } finally {
     r.disconnect();
+  }
+}
+
+/** A redis-server and an engine on it, both closed after `fn` whatever it throws. */
+async function withEngine(
+  logTimeoutMs: number,
+  fn: (engine: ClusterEngine, redis: RedisProcess) => Promise<void>,
+): Promise<void> {
+  const redis = await startRedis();
+  const engine = await connectRedis(redis.url, { logTimeoutMs });
+  try {
+    await fn(engine, redis);
+  } finally {
+    await engine.close();
+    await redis.stop();
   }
 }
 
@@ -91,36 +106,32 @@ Deno.test("redis engine: CLIENT KILL of its connections mid-traffic: every appen
 });
 
 Deno.test("redis engine: Redis silent longer than CLUSTER_LOG_TIMEOUT_MS (SIGSTOP) is down, the pending append rejected; answering again is up", async () => {
-  const redis = await startRedis();
-  const engine = await connectRedis(redis.url, { logTimeoutMs: 800 });
-  try {
-    const statuses: EngineStatus[] = [];
-    engine.onStatus((s) => statuses.push(s));
-    await engine.append("before");
-    Deno.kill(redis.child.pid, "SIGSTOP");
-    const stoppedAt = Date.now();
-    await assert.rejects(engine.append("during"));
-    const took = Date.now() - stoppedAt;
-    assert.ok(took >= 700 && took < 5_000, `rejected after ${took} ms`);
-    assert.deepEqual(statuses, ["down"]);
-    Deno.kill(redis.child.pid, "SIGCONT");
-    await waitUntil(
-      "the engine to be up again",
-      () => statuses.at(-1) === "up",
-      10_000,
-    );
-    await engine.append("after");
-  } finally {
-    Deno.kill(redis.child.pid, "SIGCONT");
-    await engine.close();
-    await redis.stop();
-  }
+  await withEngine(800, async (engine, redis) => {
+    try {
+      const statuses: EngineStatus[] = [];
+      engine.onStatus((s) => statuses.push(s));
+      await engine.append("before");
+      Deno.kill(redis.child.pid, "SIGSTOP");
+      const stoppedAt = Date.now();
+      await assert.rejects(engine.append("during"));
+      const took = Date.now() - stoppedAt;
+      assert.ok(took >= 700 && took < 5_000, `rejected after ${took} ms`);
+      assert.deepEqual(statuses, ["down"]);
+      Deno.kill(redis.child.pid, "SIGCONT");
+      await waitUntil(
+        "the engine to be up again",
+        () => statuses.at(-1) === "up",
+        10_000,
+      );
+      await engine.append("after");
+    } finally {
+      Deno.kill(redis.child.pid, "SIGCONT");
+    }
+  });
 });
 
 Deno.test("redis engine: a Redis restarted empty within the timeout is reported as a reset (another log), not taken for the same one", async () => {
-  const redis = await startRedis();
-  const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
-  try {
+  await withEngine(5_000, async (engine, redis) => {
     const statuses: EngineStatus[] = [];
     const losses: EngineLoss["kind"][] = [];
     engine.onStatus((s, loss) => {
@@ -140,10 +151,7 @@ Deno.test("redis engine: a Redis restarted empty within the timeout is reported 
     assert.deepEqual(statuses, ["down", "up"]);
     // The engine is usable at once: the runtime rejoins on the new log.
     await engine.append("b");
-  } finally {
-    await engine.close();
-    await redis.stop();
-  }
+  });
 });
 
 Deno.test("redis engine: a Redis that may evict the log (allkeys-lru) is refused at start, saying so; one without persistence is a warning", async () => {
@@ -190,9 +198,7 @@ Deno.test("redis engine: a Redis that may evict the log (allkeys-lru) is refused
 });
 
 Deno.test("redis engine: a reconnect that finds the entry it read last gone (a lost tail) is reported as a reset", async () => {
-  const redis = await startRedis();
-  const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
-  try {
+  await withEngine(5_000, async (engine, redis) => {
     const losses: EngineLoss["kind"][] = [];
     engine.onStatus((_, loss) => {
       if (loss !== null) losses.push(loss.kind);
@@ -214,16 +220,11 @@ Deno.test("redis engine: a reconnect that finds the entry it read last gone (a l
     // Reading on from the lost entry would skip the hole: refused.
     await assert.rejects(engine.read(read[2]!.id, 0, 10), /lost its tail/);
     assert.equal((await engine.read(read[1]!.id, 0, 10)).length, 0);
-  } finally {
-    await engine.close();
-    await redis.stop();
-  }
+  });
 });
 
 Deno.test("redis engine: holds(id) tells whether the log still has an entry, and asking it leaves the tail check alone (a resume check once read back a made-up id, which the tail check then took for this instance's position and reported as a lost tail)", async () => {
-  const redis = await startRedis();
-  const engine = await connectRedis(redis.url, { logTimeoutMs: 5_000 });
-  try {
+  await withEngine(5_000, async (engine, redis) => {
     const losses: EngineLoss["kind"][] = [];
     engine.onStatus((_, loss) => {
       if (loss !== null) losses.push(loss.kind);
@@ -239,10 +240,7 @@ Deno.test("redis engine: holds(id) tells whether the log still has an entry, and
     assert.deepEqual(losses, []);
     await admin(redis.url, (r) => r.xdel("mr:log", read[0]!.id));
     assert.equal(await engine.holds(read[0]!.id), false);
-  } finally {
-    await engine.close();
-    await redis.stop();
-  }
+  });
 });
 
 Deno.test("redis engine: with a replica online, an append is acknowledged and a read's entries handed over only once the replica has them (WAIT)", async () => {
