@@ -29,6 +29,8 @@ export type WorkerOpts = {
   currentLoad?: number;
   provider?: string;
   clientIp?: string;
+  /** workerConnectAttempted's secret check (absent: it passed). */
+  secretValid?: boolean;
   /** Listed in register (absent: no field, as the original worker registers). */
   extensions?: string[];
   /** register's endpoint_prefixes (issue 25); absent: no field. */
@@ -46,7 +48,7 @@ export function connectEvent(
     workerId,
     provider: opts.provider ?? "local",
     clientIp: opts.clientIp ?? "10.0.0.1",
-    secretValid: true,
+    secretValid: opts.secretValid ?? true,
   };
 }
 

@@ -4,6 +4,7 @@ import {
   addRequest,
   addWorker,
   chunk,
+  connectEvent,
   dispatched,
   newState,
   ofKind,
@@ -14,26 +15,8 @@ import {
   tick,
   worker,
 } from "../_testing.ts";
-import type { Event } from "./event.ts";
 
-function attempt(
-  workerId: string,
-  opts: {
-    atMs?: number;
-    provider?: string;
-    ip?: string;
-    secretValid?: boolean;
-  } = {},
-): Event {
-  return {
-    kind: "workerConnectAttempted",
-    atMs: opts.atMs ?? 0,
-    workerId,
-    provider: opts.provider ?? "local",
-    clientIp: opts.ip ?? "10.0.0.1",
-    secretValid: opts.secretValid ?? true,
-  };
-}
+const attempt = connectEvent;
 
 // ---- C2, C41: admission ------------------------------------------------------
 
@@ -111,7 +94,7 @@ Deno.test("C2 repeated failed attempts from one IP are rate-limited, other IPs a
   // Another address is unaffected.
   const other = step(
     state,
-    attempt("b", { atMs: 3000, ip: "10.0.0.2", secretValid: false }),
+    attempt("b", { atMs: 3000, clientIp: "10.0.0.2", secretValid: false }),
   );
   assert.match(only(other, "rejectWorker").reason, /invalid worker secret/);
 });

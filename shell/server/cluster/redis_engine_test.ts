@@ -57,6 +57,15 @@ async function withEngine(
   }
 }
 
+/** The kinds of loss `engine` reports from now on, in order. */
+function lossesOf(engine: ClusterEngine): EngineLoss["kind"][] {
+  const losses: EngineLoss["kind"][] = [];
+  engine.onStatus((_, loss) => {
+    if (loss !== null) losses.push(loss.kind);
+  });
+  return losses;
+}
+
 Deno.test("redis engine: CLIENT KILL of its connections mid-traffic: every append lands, in order, the blocked read returns them, the log never reports down, and the replicas apply each record once", async () => {
   const redis = await startRedis();
   const engine = await connectRedis(redis.url, { logTimeoutMs: 3_000 });
@@ -199,10 +208,7 @@ Deno.test("redis engine: a Redis that may evict the log (allkeys-lru) is refused
 
 Deno.test("redis engine: a reconnect that finds the entry it read last gone (a lost tail) is reported as a reset", async () => {
   await withEngine(5_000, async (engine, redis) => {
-    const losses: EngineLoss["kind"][] = [];
-    engine.onStatus((_, loss) => {
-      if (loss !== null) losses.push(loss.kind);
-    });
+    const losses = lossesOf(engine);
     await engine.epoch();
     for (const d of ["a", "b", "c"]) await engine.append(d);
     const read = await engine.read("0", 0, 10);
@@ -225,10 +231,7 @@ Deno.test("redis engine: a reconnect that finds the entry it read last gone (a l
 
 Deno.test("redis engine: holds(id) tells whether the log still has an entry, and asking it leaves the tail check alone (a resume check once read back a made-up id, which the tail check then took for this instance's position and reported as a lost tail)", async () => {
   await withEngine(5_000, async (engine, redis) => {
-    const losses: EngineLoss["kind"][] = [];
-    engine.onStatus((_, loss) => {
-      if (loss !== null) losses.push(loss.kind);
-    });
+    const losses = lossesOf(engine);
     await engine.epoch();
     for (const d of ["a", "b"]) await engine.append(d);
     const read = await engine.read("0", 0, 10);
