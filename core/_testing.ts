@@ -64,6 +64,24 @@ export function connect(
   );
 }
 
+/** A worker's residency report (issue 26): what it holds, loads, and its room. */
+export function reportResidency(
+  state: State,
+  workerId: string,
+  loaded: string[],
+  room: number | null = 1,
+  loading: string[] = [],
+): Effect[] {
+  return step(state, {
+    kind: "residencyReceived",
+    atMs: state.nowMs,
+    workerId,
+    loaded,
+    loading,
+    room,
+  });
+}
+
 /** Connects (auth ok) and registers a worker; returns the effects of both events. */
 export function addWorker(
   state: State,

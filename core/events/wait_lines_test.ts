@@ -10,6 +10,7 @@ import {
   kinds,
   newState,
   ofKind,
+  reportResidency,
   step,
   tick,
 } from "../_testing.ts";
@@ -151,14 +152,7 @@ Deno.test("progress: `: loading model=M` once its worker loads the model for it,
     models: ["a", "b"],
     extensions: [EXTENSION_RESIDENCY],
   });
-  step(state, {
-    kind: "residencyReceived",
-    atMs: 0,
-    workerId: "w1",
-    loaded: ["b"],
-    loading: [],
-    room: 1,
-  });
+  reportResidency(state, "w1", ["b"]);
   const arrived = addRequest(state, "r1", {
     model: "a",
     stream: true,

@@ -10,31 +10,16 @@ import {
   newState,
   ofKind,
   queued,
+  reportResidency,
   requestEvent,
   step,
   tick,
   worker,
 } from "../_testing.ts";
-import type { Effect } from "../effect.ts";
 import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
 import type { State } from "./state.ts";
 
-function report(
-  state: State,
-  workerId: string,
-  loaded: string[],
-  room: number | null = 1,
-  loading: string[] = [],
-): Effect[] {
-  return step(state, {
-    kind: "residencyReceived",
-    atMs: state.nowMs,
-    workerId,
-    loaded,
-    loading,
-    room,
-  });
-}
+const report = reportResidency;
 
 /** Two boxes that both list a and b, room for one model each. */
 function twoBoxes(

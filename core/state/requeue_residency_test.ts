@@ -14,6 +14,7 @@ import {
   newState,
   ofKind,
   queued,
+  reportResidency,
   step,
   worker,
 } from "../_testing.ts";
@@ -21,22 +22,7 @@ import type { Effect } from "../effect.ts";
 import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
 import type { State } from "./state.ts";
 
-function report(
-  s: State,
-  workerId: string,
-  loaded: string[],
-  room: number,
-  loading: string[] = [],
-): Effect[] {
-  return step(s, {
-    kind: "residencyReceived",
-    atMs: s.nowMs,
-    workerId,
-    loaded,
-    loading,
-    room,
-  });
-}
+const report = reportResidency;
 
 function fleet(maxConcurrent = 4): State {
   const s = newState({ queueTimeoutMs: 30_000 });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { addWorker, newState, step } from "../_testing.ts";
+import { addWorker, newState, reportResidency, step } from "../_testing.ts";
 import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
 import { workerViews } from "../queries.ts";
 import { modelById, modelList } from "./models.ts";
@@ -74,14 +74,7 @@ Deno.test("issue 30: /admin/workers shows each worker's residency (null without 
     extensions: [EXTENSION_RESIDENCY],
   });
   addWorker(state, "w2", { models: ["a"] });
-  step(state, {
-    kind: "residencyReceived",
-    atMs: 0,
-    workerId: "w1",
-    loaded: ["b"],
-    loading: [],
-    room: 1,
-  });
+  reportResidency(state, "w1", ["b"]);
   const views = workerViews(state);
   assert.deepEqual(views[0]!.residency, {
     room: 1,
