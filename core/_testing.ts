@@ -5,7 +5,10 @@ import type { Config } from "./config.ts";
 import { makeConfig } from "./config.ts";
 import type { Effect, EffectKind } from "./effect.ts";
 import type { Event, Headers } from "./events/event.ts";
-import type { ServerMessage } from "./protocol/messages.ts";
+import {
+  EXTENSION_RESIDENCY,
+  type ServerMessage,
+} from "./protocol/messages.ts";
 import { reduce } from "./reduce.ts";
 import { initialState, type State, type Worker } from "./state/state.ts";
 
@@ -62,6 +65,22 @@ export function connect(
     state,
     connectEvent(workerId, { ...opts, atMs: opts.atMs ?? state.nowMs }),
   );
+}
+
+/** Two workers, w1 and w2, listing models a and b, both reporting residency. */
+export function residencyBoxes(
+  overrides: Partial<Config> = {},
+  maxConcurrent = 2,
+): State {
+  const s = newState(overrides);
+  for (const id of ["w1", "w2"]) {
+    addWorker(s, id, {
+      models: ["a", "b"],
+      maxConcurrent,
+      extensions: [EXTENSION_RESIDENCY],
+    });
+  }
+  return s;
 }
 
 /** A worker's residency report (issue 26): what it holds, loads, and its room. */

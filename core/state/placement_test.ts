@@ -12,30 +12,17 @@ import {
   queued,
   reportResidency,
   requestEvent,
+  residencyBoxes,
   step,
   tick,
   worker,
 } from "../_testing.ts";
 import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
-import type { State } from "./state.ts";
 
 const report = reportResidency;
 
 /** Two boxes that both list a and b, room for one model each. */
-function twoBoxes(
-  overrides: Parameters<typeof newState>[0] = {},
-  maxConcurrent = 2,
-): State {
-  const s = newState(overrides);
-  for (const id of ["w1", "w2"]) {
-    addWorker(s, id, {
-      models: ["a", "b"],
-      maxConcurrent,
-      extensions: [EXTENSION_RESIDENCY],
-    });
-  }
-  return s;
-}
+const twoBoxes = residencyBoxes;
 
 Deno.test("residency from a worker that did not negotiate it is ignored", () => {
   const s = newState();

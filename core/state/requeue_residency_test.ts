@@ -8,32 +8,22 @@
 import assert from "node:assert/strict";
 import {
   addRequest,
-  addWorker,
   complete,
   dispatched,
-  newState,
   ofKind,
   queued,
   reportResidency,
+  residencyBoxes,
   step,
   worker,
 } from "../_testing.ts";
 import type { Effect } from "../effect.ts";
-import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
 import type { State } from "./state.ts";
 
 const report = reportResidency;
 
 function fleet(maxConcurrent = 4): State {
-  const s = newState({ queueTimeoutMs: 30_000 });
-  for (const id of ["w1", "w2"]) {
-    addWorker(s, id, {
-      models: ["a", "b"],
-      maxConcurrent,
-      extensions: [EXTENSION_RESIDENCY],
-    });
-  }
-  return s;
+  return residencyBoxes({ queueTimeoutMs: 30_000 }, maxConcurrent);
 }
 
 /** w1 holds a, w2 holds b, room 1 each; r1 (a) went to w1. */

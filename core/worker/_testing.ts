@@ -37,6 +37,22 @@ export function socketClosed(
   };
 }
 
+/** The server's `request` frame: a non-streaming chat of `model` ("m"), headers only when given. */
+export function requestFrame(
+  requestId: string,
+  o: { model?: string; headers?: Record<string, string> } = {},
+) {
+  return frame({
+    type: "request",
+    request_id: requestId,
+    model: o.model ?? "m",
+    endpoint_path: "/v1/chat/completions",
+    is_streaming: false,
+    body: "{}",
+    ...(o.headers === undefined ? {} : { headers: o.headers }),
+  });
+}
+
 /** The backend answered `requestId` whole: a 200 with `body` and no token counts. */
 export function backendFinished(
   requestId: string,

@@ -6,7 +6,12 @@ import {
   type WorkerAction,
   type WorkerState,
 } from "./mod.ts";
-import { backendFinished, frame, registeredWith } from "./_testing.ts";
+import {
+  backendFinished,
+  frame,
+  registeredWith,
+  requestFrame,
+} from "./_testing.ts";
 
 /** A router started with --no-models-autoload and --models-max 1. */
 const router = (loaded: string[]): BackendResidency => ({
@@ -28,18 +33,7 @@ function worker(
 }
 
 function request(s: WorkerState, id: string, model: string): WorkerAction[] {
-  return step(
-    s,
-    frame({
-      type: "request",
-      request_id: id,
-      model,
-      endpoint_path: "/v1/chat/completions",
-      is_streaming: false,
-      body: "{}",
-      headers: {},
-    }),
-  );
+  return step(s, requestFrame(id, { model, headers: {} }));
 }
 
 const of = <K extends WorkerAction["kind"]>(actions: WorkerAction[], kind: K) =>

@@ -9,7 +9,13 @@ import {
   type WorkerAction,
   type WorkerState,
 } from "./mod.ts";
-import { backendFinished, frame, fresh, registeredWith } from "./_testing.ts";
+import {
+  backendFinished,
+  frame,
+  fresh,
+  registeredWith,
+  requestFrame,
+} from "./_testing.ts";
 
 const sentFrames = (actions: WorkerAction[]) =>
   actions.flatMap((a) => a.kind === "send" ? [a.message] : []);
@@ -92,17 +98,7 @@ Deno.test("where the backend says nothing, the worker reports what it last serve
     models: ["a", "b"],
   });
   for (const [id, model] of [["r1", "a"], ["r2", "b"]]) {
-    step(
-      s,
-      frame({
-        type: "request",
-        request_id: id,
-        model,
-        endpoint_path: "/v1/chat/completions",
-        is_streaming: false,
-        body: "{}",
-      }),
-    );
+    step(s, requestFrame(id!, { model: model! }));
     step(s, backendFinished(id!, "{}"));
   }
   assert.deepEqual(residencyFrame(s, silent), {
@@ -115,15 +111,7 @@ Deno.test("where the backend says nothing, the worker reports what it last serve
 Deno.test("an answer asks for one read; asks during a read fold into one more after it", () => {
   const s = registeredWith(["residency-v1"]);
   // The read asked by register_ack is under way.
-  const request = (id: string) =>
-    frame({
-      type: "request",
-      request_id: id,
-      model: "m",
-      endpoint_path: "/v1/chat/completions",
-      is_streaming: false,
-      body: "{}",
-    });
+  const request = (id: string) => requestFrame(id);
   const done = (id: string) => step(s, backendFinished(id, "{}"));
   step(s, request("r1"));
   step(s, request("r2"));
