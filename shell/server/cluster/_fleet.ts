@@ -151,3 +151,14 @@ async function startMock(opts: FleetOptions, started: Child[]) {
   const statsUrl = (await mock.child.waitForLine(/stats on (\S+)/))[1]!;
   return { mock, statsUrl };
 }
+
+/** Waits (15 s at most) until every instance's /health says the cluster is up with both of a two-worker fleet's workers. */
+export async function everyInstanceUp(f: Fleet): Promise<void> {
+  await waitUntil("every instance up with both workers", async () => {
+    for (const i of f.instances) {
+      const h = await (await fetch(`${i.url}/health`)).json();
+      if (h.cluster?.up !== true || h.workers_connected !== 2) return false;
+    }
+    return true;
+  }, 15_000);
+}

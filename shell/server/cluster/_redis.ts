@@ -51,22 +51,12 @@ function ensureProgram(program: string, pkg: string): Promise<string> {
     ).trim();
     if (uid === "0" && await which("apt-get") !== null) {
       console.error(`installing ${pkg} with apt-get (cluster tests)`);
+      // Every apt-get call waits for the dpkg lock: other test runs install too.
+      const apt = (...args: string[]) =>
+        run("apt-get", ["-o", "DPkg::Lock::Timeout=600", ...args]);
       if (
-        await run("apt-get", [
-          "-o",
-          "DPkg::Lock::Timeout=600",
-          "install",
-          "-y",
-          pkg,
-        ]) ||
-        (await run("apt-get", ["-o", "DPkg::Lock::Timeout=600", "update"]) &&
-          await run("apt-get", [
-            "-o",
-            "DPkg::Lock::Timeout=600",
-            "install",
-            "-y",
-            pkg,
-          ]))
+        await apt("install", "-y", pkg) ||
+        (await apt("update") && await apt("install", "-y", pkg))
       ) {
         const now = await which(program);
         if (now !== null) return now;
@@ -268,4 +258,17 @@ export async function startSentinelSet(
     await stop();
     throw e;
   }
+}
+
+/** One redis-cli command against `url`; its output, trimmed (stderr dropped). */
+export async function redisCli(
+  url: string,
+  ...args: string[]
+): Promise<string> {
+  const out = await new Deno.Command("redis-cli", {
+    args: ["-u", url, ...args],
+    stdout: "piped",
+    stderr: "null",
+  }).output();
+  return new TextDecoder().decode(out.stdout).trim();
 }

@@ -4,20 +4,12 @@
 // whose two ends are alive keeps flowing while Redis is paused.
 import assert from "node:assert/strict";
 import { MODEL, withFleet } from "./_fleet.ts";
+import { redisCli } from "./_redis.ts";
 
 const WORKERS = [
   { name: "direct-w1", maxConcurrent: 4 },
   { name: "direct-w2", maxConcurrent: 4 },
 ];
-
-async function redisCli(url: string, ...args: string[]): Promise<string> {
-  const out = await new Deno.Command("redis-cli", {
-    args: ["-u", url, ...args],
-    stdout: "piped",
-    stderr: "null",
-  }).output();
-  return new TextDecoder().decode(out.stdout).trim();
-}
 
 /** Redis commands served so far, all kinds (INFO commandstats), less our own INFO calls. */
 async function commandsServed(url: string): Promise<number> {

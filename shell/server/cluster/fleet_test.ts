@@ -9,6 +9,8 @@ import { startServerProcess } from "../../demo/cluster.ts";
 import { answerWords } from "../../../e2e/_cluster.ts";
 import { encodeOpToken } from "../ops/op_token.ts";
 import { MODEL, withFleet } from "./_fleet.ts";
+import { redisCli } from "./_redis.ts";
+import { postChat } from "../../../e2e/_post_chat.ts";
 
 const WORKERS = [
   { name: "fleet-w1", maxConcurrent: 4 },
@@ -206,16 +208,12 @@ function chat(
   maxTokens = 1,
   stream = false,
 ): Promise<Response> {
-  return fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "hi" }],
-      ...(stream ? { stream: true } : {}),
-      max_tokens: maxTokens,
-    }),
-  });
+  return postChat(url, {
+    model: MODEL,
+    messages: [{ role: "user", content: "hi" }],
+    ...(stream ? { stream: true } : {}),
+    max_tokens: maxTokens,
+  }, { headers });
 }
 
 /** A streamed chat of `maxTokens` words through `url`. */
@@ -359,15 +357,6 @@ Deno.test("cluster: fleet-wide rate limit, tenant fairness, API keys and op-toke
   });
   await Deno.remove(keyPath);
 });
-
-async function redisCli(url: string, ...args: string[]): Promise<string> {
-  const out = await new Deno.Command("redis-cli", {
-    args: ["-u", url, ...args],
-    stdout: "piped",
-    stderr: "null",
-  }).output();
-  return new TextDecoder().decode(out.stdout).trim();
-}
 
 Deno.test("cluster: a new instance joins a running cluster from the snapshot and the log's tail; one with other core settings refuses to join", async () => {
   await withFleet({ workers: WORKERS }, async (f) => {

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { MODEL, withFleet } from "./_fleet.ts";
 import { startSwappingBackend } from "../../../mock/swapping.ts";
 import { waitUntil } from "../../procs.ts";
+import { postChat } from "../../../e2e/_post_chat.ts";
 
 const ANSWER = "Loaded across the fleet and streamed in order.";
 
@@ -35,18 +36,11 @@ Deno.test("cluster: a stream waiting for a load on another instance's worker get
           return (await res.json()).status === "available";
         });
       }
-      const res = await fetch(`${client.url}/v1/chat/completions`, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "x-modelrelay-progress": "1",
-        },
-        body: JSON.stringify({
-          model: MODEL,
-          stream: true,
-          messages: [{ role: "user", content: "hi" }],
-        }),
-      });
+      const res = await postChat(client.url, {
+        model: MODEL,
+        stream: true,
+        messages: [{ role: "user", content: "hi" }],
+      }, { headers: { "x-modelrelay-progress": "1" } });
       assert.equal(res.status, 200);
       const lines = (await res.text()).split("\n").filter((l) => l !== "");
       const firstData = lines.findIndex((l) => l.startsWith("data: "));

@@ -4,6 +4,7 @@
 import assert from "node:assert/strict";
 import { waitUntil } from "../../procs.ts";
 import { type Fleet, MODEL, withFleet } from "./_fleet.ts";
+import { postChat } from "../../../e2e/_post_chat.ts";
 
 const WORKERS = [
   { name: "outage-w1", maxConcurrent: 2 },
@@ -15,14 +16,10 @@ const WORKERS = [
 const RECOVERY_MS = 10_000;
 
 function chat(url: string): Promise<Response> {
-  return fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: 1,
-    }),
+  return postChat(url, {
+    model: MODEL,
+    messages: [{ role: "user", content: "hi" }],
+    max_tokens: 1,
   });
 }
 

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { WebSocket } from "ws";
 import { encodePiece, PEER_PATH } from "./peer_link.ts";
 import { MODEL, withFleet } from "./_fleet.ts";
+import { postChat } from "../../../e2e/_post_chat.ts";
 
 /** The value of `key=` in a log line (quoted or not). */
 function field(line: string, key: string): string {
@@ -25,15 +26,11 @@ Deno.test("issue 33, cluster: 3 instances: a peer link claiming to be an instanc
   }, async (f) => {
     const holder = f.instanceOfWorker(0);
     const [client, other] = f.instances.filter((i) => i !== holder);
-    const res = await fetch(`${client!.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        model: MODEL,
-        messages: [{ role: "user", content: "hi" }],
-        stream: true,
-        max_tokens: 40,
-      }),
+    const res = await postChat(client!.url, {
+      model: MODEL,
+      messages: [{ role: "user", content: "hi" }],
+      stream: true,
+      max_tokens: 40,
     });
     assert.equal(res.status, 200);
     const [forwarding] = await f.workers[0]!.waitForLine(

@@ -6,22 +6,18 @@ import assert from "node:assert/strict";
 import { Redis } from "ioredis";
 import { answerWords } from "../../../e2e/_cluster.ts";
 import { waitUntil } from "../../procs.ts";
-import { MODEL, withFleet } from "./_fleet.ts";
+import { everyInstanceUp, MODEL, withFleet } from "./_fleet.ts";
+import { postChat } from "../../../e2e/_post_chat.ts";
 
 const WORDS = 60;
 
 async function stream(url: string): Promise<string> {
-  const r = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "hi" }],
-      stream: true,
-      max_tokens: WORDS,
-    }),
-    signal: AbortSignal.timeout(30_000),
-  });
+  const r = await postChat(url, {
+    model: MODEL,
+    messages: [{ role: "user", content: "hi" }],
+    stream: true,
+    max_tokens: WORDS,
+  }, { signal: AbortSignal.timeout(30_000) });
   assert.equal(r.status, 200);
   const text = await r.text();
   assert.ok(text.trimEnd().endsWith("data: [DONE]"), text.slice(-300));
@@ -106,13 +102,7 @@ Deno.test("cluster: the log loses its tail under the instances (the last entry g
         ),
       10_000,
     );
-    await waitUntil("every instance up with both workers", async () => {
-      for (const i of f.instances) {
-        const h = await (await fetch(`${i.url}/health`)).json();
-        if (h.cluster?.up !== true || h.workers_connected !== 2) return false;
-      }
-      return true;
-    }, 15_000);
+    await everyInstanceUp(f);
     for (const i of f.instances) {
       assert.equal(await stream(i.url), answerWords(WORDS));
     }

@@ -12,6 +12,7 @@ import {
   type SwappingBackend,
 } from "../../../mock/swapping.ts";
 import { waitUntil } from "../../procs.ts";
+import { postChat } from "../../../e2e/_post_chat.ts";
 
 const MODELS = ["m-alpha", "m-beta", "m-gamma"];
 
@@ -27,13 +28,9 @@ function box(loaded: string): Promise<SwappingBackend> {
 }
 
 async function ask(url: string, model: string): Promise<void> {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model,
-      messages: [{ role: "user", content: "hi" }],
-    }),
+  const res = await postChat(url, {
+    model,
+    messages: [{ role: "user", content: "hi" }],
   });
   assert.equal(res.status, 200, await res.text());
 }

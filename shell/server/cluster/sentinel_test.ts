@@ -8,7 +8,8 @@ import { Redis } from "ioredis";
 import { waitUntil } from "../../procs.ts";
 import { answerWords } from "../../../e2e/_cluster.ts";
 import { encodeOpToken } from "../ops/op_token.ts";
-import { type Fleet, MODEL, withFleet } from "./_fleet.ts";
+import { everyInstanceUp, type Fleet, MODEL, withFleet } from "./_fleet.ts";
+import { postChat } from "../../../e2e/_post_chat.ts";
 
 const ADMIN = "sentinel-admin-token";
 const OP_KEY = new TextEncoder().encode("sentinel-op-token-key-0123456789");
@@ -79,18 +80,13 @@ async function oneStream(
     detail,
   });
   try {
-    const r = await fetch(`${url}/v1/chat/completions`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        authorization: `Bearer ${key}`,
-      },
-      body: JSON.stringify({
-        model: MODEL,
-        messages: [{ role: "user", content: mark }],
-        stream: true,
-        max_tokens: WORDS,
-      }),
+    const r = await postChat(url, {
+      model: MODEL,
+      messages: [{ role: "user", content: mark }],
+      stream: true,
+      max_tokens: WORDS,
+    }, {
+      headers: { authorization: `Bearer ${key}` },
       signal: AbortSignal.timeout(40_000),
     });
     const text = await r.text();
@@ -247,13 +243,7 @@ async function keysAndNoncesSurvive(
   key: string,
   token: string,
 ): Promise<void> {
-  await waitUntil("every instance up with both workers", async () => {
-    for (const i of f.instances) {
-      const h = await (await fetch(`${i.url}/health`)).json();
-      if (h.cluster?.up !== true || h.workers_connected !== 2) return false;
-    }
-    return true;
-  }, 15_000);
+  await everyInstanceUp(f);
   const master = await f.sentinel!.master();
   assert.notEqual(master, f.sentinel!.servers[0]);
   const r = new Redis(master.url);

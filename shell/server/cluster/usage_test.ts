@@ -5,23 +5,17 @@
 // the whole fleet on every instance (cluster/usage_fleet.ts).
 import assert from "node:assert/strict";
 import { MODEL, withFleet } from "./_fleet.ts";
+import { postChat } from "../../../e2e/_post_chat.ts";
 
 const ADMIN = "usage-fleet-admin";
 const BUDGET = 60;
 
 async function ask(url: string, key: string): Promise<Response> {
-  return await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      authorization: `Bearer ${key}`,
-    },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: "user", content: "count me" }],
-      max_tokens: 10,
-    }),
-  });
+  return await postChat(url, {
+    model: MODEL,
+    messages: [{ role: "user", content: "count me" }],
+    max_tokens: 10,
+  }, { headers: { authorization: `Bearer ${key}` } });
 }
 
 /** Asks instance i % 3 in turn until a 429; checks every admission saw the fleet's total below `budget`. */
@@ -261,18 +255,11 @@ Deno.test("cluster, issue 33: plain streams (no usage asked) spread over 3 insta
     const urls = f.instances.map((x) => x.url);
     let admitted = 0;
     for (let i = 0; i < 12; i++) {
-      const r = await fetch(`${urls[i % 3]}/v1/chat/completions`, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "x-tenant-id": "streamer",
-        },
-        body: JSON.stringify({
-          model: MODEL,
-          stream: true,
-          messages: [{ role: "user", content: "count my stream" }],
-        }),
-      });
+      const r = await postChat(urls[i % 3]!, {
+        model: MODEL,
+        stream: true,
+        messages: [{ role: "user", content: "count my stream" }],
+      }, { headers: { "x-tenant-id": "streamer" } });
       const text = await r.text();
       if (r.status === 429) {
         assert.equal(JSON.parse(text).error.code, "token_budget_exceeded");
