@@ -110,7 +110,7 @@ Deno.test({
 }, async () => {
   const models = await routerModelsDir();
   try {
-    // A tiny model loads in about 0.12 s here (the relay measures it) and
+    // A tiny model loads in 0.1–0.5 s here (the relay measures it) and
     // this loaded CPU serves a request in about as long, so in the 10 + 10
     // burst the relay's bound on waiting (a request waits for a busy holder
     // no longer than a load takes) loads a third time, on the box whose model
