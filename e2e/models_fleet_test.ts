@@ -47,6 +47,14 @@ async function run(
         ...text.matchAll(/^modelrelay_model_loads_total\{[^}]*\} (\d+)$/gm),
       ].reduce((n, m) => n + Number(m[1]), 0);
       assert.equal(counted, loadsInAll(count), text);
+      // Each was a load the relay started for a request it sent (reason
+      // `demand`), none one a box did on its own (`reported`): the count is
+      // the relay's decisions, not a box's restarts (C226).
+      for (
+        const m of text.matchAll(/^modelrelay_model_loads_total\{([^}]*)\}/gm)
+      ) {
+        assert.match(m[1]!, /reason="demand"/, text);
+      }
     }
   }, original ? { original: { models } } : { maxConcurrent });
   return count!;
@@ -66,6 +74,13 @@ async function compare(
   console.log(report(`${what}, hot-first`, hot));
   assert.deepEqual(hot.failed, []);
   if (realBackends) {
+    // The sequential scenario is the issue's figure: one load per model.
+    assert.equal(hot.alternating, 2, "each model loads once, somewhere");
+    // At once, a third load may follow by design (C226): the bound on
+    // waiting lets the box whose model has no demand left load the other
+    // model for its tail. No fourth: a model with demand is never evicted, so
+    // the model that box gave up had no request left.
+    assert.ok(loadsInAll(hot) <= 3, report(what, hot));
     assert.ok(loadsInAll(hot) < loadsInAll(today), report(what, hot));
     return;
   }
@@ -90,15 +105,18 @@ for (const dialect of ["ollama", "llama-swap"] as const) {
 
 Deno.test({
   name:
-    "two real llama-server routers (--models-max 1, two copies of tiny.gguf): 20 alternating and 10 + 10 at once cause at most 2 loads in all",
+    "two real llama-server routers (--models-max 1, two copies of tiny.gguf, 4 slots each): 20 alternating cause 2 loads, 10 + 10 at once at most one more",
   ignore: LLAMA_ABSENT,
 }, async () => {
   const models = await routerModelsDir();
   try {
-    // A tiny model loads in a fraction of a second here and this loaded
-    // CPU serves slowly, so the relay's bound on waiting (a request waits for
-    // a busy holder no longer than a load takes) may rightly load a third
-    // time: fewer loads than today is asserted (2–3 measured). A router now
+    // A tiny model loads in 0.1–0.5 s here (the relay measures it) and
+    // this loaded CPU serves a request in about as long, so in the 10 + 10
+    // burst the relay's bound on waiting (a request waits for a busy holder
+    // no longer than a load takes) loads a third time, on the box whose model
+    // has no demand left: read from the routers' logs and the relay's
+    // metrics, docs/decisions.md C226. The 20 alternating cause exactly 2;
+    // at most 3 in all, and fewer than today, is asserted. A router now
     // and then hangs up on a request ("socket hang up"); the relay sends it
     // to another box holding the model, else back to the box that holds it
     // (docs/decisions.md C220), so every request is still answered.
@@ -111,6 +129,33 @@ Deno.test({
       ],
       4,
       true,
+    );
+  } finally {
+    await models.drop();
+  }
+});
+
+Deno.test({
+  name:
+    "two real llama-server routers whose workers take the whole burst (MAX_CONCURRENT 10): 20 alternating and 10 + 10 at once cause at most 2 loads in all",
+  ignore: LLAMA_ABSENT,
+}, async () => {
+  // The issue's figure with the real routers: with a slot for each of a
+  // model's 10 requests (the router queues them in its own 4 slots), no
+  // request waits at the relay behind a busy holder, so neither the wait
+  // estimate nor the bound on waiting ever prefers a load, however fast the
+  // tiny model loads; what is left is placement itself. C226: the third load
+  // of the test above comes from that wait (2 loads in all in every run here).
+  const models = await routerModelsDir();
+  try {
+    await compare(
+      "two llama-server routers, MAX_CONCURRENT 10",
+      ROUTER_MODELS,
+      async () => [
+        await startRouterBox(models.dir),
+        await startRouterBox(models.dir),
+      ],
+      10,
     );
   } finally {
     await models.drop();
