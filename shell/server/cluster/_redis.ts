@@ -198,17 +198,20 @@ export async function startSentinelSet(
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   };
   try {
-    // No 5 s wait before the first (diskless) sync of a replica.
+    // No 5 s wait before the first (diskless) sync of a replica. Every data
+    // server keeps its files in the set's temporary directory: a replica
+    // writes the RDB it receives to disk, which in the working directory left
+    // a dump.rdb in the repository.
     const master = await startRedis({
       name: "redis-master",
-      args: ["--repl-diskless-sync-delay", "0"],
+      args: ["--repl-diskless-sync-delay", "0", "--dir", dir],
     });
     servers.push(master);
     for (let i = 0; i < (opts.replicas ?? 1); i++) {
       servers.push(
         await startRedis({
           name: `redis-replica${i + 1}`,
-          args: ["--replicaof", "127.0.0.1", String(master.port)],
+          args: ["--replicaof", "127.0.0.1", String(master.port), "--dir", dir],
         }),
       );
     }
