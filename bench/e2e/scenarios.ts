@@ -13,6 +13,7 @@ import {
   type PathName,
   pool,
   postOnce,
+  type PostResult,
   streamOnce,
   type StreamResult,
   type Target,
@@ -271,6 +272,22 @@ function rateAndLatencyFigures(values: PerPath<RateAndLatency[]>): Figure[] {
   ];
 }
 
+/** One checked non-streaming chat request of the scenario's model. */
+function plainOnce(
+  c: Ctx,
+  t: Target,
+  agent: http.Agent,
+  maxTokens: number,
+): Promise<PostResult> {
+  return postOnce(t, {
+    model: c.model,
+    maxTokens,
+    checker: c.checker,
+    agent,
+    timeoutMs: 30_000,
+  });
+}
+
 /** (a) One stream of many small chunks: chunks per second. */
 export async function scenarioA(
   c: Ctx,
@@ -435,14 +452,11 @@ export async function scenarioD(
     c.procs,
     "request",
     (t) =>
-      rateAndLatency(requests, concurrency, () =>
-        postOnce(t, {
-          model: c.model,
-          maxTokens,
-          checker: c.checker,
-          agent,
-          timeoutMs: 30_000,
-        })),
+      rateAndLatency(
+        requests,
+        concurrency,
+        () => plainOnce(c, t, agent, maxTokens),
+      ),
   );
   agent.destroy();
   return {
@@ -482,14 +496,7 @@ export async function scenarioL(
   const runAll = () =>
     Promise.all(
       relays.map((t) =>
-        rateAndLatency(requests, concurrency, () =>
-          postOnce(t, {
-            model: c.model,
-            maxTokens: 5,
-            checker: c.checker,
-            agent,
-            timeoutMs: 30_000,
-          }))
+        rateAndLatency(requests, concurrency, () => plainOnce(c, t, agent, 5))
       ),
     );
   await runAll(); // warm-up
@@ -599,14 +606,11 @@ export async function scenarioK(
       let best = 0;
       let units = 0;
       for (const level of levels) {
-        const m = await rateAndLatency(requests, level, () =>
-          postOnce(t, {
-            model: c.model,
-            maxTokens: 5,
-            checker: c.checker,
-            agent,
-            timeoutMs: 30_000,
-          }));
+        const m = await rateAndLatency(
+          requests,
+          level,
+          () => plainOnce(c, t, agent, 5),
+        );
         units += m.units;
         if (m.value.p99 <= p99Ms) best = Math.max(best, m.value.rps);
       }
@@ -846,14 +850,10 @@ export async function scenarioG(
     c.procs,
     "request",
     async (t) => {
-      const ms = (await oneAfterAnother(requests, () =>
-        postOnce(t, {
-          model: c.model,
-          maxTokens,
-          checker: c.checker,
-          agent,
-          timeoutMs: 30_000,
-        }))).map((p) => p.totalMs);
+      const ms = (await oneAfterAnother(
+        requests,
+        () => plainOnce(c, t, agent, maxTokens),
+      )).map((p) => p.totalMs);
       return {
         value: { p50: percentile(ms, 50), p99: percentile(ms, 99) },
         units: ms.length,
