@@ -11,10 +11,10 @@ export function secretsEqual(given: string, expected: string): boolean {
 }
 
 /**
- * The admin token as the original also takes it (issue 32): the whole
+ * A token as the original's admin API also takes it (issue 32): the whole
  * `Authorization` value when it is one word with no scheme, else null.
  */
-export function bareToken(req: IncomingMessage): string | null {
+function bareToken(req: IncomingMessage): string | null {
   const h = req.headers.authorization?.trim();
   return h === undefined || h === "" || /\s/.test(h) ? null : h;
 }
@@ -22,13 +22,16 @@ export function bareToken(req: IncomingMessage): string | null {
 /**
  * How the request's bearer token compares with `secret`: "missing" without
  * one, "ok" when it is the secret (an empty secret is never presented), else
- * "wrong". The one check behind the admin, metrics and cluster-peer tokens.
+ * "wrong". The one check behind the admin, metrics and cluster-peer tokens;
+ * `bare`: a token without the `Bearer ` scheme counts too.
  */
 export function bearerCheck(
   req: IncomingMessage,
   secret: string,
+  opts: { bare?: boolean } = {},
 ): "ok" | "missing" | "wrong" {
-  const given = bearerToken(req);
+  const given = bearerToken(req) ??
+    (opts.bare === true ? bareToken(req) : null);
   if (given === null) return "missing";
   return secret !== "" && secretsEqual(given, secret) ? "ok" : "wrong";
 }

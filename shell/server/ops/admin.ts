@@ -14,7 +14,7 @@ import type { Metrics } from "./metrics.ts";
 import { type AuthThrottle, sendThrottled } from "./auth_throttle.ts";
 import { readJsonBody } from "../http/body.ts";
 import { replyError, sendJson } from "../http/http_reply.ts";
-import { bareToken, bearerToken, secretsEqual } from "../secret.ts";
+import { bearerCheck } from "../secret.ts";
 import { isPriority, isTenantId, TENANT_RULE } from "../http/tenancy.ts";
 import { parseKeyLimits } from "./api_keys.ts";
 import type { KeyLimitsText } from "./api_keys.ts";
@@ -156,8 +156,9 @@ function adminAdmitted(
     replyError(res, apiError("admin_disabled"));
     return false;
   }
-  const given = bearerToken(req) ?? bareToken(req);
-  const waitSecs = given === null
+  // Issue 32: the original also takes the token bare, without `Bearer `.
+  const check = bearerCheck(req, deps.adminToken, { bare: true });
+  const waitSecs = check === "missing"
     ? null
     : deps.throttle?.refusedForSecs("admin", req) ?? null;
   if (waitSecs !== null) {
@@ -165,14 +166,14 @@ function adminAdmitted(
     sendThrottled(res, waitSecs);
     return false;
   }
-  if (given !== null && secretsEqual(given, deps.adminToken)) return true;
+  if (check === "ok") return true;
   req.resume();
   deps.metrics.authFailure("admin_token");
-  if (given !== null) deps.throttle?.failed("admin", req);
+  if (check === "wrong") deps.throttle?.failed("admin", req);
   replyError(
     res,
     apiError(
-      given === null ? "missing_admin_token" : "invalid_admin_token",
+      check === "missing" ? "missing_admin_token" : "invalid_admin_token",
     ),
   );
   return false;
