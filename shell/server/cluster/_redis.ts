@@ -128,6 +128,13 @@ export async function startRedis(
     "",
     "--appendonly",
     "no",
+    // A replica writes the RDB it receives to disk, and in the working
+    // directory that was the repository (a dump.rdb committed once): every
+    // server's file goes to the temporary directory, named for its port.
+    "--dir",
+    Deno.env.get("TMPDIR") ?? "/tmp",
+    "--dbfilename",
+    `relay-test-${port}.rdb`,
     ...(opts.args ?? []),
   ];
   const start = () => startServer(opts.name ?? "redis", bin, args);
@@ -198,20 +205,17 @@ export async function startSentinelSet(
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   };
   try {
-    // No 5 s wait before the first (diskless) sync of a replica. Every data
-    // server keeps its files in the set's temporary directory: a replica
-    // writes the RDB it receives to disk, which in the working directory left
-    // a dump.rdb in the repository.
+    // No 5 s wait before the first (diskless) sync of a replica.
     const master = await startRedis({
       name: "redis-master",
-      args: ["--repl-diskless-sync-delay", "0", "--dir", dir],
+      args: ["--repl-diskless-sync-delay", "0"],
     });
     servers.push(master);
     for (let i = 0; i < (opts.replicas ?? 1); i++) {
       servers.push(
         await startRedis({
           name: `redis-replica${i + 1}`,
-          args: ["--replicaof", "127.0.0.1", String(master.port), "--dir", dir],
+          args: ["--replicaof", "127.0.0.1", String(master.port)],
         }),
       );
     }
