@@ -15,6 +15,10 @@ import {
   startWorkerProcess,
 } from "../shell/demo/cluster.ts";
 import { encodeOpToken } from "../shell/server/ops/op_token.ts";
+import {
+  type Report,
+  runOperation,
+} from "../shell/worker/lifecycle/backends.ts";
 
 /**
  * ../shared/llama relative to the repository root, as in CI; LLAMA_DIR in the
@@ -67,12 +71,20 @@ function availability(): { ok: true } | { ok: false; reason: string } {
 }
 
 const found = availability();
-/** `ignore` for Deno.test: true when llama-server cannot run here. */
-export const LLAMA_ABSENT = !found.ok;
+/** True when llama-server cannot run here (llamaTest ignores its tests). */
+const LLAMA_ABSENT = !found.ok;
 if (!found.ok) {
   console.log(
     `SKIPPING the llama-server tests: ${found.reason} (they need ../shared/llama next to the repository: start.sh, llama-server, tiny.gguf)`,
   );
+}
+
+/** A test that needs llama-server: ignored, as said above, where it cannot run. */
+export function llamaTest(
+  name: string,
+  fn: (t: Deno.TestContext) => Promise<void>,
+): void {
+  Deno.test({ name, ignore: LLAMA_ABSENT, fn });
 }
 
 export type Llama = { url: string; child: Child };
@@ -205,6 +217,34 @@ export function opToken(operation: string, modelId: string): string {
     signers: ["admin1"],
     nonce: `e2e-llama-${Date.now()}-${nonce++}`,
   }, key);
+}
+
+/** One report of the worker's lifecycle adapter. */
+export type Update = Parameters<Report>[0];
+type Operation = Parameters<typeof runOperation>[2];
+
+/**
+ * Runs one operation through the worker's lifecycle adapter straight against
+ * the backend at `url` (a `runner` it was detected as); every report, at
+ * least one.
+ */
+export async function runAdapter(
+  url: string,
+  runner: Parameters<typeof runOperation>[1],
+  operation: Operation,
+  params: Record<string, unknown>,
+): Promise<Update[]> {
+  const updates: Update[] = [];
+  await runOperation(
+    url,
+    runner,
+    operation,
+    params,
+    (u) => updates.push(u),
+    new AbortController().signal,
+  );
+  if (updates.length === 0) throw new Error(`${operation}: no report`);
+  return updates;
 }
 
 /** POST a JSON body to the relay; the status and the parsed answer. */

@@ -9,6 +9,7 @@ import {
   startWorkerProcess,
 } from "../shell/demo/cluster.ts";
 import { type Child, stopInReverse } from "../shell/procs.ts";
+import { startScriptedBackend } from "../mock/scripted.ts";
 import { postChat } from "./_post_chat.ts";
 
 const SECRET = "e2e-secret";
@@ -46,33 +47,13 @@ function concat(parts: Uint8Array[]): Uint8Array {
 
 /** A backend that streams the script named by the request body's `script`. */
 function scriptedBackend() {
-  const server = Deno.serve(
-    { port: 0, hostname: "127.0.0.1", onListen() {} },
-    async (req) => {
-      // The worker also probes capabilities (GET): nothing here for it.
-      const body = await req.json().catch(() => null) as
-        | { script?: string }
-        | null;
-      const writes = SCRIPTS[body?.script ?? ""];
-      if (writes === undefined) return new Response(null, { status: 404 });
-      return new Response(
-        new ReadableStream<Uint8Array>({
-          async start(c) {
-            for (const w of writes) {
-              c.enqueue(w);
-              await new Promise((r) => setTimeout(r, 20));
-            }
-            c.close();
-          },
-        }),
-        { headers: { "content-type": "text/event-stream" } },
-      );
-    },
-  );
-  return {
-    url: `http://127.0.0.1:${server.addr.port}`,
-    close: () => server.shutdown(),
-  };
+  return startScriptedBackend(async (req) => {
+    // The worker also probes capabilities (GET): nothing here for it.
+    const body = await req.json().catch(() => null) as
+      | { script?: string }
+      | null;
+    return SCRIPTS[body?.script ?? ""];
+  }, 20);
 }
 
 async function streamBytes(serverUrl: string, script: string) {

@@ -48,9 +48,16 @@ export async function startTestServer(
     makeLogger(config.logLevel, "text", "test"),
     hooks,
   );
-  const base = `127.0.0.1:${server.port}`;
+  return withAddresses(server);
+}
+
+/** `running` with the URLs its clients and workers connect to. */
+export function withAddresses<T extends { port: number }>(
+  running: T,
+): T & { url: string; wsUrl: string } {
+  const base = `127.0.0.1:${running.port}`;
   return {
-    ...server,
+    ...running,
     url: `http://${base}`,
     wsUrl: `ws://${base}/v1/worker/connect`,
   };
