@@ -270,34 +270,23 @@ function messagesBody(answer: Answer): unknown {
   };
 }
 
+/** Each API's stream and whole body of an answer. */
+const SHAPES: Record<
+  Api,
+  { stream(a: Answer): StreamEvents; body(a: Answer): unknown }
+> = {
+  chat: { stream: chatStream, body: chatBody },
+  completions: { stream: completionsStream, body: completionsBody },
+  responses: { stream: responsesStream, body: (a) => responseObject(a, true) },
+  messages: { stream: messagesStream, body: messagesBody },
+};
+
 export function streamEvents(api: Api, answer: Answer): StreamEvents {
-  switch (api) {
-    case "chat":
-      return chatStream(answer);
-    case "completions":
-      return completionsStream(answer);
-    case "responses":
-      return responsesStream(answer);
-    case "messages":
-      return messagesStream(answer);
-    default:
-      return unreachable(api);
-  }
+  return SHAPES[api].stream(answer);
 }
 
 export function jsonBody(api: Api, answer: Answer): unknown {
-  switch (api) {
-    case "chat":
-      return chatBody(answer);
-    case "completions":
-      return completionsBody(answer);
-    case "responses":
-      return responseObject(answer, true);
-    case "messages":
-      return messagesBody(answer);
-    default:
-      return unreachable(api);
-  }
+  return SHAPES[api].body(answer);
 }
 
 /** The route's own error shape: Anthropic's `{"type":"error",…}`, else OpenAI's. */
@@ -314,8 +303,4 @@ export function errorBody(api: Api, status: number, message: string): unknown {
   return {
     error: { message, type: "mock_error", param: null, code: String(status) },
   };
-}
-
-function unreachable(x: never): never {
-  throw new Error(`unexpected value ${JSON.stringify(x)}`);
 }
