@@ -4,10 +4,7 @@
 // characters cut across backend writes intact (C45), and invalid UTF-8
 // replaced (U+FFFD) exactly as the streaming decoder of the text path does.
 import assert from "node:assert/strict";
-import {
-  startServerProcess,
-  startWorkerProcess,
-} from "../shell/demo/cluster.ts";
+import { startRelayProcesses } from "../shell/demo/cluster.ts";
 import { type Child, stopInReverse } from "../shell/procs.ts";
 import { startScriptedBackend } from "../mock/scripted.ts";
 import { postChat } from "./_post_chat.ts";
@@ -66,18 +63,16 @@ Deno.test("issue 18 C45 a stream through server and worker with chunk-bytes-v1 i
   const backend = scriptedBackend();
   const started: Child[] = [];
   try {
-    const server = await startServerProcess({ secret: SECRET });
-    started.push(server.child);
-    const worker = await startWorkerProcess({
-      name: "bytes-worker",
-      serverUrl: server.url,
+    const { server, workers: [worker] } = await startRelayProcesses(started, {
       secret: SECRET,
-      backendUrl: backend.url,
-      env: { MODELS: "raw" },
+      workers: [{
+        name: "bytes-worker",
+        backendUrl: backend.url,
+        env: { MODELS: "raw" },
+      }],
     });
-    started.push(worker);
     assert.ok(
-      worker.lines.some((l) =>
+      worker!.lines.some((l) =>
         l.includes("registered") && l.includes("chunk-bytes-v1")
       ),
       "the worker did not negotiate chunk-bytes-v1",

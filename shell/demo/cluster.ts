@@ -3,7 +3,8 @@
 // Used by `deno task demo` and the end-to-end tests.
 import { SERVER_OPTIONS } from "../server/config.ts";
 import { WORKER_OPTIONS } from "../worker/config.ts";
-import { type Child, spawnChild } from "../procs.ts";
+import { type Child, spawnChild, waitUntil } from "../procs.ts";
+import { workersConnected } from "./relay_probes.ts";
 
 /** Loopback only: the demo and the tests never reach beyond this machine. */
 const LOOPBACK = "--allow-net=127.0.0.1,localhost";
@@ -106,16 +107,17 @@ export async function startServerProcess(
   return { child, url: `http://${m[1]}` };
 }
 
+/** A worker's own settings: its name, its backend and how much it takes. */
+export type WorkerSpec = {
+  name: string;
+  backendUrl: string;
+  maxConcurrent?: number;
+  env?: Record<string, string>;
+};
+
 /** Starts a worker and resolves once the proxy acknowledged its registration. */
 export async function startWorkerProcess(
-  opts: {
-    name: string;
-    serverUrl: string;
-    secret: string;
-    backendUrl: string;
-    maxConcurrent?: number;
-    env?: Record<string, string>;
-  } & ProcessOpts,
+  opts: WorkerSpec & { serverUrl: string; secret: string } & ProcessOpts,
 ): Promise<Child> {
   const child = spawnChild({
     name: opts.name,
@@ -134,6 +136,47 @@ export async function startWorkerProcess(
   });
   await awaitOrStop(child, child.waitForLine(/worker: registered /));
   return child;
+}
+
+/**
+ * A server, then `workers` in front of their backends (started at once),
+ * each child pushed on `started` as it comes up so that stopInReverse or
+ * withChildren stop them all whatever happens next; resolves once the server
+ * counts every worker.
+ */
+export async function startRelayProcesses(
+  started: Child[],
+  opts: {
+    secret: string;
+    serverEnv?: Record<string, string>;
+    workers: WorkerSpec[];
+  },
+): Promise<{ server: Running; workers: Child[] }> {
+  const server = await startServerProcess({
+    secret: opts.secret,
+    env: opts.serverEnv ?? {},
+  });
+  started.push(server.child);
+  const results = await Promise.allSettled(
+    opts.workers.map(async (w) => {
+      const child = await startWorkerProcess({
+        ...w,
+        serverUrl: server.url,
+        secret: opts.secret,
+      });
+      started.push(child);
+      return child;
+    }),
+  );
+  const workers = results.map((r) => {
+    if (r.status === "rejected") throw r.reason;
+    return r.value;
+  });
+  await waitUntil(
+    "every worker registered at the server",
+    async () => (await workersConnected(server.url)) === workers.length,
+  );
+  return { server, workers };
 }
 
 /** A child that never got ready is stopped before the error goes up. */
