@@ -10,24 +10,12 @@ import {
   withLlamaCluster,
 } from "./_llama.ts";
 import { openaiAt } from "./_sdk.ts";
+import { type UsageRecord, usageRecords } from "./_usage_records.ts";
 
 const ADMIN = "e2e-llama-usage-admin";
 
-type Rec = {
-  endpoint: string;
-  worker: string | null;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  estimated: boolean;
-};
-
-async function lastRecord(serverUrl: string): Promise<Rec> {
-  const r = await fetch(`${serverUrl}/admin/requests?limit=1`, {
-    headers: { authorization: `Bearer ${ADMIN}` },
-  });
-  assert.equal(r.status, 200);
-  const body = await r.json() as { requests: Rec[] };
-  return body.requests[0]!;
+async function lastRecord(serverUrl: string): Promise<UsageRecord> {
+  return (await usageRecords(serverUrl, ADMIN, "limit=1"))[0]!;
 }
 
 async function streamText(url: string, body: unknown): Promise<string> {

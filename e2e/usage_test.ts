@@ -7,26 +7,11 @@ import assert from "node:assert/strict";
 import { type Cluster, MODEL, withCluster } from "./_cluster.ts";
 import { anthropicAt, openaiAt } from "./_sdk.ts";
 import { postChat } from "./_post_chat.ts";
+import { type UsageRecord, usageRecords } from "./_usage_records.ts";
 
 const ADMIN = "e2e-admin-token";
 const MODEL_2 = "mock-model-2";
 const WORKERS = [{ name: "gpu-a", maxConcurrent: 4 }];
-
-type Rec = {
-  id: number;
-  request_id: string;
-  key_id: string | null;
-  key_name: string | null;
-  tenant: string;
-  model: string;
-  worker: string | null;
-  endpoint: string;
-  outcome: string;
-  status: number;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  estimated: boolean;
-};
 
 async function admin(
   c: Cluster,
@@ -57,9 +42,8 @@ async function newKey(
   return { id: String(k.id), secret: String(k.secret) };
 }
 
-async function records(c: Cluster, query: string): Promise<Rec[]> {
-  const body = await admin(c, `/admin/requests?${query}`);
-  return body.requests as Rec[];
+function records(c: Cluster, query: string): Promise<UsageRecord[]> {
+  return usageRecords(c.serverUrl, ADMIN, query);
 }
 
 function openai(c: Cluster, key: string): OpenAI {
@@ -329,7 +313,7 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
         });
         assert.equal(r.usage!.completion_tokens, 2);
         const [rec] = await records(c, `key=${k3.id}&limit=1`) as Array<
-          Rec & { model_served: string }
+          UsageRecord & { model_served: string }
         >;
         assert.equal(rec?.model, "fast");
         assert.equal(rec?.model_served, MODEL);
@@ -357,7 +341,7 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
         assert.equal((await records(c, "status=429")).length, 0);
         // Pages of 4, newest first, each record once.
         const all = await records(c, "limit=1000");
-        const paged: Rec[] = [];
+        const paged: UsageRecord[] = [];
         let cursor: string | null = "";
         while (cursor !== null) {
           const body = await admin(
@@ -366,7 +350,7 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
               cursor === "" ? "" : `&cursor=${cursor}`
             }`,
           );
-          paged.push(...body.requests as Rec[]);
+          paged.push(...body.requests as UsageRecord[]);
           cursor = body.next_cursor as string | null;
         }
         assert.deepEqual(paged.map((r) => r.id), all.map((r) => r.id));
