@@ -11,10 +11,6 @@ import {
 } from "../shell/procs.ts";
 import { startRelayProcesses } from "../shell/demo/cluster.ts";
 import { encodeOpToken } from "../shell/server/ops/op_token.ts";
-import {
-  type Report,
-  runOperation,
-} from "../shell/worker/lifecycle/backends.ts";
 
 /**
  * ../shared/llama relative to the repository root, as in CI; LLAMA_DIR in the
@@ -206,34 +202,6 @@ export function opToken(operation: string, modelId: string): string {
     signers: ["admin1"],
     nonce: `e2e-llama-${Date.now()}-${nonce++}`,
   }, key);
-}
-
-/** One report of the worker's lifecycle adapter. */
-export type Update = Parameters<Report>[0];
-type Operation = Parameters<typeof runOperation>[2];
-
-/**
- * Runs one operation through the worker's lifecycle adapter straight against
- * the backend at `url` (a `runner` it was detected as); every report, at
- * least one.
- */
-export async function runAdapter(
-  url: string,
-  runner: Parameters<typeof runOperation>[1],
-  operation: Operation,
-  params: Record<string, unknown>,
-): Promise<Update[]> {
-  const updates: Update[] = [];
-  await runOperation(
-    url,
-    runner,
-    operation,
-    params,
-    (u) => updates.push(u),
-    new AbortController().signal,
-  );
-  if (updates.length === 0) throw new Error(`${operation}: no report`);
-  return updates;
 }
 
 /** POST a JSON body to the relay; the status and the parsed answer. */

@@ -9,6 +9,10 @@ import { waitUntil } from "../shell/procs.ts";
 import { detectBackend } from "../shell/worker/lifecycle/backends.ts";
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
 import {
+  runAdapter,
+  type Update,
+} from "../shell/worker/lifecycle/_run_adapter.ts";
+import {
   ADMIN_TOKEN,
   governedLoad,
   KEY_PATH,
@@ -17,9 +21,7 @@ import {
   llamaTest,
   opToken,
   postJson,
-  runAdapter,
   startLlamaServer,
-  type Update,
   withLlamaCluster,
 } from "./_llama.ts";
 import { postChat } from "./_post_chat.ts";

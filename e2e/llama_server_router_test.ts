@@ -9,6 +9,7 @@ import OpenAI from "openai";
 import { waitUntil } from "../shell/procs.ts";
 import { detectBackend } from "../shell/worker/lifecycle/backends.ts";
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
+import { runAdapter } from "../shell/worker/lifecycle/_run_adapter.ts";
 import {
   ADMIN_TOKEN,
   governedLoad,
@@ -17,7 +18,6 @@ import {
   llamaTest,
   opToken,
   postJson,
-  runAdapter,
   startLlamaRouter,
   withLlamaCluster,
 } from "./_llama.ts";

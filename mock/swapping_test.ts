@@ -5,11 +5,8 @@ import {
   type SwappingBackendOptions,
   type SwappingDialect,
 } from "./swapping.ts";
-import {
-  detectBackend,
-  type Report,
-  runOperation,
-} from "../shell/worker/lifecycle/backends.ts";
+import { detectBackend } from "../shell/worker/lifecycle/backends.ts";
+import { runAdapter } from "../shell/worker/lifecycle/_run_adapter.ts";
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
 import { spawnChild } from "../shell/procs.ts";
 import { withClosing } from "../shell/with_closing.ts";
@@ -114,15 +111,9 @@ for (const dialect of ["ollama", "llama-swap"] as SwappingDialect[]) {
         assert.deepEqual(caps?.models?.loaded?.map((m) => m.id), ["b"]);
         assert.deepEqual(caps?.models?.available, ["a", "b"]);
       }
-      const updates: Parameters<Report>[0][] = [];
-      await runOperation(
-        b.url,
-        dialect,
-        "model-load",
-        { modelId: "a" },
-        (u) => updates.push(u),
-        new AbortController().signal,
-      );
+      const updates = await runAdapter(b.url, dialect, "model-load", {
+        modelId: "a",
+      });
       assert.equal(updates.at(-1)?.status, "completed");
       assert.deepEqual(b.resident(), ["a"]);
       assert.equal(b.stats.loads, 1);
