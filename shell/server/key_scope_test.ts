@@ -16,6 +16,7 @@ import {
   waitFor,
 } from "./_test_helpers.ts";
 import { openSqliteKeyStore, SCHEMA_VERSION } from "./ops/api_keys.ts";
+import { withTempDir } from "../with_closing.ts";
 
 type Core = Parameters<typeof testConfig>[0];
 
@@ -209,9 +210,8 @@ Deno.test("X-Priority above the key's ceiling is lowered to it", async () => {
 });
 
 Deno.test("POST /admin/keys validates tenant and max_priority, lists them, and stores them across restarts", async () => {
-  const dir = await Deno.makeTempDir();
-  const dbPath = `${dir}/relay.db`;
-  try {
+  await withTempDir(async (dir) => {
+    const dbPath = `${dir}/relay.db`;
     let relay = await keyRelay({}, dbPath);
     try {
       for (
@@ -252,15 +252,12 @@ Deno.test("POST /admin/keys validates tenant and max_priority, lists them, and s
     } finally {
       await relay.close();
     }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("a version-2 key database migrates: its keys stay, unbound, with ceiling normal", async () => {
-  const dir = await Deno.makeTempDir();
-  const path = `${dir}/old.db`;
-  try {
+  await withTempDir((dir) => {
+    const path = `${dir}/old.db`;
     const db = new DatabaseSync(path);
     db.exec(`CREATE TABLE schema_version (version INTEGER);
       INSERT INTO schema_version VALUES (2);
@@ -285,9 +282,7 @@ Deno.test("a version-2 key database migrates: its keys stay, unbound, with ceili
     const v = check.prepare("SELECT version FROM schema_version").get();
     check.close();
     assert.equal(Number(v?.version), SCHEMA_VERSION);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("issue 24.3 keys safe by default: a key created without a tenant is its own tenant: naming teamB is refused, it keeps its own limit, and teamB's key keeps its budget", async () => {
