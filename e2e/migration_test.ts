@@ -11,7 +11,7 @@ import {
 } from "../shell/demo/cluster.ts";
 import { type Child, spawnChild, waitUntil } from "../shell/procs.ts";
 import { answerWords, MODEL } from "./_cluster.ts";
-import { openaiAt } from "./_sdk.ts";
+import { openaiAt, streamedText } from "./_sdk.ts";
 import { postChat } from "./_post_chat.ts";
 import { originalServerArgs } from "../shell/server/_original_args.ts";
 
@@ -190,11 +190,7 @@ Deno.test("migration: the original's server flags, worker TOML, ?worker_secret=,
       max_tokens: 7,
       stream: true,
     });
-    let text = "";
-    for await (const chunk of stream) {
-      text += chunk.choices[0]?.delta.content ?? "";
-    }
-    assert.equal(text, answerWords(7));
+    assert.equal(await streamedText(stream), answerWords(7));
     const viaRaw = await client.chat.completions.create({
       model: RAW_MODEL,
       messages: [{ role: "user", content: "Hello!" }],
