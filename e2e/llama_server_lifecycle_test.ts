@@ -9,6 +9,7 @@ import { waitUntil } from "../shell/procs.ts";
 import { detectBackend } from "../shell/worker/lifecycle/backends.ts";
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
 import {
+  assertFailed,
   runAdapter,
   type Update,
 } from "../shell/worker/lifecycle/_run_adapter.ts";
@@ -101,20 +102,18 @@ llamaTest(
         "model-load of another model and model-unload fail 501, saying why",
         async () => {
           const load = await run(llama.url, "model-load", { modelId: "other" });
-          assert.equal(load.status, "failed");
-          assert.deepEqual(load.result, { status: 501 });
-          assert.match(
-            load.error ?? "",
+          assertFailed(
+            load,
             /^501 not implemented: this llama-server serves only "tiny" and cannot load "other"/,
+            501,
           );
           const unload = await run(llama.url, "model-unload", {
             modelId: LLAMA_MODEL,
           });
-          assert.equal(unload.status, "failed");
-          assert.deepEqual(unload.result, { status: 501 });
-          assert.match(
-            unload.error ?? "",
+          assertFailed(
+            unload,
             /single-model llama-server cannot unload "tiny"/,
+            501,
           );
         },
       );
@@ -123,19 +122,13 @@ llamaTest(
         "cache-flush without --slot-save-path carries llama-server's own 501; by tenant it is 501 before any call",
         async () => {
           const all = await run(llama.url, "cache-flush", { scope: "all" });
-          assert.equal(all.status, "failed");
-          assert.deepEqual(all.result, { status: 501 });
-          assert.match(
-            all.error ?? "",
-            /backend answered 501: .*--slot-save-path/,
-          );
+          assertFailed(all, /backend answered 501: .*--slot-save-path/, 501);
           const tenant = await run(llama.url, "cache-flush", {
             scope: "tenant",
             tenantId: "t1",
           });
-          assert.equal(tenant.status, "failed");
-          assert.match(
-            tenant.error ?? "",
+          assertFailed(
+            tenant,
             /can flush only its whole KV cache .* not scope "tenant"/,
           );
         },

@@ -9,7 +9,10 @@ import OpenAI from "openai";
 import { waitUntil } from "../shell/procs.ts";
 import { detectBackend } from "../shell/worker/lifecycle/backends.ts";
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
-import { runAdapter } from "../shell/worker/lifecycle/_run_adapter.ts";
+import {
+  assertFailed,
+  runAdapter,
+} from "../shell/worker/lifecycle/_run_adapter.ts";
 import {
   ADMIN_TOKEN,
   governedLoad,
@@ -118,19 +121,12 @@ llamaTest(
           const load = (await runAdapter(router.url, ROUTER, "model-load", {
             modelId: "nope",
           })).at(-1)!;
-          assert.equal(load.status, "failed");
-          assert.deepEqual(load.result, { status: 404 });
-          assert.match(load.error ?? "", /backend answered 404/);
+          assertFailed(load, /backend answered 404/, 404);
           const flush = (await runAdapter(router.url, ROUTER, "cache-flush", {
             scope: "all",
           }))
             .at(-1)!;
-          assert.equal(flush.status, "failed");
-          assert.deepEqual(flush.result, { status: 501 });
-          assert.match(
-            flush.error ?? "",
-            /llama-router backend has no cache-flush/,
-          );
+          assertFailed(flush, /llama-router backend has no cache-flush/, 501);
         },
       );
     } finally {
