@@ -61,16 +61,18 @@ type Seen = { endpoint: string; prompt: number; completion: number };
 async function everyEndpoint(c: Cluster, key: string): Promise<Seen[]> {
   const oa = openai(c, key);
   const seen: Seen[] = [];
+  const see = (endpoint: string, prompt: number, completion: number) =>
+    seen.push({ endpoint, prompt, completion });
   const chat = await oa.chat.completions.create({
     model: MODEL,
     messages: [{ role: "user", content: "one two three" }],
     max_tokens: 5,
   });
-  seen.push({
-    endpoint: "/v1/chat/completions",
-    prompt: chat.usage!.prompt_tokens,
-    completion: chat.usage!.completion_tokens,
-  });
+  see(
+    "/v1/chat/completions",
+    chat.usage!.prompt_tokens,
+    chat.usage!.completion_tokens,
+  );
   const stream = await oa.chat.completions.create({
     model: MODEL,
     messages: [{ role: "user", content: "stream with usage please" }],
@@ -80,21 +82,13 @@ async function everyEndpoint(c: Cluster, key: string): Promise<Seen[]> {
   });
   let usage: OpenAI.CompletionUsage | null | undefined = null;
   for await (const chunk of stream) usage = chunk.usage ?? usage;
-  seen.push({
-    endpoint: "/v1/chat/completions",
-    prompt: usage!.prompt_tokens,
-    completion: usage!.completion_tokens,
-  });
+  see("/v1/chat/completions", usage!.prompt_tokens, usage!.completion_tokens);
   const resp = await oa.responses.create({
     model: MODEL,
     input: "responses input words",
     max_output_tokens: 4,
   });
-  seen.push({
-    endpoint: "/v1/responses",
-    prompt: resp.usage!.input_tokens,
-    completion: resp.usage!.output_tokens,
-  });
+  see("/v1/responses", resp.usage!.input_tokens, resp.usage!.output_tokens);
   const rstream = await oa.responses.create({
     model: MODEL,
     input: "responses streamed",
@@ -105,43 +99,31 @@ async function everyEndpoint(c: Cluster, key: string): Promise<Seen[]> {
   for await (const e of rstream) {
     if (e.type === "response.completed") rusage = e.response.usage;
   }
-  seen.push({
-    endpoint: "/v1/responses",
-    prompt: rusage!.input_tokens,
-    completion: rusage!.output_tokens,
-  });
+  see("/v1/responses", rusage!.input_tokens, rusage!.output_tokens);
   const comp = await oa.completions.create({
     model: MODEL,
     prompt: "complete this",
     max_tokens: 7,
   });
-  seen.push({
-    endpoint: "/v1/completions",
-    prompt: comp.usage!.prompt_tokens,
-    completion: comp.usage!.completion_tokens,
-  });
+  see(
+    "/v1/completions",
+    comp.usage!.prompt_tokens,
+    comp.usage!.completion_tokens,
+  );
   const an = anthropicAt(c.serverUrl, { apiKey: key });
   const msg = await an.messages.create({
     model: MODEL,
     max_tokens: 8,
     messages: [{ role: "user", content: "anthropic says hi" }],
   });
-  seen.push({
-    endpoint: "/v1/messages",
-    prompt: msg.usage.input_tokens,
-    completion: msg.usage.output_tokens,
-  });
+  see("/v1/messages", msg.usage.input_tokens, msg.usage.output_tokens);
   const mstream = an.messages.stream({
     model: MODEL,
     max_tokens: 3,
     messages: [{ role: "user", content: "anthropic streams" }],
   });
   const final = await mstream.finalMessage();
-  seen.push({
-    endpoint: "/v1/messages",
-    prompt: final.usage.input_tokens,
-    completion: final.usage.output_tokens,
-  });
+  see("/v1/messages", final.usage.input_tokens, final.usage.output_tokens);
   // Embeddings (issue 25 routes them): the backend's prompt count; its total
   // equals it, so the completion is 0 (total - prompt), not unknown.
   for (const input of ["embed these four words", ["alpha beta", "gamma"]]) {

@@ -161,6 +161,26 @@ export async function registeredWorker(
   return Object.assign(w, { ack });
 }
 
+/**
+ * A test server with `config` and a worker registered on it (`register` as in
+ * registeredWorker) for the length of `fn`; both closed after it whatever it
+ * throws, the worker first.
+ */
+export function withRegisteredWorker(
+  config: ServerConfig,
+  register: Record<string, unknown>,
+  fn: (server: TestServer, w: TestWorker & { ack: Frame }) => Promise<void>,
+): Promise<void> {
+  return withTestServer(config, async (server) => {
+    const w = await registeredWorker(server, register);
+    try {
+      await fn(server, w);
+    } finally {
+      await w.close();
+    }
+  });
+}
+
 export function chatBody(model = "m1", stream = false): string {
   return JSON.stringify({
     model,
