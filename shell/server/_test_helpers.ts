@@ -162,16 +162,16 @@ export async function registeredWorker(
 }
 
 /**
- * A test server with `config` and a worker registered on it (`register` as in
- * registeredWorker) for the length of `fn`; both closed after it whatever it
- * throws, the worker first.
+ * A worker registered (`register` as in registeredWorker) on the server
+ * `start` resolves to, for the length of `fn`; both closed after it whatever
+ * it throws, the worker first.
  */
-export function withRegisteredWorker(
-  config: ServerConfig,
+export function withRegisteredWorker<S extends TestServer>(
+  start: Promise<S>,
   register: Record<string, unknown>,
-  fn: (server: TestServer, w: TestWorker & { ack: Frame }) => Promise<void>,
+  fn: (server: S, w: TestWorker & { ack: Frame }) => Promise<void>,
 ): Promise<void> {
-  return withTestServer(config, async (server) => {
+  return withClosing(start, async (server) => {
     const w = await registeredWorker(server, register);
     try {
       await fn(server, w);

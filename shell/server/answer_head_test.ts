@@ -8,6 +8,7 @@ import {
   chatBody,
   type Frame,
   postChat,
+  startTestServer,
   testConfig,
   type TestServer,
   type TestWorker,
@@ -60,20 +61,24 @@ function sendHead(
 }
 
 Deno.test("issue 33.11 a one-frame answer keeps the backend's content-length (it went out chunked)", async () => {
-  await withRegisteredWorker(testConfig(), {}, async (server, w) => {
-    const res = await answeredWhole(server, w, 200, BODY, {
-      "content-type": "application/json",
-      "content-length": String(BODY.length),
-    });
-    assert.equal(res.headers.get("content-length"), String(BODY.length));
-    assert.equal(res.headers.get("transfer-encoding"), null);
-    assert.equal(await res.text(), BODY);
-  });
+  await withRegisteredWorker(
+    startTestServer(testConfig()),
+    {},
+    async (server, w) => {
+      const res = await answeredWhole(server, w, 200, BODY, {
+        "content-type": "application/json",
+        "content-length": String(BODY.length),
+      });
+      assert.equal(res.headers.get("content-length"), String(BODY.length));
+      assert.equal(res.headers.get("transfer-encoding"), null);
+      assert.equal(await res.text(), BODY);
+    },
+  );
 });
 
 Deno.test("issue 33.11 headers the backend's Connection header names do not reach the client, in a whole answer and in a stream's head", async () => {
   await withRegisteredWorker(
-    testConfig(),
+    startTestServer(testConfig()),
     { extensions: ["stream-head-v1"] },
     async (server, w) => {
       const hop = {
@@ -113,7 +118,7 @@ Deno.test("issue 33.11 headers the backend's Connection header names do not reac
 
 Deno.test("issue 33.11 a backend status of 600 is the relay's 502 backend_protocol_error with the relay's body, whole or as a stream's head (whose worker gets a cancel)", async () => {
   await withRegisteredWorker(
-    testConfig(),
+    startTestServer(testConfig()),
     { extensions: ["stream-head-v1"] },
     async (server, w) => {
       const res = await answeredWhole(server, w, 600, "backend secrets", {

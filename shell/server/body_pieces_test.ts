@@ -43,7 +43,7 @@ function answerSixteenMiB(w: TestWorker, req: Frame): void {
 
 Deno.test("issue 24.2 an answer in pieces reaches the client byte for byte, with its Content-Length in bytes (non-ASCII included)", async () => {
   await withRegisteredWorker(
-    testConfig(),
+    startTestServer(testConfig()),
     { extensions: ["body-chunks-v1"] },
     async (server, w) => {
       const pending = postChat(server, chatBody("m1"));
@@ -71,7 +71,7 @@ Deno.test("issue 24.2 an answer in pieces reaches the client byte for byte, with
 
 Deno.test("issue 24.2 a client that leaves in the middle of an answer in pieces gives its bytes back to the budget at once", async () => {
   await withRegisteredWorker(
-    testConfig(),
+    startTestServer(testConfig()),
     { extensions: ["body-chunks-v1"] },
     async (server, w) => {
       const abort = new AbortController();
