@@ -5,11 +5,11 @@ import fc from "fast-check";
 import {
   decodeServerFrame,
   decodeWorkerFrame,
-} from "../core/protocol/decode.ts";
+} from "../../core/protocol/decode.ts";
 import {
   serverMessageSchema,
   workerMessageSchema,
-} from "../core/protocol/messages.ts";
+} from "../../core/protocol/messages.ts";
 
 const MAX = 1_000_000;
 

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import type { KeyRef } from "../core/config.ts";
-import type { Event } from "../core/events/event.ts";
+import type { KeyRef } from "../../core/config.ts";
+import type { Event } from "../../core/events/event.ts";
 import {
   addWorker,
   newState,
@@ -9,8 +9,8 @@ import {
   requestEvent,
   step,
   tick,
-} from "../core/_testing.ts";
-import type { State } from "../core/state/state.ts";
+} from "../../core/_testing.ts";
+import type { State } from "../../core/state/state.ts";
 
 const MIN = 60_000;
 const DAY = 86_400_000;

@@ -1,7 +1,7 @@
 // The models simulator's named scenarios (issue 30). Load times are seconds,
 // as on a GPU box; service times a second or a few.
-import type { ModelsScenario } from "./models_world.ts";
-import { Prng } from "./prng.ts";
+import type { ModelsScenario } from "./world.ts";
+import { Prng } from "../prng.ts";
 
 const times = {
   loadMs: [3_000, 8_000] as const,

@@ -3,7 +3,7 @@
 // do not hold (unloading their least recently used idle model, as llama-swap
 // and Ollama do), and report what they hold (residency-v1) — or, for today's
 // routing on the same seed, report nothing (original dialect). The real core
-// routes; named invariants (sim/invariants/) are checked after every step.
+// routes; named invariants (sim/models/invariants/) are checked after every step.
 // Everything random is drawn from the run's seed.
 import {
   type Config,
@@ -14,15 +14,15 @@ import {
   makeConfig,
   reduce,
   type State,
-} from "../core/mod.ts";
-import { EventQueue } from "./event_queue.ts";
+} from "../../core/mod.ts";
+import { EventQueue } from "../event_queue.ts";
 import { everyRequestEnds } from "./invariants/every_request_ends.ts";
 import { hotFirst } from "./invariants/hot_first.ts";
 import { modelsBefore } from "./invariants/models_snapshot.ts";
 import { noEvictionUnderDemand } from "./invariants/no_eviction_under_demand.ts";
 import { noLoadWithoutDemand } from "./invariants/no_load_without_demand.ts";
-import { Prng } from "./prng.ts";
-import type { Range } from "./scenario.ts";
+import { Prng } from "../prng.ts";
+import type { Range } from "../scenario.ts";
 
 export type ModelsInvariant =
   | "hotFirst"
