@@ -11,6 +11,7 @@ import {
 } from "./protocol/messages.ts";
 import { reduce } from "./reduce.ts";
 import { initialState, type State, type Worker } from "./state/state.ts";
+import type { LifecyclePart, LifecycleTaskView } from "./vocabulary.ts";
 
 export function newState(overrides: Partial<Config> = {}): State {
   return initialState(makeConfig(overrides));
@@ -347,4 +348,34 @@ export function statusOf(state: State, requestId: string): string | undefined {
 
 export function queued(state: State, provider = "local"): string[] {
   return queuedIds(state, provider);
+}
+
+/** A lifecycle task as the views read it: a model load, one part running on w1. */
+export function taskView(
+  overrides: Partial<LifecycleTaskView> = {},
+  part: Partial<LifecyclePart> = {},
+): LifecycleTaskView {
+  return {
+    id: "load-1",
+    operation: "model-load",
+    modelId: "m",
+    params: {},
+    createdAtMs: 0,
+    updatedAtMs: 0,
+    finishedAtMs: null,
+    status: "running",
+    progress: 0,
+    error: null,
+    parts: [{
+      workerId: "w1",
+      workerName: "gpu-1",
+      status: "running",
+      progress: 0,
+      error: null,
+      result: null,
+      deadlineAtMs: 0,
+      ...part,
+    }],
+    ...overrides,
+  };
 }

@@ -1,7 +1,25 @@
 // Frames naming a request the sending worker does not hold are dropped (C20, C32):
 // late after a cancel or an end (debug), or aimed at another worker's request (warn).
 import type { Effect } from "../effect.ts";
-import type { State } from "../state/state.ts";
+import { assignedRequest } from "../state/requests.ts";
+import type { Request, State } from "../state/state.ts";
+
+/**
+ * The request a worker's frame names, if that worker holds it; otherwise the
+ * frame is dropped (and logged) and there is none.
+ */
+export function requestOfFrame(
+  state: State,
+  e: { workerId: string; requestId: string },
+  frame: string,
+  out: Effect[],
+): Request | undefined {
+  const request = assignedRequest(state, e.workerId, e.requestId);
+  if (request === undefined) {
+    dropFrame(state, e.workerId, e.requestId, frame, out);
+  }
+  return request;
+}
 
 export function dropFrame(
   state: State,
