@@ -512,6 +512,20 @@ export function runModels(
     }
   }
 
+  /** The box's answer to `requestId` ends, with this status and no body. */
+  function answered(b: number, requestId: string, statusCode: number): void {
+    toCore(b, {
+      kind: "completeReceived",
+      atMs: 0,
+      workerId: workerId(b),
+      requestId,
+      statusCode,
+      headers: {},
+      body: "",
+      tokenCounts: null,
+    });
+  }
+
   function onBox(b: number, s: BoxStep): void {
     const box = boxes[b]!;
     const wid = workerId(b);
@@ -527,21 +541,11 @@ export function runModels(
         advance(b);
         return;
       }
-      case "cancel": {
+      case "cancel":
         if (!box.jobs.delete(s.id)) return;
-        toCore(b, {
-          kind: "completeReceived",
-          atMs: 0,
-          workerId: wid,
-          requestId: s.id,
-          statusCode: 499,
-          headers: {},
-          body: "",
-          tokenCounts: null,
-        });
+        answered(b, s.id, 499);
         advance(b);
         return;
-      }
       case "firstByte":
         if (!box.jobs.has(s.id)) return;
         toCore(b, {
@@ -554,16 +558,7 @@ export function runModels(
         return;
       case "done":
         if (!box.jobs.delete(s.id)) return;
-        toCore(b, {
-          kind: "completeReceived",
-          atMs: 0,
-          workerId: wid,
-          requestId: s.id,
-          statusCode: 200,
-          headers: {},
-          body: "",
-          tokenCounts: null,
-        });
+        answered(b, s.id, 200);
         advance(b);
         report(b);
         return;
