@@ -332,6 +332,15 @@ export function dispatched(effects: Effect[]): [string, string][] {
   return sent(effects, "request").map((m) => [m.request_id, m.to]);
 }
 
+/** A client request arrives; returns what its arrival dispatched, as `dispatched`. */
+export function routed(
+  state: State,
+  requestId: string,
+  opts: RequestOpts = {},
+): [string, string][] {
+  return dispatched(addRequest(state, requestId, opts));
+}
+
 export function logs(effects: Effect[], message: string): Effect[] {
   return effects.filter((e) => e.kind === "log" && e.message === message);
 }

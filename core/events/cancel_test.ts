@@ -10,6 +10,7 @@ import {
   newState,
   only,
   queued,
+  routed,
   sent,
   statusOf,
   step,
@@ -126,7 +127,7 @@ Deno.test("C44 a cancelled request's slot stays reserved until the worker's resp
   addRequest(state, "r1");
   clientGone(state, "r1");
   // Slot still reserved: r2 must wait.
-  assert.deepEqual(dispatched(addRequest(state, "r2")), []);
+  assert.deepEqual(routed(state, "r2"), []);
   assert.equal(statusOf(state, "r2"), "queued");
   assert.equal(workerViews(state)[0]?.load, 1);
   assert.equal(workerViews(state)[0]?.cancelling, 1);

@@ -14,6 +14,7 @@ import {
   only,
   pong,
   queued,
+  routed,
   sent,
   statusOf,
   step,
@@ -167,10 +168,7 @@ Deno.test("C26 models_update: routing follows the new acked set", () => {
     only(addRequest(state, "ra", { model: "a" }), "respondError").error.status,
     404,
   );
-  assert.deepEqual(dispatched(addRequest(state, "rb", { model: "b" })), [[
-    "rb",
-    "w1",
-  ]]);
+  assert.deepEqual(routed(state, "rb", { model: "b" }), [["rb", "w1"]]);
 });
 
 Deno.test("C26 a request in flight on a removed model finishes normally", () => {
@@ -209,10 +207,7 @@ Deno.test("C26 models_update to * and models_refresh to one or all workers", () 
   });
   assert.equal(worker(state, "w1").wildcard, true);
   assert.ok(state.wildcardIndex.get("local")?.has("w1"));
-  assert.deepEqual(dispatched(addRequest(state, "r1", { model: "zzz" })), [[
-    "r1",
-    "w1",
-  ]]);
+  assert.deepEqual(routed(state, "r1", { model: "zzz" }), [["r1", "w1"]]);
   const one = step(state, {
     kind: "modelsRefreshRequested",
     atMs: 2,

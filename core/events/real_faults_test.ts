@@ -16,6 +16,7 @@ import {
   only,
   pong,
   register,
+  routed,
   sent,
   statusOf,
   step,
@@ -190,13 +191,13 @@ Deno.test("issue 14.3 a request refused by a worker's backend waits for another 
   const state = newState();
   addWorker(state, "w1", { models: ["m"], maxConcurrent: 1 });
   addWorker(state, "w2", { models: ["m"], maxConcurrent: 1 });
-  assert.deepEqual(dispatched(addRequest(state, "r1")), [["r1", "w1"]]);
-  assert.deepEqual(dispatched(addRequest(state, "r2")), [["r2", "w2"]]);
+  assert.deepEqual(routed(state, "r1"), [["r1", "w1"]]);
+  assert.deepEqual(routed(state, "r2"), [["r2", "w2"]]);
   const refused = step(state, scopedError("w1", "r1", "backend_unavailable"));
   assert.deepEqual(dispatched(refused), [], "w1 is free but refused it");
   assert.equal(statusOf(state, "r1"), "queued");
   // A newcomer is not held behind it: w1 takes it.
-  assert.deepEqual(dispatched(addRequest(state, "r3")), [["r3", "w1"]]);
+  assert.deepEqual(routed(state, "r3"), [["r3", "w1"]]);
   const freed = complete(state, "w2", "r2");
   assert.deepEqual(dispatched(freed), [["r1", "w2"]]);
 });
@@ -236,7 +237,7 @@ Deno.test("issue 14.3 backend circuit: 3 refusals take a worker out of routing f
   });
   assert.equal(statusOf(state, "r0"), "queued");
   assert.equal(workerViews(state)[0]?.backend_circuit, "open"); // /admin/workers
-  assert.deepEqual(dispatched(addRequest(state, "x")), [], "out of routing");
+  assert.deepEqual(routed(state, "x"), [], "out of routing");
   // Cool-down over: one trial, which fails: 10 s now.
   assert.deepEqual(dispatched(tick(state, 5_000)), [["r0", "w1"]]);
   step(state, scopedError("w1", "r0", "backend_unavailable"));
