@@ -6,7 +6,7 @@
 import { answerLimit } from "../config.ts";
 import { answerTooLarge, apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
-import { cutAnswer } from "../state/drop_worker.ts";
+import { cutAnswer } from "../state/cut_answer.ts";
 import { assignedRequest } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
 import type { ClientError, RequestId, WorkerId } from "../vocabulary.ts";

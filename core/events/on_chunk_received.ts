@@ -8,7 +8,7 @@ import type { Effect } from "../effect.ts";
 import { answerBytesMax, answerLimit } from "../config.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
 import { recordBackendSuccess } from "../state/backend_circuit.ts";
-import { cutAnswer } from "../state/drop_worker.ts";
+import { cutAnswer } from "../state/cut_answer.ts";
 import { noteServed } from "../state/residency.ts";
 import { pumpQueue } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";

@@ -3,7 +3,7 @@
 // `cancel` to the worker, whose slot stays reserved until it acknowledges (C44).
 import { apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
-import { releaseAfterCut } from "../state/drop_worker.ts";
+import { releaseAfterCut } from "../state/cut_answer.ts";
 import { cancelOnWorker, fail, finish } from "../state/requests.ts";
 import type { State, Worker } from "../state/state.ts";
 import type { Event } from "./event.ts";

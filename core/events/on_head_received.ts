@@ -8,7 +8,7 @@ import { notFinalStatus } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { EXTENSION_STREAM_HEAD } from "../protocol/messages.ts";
 import type { Request, State, Worker } from "../state/state.ts";
-import { cutAnswer } from "../state/drop_worker.ts";
+import { cutAnswer } from "../state/cut_answer.ts";
 import { isFinalStatus } from "./on_complete_received.ts";
 import { requestOfFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
