@@ -274,6 +274,49 @@ export function clientGone(
   return step(state, { kind: "clientDisconnected", atMs, requestId });
 }
 
+/** A worker's models_update (C26), at `atMs` 0 unless given. */
+export function modelsUpdate(
+  workerId: string,
+  models: string[],
+  opts: { atMs?: number; currentLoad?: number | null; draining?: boolean } = {},
+): Extract<Event, { kind: "modelsUpdateReceived" }> {
+  return {
+    kind: "modelsUpdateReceived",
+    atMs: opts.atMs ?? 0,
+    workerId,
+    models,
+    currentLoad: opts.currentLoad ?? null,
+    ...(opts.draining === undefined ? {} : { draining: opts.draining }),
+  };
+}
+
+/** A worker's error frame, about `requestId` or (null) about none. */
+export function workerError(
+  workerId: string,
+  requestId: string | null,
+  code: string,
+  message: string,
+  atMs = 0,
+): Extract<Event, { kind: "workerErrorReceived" }> {
+  return {
+    kind: "workerErrorReceived",
+    atMs,
+    workerId,
+    requestId,
+    code,
+    message,
+  };
+}
+
+/** The operator drains a worker (C28). */
+export function drainRequested(
+  workerId: string,
+  reason: string,
+  atMs = 0,
+): Extract<Event, { kind: "workerDrainRequested" }> {
+  return { kind: "workerDrainRequested", atMs, workerId, reason };
+}
+
 // ---- effect filters ------------------------------------------------------------
 
 export function kinds(effects: Effect[]): EffectKind[] {

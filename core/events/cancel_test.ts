@@ -16,6 +16,7 @@ import {
   step,
   tick,
   worker,
+  workerError,
 } from "../_testing.ts";
 import { workerViews } from "../queries.ts";
 
@@ -150,14 +151,10 @@ Deno.test("C44 an error frame also acknowledges a cancel and frees the slot", ()
   addRequest(state, "r1");
   clientGone(state, "r1");
   addRequest(state, "r2");
-  const effects = step(state, {
-    kind: "workerErrorReceived",
-    atMs: 1,
-    workerId: "w1",
-    requestId: "r1",
-    code: "cancelled",
-    message: "request cancelled",
-  });
+  const effects = step(
+    state,
+    workerError("w1", "r1", "cancelled", "request cancelled", 1),
+  );
   assert.equal(
     effects.filter((e) =>
       e.kind === "respondError" || e.kind === "requestFinished"

@@ -11,6 +11,8 @@ import {
   connect,
   disconnect,
   dispatched,
+  drainRequested,
+  modelsUpdate,
   newState,
   ofKind,
   only,
@@ -22,35 +24,15 @@ import {
   step,
   tick,
   worker,
+  workerError,
 } from "../_testing.ts";
 import { workerViews } from "../queries.ts";
 import type { Event } from "./event.ts";
 import { eventFromFrame } from "./from_frame.ts";
 
-function scopedError(
-  workerId: string,
-  requestId: string,
-  code: string,
-): Event {
-  return {
-    kind: "workerErrorReceived",
-    atMs: 0,
-    workerId,
-    requestId,
-    code,
-    message: code.replace("_", " "),
-  };
-}
-
-function drainingUpdate(workerId: string, models: string[]): Event {
-  return {
-    kind: "modelsUpdateReceived",
-    atMs: 0,
-    workerId,
-    models,
-    currentLoad: null,
-    draining: true,
-  };
+/** A worker's error about one of its requests, its message the code in words. */
+function scopedError(workerId: string, requestId: string, code: string): Event {
+  return workerError(workerId, requestId, code, code.replace("_", " "));
 }
 
 // ---- item 1: a draining worker made its models answer 404 ---------------------
@@ -75,7 +57,7 @@ Deno.test("issue 14.1 C28 a worker draining itself (drain-v1) keeps its models k
   const state = newState();
   addWorker(state, "w1", { models: ["m"], maxConcurrent: 4 });
   addRequest(state, "r1");
-  const effects = step(state, drainingUpdate("w1", ["m"]));
+  const effects = step(state, modelsUpdate("w1", ["m"], { draining: true }));
   assert.deepEqual(actions(effects), []);
   assert.equal(worker(state, "w1").draining, true);
   assert.equal(workerViews(state)[0]?.draining_itself, true);
@@ -97,7 +79,7 @@ Deno.test("issue 14.1 a self-draining worker gets no drain deadline and its sock
   const state = newState({ drainTimeoutMs: 1_000 });
   addWorker(state, "w1", { models: ["m"] });
   addRequest(state, "r1");
-  step(state, drainingUpdate("w1", ["m"]));
+  step(state, modelsUpdate("w1", ["m"], { draining: true }));
   assert.equal(worker(state, "w1").draining, true);
   assert.equal(worker(state, "w1").drainDeadlineAtMs, null);
   assert.equal(ofKind(tick(state, 5_000), "closeWorker").length, 0);
@@ -356,7 +338,7 @@ Deno.test("issue 14.9 a scoped worker_draining error requeues the request to ano
   addWorker(state, "w2", { models: ["m"], maxConcurrent: 2 });
   addRequest(state, "r1"); // w1
   addRequest(state, "r0"); // w2: once r1 leaves w1, w1 is the least loaded
-  step(state, drainingUpdate("w1", ["m"]));
+  step(state, modelsUpdate("w1", ["m"], { draining: true }));
   const effects = step(state, scopedError("w1", "r1", "worker_draining"));
   assert.deepEqual(dispatched(effects), [["r1", "w2"]]);
   assert.equal(ofKind(effects, "respondError").length, 0);
@@ -401,12 +383,7 @@ Deno.test("issue 14.3 draining the other worker lets a refused request go back t
   addRequest(state, "r2"); // w2, now full
   step(state, scopedError("w1", "r1", "backend_unavailable"));
   assert.equal(statusOf(state, "r1"), "queued"); // waits for w2
-  const drained = step(state, {
-    kind: "workerDrainRequested",
-    atMs: 1,
-    workerId: "w2",
-    reason: "operator",
-  });
+  const drained = step(state, drainRequested("w2", "operator", 1));
   assert.deepEqual(dispatched(drained), [["r1", "w1"]]);
 });
 

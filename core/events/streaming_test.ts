@@ -14,6 +14,7 @@ import {
   statusOf,
   step,
   worker,
+  workerError,
 } from "../_testing.ts";
 
 function oneWorker(overrides = {}) {
@@ -252,14 +253,7 @@ Deno.test("C32 chunk, complete and error frames for another worker's request are
   const frames = [
     chunk(state, "w2", "r1", "data: evil\n\n"),
     complete(state, "w2", "r1", { status: 200, body: "evil" }),
-    step(state, {
-      kind: "workerErrorReceived",
-      atMs: 0,
-      workerId: "w2",
-      requestId: "r1",
-      code: "x",
-      message: "evil",
-    }),
+    step(state, workerError("w2", "r1", "x", "evil")),
   ];
   for (const effects of frames) {
     assert.deepEqual(actions(effects), []);
