@@ -134,7 +134,16 @@ export function feed(
       case "head":
       case "trailers":
       case "chunkSize": {
-        const lf = bytes.indexOf(LF, at);
+        if (
+          stage.kind === "head" && p.line === "" && p.headLines.length === 0
+        ) {
+          const next = wholeHead(p, bytes, at, events);
+          if (next >= 0) {
+            at = next;
+            break;
+          }
+        }
+        const lf = indexOfLf(bytes, at);
         const stop = lf < 0 ? end : lf + 1;
         if (stage.kind === "head") {
           p.headBytes += stop - at;
@@ -232,6 +241,43 @@ export function feed(
   }
 }
 
+/** Uint8Array's own indexOf: a V8 builtin (Buffer's is Deno's JavaScript). */
+function indexOfLf(bytes: Uint8Array, from: number): number {
+  return Uint8Array.prototype.indexOf.call(bytes, LF, from);
+}
+
+/**
+ * A head that arrived whole in this read, every line ending in CRLF, the
+ * first not empty, all of it within HEAD_BYTES_MAX: decoded at once and its
+ * lines handed to onHeadLine in order, which is what the line-by-line path
+ * does with them (the same checks, the same errors at the same line). Returns
+ * where the head ends, or -1 (nothing read) for any other head: the line
+ * path takes it from the start.
+ */
+function wholeHead(
+  p: ResponseParser,
+  bytes: Buffer,
+  at: number,
+  events: ParserEvents,
+): number {
+  if (bytes[at] === CR || bytes[at] === LF) return -1;
+  let from = at;
+  for (;;) {
+    const lf = indexOfLf(bytes, from);
+    if (lf < 0 || lf - at + 1 > HEAD_BYTES_MAX || bytes[lf - 1] !== CR) {
+      return -1;
+    }
+    if (lf === from + 1) {
+      // The empty line: `from` is where it starts.
+      const lines = latin1(bytes, at, from - 2).split("\r\n");
+      for (let i = 0; i < lines.length; i++) onHeadLine(p, lines[i]!, events);
+      onHeadLine(p, "", events);
+      return lf + 1;
+    }
+    from = lf + 1;
+  }
+}
+
 /**
  * The backend closed the connection: the end of a close-delimited body
  * (true: complete), or a message cut short (false).
@@ -257,16 +303,10 @@ function fail(p: ResponseParser, reason: string): never {
   });
 }
 
-function latin1(bytes: Uint8Array, from: number, to: number): string {
-  // Heads are short; String.fromCharCode on a subarray is latin1 as is.
-  let s = "";
-  for (let i = from; i < to; i += 4096) {
-    s += String.fromCharCode.apply(
-      null,
-      bytes.subarray(i, Math.min(to, i + 4096)) as unknown as number[],
-    );
-  }
-  return s;
+function latin1(bytes: Buffer, from: number, to: number): string {
+  // node:buffer's latin1 decoding is native (~10x String.fromCharCode.apply
+  // on a subarray, measured on a 5-header head).
+  return bytes.toString("latin1", from, to);
 }
 
 /**
@@ -300,10 +340,10 @@ function onHeadLine(p: ResponseParser, text: string, events: ParserEvents) {
 
 /** The empty line: the head is complete, decide how the body is framed. */
 function endOfHead(p: ResponseParser, events: ParserEvents) {
-  const [statusLine, ...lines] = p.headLines;
+  const lines = p.headLines;
   p.headLines = [];
   p.headBytes = 0;
-  const m = STATUS_LINE.exec(statusLine!)!;
+  const m = STATUS_LINE.exec(lines[0]!)!;
   const version = m[1]!;
   const status = Number(m[2]);
   const headers: ResponseHeaders = {};
@@ -311,7 +351,8 @@ function endOfHead(p: ResponseParser, events: ParserEvents) {
   let transferEncoding: string | null = null;
   let connectionClose = false;
   let connectionKeepAlive = false;
-  for (const line of lines) {
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!;
     const colon = line.indexOf(":");
     const name = colon < 0 ? line : line.slice(0, colon);
     if (colon < 0 || !isToken(name)) fail(p, "Invalid header token");
@@ -336,7 +377,7 @@ function endOfHead(p: ResponseParser, events: ParserEvents) {
         else if (t === "keep-alive") connectionKeepAlive = true;
       }
     }
-    addHeaderLine(headers, name, value);
+    addHeaderLine(headers, lower, value);
   }
   const chunked = transferEncoding !== null &&
     /(?:^|,)[ \t]*chunked[ \t]*$/i.test(transferEncoding);
