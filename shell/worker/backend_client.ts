@@ -8,6 +8,7 @@ import http from "node:http";
 import https from "node:https";
 import { urlToHttpOptions } from "node:url";
 import { exchange, type RequestTarget } from "./http1/exchange.ts";
+import { type Deadline, makeDeadlines } from "./deadlines.ts";
 import {
   asksUsageOn,
   flavourOf,
@@ -86,6 +87,9 @@ function targetOf(href: string): Target {
   return t;
 }
 
+/** Every call's BACKEND_HEAD_TIMEOUT_SECS, on one timer (deadlines.ts). */
+const HEAD_DEADLINES = makeDeadlines();
+
 /** Where the backend is and the key it wants (BACKEND_API_KEY), if any. */
 export type Backend = {
   url: string;
@@ -158,11 +162,14 @@ export function forwardToBackendVia(
     let settled = false;
     /** Whether any byte of the answer went to the proxy. */
     let started = false;
-    let headTimer: ReturnType<typeof setTimeout> | undefined;
+    let headDeadline: Deadline | null = null;
+    const headArrived = () => {
+      if (headDeadline !== null) HEAD_DEADLINES.cancel(headDeadline);
+    };
     const done = (o: BackendOutcome) => {
       if (settled) return;
       settled = true;
-      clearTimeout(headTimer);
+      headArrived();
       signal.removeEventListener("abort", onAbort);
       resolve(signal.aborted ? { kind: "cancelled" } : o);
     };
@@ -204,7 +211,7 @@ export function forwardToBackendVia(
       markStarted: () => {
         started = true;
       },
-      headArrived: () => clearTimeout(headTimer),
+      headArrived,
       destroy: () => stop(),
       stripUsage: asked !== null,
       onBreak: (f) => letGo = f,
@@ -217,14 +224,14 @@ export function forwardToBackendVia(
     if (headMs > 0 && !settled) {
       // C63: a backend that takes the request and never answers frees the
       // slot after this long; nothing went out, so another worker may run it.
-      headTimer = setTimeout(() => {
+      headDeadline = HEAD_DEADLINES.add(headMs, () => {
         stop();
         failed(
           `backend sent no response head within ${
             headMs / 1000
           } s (BACKEND_HEAD_TIMEOUT_SECS)`,
         );
-      }, headMs);
+      });
     }
   });
 }
