@@ -134,10 +134,12 @@ export function feed(
       case "head":
       case "trailers":
       case "chunkSize": {
-        if (
-          stage.kind === "head" && p.line === "" && p.headLines.length === 0
-        ) {
-          const next = wholeHead(p, bytes, at, events);
+        if (p.line === "") {
+          const next = stage.kind === "chunkSize"
+            ? plainChunkSize(p, bytes, at)
+            : stage.kind === "head" && p.headLines.length === 0
+            ? wholeHead(p, bytes, at, events)
+            : -1;
           if (next >= 0) {
             at = next;
             break;
@@ -211,7 +213,13 @@ export function feed(
         const slice = bytes.subarray(at, at + take);
         at += take;
         stage.left -= take;
-        if (stage.left === 0) p.stage = { kind: "chunkEnd", seen: 0 };
+        if (stage.left === 0) {
+          // The chunk's CRLF in this read too: straight to the next size.
+          if (bytes[at] === CR && bytes[at + 1] === LF) {
+            at += 2;
+            p.stage = { kind: "chunkSize" };
+          } else p.stage = { kind: "chunkEnd", seen: 0 };
+        }
         events.body(slice);
         break;
       }
@@ -276,6 +284,37 @@ function wholeHead(
     }
     from = lf + 1;
   }
+}
+
+/** Hex digits a size may have for plainChunkSize: 13 stay below 2^53. */
+const PLAIN_SIZE_DIGITS_MAX = 13;
+
+/**
+ * A chunk-size line of hex digits alone (no extension), whole in this read:
+ * read from the bytes, with no string and no regex (a stream's every event
+ * has one). Returns where the line ends, or -1 (nothing read) for any other
+ * line: the line path takes it, and decides the same for these.
+ */
+function plainChunkSize(p: ResponseParser, bytes: Buffer, at: number): number {
+  let size = 0;
+  let i = at;
+  for (; i < bytes.length && i - at < PLAIN_SIZE_DIGITS_MAX; i++) {
+    const c = bytes[i]!;
+    const digit = c >= 0x30 && c <= 0x39
+      ? c - 0x30
+      : c >= 0x61 && c <= 0x66
+      ? c - 0x57
+      : c >= 0x41 && c <= 0x46
+      ? c - 0x37
+      : -1;
+    if (digit < 0) break;
+    size = size * 16 + digit;
+  }
+  if (i === at || bytes[i] !== CR || bytes[i + 1] !== LF) return -1;
+  p.stage = size === 0
+    ? { kind: "trailers" }
+    : { kind: "chunkData", left: size };
+  return i + 2;
 }
 
 /**
