@@ -126,6 +126,38 @@ export function feed(
   bytes: Buffer,
   events: ParserEvents,
 ): void {
+  // A chunked body's data of this read is moved together, over the chunk
+  // framing between (`bytes` is this read's own), and goes out as one body
+  // slice when the read is done, the message complete or the bytes wrong:
+  // one slice a read rather than one a chunk, which the readers would only
+  // copy together again (issue 31).
+  let gatheredFrom = 0;
+  let gatheredTo = 0;
+  const passGathered = () => {
+    if (gatheredTo === gatheredFrom) return;
+    const slice = bytes.subarray(gatheredFrom, gatheredTo);
+    gatheredFrom = gatheredTo;
+    events.body(slice);
+  };
+  try {
+    read(p, bytes, events, (at, take) => {
+      if (gatheredTo === gatheredFrom) gatheredFrom = gatheredTo = at;
+      else if (gatheredTo !== at) bytes.copyWithin(gatheredTo, at, at + take);
+      gatheredTo += take;
+    }, passGathered);
+  } finally {
+    passGathered();
+  }
+}
+
+/** feed's loop; `gather` takes chunk data, `passGathered` passes it on. */
+function read(
+  p: ResponseParser,
+  bytes: Buffer,
+  events: ParserEvents,
+  gather: (at: number, take: number) => void,
+  passGathered: () => void,
+): void {
   let at = 0;
   const end = bytes.length;
   while (at < end) {
@@ -210,7 +242,7 @@ export function feed(
       }
       case "chunkData": {
         const take = Math.min(stage.left, end - at);
-        const slice = bytes.subarray(at, at + take);
+        gather(at, take);
         at += take;
         stage.left -= take;
         if (stage.left === 0) {
@@ -220,7 +252,6 @@ export function feed(
             p.stage = { kind: "chunkSize" };
           } else p.stage = { kind: "chunkEnd", seen: 0 };
         }
-        events.body(slice);
         break;
       }
       case "chunkEnd": {
@@ -245,7 +276,10 @@ export function feed(
       default:
         return unreachable(stage);
     }
-    if (p.stage.kind === "done") return events.complete(end - at);
+    if (p.stage.kind === "done") {
+      passGathered();
+      return events.complete(end - at);
+    }
   }
 }
 

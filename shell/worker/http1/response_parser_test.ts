@@ -144,3 +144,19 @@ Deno.test("issue 31: chunk sizes read from whole lines give the same events and 
     { numRuns: 2000 },
   );
 });
+
+Deno.test("issue 31: a chunked body's chunks in one read go out as one slice, the framing between them left out", () => {
+  const text = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" +
+    "3\r\nabc\r\n4;x=y\r\ndefg\r\n1\r\nh\r\n";
+  const slices: string[] = [];
+  const p = newResponseParser();
+  const events = {
+    head() {},
+    body: (b: Buffer) => slices.push(b.toString("latin1")),
+    complete() {},
+  };
+  feed(p, Buffer.from(text, "latin1"), events);
+  // The next read ends the body: its chunk, then the last chunk.
+  feed(p, Buffer.from("2\r\nij\r\n0\r\n\r\n", "latin1"), events);
+  assert.deepEqual(slices, ["abcdefgh", "ij"]);
+});
