@@ -4,7 +4,7 @@
 // or message is read from /proc (bench/e2e/cpu.ts) in interleaved rounds, so
 // the ratios between candidates hold on a loaded machine.
 //
-//   deno run --allow-run --allow-net=127.0.0.1 --allow-read --allow-env bench/transports.ts [--rounds 3] [--requests 4000]
+//   deno run --allow-run --allow-net=127.0.0.1 --allow-read --allow-env bench/transports.ts [--rounds 3] [--requests 4000] [--only door,link,client]
 //
 // The client door (what answers the SDKs): a POST with a small JSON body,
 // answered with a small JSON body, keep-alive, 8 concurrent clients (node:http
@@ -179,26 +179,31 @@ function serveNodeNet(port: number): void {
 
 /** One keep-alive connection of the node:net door: each request answered as it is whole. */
 function serveSocket(socket: net.Socket): void {
-  {
-    socket.setNoDelay(true);
-    let buf = new Uint8Array(64 * 1024);
-    let len = 0;
-    socket.on("data", (chunk: Buffer) => {
-      while (len + chunk.length > buf.length) {
-        const bigger = new Uint8Array(buf.length * 2);
-        bigger.set(buf.subarray(0, len));
-        buf = bigger;
-      }
-      buf.set(chunk, len);
-      len += chunk.length;
-      const { used, count } = parseRequests(buf, len);
-      if (count === 0) return;
-      buf.copyWithin(0, used, len);
-      len -= used;
-      for (let i = 0; i < count; i++) socket.write(RESPONSE);
-    });
-    socket.on("error", () => {});
-  }
+  onRequests(socket, (count) => {
+    for (let i = 0; i < count; i++) socket.write(RESPONSE);
+  });
+}
+
+/** Calls `answer` with how many requests each read made whole on `socket`. */
+function onRequests(socket: net.Socket, answer: (count: number) => void) {
+  socket.setNoDelay(true);
+  let buf = new Uint8Array(64 * 1024);
+  let len = 0;
+  socket.on("data", (chunk: Buffer) => {
+    while (len + chunk.length > buf.length) {
+      const bigger = new Uint8Array(buf.length * 2);
+      bigger.set(buf.subarray(0, len));
+      buf = bigger;
+    }
+    buf.set(chunk, len);
+    len += chunk.length;
+    const { used, count } = parseRequests(buf, len);
+    if (count === 0) return;
+    buf.copyWithin(0, used, len);
+    len -= used;
+    answer(count);
+  });
+  socket.on("error", () => {});
 }
 
 /** A WebSocket client candidate: connects to `url`, echoes nothing, sends when told by the server. */
@@ -537,16 +542,8 @@ const STREAM_PIECE = (() => {
  * per event-loop turn, so a client reads them one by one (per-read cost).
  */
 function serveStream(socket: net.Socket): void {
-  socket.setNoDelay(true);
-  let buf = "";
-  socket.on("data", (chunk: Buffer) => {
-    buf += chunk.toString("latin1");
-    for (;;) {
-      const end = buf.indexOf("\r\n\r\n");
-      if (end < 0) return;
-      const len = Number(/content-length: (\d+)/i.exec(buf)![1]);
-      if (buf.length < end + 4 + len) return;
-      buf = buf.slice(end + 4 + len);
+  onRequests(socket, (count) => {
+    for (let i = 0; i < count; i++) {
       socket.write(STREAM_HEAD);
       let sent = 0;
       const next = () => {
@@ -559,7 +556,6 @@ function serveStream(socket: net.Socket): void {
       setImmediate(next);
     }
   });
-  socket.on("error", () => {});
 }
 
 async function clients(
