@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { bodyFitsOneFrame, frameRoomBytes, utf8Bytes } from "./frame_limit.ts";
+import {
+  bodyFitsOneFrame,
+  frameRoomBytes,
+  utf8Bytes,
+} from "../../core/protocol/frame_limit.ts";
 
 const text = fc.string({ unit: "binary", maxLength: 40 });
 
