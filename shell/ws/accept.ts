@@ -1,10 +1,7 @@
-// The server's side of an upgrade (issue 31): given the parsed request, the
-// socket and the bytes read past the request head, answers 101 itself and
-// returns an open connection; or answers 400 when the request is not an
-// upgrade we take. The socket is a Deno.Conn (the client door on Deno.listen)
-// or, while the door is node:http, the net.Socket of its `upgrade` event.
-import type { Duplex } from "node:stream";
-import type { IncomingMessage } from "node:http";
+// The server's side of an upgrade (issue 31): given the request, its socket
+// and the bytes read past the request head, answers 101 itself and returns an
+// open connection; or answers 400 when the request is not an upgrade we take.
+// upgrade.ts holds a request until it is answered.
 import {
   type ConnectionOptions,
   makeConnection,
@@ -13,12 +10,12 @@ import {
 } from "./connection.ts";
 import {
   badRequest,
+  headerOf,
   switchingProtocols,
   upgradeProblem,
   type UpgradeRequest,
 } from "./handshake.ts";
-import { nodeSocketTransport } from "./node_socket.ts";
-import { connTransport, type Transport } from "./transport.ts";
+import type { Transport } from "./transport.ts";
 
 export type AcceptOptions = Omit<ConnectionOptions, "role">;
 
@@ -43,59 +40,12 @@ export function acceptOn(
       () => transport.closeWrite(),
       () => transport.close(),
     );
-    // Read and dropped until the peer ends; a peer that never does is the
-    // caller's to cut (it holds nothing of ours).
+    // Read and dropped until the peer ends.
     transport.read(() => {}, () => transport.close());
     return null;
   }
   const opening = makeConnection({ ...opts, role: "server" }, events);
-  const key = req.header("sec-websocket-key")!;
+  const key = headerOf(req.headers, "sec-websocket-key")!;
   opening.open(transport, leftover, encoder.encode(switchingProtocols(key)));
   return opening.connection;
-}
-
-/** acceptOn for a Deno.Conn (the door on Deno.listen hands the bytes read past the head). */
-export function acceptConn(
-  req: UpgradeRequest,
-  conn: Deno.Conn,
-  leftover: Uint8Array,
-  opts: AcceptOptions,
-  events: WsEvents,
-): WsConnection | null {
-  if (conn.remoteAddr.transport === "tcp") {
-    try {
-      (conn as Deno.TcpConn).setNoDelay(true);
-    } catch {
-      // Already closed: the read side reports it.
-    }
-  }
-  return acceptOn(req, connTransport(conn), leftover, opts, events);
-}
-
-/** acceptOn for node:http's `upgrade` event (its socket and `head` bytes). */
-export function acceptNodeUpgrade(
-  req: IncomingMessage,
-  socket: Duplex,
-  head: Uint8Array,
-  opts: AcceptOptions,
-  events: WsEvents,
-): WsConnection | null {
-  (socket as Duplex & { setNoDelay?: (on: boolean) => void }).setNoDelay?.(
-    true,
-  );
-  return acceptOn(
-    { method: req.method ?? "", header: nodeHeader(req) },
-    nodeSocketTransport(socket),
-    head,
-    opts,
-    events,
-  );
-}
-
-/** node:http's headers as a lookup (the first value of a repeated one). */
-export function nodeHeader(req: IncomingMessage): UpgradeRequest["header"] {
-  return (name) => {
-    const v = req.headers[name];
-    return Array.isArray(v) ? v[0] : v;
-  };
 }

@@ -189,8 +189,8 @@ export function makeConnection(
     // need not wait for the reply to do so; a client does once both close
     // frames were exchanged.
     if (!masked || closeReceived) finAfterWrite = true;
-    // Nothing of theirs is read now but their close: a data frame larger
-    // than a control frame fails, and a failure now cuts.
+    // Nothing of theirs is kept now but their close: a data frame larger
+    // than a control frame stops the parser (see "fail").
     parser.maxPayload = CONTROL_PAYLOAD_MAX;
     closeTimer = setTimeout(terminate, opts.closeTimeoutMs ?? CLOSE_TIMEOUT_MS);
     schedule();
@@ -221,7 +221,9 @@ export function makeConnection(
         }
         return;
       case "fail":
-        if (closeSent) return terminate();
+        // After our close nothing of theirs matters: the parser has stopped,
+        // their bytes are dropped until they end or the linger cuts them.
+        if (closeSent) return;
         closeCode = m.code;
         closeReason = m.reason;
         sendClose(m.code, m.reason);

@@ -69,6 +69,8 @@ export function makeFrameParser(
   let pendLen = 0;
   /** Bytes the unfinished frame needs in all, once its header is known. */
   let need = 0;
+  /** The unfinished frame's payload length when it is a data frame, else 0. */
+  let needData = 0;
   let stopped = false;
   /** The opcode of a fragmented message in progress, 0 when none. */
   let fragOp = 0;
@@ -89,6 +91,11 @@ export function makeFrameParser(
         const used = take(bytes, bytes.length, emit);
         if (!stopped && used < bytes.length) keep(bytes.subarray(used));
         return;
+      }
+      // maxPayload may have dropped since the header came (a connection that
+      // closes takes nothing big): the unfinished frame is not kept for it.
+      if (fragLen + needData > parser.maxPayload) {
+        return fail(emit, CLOSE_TOO_LARGE, "message too large");
       }
       append(bytes);
       if (pendLen < need) return;
@@ -163,9 +170,11 @@ export function makeFrameParser(
       const total = head + len;
       if (end - at < total) {
         need = total;
+        needData = (b0 & 0x08) === 0 ? len : 0;
         break;
       }
       need = 0;
+      needData = 0;
       const payload = buf.subarray(at + head, at + total);
       if (masked) applyMask(payload, readMaskKey(buf, at + head - 4), 0);
       at += total;

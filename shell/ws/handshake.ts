@@ -97,25 +97,40 @@ export function responseProblem(
   return null;
 }
 
-/** A request line's method and its headers: what the server needs of an upgrade. */
-export type UpgradeRequest = { method: string; header: Headers };
+/** Request headers by lower-case name, as node:http gives them. */
+export type HeaderRecord = Readonly<
+  Record<string, string | string[] | undefined>
+>;
+
+/** A request's method and its headers: what the server needs of an upgrade. */
+export type UpgradeRequest = { method: string; headers: HeaderRecord };
+
+/** The first value of header `name` (lower case). */
+export function headerOf(
+  headers: HeaderRecord,
+  name: string,
+): string | undefined {
+  const v = headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
 
 /**
  * Why `req` is not a WebSocket upgrade we take (answered 400), or null. The
  * key must be 16 bytes in base64 (RFC 6455 section 4.1).
  */
 export function upgradeProblem(req: UpgradeRequest): string | null {
+  const header = (name: string) => headerOf(req.headers, name);
   if (req.method !== "GET") return "method must be GET";
-  if (req.header("upgrade")?.toLowerCase() !== "websocket") {
+  if (header("upgrade")?.toLowerCase() !== "websocket") {
     return "missing or invalid Upgrade header";
   }
-  if (!hasToken(req.header("connection"), "upgrade")) {
+  if (!hasToken(header("connection"), "upgrade")) {
     return "missing or invalid Connection header";
   }
-  if (req.header("sec-websocket-version") !== "13") {
+  if (header("sec-websocket-version") !== "13") {
     return "missing or invalid Sec-WebSocket-Version header";
   }
-  const key = req.header("sec-websocket-key");
+  const key = header("sec-websocket-key");
   if (key === undefined || !/^[+/0-9A-Za-z]{22}==$/.test(key.trim())) {
     return "missing or invalid Sec-WebSocket-Key header";
   }

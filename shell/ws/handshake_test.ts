@@ -76,7 +76,7 @@ Deno.test("an upgrade request needs GET, Upgrade, Connection, version 13 and a 1
     "sec-websocket-key": RFC_KEY,
   };
   const check = (headers: Record<string, string>, method = "GET") =>
-    upgradeProblem({ method, header: (n) => headers[n] });
+    upgradeProblem({ method, headers });
   assert.equal(check(base), null);
   assert.match(check(base, "POST")!, /GET/);
   assert.match(check({ ...base, upgrade: "h2c" })!, /Upgrade/);

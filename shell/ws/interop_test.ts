@@ -7,7 +7,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 // @ts-types="npm:@types/ws@8.18.1"
 import WebSocket, { WebSocketServer } from "ws";
-import { acceptConn, acceptNodeUpgrade, acceptOn } from "./accept.ts";
+import { acceptOn } from "./accept.ts";
 import { connectWebSocket } from "./client.ts";
 import type { WsConnection, WsEvents } from "./connection.ts";
 import {
@@ -16,6 +16,11 @@ import {
   type UpgradeRequest,
 } from "./handshake.ts";
 import { connTransport, type Transport } from "./transport.ts";
+import {
+  type UpgradeHead,
+  upgradeOnConn,
+  upgradeOnNodeSocket,
+} from "./upgrade.ts";
 
 /** What a connection reported, and promises for its open and close. */
 function recorder() {
@@ -175,10 +180,26 @@ Deno.test("our client's headers and query reach the server; a refused handshake 
 
 // ---- our server
 
+/** What a door knows of a request, for a test without a cap or proxies. */
+function doorHead(
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+): UpgradeHead {
+  return {
+    method,
+    url,
+    headers,
+    clientIp: "127.0.0.1",
+    overCap: () => false,
+    exempt: () => {},
+  };
+}
+
 /** The request head read from `conn` by hand (what the client door will hand over). */
 async function readUpgrade(
   conn: Deno.Conn,
-): Promise<{ req: UpgradeRequest; leftover: Uint8Array }> {
+): Promise<{ head: UpgradeHead; leftover: Uint8Array }> {
   const buf = new Uint8Array(16 * 1024);
   let len = 0;
   for (;;) {
@@ -187,14 +208,17 @@ async function readUpgrade(
     len += n;
     const end = headEnd(buf, len);
     if (end < 0) continue;
-    const head = new TextDecoder("latin1").decode(buf.subarray(0, end));
-    const [method] = head.split(" ");
-    // The status-line parser reads headers the same way for a request.
-    const parsed = parseResponseHead(
-      head.replace(/^[^\r]*/, "HTTP/1.1 200 OK"),
-    )!;
+    const [line, ...lines] = new TextDecoder().decode(buf.subarray(0, end - 4))
+      .split("\r\n");
+    const [method, url] = line!.split(" ");
+    const headers: Record<string, string> = {};
+    for (const l of lines) {
+      const colon = l.indexOf(":");
+      headers[l.slice(0, colon).trim().toLowerCase()] = l.slice(colon + 1)
+        .trim();
+    }
     return {
-      req: { method: method!, header: parsed.header },
+      head: doorHead(method!, url!, headers),
       leftover: buf.slice(end, len),
     };
   }
@@ -210,12 +234,12 @@ function denoServer(
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   (async () => {
     for await (const conn of listener) {
-      const { req, leftover } = await readUpgrade(conn);
+      const { head, leftover } = await readUpgrade(conn);
       const rec = recorder();
       const c = opts.wrap === undefined
-        ? acceptConn(req, conn, leftover, opts, rec.events)
+        ? upgradeOnConn(head, conn, leftover).accept(opts, rec.events)
         : acceptOn(
-          req,
+          head,
           opts.wrap(connTransport(conn)),
           leftover,
           opts,
@@ -330,9 +354,14 @@ Deno.test("a ws client and our server over node:http's upgrade socket", async ()
   const http = createServer();
   http.on("upgrade", (req, socket, head) => {
     const rec = recorder();
-    const c = acceptNodeUpgrade(req, socket, head, { maxPayload: 100 }, {
+    const u = upgradeOnNodeSocket(
+      doorHead(req.method!, req.url!, req.headers as Record<string, string>),
+      socket,
+      head,
+    );
+    const c = u.accept({ maxPayload: 100 }, {
       ...rec.events,
-      onText: (t) => c?.sendText(t.toUpperCase()),
+      onText: (t: string) => c?.sendText(t.toUpperCase()),
     });
     if (c !== null) conns.push({ c, rec });
   });
@@ -381,4 +410,36 @@ Deno.test("our server answers 400 to a request that is not an upgrade, and 1002 
   assert.equal((frame.charCodeAt(2) << 8) | frame.charCodeAt(3), 1002);
   raw.close();
   srv.close();
+});
+
+Deno.test("a held upgrade on a Deno.Conn notices its socket's close before an answer, and reply answers and ends", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  const held = async () => {
+    const conn = await listener.accept();
+    const { head, leftover } = await readUpgrade(conn);
+    return upgradeOnConn(head, conn, leftover);
+  };
+  const request = new TextEncoder().encode(
+    "GET /x HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+  );
+  const left = await Deno.connect({ hostname: "127.0.0.1", port });
+  await left.write(request);
+  const u = await held();
+  const gone = new Promise<void>((r) => u.onGone(r));
+  left.close();
+  await gone;
+  const asked = await Deno.connect({ hostname: "127.0.0.1", port });
+  await asked.write(request);
+  (await held()).reply("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+  const buf = new Uint8Array(1024);
+  let got = "";
+  for (;;) {
+    const n = await asked.read(buf);
+    if (n === null) break;
+    got += new TextDecoder().decode(buf.subarray(0, n));
+  }
+  assert.match(got, /^HTTP\/1\.1 404 Not Found\r\n/);
+  asked.close();
+  listener.close();
 });
