@@ -74,7 +74,8 @@ export type Opening = {
   /**
    * Starts on `transport`: `preface` (a server's 101 head) leaves first, in
    * the same write as any frame already queued; `leftover` (bytes read past
-   * the handshake) is parsed before the transport's own.
+   * the handshake, not reused by the caller) is parsed before the
+   * transport's own, from the next microtask on.
    */
   open(transport: Transport, leftover: Uint8Array, preface?: Uint8Array): void;
   /** The handshake failed: closes with 1006 and `reason`. */
@@ -327,8 +328,13 @@ export function makeConnection(
       if (preface !== undefined) prepend(preface);
       schedule();
       events.onOpen?.();
-      if (leftover.length > 0) onData(leftover);
-      t.read(onData, finish);
+      // Reading starts once the caller holds the connection (accept.ts
+      // returns it): no message comes before its owner knows it.
+      queueMicrotask(() => {
+        if (state === "closed") return;
+        if (leftover.length > 0) onData(leftover);
+        t.read(onData, finish);
+      });
     },
     abort(reason, t) {
       t?.close();

@@ -10,11 +10,7 @@ import WebSocket, { WebSocketServer } from "ws";
 import { acceptOn } from "./accept.ts";
 import { connectWebSocket } from "./client.ts";
 import type { WsConnection, WsEvents } from "./connection.ts";
-import {
-  headEnd,
-  parseResponseHead,
-  type UpgradeRequest,
-} from "./handshake.ts";
+import { headEnd } from "./handshake.ts";
 import { connTransport, type Transport } from "./transport.ts";
 import {
   type UpgradeHead,
