@@ -195,6 +195,10 @@ Deno.test("text that is not UTF-8 fails with 1007, in a message or a close reaso
     1007,
     "invalid UTF-8",
   ]);
+  // A real U+FFFD is text like any other.
+  assert.deepEqual(parseAll([encodeFrame(OP_TEXT, text("a\uFFFDb"), KEY)]), [
+    { kind: "text", text: "a\uFFFDb" },
+  ]);
   // A binary message is bytes: no check.
   assert.deepEqual(parseAll([encodeFrame(OP_BINARY, bad, KEY)]), [
     { kind: "binary", bytes: bad },
