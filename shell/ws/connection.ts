@@ -271,7 +271,7 @@ export function makeConnection(
       return state;
     },
     get bufferedAmount() {
-      return fillLen + writing;
+      return fillLen + writing + (transport?.queued() ?? 0);
     },
     get maxPayload() {
       return parser.maxPayload;

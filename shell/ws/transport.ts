@@ -9,8 +9,14 @@ export type Transport = {
    * an error, or after `close`.
    */
   read(onData: (bytes: Uint8Array) => void, onEnd: () => void): void;
-  /** Writes all of `bytes`; resolves once written, rejects when the socket broke. */
+  /**
+   * Writes all of `bytes`; resolves once written (or, for a transport that
+   * queues, once queued: it keeps no reference to `bytes`), rejects when the
+   * socket broke.
+   */
   write(bytes: Uint8Array): Promise<void>;
+  /** Bytes written and queued by the transport, not yet on the wire. */
+  queued(): number;
   /** Ends our side (FIN); reading goes on. */
   closeWrite(): void;
   /** Cuts the socket now. */
@@ -43,6 +49,7 @@ export function connTransport(conn: Deno.Conn): Transport {
       let at = 0;
       while (at < bytes.length) at += await conn.write(bytes.subarray(at));
     },
+    queued: () => 0,
     closeWrite() {
       conn.closeWrite().catch(() => {
         // Already closed, or reset: the read side reports the end.
