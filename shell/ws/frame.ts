@@ -231,11 +231,11 @@ export function makeFrameParser(
       case OP_CLOSE:
         return closeFrame(payload, emit);
       case OP_PING:
-        return emit({ kind: "ping", payload: payload.slice() });
+        return emit({ kind: "ping", payload: copyOf(payload) });
       case OP_PONG:
         return emit({ kind: "pong" });
       case OP_CONTINUATION: {
-        frags.push(payload.slice());
+        frags.push(copyOf(payload));
         fragLen += payload.length;
         if (!fin) return;
         const whole = concat(frags, fragLen);
@@ -248,7 +248,7 @@ export function makeFrameParser(
       default:
         if (fin) return message(op, payload, emit);
         fragOp = op;
-        frags = [payload.slice()];
+        frags = [copyOf(payload)];
         fragLen = payload.length;
     }
   }
@@ -260,7 +260,7 @@ export function makeFrameParser(
   ): void {
     if (op === OP_BINARY) {
       // The caller reuses its buffer: a binary message gets its own bytes.
-      return emit({ kind: "binary", bytes: payload.slice() });
+      return emit({ kind: "binary", bytes: copyOf(payload) });
     }
     const text = decodeUtf8(payload);
     if (text === null) {
@@ -286,6 +286,15 @@ export function makeFrameParser(
   }
 
   return parser;
+}
+
+/**
+ * A copy of `bytes` as a plain Uint8Array: the caller may hand in a node
+ * Buffer, whose `slice` is a view, not a copy (and whose copies are Buffers).
+ */
+function copyOf(bytes: Uint8Array): Uint8Array {
+  if (bytes.constructor === Uint8Array) return bytes.slice();
+  return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length).slice();
 }
 
 function protocolError(reason: string): { code: number; reason: string } {
