@@ -56,7 +56,7 @@ const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 const lenient = new TextDecoder("utf-8", { ignoreBOM: true });
 const EMPTY = new Uint8Array(0);
 /** Unfinished-frame buffers at most this big are kept for reuse. */
-const KEEP_BYTES_MAX = 64 * 1024;
+const KEEP_BYTES_MAX = 4 * 1024;
 
 /**
  * An incremental parser. `masked`: frames must be masked (we are the server,
@@ -104,6 +104,7 @@ export function makeFrameParser(
       if (stopped) return;
       pend.copyWithin(0, used, pendLen);
       pendLen -= used;
+      // Kept for the next unfinished frame only while small.
       if (pendLen === 0 && pend.length > KEEP_BYTES_MAX) pend = EMPTY;
     },
   };

@@ -23,21 +23,32 @@ export type Transport = {
   close(): void;
 };
 
-/** One read buffer per connection, reused for every read. */
-const READ_BYTES = 64 * 1024;
+/**
+ * Read buffers: a small one while the peer sends little (an idle worker's
+ * pings), a large one from a read that filled the small one until a read
+ * fits the small one again. Each is reused for every read while in use.
+ * Issue 31: 64 KiB per connection for its whole life was most of an idle
+ * worker's memory.
+ */
+const READ_SMALL_BYTES = 1024;
+const READ_LARGE_BYTES = 64 * 1024;
 
 /** A Deno.Conn (TCP or TLS) as a transport. */
 export function connTransport(conn: Deno.Conn): Transport {
   let closed = false;
   return {
     read(onData, onEnd) {
-      const buf = new Uint8Array(READ_BYTES);
+      const small = new Uint8Array(READ_SMALL_BYTES);
+      let large: Uint8Array | null = null;
       (async () => {
         try {
           for (;;) {
+            const buf = large ?? small;
             const n = await conn.read(buf);
             if (n === null) break;
             onData(buf.subarray(0, n));
+            if (n === buf.length) large ??= new Uint8Array(READ_LARGE_BYTES);
+            else if (n <= READ_SMALL_BYTES) large = null;
           }
         } catch {
           // A reset, or our own close: the end either way.
