@@ -65,84 +65,94 @@ const KEEP_BYTES_MAX = 4 * 1024;
 export function makeFrameParser(
   opts: { masked: boolean; maxPayload: number },
 ): FrameParser {
+  return new Parser(opts.masked, opts.maxPayload);
+}
+
+/** A class for one object per connection, its methods shared (connection.ts says why). */
+class Parser implements FrameParser {
+  maxPayload: number;
+  readonly #masked: boolean;
   /** Bytes of an unfinished frame (and whatever came after it). */
-  let pend = EMPTY;
-  let pendLen = 0;
+  #pend: Uint8Array = EMPTY;
+  #pendLen = 0;
   /** Bytes the unfinished frame needs in all, once its header is known. */
-  let need = 0;
+  #need = 0;
   /** The unfinished frame's payload length when it is a data frame, else 0. */
-  let needData = 0;
-  let stopped = false;
+  #needData = 0;
+  #stopped = false;
   /** The opcode of a fragmented message in progress, 0 when none. */
-  let fragOp = 0;
-  let frags: Uint8Array[] = [];
-  let fragLen = 0;
+  #fragOp = 0;
+  #frags: Uint8Array[] = [];
+  #fragLen = 0;
 
-  const parser: FrameParser = {
-    maxPayload: opts.maxPayload,
-    stop() {
-      stopped = true;
-      pend = EMPTY;
-      pendLen = 0;
-      frags = [];
-    },
-    parse(bytes, emit) {
-      if (stopped) return;
-      if (pendLen === 0) {
-        const used = take(bytes, bytes.length, emit);
-        if (!stopped && used < bytes.length) keep(bytes.subarray(used));
-        return;
-      }
-      // maxPayload may have dropped since the header came (a connection that
-      // closes takes nothing big): the unfinished frame is not kept for it.
-      if (fragLen + needData > parser.maxPayload) {
-        return fail(emit, CLOSE_TOO_LARGE, "message too large");
-      }
-      append(bytes);
-      if (pendLen < need) return;
-      const used = take(pend, pendLen, emit);
-      if (stopped) return;
-      pend.copyWithin(0, used, pendLen);
-      pendLen -= used;
-      // Kept for the next unfinished frame only while small.
-      if (pendLen === 0 && pend.length > KEEP_BYTES_MAX) pend = EMPTY;
-    },
-  };
+  constructor(masked: boolean, maxPayload: number) {
+    this.#masked = masked;
+    this.maxPayload = maxPayload;
+  }
 
-  function keep(rest: Uint8Array): void {
+  stop(): void {
+    this.#stopped = true;
+    this.#pend = EMPTY;
+    this.#pendLen = 0;
+    this.#frags = [];
+  }
+
+  parse(bytes: Uint8Array, emit: (m: Received) => void): void {
+    if (this.#stopped) return;
+    if (this.#pendLen === 0) {
+      const used = this.#take(bytes, bytes.length, emit);
+      if (!this.#stopped && used < bytes.length) {
+        this.#keep(bytes.subarray(used));
+      }
+      return;
+    }
+    // maxPayload may have dropped since the header came (a connection that
+    // closes takes nothing big): the unfinished frame is not kept for it.
+    if (this.#fragLen + this.#needData > this.maxPayload) {
+      return this.#fail(emit, CLOSE_TOO_LARGE, "message too large");
+    }
+    this.#append(bytes);
+    if (this.#pendLen < this.#need) return;
+    const used = this.#take(this.#pend, this.#pendLen, emit);
+    if (this.#stopped) return;
+    this.#pend.copyWithin(0, used, this.#pendLen);
+    this.#pendLen -= used;
+    // Kept for the next unfinished frame only while small.
+    if (this.#pendLen === 0 && this.#pend.length > KEEP_BYTES_MAX) {
+      this.#pend = EMPTY;
+    }
+  }
+
+  #keep(rest: Uint8Array): void {
     // Grown as bytes come, never to the size a header claims: a peer that
     // declares a huge frame and sends little gets little memory.
-    if (pend.length < rest.length) {
-      pend = new Uint8Array(Math.max(rest.length, 4096));
+    if (this.#pend.length < rest.length) {
+      this.#pend = new Uint8Array(Math.max(rest.length, 4096));
     }
-    pend.set(rest);
-    pendLen = rest.length;
+    this.#pend.set(rest);
+    this.#pendLen = rest.length;
   }
 
-  function append(bytes: Uint8Array): void {
-    const want = pendLen + bytes.length;
-    if (want > pend.length) {
-      const bigger = new Uint8Array(Math.max(want, pend.length * 2));
-      bigger.set(pend.subarray(0, pendLen));
-      pend = bigger;
+  #append(bytes: Uint8Array): void {
+    const want = this.#pendLen + bytes.length;
+    if (want > this.#pend.length) {
+      const bigger = new Uint8Array(Math.max(want, this.#pend.length * 2));
+      bigger.set(this.#pend.subarray(0, this.#pendLen));
+      this.#pend = bigger;
     }
-    pend.set(bytes, pendLen);
-    pendLen = want;
+    this.#pend.set(bytes, this.#pendLen);
+    this.#pendLen = want;
   }
 
-  function fail(emit: (m: Received) => void, code: number, reason: string) {
-    parser.stop();
+  #fail(emit: (m: Received) => void, code: number, reason: string): void {
+    this.stop();
     emit({ kind: "fail", code, reason });
   }
 
   /** Parses whole frames from buf[0, end); returns the bytes used. */
-  function take(
-    buf: Uint8Array,
-    end: number,
-    emit: (m: Received) => void,
-  ): number {
+  #take(buf: Uint8Array, end: number, emit: (m: Received) => void): number {
     let at = 0;
-    while (!stopped && end - at >= 2) {
+    while (!this.#stopped && end - at >= 2) {
       const b0 = buf[at]!;
       const b1 = buf[at + 1]!;
       let len = b1 & 0x7f;
@@ -156,37 +166,37 @@ export function makeFrameParser(
         const high = readU32(buf, at + 2);
         // Beyond 2^53 - 1 is beyond any limit we take.
         if (high > 0x1fffff) {
-          fail(emit, CLOSE_TOO_LARGE, "message too large");
+          this.#fail(emit, CLOSE_TOO_LARGE, "message too large");
           break;
         }
         len = high * 0x100000000 + readU32(buf, at + 6);
         head = 10;
       }
-      const violation = headerViolation(b0, b1, len);
+      const violation = this.#headerViolation(b0, b1, len);
       if (violation !== null) {
-        fail(emit, violation.code, violation.reason);
+        this.#fail(emit, violation.code, violation.reason);
         break;
       }
       const masked = (b1 & 0x80) !== 0;
       if (masked) head += 4;
       const total = head + len;
       if (end - at < total) {
-        need = total;
-        needData = (b0 & 0x08) === 0 ? len : 0;
+        this.#need = total;
+        this.#needData = (b0 & 0x08) === 0 ? len : 0;
         break;
       }
-      need = 0;
-      needData = 0;
+      this.#need = 0;
+      this.#needData = 0;
       const payload = buf.subarray(at + head, at + total);
       if (masked) applyMask(payload, readMaskKey(buf, at + head - 4), 0);
       at += total;
-      frame(b0, payload, emit);
+      this.#frame(b0, payload, emit);
     }
     return at;
   }
 
   /** What is wrong with a frame's header, or null. */
-  function headerViolation(
+  #headerViolation(
     b0: number,
     b1: number,
     len: number,
@@ -194,8 +204,8 @@ export function makeFrameParser(
     const op = b0 & 0x0f;
     const fin = (b0 & 0x80) !== 0;
     if ((b0 & 0x70) !== 0) return protocolError("reserved bits set");
-    if (((b1 & 0x80) !== 0) !== opts.masked) {
-      return protocolError(opts.masked ? "unmasked frame" : "masked frame");
+    if (((b1 & 0x80) !== 0) !== this.#masked) {
+      return protocolError(this.#masked ? "unmasked frame" : "masked frame");
     }
     if (op >= 0x8) {
       if (op !== OP_CLOSE && op !== OP_PING && op !== OP_PONG) {
@@ -208,85 +218,81 @@ export function makeFrameParser(
     if (op !== OP_CONTINUATION && op !== OP_TEXT && op !== OP_BINARY) {
       return protocolError(`unknown opcode ${op}`);
     }
-    if (op === OP_CONTINUATION && fragOp === 0) {
+    if (op === OP_CONTINUATION && this.#fragOp === 0) {
       return protocolError("continuation without a message");
     }
-    if (op !== OP_CONTINUATION && fragOp !== 0) {
+    if (op !== OP_CONTINUATION && this.#fragOp !== 0) {
       return protocolError("new message inside a fragmented one");
     }
-    if (fragLen + len > parser.maxPayload) {
+    if (this.#fragLen + len > this.maxPayload) {
       return { code: CLOSE_TOO_LARGE, reason: "message too large" };
     }
     return null;
   }
 
   /** One whole, unmasked frame. */
-  function frame(
-    b0: number,
-    payload: Uint8Array,
-    emit: (m: Received) => void,
-  ): void {
+  #frame(b0: number, payload: Uint8Array, emit: (m: Received) => void): void {
     const op = b0 & 0x0f;
     const fin = (b0 & 0x80) !== 0;
     switch (op) {
       case OP_CLOSE:
-        return closeFrame(payload, emit);
+        return this.#closeFrame(payload, emit);
       case OP_PING:
         return emit({ kind: "ping", payload: copyOf(payload) });
       case OP_PONG:
         return emit({ kind: "pong" });
       case OP_CONTINUATION: {
-        frags.push(copyOf(payload));
-        fragLen += payload.length;
+        this.#frags.push(copyOf(payload));
+        this.#fragLen += payload.length;
         if (!fin) return;
-        const whole = concat(frags, fragLen);
-        const wholeOp = fragOp;
-        fragOp = 0;
-        frags = [];
-        fragLen = 0;
-        return message(wholeOp, whole, emit);
+        const whole = concat(this.#frags, this.#fragLen);
+        const wholeOp = this.#fragOp;
+        this.#fragOp = 0;
+        this.#frags = [];
+        this.#fragLen = 0;
+        return this.#message(wholeOp, whole, emit);
       }
       default:
-        if (fin) return message(op, payload, emit);
-        fragOp = op;
-        frags = [copyOf(payload)];
-        fragLen = payload.length;
+        if (fin) return this.#message(op, payload, emit);
+        this.#fragOp = op;
+        this.#frags = [copyOf(payload)];
+        this.#fragLen = payload.length;
     }
   }
 
-  function message(
-    op: number,
-    payload: Uint8Array,
-    emit: (m: Received) => void,
-  ): void {
+  #message(op: number, payload: Uint8Array, emit: (m: Received) => void) {
     if (op === OP_BINARY) {
       // The caller reuses its buffer: a binary message gets its own bytes.
       return emit({ kind: "binary", bytes: copyOf(payload) });
     }
     const text = decodeUtf8(payload);
     if (text === null) {
-      return fail(emit, CLOSE_INVALID_DATA, "invalid UTF-8");
+      return this.#fail(emit, CLOSE_INVALID_DATA, "invalid UTF-8");
     }
     emit({ kind: "text", text });
   }
 
-  function closeFrame(payload: Uint8Array, emit: (m: Received) => void) {
+  #closeFrame(payload: Uint8Array, emit: (m: Received) => void): void {
     if (payload.length === 0) {
       return emit({ kind: "close", code: CLOSE_NO_CODE, reason: "" });
     }
-    if (payload.length === 1) return fail(emit, 1002, "one-byte close frame");
+    if (payload.length === 1) {
+      return this.#fail(emit, CLOSE_PROTOCOL_ERROR, "one-byte close frame");
+    }
     const code = (payload[0]! << 8) | payload[1]!;
     if (!closeCodeValid(code)) {
-      return fail(emit, CLOSE_PROTOCOL_ERROR, `invalid close code ${code}`);
+      return this.#fail(
+        emit,
+        CLOSE_PROTOCOL_ERROR,
+        `invalid close code ${code}`,
+      );
     }
     const reason = decodeUtf8(payload.subarray(2));
     if (reason === null) {
-      return fail(emit, CLOSE_INVALID_DATA, "invalid UTF-8");
+      return this.#fail(emit, CLOSE_INVALID_DATA, "invalid UTF-8");
     }
     emit({ kind: "close", code, reason });
   }
-
-  return parser;
 }
 
 /**
