@@ -15,8 +15,9 @@
 //   node-net    node:net, HTTP/1.1 parsed by hand
 // The worker's link (WebSocket client to the server; server here is `ws` in
 // this process): 8 messages in flight, each echoed:
-//   ws-client   the `ws` package's client (the worker today)
+//   ws-client   the `ws` package's client (the worker before issue 31)
 //   deno-ws     Deno's native WebSocket
+//   ours        shell/ws/client.ts over Deno.connect, TCP_NODELAY (the worker now)
 // and the latency of a head and a first piece sent in two turns (issue 31's
 // Nagle finding): p50 from the first send to the server's answer to the
 // second.
@@ -44,6 +45,8 @@ import {
   newResponseParser,
   type ParserEvents,
 } from "../shell/worker/http1/response_parser.ts";
+import { connectWebSocket } from "../shell/ws/client.ts";
+import type { WsConnection } from "../shell/ws/connection.ts";
 
 const ANSWER = JSON.stringify({
   id: "x",
@@ -360,12 +363,25 @@ async function runClient(kind: Client, port: number, requests: number) {
   for (const lane of lanes) lane.close();
 }
 
+function linkOurs(url: string): void {
+  const ws: WsConnection = connectWebSocket(url, { maxPayload: 1 << 20 }, {
+    onText: (text) => {
+      if (text === "pair") {
+        ws.sendText("head-of-a-stream");
+        setTimeout(() => ws.sendText("first-piece"), 0);
+      } else ws.sendText(text);
+    },
+    onBinary: () => {},
+    onClose: () => {},
+  });
+}
+
 // ---- the harness
 
 type Door = "node-http" | "deno-serve" | "raw-listen" | "node-net";
-type Link = "ws-client" | "deno-ws";
+type Link = "ws-client" | "deno-ws" | "ours";
 const DOORS: Door[] = ["node-http", "deno-serve", "raw-listen", "node-net"];
-const LINKS: Link[] = ["ws-client", "deno-ws"];
+const LINKS: Link[] = ["ws-client", "deno-ws", "ours"];
 
 function cpuNs(pid: number): number {
   const t = readCpuNs([pid]).get(pid);
@@ -507,8 +523,16 @@ async function links(rounds: number, messages: number) {
       s.on("message", onMessage);
       s.send("pair");
     });
-  const us: Record<Link, number[]> = { "ws-client": [], "deno-ws": [] };
-  const pairMs: Record<Link, number[]> = { "ws-client": [], "deno-ws": [] };
+  const us: Record<Link, number[]> = {
+    "ws-client": [],
+    "deno-ws": [],
+    ours: [],
+  };
+  const pairMs: Record<Link, number[]> = {
+    "ws-client": [],
+    "deno-ws": [],
+    ours: [],
+  };
   try {
     for (const p of procs) await echoes(p.s, messages / 4);
     for (let r = 0; r < rounds; r++) {
@@ -612,6 +636,7 @@ if (import.meta.main) {
     Deno.exit(0);
   } else if (mode === "link") {
     if (kind === "ws-client") linkWs(arg!);
+    else if (kind === "ours") linkOurs(arg!);
     else linkDeno(arg!);
   } else {
     const { values } = parseArgs({
@@ -625,45 +650,10 @@ if (import.meta.main) {
     const rounds = Number(values.rounds);
     const requests = Number(values.requests);
     const only = values.only.split(",");
-    if (only.includes("door")) await printDoors(rounds, requests);
-    if (only.includes("link")) await printLinks(rounds, requests);
+    if (only.includes("door")) await reportDoors(rounds, requests);
+    if (only.includes("link")) await reportLinks(rounds, requests);
     if (only.includes("client")) await printClients(rounds, requests);
     Deno.exit(0);
-  }
-}
-
-async function printDoors(rounds: number, requests: number) {
-  {
-    const d = await doors(rounds, requests);
-    console.log(
-      `client door: server CPU µs per request, c=8, ${requests} requests, ${rounds} rounds (median; rounds)`,
-    );
-    const base = median(d["node-http"]);
-    for (const k of DOORS) {
-      console.log(
-        `  ${k.padEnd(11)} ${median(d[k]).toFixed(1).padStart(6)} µs  (${
-          (median(d[k]) / base).toFixed(2)
-        } of node-http)  [${d[k].map((v) => v.toFixed(1)).join(", ")}]`,
-      );
-    }
-  }
-}
-
-async function printLinks(rounds: number, requests: number) {
-  {
-    const l = await links(rounds, requests);
-    console.log(
-      `worker link: client CPU µs per message echoed, 8 in flight, ${requests} messages (median; rounds); head + first piece in two turns, p50 / p99 ms`,
-    );
-    for (const k of LINKS) {
-      console.log(
-        `  ${k.padEnd(11)} ${median(l.us[k]).toFixed(1).padStart(6)} µs  [${
-          l.us[k].map((v) => v.toFixed(1)).join(", ")
-        }]   pair p50 ${percentile(l.pairMs[k], 50).toFixed(2)} ms, p99 ${
-          percentile(l.pairMs[k], 99).toFixed(2)
-        } ms`,
-      );
-    }
   }
 }
 
@@ -684,5 +674,36 @@ async function printClients(rounds: number, requests: number) {
         } of exchange)  [${c[k].map((v) => v.toFixed(1)).join(", ")}]`,
       );
     }
+  }
+}
+
+async function reportDoors(rounds: number, requests: number): Promise<void> {
+  const d = await doors(rounds, requests);
+  console.log(
+    `client door: server CPU µs per request, c=8, ${requests} requests, ${rounds} rounds (median; rounds)`,
+  );
+  const base = median(d["node-http"]);
+  for (const k of DOORS) {
+    console.log(
+      `  ${k.padEnd(11)} ${median(d[k]).toFixed(1).padStart(6)} µs  (${
+        (median(d[k]) / base).toFixed(2)
+      } of node-http)  [${d[k].map((v) => v.toFixed(1)).join(", ")}]`,
+    );
+  }
+}
+
+async function reportLinks(rounds: number, requests: number): Promise<void> {
+  const l = await links(rounds, requests);
+  console.log(
+    `worker link: client CPU µs per message echoed, 8 in flight, ${requests} messages (median; rounds); head + first piece in two turns, p50 / p99 ms`,
+  );
+  for (const k of LINKS) {
+    console.log(
+      `  ${k.padEnd(11)} ${median(l.us[k]).toFixed(1).padStart(6)} µs  [${
+        l.us[k].map((v) => v.toFixed(1)).join(", ")
+      }]   pair p50 ${percentile(l.pairMs[k], 50).toFixed(2)} ms, p99 ${
+        percentile(l.pairMs[k], 99).toFixed(2)
+      } ms`,
+    );
   }
 }
