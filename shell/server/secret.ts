@@ -1,6 +1,6 @@
 // Credentials a request presents, read and compared in one place: the bearer
 // token of the admin, metrics and client-key checks, compared in constant time.
-import type { IncomingMessage } from "node:http";
+import type { HttpRequest } from "./door/exchange.ts";
 import { createHash, timingSafeEqual } from "node:crypto";
 
 /** Constant-time comparison (C1): both sides hashed first so lengths never leak. */
@@ -14,7 +14,7 @@ export function secretsEqual(given: string, expected: string): boolean {
  * A token as the original's admin API also takes it (issue 32): the whole
  * `Authorization` value when it is one word with no scheme, else null.
  */
-function bareToken(req: IncomingMessage): string | null {
+function bareToken(req: HttpRequest): string | null {
   const h = req.headers.authorization?.trim();
   return h === undefined || h === "" || /\s/.test(h) ? null : h;
 }
@@ -26,7 +26,7 @@ function bareToken(req: IncomingMessage): string | null {
  * `bare`: a token without the `Bearer ` scheme counts too.
  */
 export function bearerCheck(
-  req: IncomingMessage,
+  req: HttpRequest,
   secret: string,
   opts: { bare?: boolean } = {},
 ): "ok" | "missing" | "wrong" {
@@ -37,7 +37,7 @@ export function bearerCheck(
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or null. */
-export function bearerToken(req: IncomingMessage): string | null {
+export function bearerToken(req: HttpRequest): string | null {
   const h = req.headers.authorization;
   if (h === undefined) return null;
   const m = /^Bearer\s+(\S+)\s*$/i.exec(h);

@@ -17,6 +17,7 @@
 // answers sent over it end `cluster_link_lost`, their workers told to stop),
 // rather than holding memory for a reader that may never come back.
 import type { IncomingMessage } from "node:http";
+import type { HttpRequest } from "../door/exchange.ts";
 import type { Duplex } from "node:stream";
 import { Buffer } from "node:buffer";
 // @ts-types="npm:@types/ws@8.18.1"
@@ -49,7 +50,7 @@ export type PeerLinks = {
   /** Sends a piece to instance `to` at `url`; queued while its link opens. */
   send(to: InstanceId, url: string, piece: DirectChunk): void;
   /** Takes the HTTP upgrade when it is a peer link; false for any other path. */
-  onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
+  onUpgrade(req: HttpRequest, socket: Duplex, head: Buffer): boolean;
   /** Closes every outbound link (this instance's id changed, or it stops). */
   closeOutbound(): void;
   close(): void;
@@ -194,7 +195,7 @@ function open(l: Links, to: InstanceId, url: string): Outbound {
 /** An inbound link: authenticated with the cluster secret, then pieces in. */
 function accept(
   l: Links,
-  req: IncomingMessage,
+  req: HttpRequest,
   socket: Duplex,
   head: Buffer,
 ): boolean {
@@ -207,7 +208,7 @@ function accept(
     socket.end("HTTP/1.1 401 Unauthorized\r\nconnection: close\r\n\r\n");
     return true;
   }
-  l.wss.handleUpgrade(req, socket, head, (ws) => {
+  l.wss.handleUpgrade(req as unknown as IncomingMessage, socket, head, (ws) => {
     l.inbound.add(ws);
     ws.on("message", (data: Buffer, isBinary: boolean) => {
       if (!isBinary) return;

@@ -20,7 +20,7 @@ import {
   initialInstance,
   type Note,
 } from "../../../core/cluster/instance.ts";
-import type { IncomingMessage } from "node:http";
+import type { HttpRequest } from "../door/exchange.ts";
 import type { Duplex } from "node:stream";
 import type { Buffer } from "node:buffer";
 import type { Runtime } from "../runtime.ts";
@@ -53,7 +53,7 @@ export type ClusterRuntime = Runtime & {
   peerSecret(): string;
   /** Takes an HTTP upgrade that is a peer link (issue 23); false for any other. */
   peerUpgrade: (
-    req: IncomingMessage,
+    req: HttpRequest,
     socket: Duplex,
     head: Buffer,
   ) => boolean;

@@ -5,6 +5,7 @@
 // admitted one may send only a register-sized amount before its register is
 // accepted. Socket callbacks only translate into core events.
 import type { IncomingMessage } from "node:http";
+import type { HttpRequest } from "../door/exchange.ts";
 import type { Duplex } from "node:stream";
 // @ts-types="npm:@types/ws@8.18.1"
 import { type WebSocket, WebSocketServer } from "ws";
@@ -75,7 +76,7 @@ export type WorkerAdmission = {
 };
 
 type Attempt = {
-  req: IncomingMessage;
+  req: HttpRequest;
   socket: Duplex;
   head: Buffer;
   /** Forgets the attempt if the socket closes first; removed once answered. */
@@ -85,7 +86,7 @@ type Attempt = {
 };
 
 export type WorkerUpgrade = {
-  onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  onUpgrade: (req: HttpRequest, socket: Duplex, head: Buffer) => void;
   admission: WorkerAdmission;
   close: () => void;
 };
@@ -102,7 +103,7 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
   const refusals = new WebSocketServer({ noServer: true, maxPayload: 125 });
   const attempts = new Map<string, Attempt>();
 
-  function onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  function onUpgrade(req: HttpRequest, socket: Duplex, head: Buffer): void {
     const screened = screenUpgrade(deps, req, socket);
     if (screened === null) return;
     const { url, secretValid } = screened;
@@ -154,7 +155,7 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
     if (a === undefined) return false;
     forget(workerId, a);
     wss.handleUpgrade(
-      a.req,
+      a.req as unknown as IncomingMessage,
       a.socket,
       a.head,
       (ws) => admitted(deps, workerId, ws, a.socket),
@@ -169,7 +170,7 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
     // The handshake completes so the worker reads the close code and reason, as
     // the original's workers expect (C41).
     refusals.handleUpgrade(
-      a.req,
+      a.req as unknown as IncomingMessage,
       a.socket,
       a.head,
       (ws) => refused(ws, a.socket, code, reason),
@@ -209,7 +210,7 @@ function closeDoor(
  */
 function screenUpgrade(
   deps: WorkerSocketDeps,
-  req: IncomingMessage,
+  req: HttpRequest,
   socket: Duplex,
 ): { url: URL; secretValid: boolean } | null {
   const url = requestUrl(req.url);
@@ -220,8 +221,8 @@ function screenUpgrade(
   const presented = presentedSecret(req, url);
   const secretValid = secretsEqual(presented, deps.workerSecret) ||
     (presented !== "" && deps.workerKeyValid?.(presented) === true);
-  if (secretValid) deps.cap?.exempt(socket);
-  else if (deps.cap?.overCap(socket) === true) {
+  if (secretValid) deps.cap?.exempt(req.socket);
+  else if (deps.cap?.overCap(req.socket) === true) {
     socket.end(
       "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
     );
@@ -234,7 +235,7 @@ function screenUpgrade(
  * The secret a worker presented: the header, else the `secret` query
  * parameter, else the original's `worker_secret` (issue 32).
  */
-function presentedSecret(req: IncomingMessage, url: URL): string {
+function presentedSecret(req: HttpRequest, url: URL): string {
   const header = req.headers["x-worker-secret"];
   return (Array.isArray(header) ? header[0] : header) ??
     url.searchParams.get("secret") ??
