@@ -182,6 +182,16 @@ function takeHead(
 ): { at: number; text: string | null } {
   const before = p.text.length;
   const stop = Math.min(bytes.length, from + HEAD_BYTES_MAX + 4 - before);
+  if (before === 0 && bytes[from] !== CR) {
+    // The common case, a whole head in one read: only the head becomes text.
+    const end = headEnd(bytes, from, stop);
+    if (end >= 0) {
+      if (end - from > HEAD_BYTES_MAX) {
+        throw headTooLarge(latin1(bytes, from, from + 256));
+      }
+      return { at: end, text: latin1(bytes, from, end - 4) };
+    }
+  }
   const text = before === 0
     ? latin1(bytes, from, stop)
     : p.text + latin1(bytes, from, stop);
@@ -199,6 +209,20 @@ function takeHead(
   if (found + 4 - lead > HEAD_BYTES_MAX) throw headTooLarge(text.slice(lead));
   p.text = "";
   return { at: from + found + 4 - before, text: text.slice(lead, found) };
+}
+
+/** Where the first CRLFCRLF in `bytes[from..stop)` ends, or -1. */
+function headEnd(bytes: Uint8Array, from: number, stop: number): number {
+  for (
+    let i = bytes.indexOf(LF, from + 3);
+    i >= 0 && i < stop;
+    i = bytes.indexOf(LF, i + 1)
+  ) {
+    if (bytes[i - 1] === CR && bytes[i - 2] === LF && bytes[i - 3] === CR) {
+      return i + 1;
+    }
+  }
+  return -1;
 }
 
 /**
