@@ -2,9 +2,6 @@
 // worker WebSocket endpoint, one runtime driving the core, one tick timer.
 import type { HttpRequest, HttpResponse } from "./door/exchange.ts";
 import { type Door, openDoor } from "./door/door.ts";
-import { upgradeSocket } from "./door/upgrade_socket.ts";
-// @ts-types="npm:@types/ws@8.18.1"
-import type { WebSocket } from "ws";
 import {
   apiError,
   type Effect,
@@ -22,7 +19,6 @@ import {
   type ServerConfig,
   UNLIMITED_QUEUE_LEN,
 } from "./config.ts";
-import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import { answerUnparsable, replyError } from "./http/http_reply.ts";
 import { type EffectDeps, makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
@@ -32,6 +28,8 @@ import {
   makeWorkerUpgrade,
   type WorkerUpgrade,
 } from "./worker_door/worker_socket.ts";
+import { connUpgrade } from "./door/upgrade.ts";
+import type { WsConnection } from "../ws/connection.ts";
 
 /**
  * Below this a worker secret can be guessed: the auth throttle never refuses a
@@ -77,8 +75,7 @@ export async function startServer(
   const clients: Clients = new Map();
   const lifecycleCallers: LifecycleCallers = hooks.lifecycleCallers ??
     new Map();
-  const sockets = new Map<string, WebSocket>();
-  const rawSockets = new WeakMap<WebSocket, Corkable>();
+  const sockets = new Map<string, WsConnection>();
   let resolveShutdown = () => {};
   const shutdownDone = new Promise<void>((r) => resolveShutdown = r);
   // Late-bound so the effect runner can submit follow-up events.
@@ -86,23 +83,19 @@ export async function startServer(
   const connections = capConnections(config.maxConnections);
   const upgrade = makeWorkerUpgrade({
     sockets,
-    rawSockets,
     submit: (e) => submit(e),
     now: nowMs,
     workerSecret: config.workerSecret,
     ...(hooks.workerKeyValid ? { workerKeyValid: hooks.workerKeyValid } : {}),
     defaultProvider: config.core.defaultProvider,
     frameCharsMax: config.core.frameCharsMax,
-    trustedProxies: config.trustedProxies,
     isRegistered: (id) => state.workers.has(id),
-    cap: connections,
     answerTimeoutMs: config.core.registerTimeoutMs,
   });
   const runEffect = effectRunnerFor(config, hooks, {
     clients,
     lifecycleCallers,
     sockets,
-    rawSockets,
     log,
     submit: (e) => submit(e),
     onShutdownComplete: () => resolveShutdown(),
@@ -125,15 +118,19 @@ export async function startServer(
     throw e;
   }
   const httpDeps = httpDepsFor(config, state, clients, submit, hooks, cluster);
+  const trustedProxies = config.trustedProxies;
   let door: Door;
   try {
     door = openDoor(config.hostname, config.port, {
       request: (req, res) => serveClient(req, res, connections, httpDeps, log),
       upgrade: (req, conn, head, closed) => {
-        const socket = upgradeSocket(conn, head, closed);
+        const u = connUpgrade(req, conn, head, closed, {
+          trustedProxies,
+          cap: connections,
+        });
         // Issue 23: another instance's link for answer bytes, on this same port.
-        if (cluster?.peerUpgrade(req, socket, socket.head) === true) return;
-        upgrade.onUpgrade(req, socket, socket.head);
+        if (cluster?.peerUpgrade(u) === true) return;
+        upgrade.onUpgrade(u);
       },
       unparsable: answerUnparsable,
       opened: connections.opened,
@@ -158,7 +155,7 @@ export async function startServer(
     closed = true;
     clearInterval(tick);
     await cluster?.close();
-    closeAll({ door, sockets, clients, lifecycleCallers, upgrade });
+    await closeAll({ door, sockets, clients, lifecycleCallers, upgrade });
   }
   async function shutdown(): Promise<void> {
     runtime.submit({ kind: "shutdownRequested", atMs: nowMs() });
@@ -176,20 +173,20 @@ export async function startServer(
 }
 
 /** Cuts every worker socket, client and lifecycle caller, then the listener. */
-function closeAll(
+async function closeAll(
   { door, sockets, clients, lifecycleCallers, upgrade }: {
     door: Door;
-    sockets: Map<string, WebSocket>;
+    sockets: Map<string, WsConnection>;
     clients: Clients;
     lifecycleCallers: LifecycleCallers;
     upgrade: WorkerUpgrade;
   },
-): void {
+): Promise<void> {
   for (const ws of sockets.values()) ws.terminate();
   for (const c of clients.values()) c.res.destroy();
   for (const res of lifecycleCallers.values()) res.destroy();
   upgrade.close();
-  door.close();
+  await door.close();
 }
 
 /** One client request; a throw is our bug: that request fails, loudly, and the server keeps serving. */
@@ -238,28 +235,19 @@ async function startRuntime(
 function effectRunnerFor(
   config: ServerConfig,
   hooks: ServerHooks,
-  deps:
-    & Pick<
-      EffectDeps,
-      | "clients"
-      | "lifecycleCallers"
-      | "sockets"
-      | "log"
-      | "submit"
-      | "onShutdownComplete"
-      | "admission"
-    >
-    & { rawSockets: WeakMap<WebSocket, Corkable> },
+  deps: Pick<
+    EffectDeps,
+    | "clients"
+    | "lifecycleCallers"
+    | "sockets"
+    | "log"
+    | "submit"
+    | "onShutdownComplete"
+    | "admission"
+  >,
 ): (effect: Effect) => void {
-  const { rawSockets, ...rest } = deps;
-  const batcher = makeFrameBatcher();
   const runEffect = makeEffectRunner({
-    ...rest,
-    // Frames of one turn to one worker leave in one write (frame_batch.ts).
-    batch: (ws) => {
-      const raw = rawSockets.get(ws);
-      if (raw !== undefined) batcher.hold(raw);
-    },
+    ...deps,
     clientBufferBytes: config.clientBufferBytes,
     now: nowMs,
     onRequestFinished: hooks.onRequestFinished ?? (() => {}),

@@ -10,14 +10,23 @@ import {
   serveConnection,
 } from "./connection.ts";
 import { KEEP_ALIVE_MS } from "./response_head.ts";
+import { LINGER_MS } from "../linger.ts";
 
 export type { DoorHandlers };
 
 export type Door = {
   port: number;
-  /** Stops listening and cuts every connection still served here. */
-  close(): void;
+  /**
+   * Stops listening and cuts every connection still served here; resolves
+   * once the upgraded ones (WebSockets) have closed too, as node:http's
+   * `server.close` waited for them: a worker's closing handshake is not cut
+   * by the process exiting. At most UPGRADED_WAIT_MS.
+   */
+  close(): Promise<void>;
 };
+
+/** How long `close` waits for upgraded connections: their linger, and a margin. */
+const UPGRADED_WAIT_MS = LINGER_MS + 1000;
 
 /** How often idle connections are looked for: a kept connection lives KEEP_ALIVE_MS to this much more. */
 const SWEEP_MS = 5000;
@@ -31,6 +40,30 @@ export function openDoor(
   const listener = Deno.listen({ hostname, port, transport: "tcp" });
   const connections = new Set<Connection>();
   let open = true;
+  // Upgraded connections still open, and the close waiting for them.
+  let upgraded = 0;
+  let allGone: (() => void) | null = null;
+  const served: DoorHandlers = {
+    ...handlers,
+    upgrade(req, conn, head, closed) {
+      upgraded++;
+      let gone = false;
+      const onClosed = () => {
+        if (gone) return;
+        gone = true;
+        upgraded--;
+        closed();
+        if (upgraded === 0) allGone?.();
+      };
+      try {
+        handlers.upgrade(req, conn, head, onClosed);
+      } catch (e) {
+        gone = true;
+        upgraded--;
+        throw e;
+      }
+    },
+  };
   void (async () => {
     while (open) {
       let conn: Deno.TcpConn;
@@ -44,7 +77,7 @@ export function openDoor(
       }
       const c: Connection = serveConnection(
         conn,
-        handlers,
+        served,
         () => connections.delete(c),
       );
       if (c.state === "open") connections.add(c);
@@ -72,6 +105,14 @@ export function openDoor(
         // already closed
       }
       for (const c of [...connections]) destroy(c);
+      if (upgraded === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, UPGRADED_WAIT_MS);
+        allGone = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
     },
   };
 }

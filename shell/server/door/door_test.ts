@@ -25,7 +25,7 @@ async function withDoor(
   try {
     await fn(door);
   } finally {
-    door.close();
+    await door.close();
   }
 }
 

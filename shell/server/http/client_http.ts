@@ -1,7 +1,7 @@
 // Client HTTP routes (C17): body limits and validation here, everything else in
-// the core. Uses node:http because Deno.serve 2.9.6 does not notice a client that
-// disconnects before any response byte when it sent headers and body in separate
-// writes, while node:http notices within ~300 ms (checklist C46, measured).
+// the core. Requests come from the door (door/door.ts), which notices a client
+// that disconnects before any response byte, split writes included (C46), as
+// Deno.serve 2.9.6 does not.
 import type { HttpRequest, HttpResponse } from "../door/exchange.ts";
 import type {
   ClientApi,

@@ -38,7 +38,7 @@ export function startMetricsListener(
     });
     return Promise.resolve({
       port: door.port,
-      close: () => Promise.resolve(door.close()),
+      close: () => door.close(),
     });
   } catch (e) {
     return Promise.reject(e);
