@@ -19,6 +19,7 @@ import { LINGER_MS } from "../linger.ts";
 import { HttpRequest, HttpResponse, type Peer, type Wire } from "./exchange.ts";
 import {
   feed,
+  isIdle,
   newRequestParser,
   type ParseEvents,
   type ParseFailure,
@@ -48,7 +49,13 @@ export type DoorHandlers = {
   closed?(peer: Peer): void;
 };
 
-const READ_BYTES = 16 * 1024;
+/**
+ * Read buffers: a small one while nothing is expected but the client's leaving
+ * or its next request (an open stream or an idle keep-alive connection holds
+ * only this), a larger one while a request's head or body is coming.
+ */
+const WAITING_READ_BYTES = 1024;
+const READING_READ_BYTES = 16 * 1024;
 /** Pipelined input held while an answer is pending; beyond it reading pauses. */
 const HOLD_BYTES_MAX = 64 * 1024;
 const CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -140,12 +147,19 @@ export function serveConnection(
 }
 
 async function readLoop(c: Connection): Promise<void> {
-  const buf = new Uint8Array(READ_BYTES);
+  const waiting = new Uint8Array(WAITING_READ_BYTES);
+  let reading: Uint8Array | null = null;
   while (c.state === "open" || c.state === "lingering") {
     if (c.paused !== null) {
       await new Promise<void>((r) => c.paused = r);
       continue;
     }
+    // Let go of the large buffer between requests.
+    const midRequest = c.req !== null ? !c.req.complete : !isIdle(c.parser);
+    if (!midRequest) reading = null;
+    const buf = midRequest
+      ? (reading ??= new Uint8Array(READING_READ_BYTES))
+      : waiting;
     let n: number | null;
     try {
       n = await c.conn.read(buf);

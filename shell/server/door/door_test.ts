@@ -228,3 +228,19 @@ Deno.test("door: an answer sent before the request's body arrived closes the con
     c.close();
   });
 });
+
+Deno.test("door: heads and bodies larger than a read arrive whole, Content-Length and chunked", async () => {
+  const big = "x".repeat(100_000);
+  const header = "a".repeat(3000);
+  await withDoor(echo, async (door) => {
+    const got = await exchange(
+      door.port,
+      `POST /big HTTP/1.1\r\nX-Long: ${header}\r\nContent-Length: ${big.length}\r\n\r\n${big}` +
+        `POST /chunked HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n${
+          big.length.toString(16)
+        }\r\n${big}\r\n0\r\n\r\n`,
+      /POST \/chunked x{100000}$/,
+    );
+    assert.ok(got.includes(`POST /big ${big}HTTP/1.1 200 OK`));
+  });
+});
