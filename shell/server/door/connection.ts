@@ -204,11 +204,7 @@ function hold(c: Connection, bytes: Uint8Array): void {
   if (c.held.length > HOLD_BYTES_MAX) c.paused = () => {};
 }
 
-/**
- * A head was read: the exchange is made now, and handed to the routes once the
- * parser has returned, with as much of its body as this read held (most
- * bodies arrive whole with their head: the route then takes them at once).
- */
+/** A head was read: the exchange is made now, handed to the routes once the parser has returned. */
 function onHead(c: Connection, head: RequestHead): void {
   const req = new HttpRequest(head, c.peer);
   c.req = req;

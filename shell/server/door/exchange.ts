@@ -78,20 +78,6 @@ export class HttpRequest extends Listeners<RequestEvents> {
     if (!this.#flowing) this.#startFlowing();
   }
 
-  /**
-   * The whole body, when it has all arrived and nobody has read any of it;
-   * null otherwise (then read it through "data" and "end").
-   */
-  takeBody(): Buffer | null {
-    if (!this.complete || this.#flowing || this.#discard) return null;
-    const queued = this.#queued;
-    this.#queued = null;
-    this.#endPending = false;
-    this.#flowing = true;
-    if (queued === null) return Buffer.alloc(0);
-    return queued.length === 1 ? queued[0]! : Buffer.concat(queued);
-  }
-
   /** Body bytes (a view into the read buffer: copied if kept). */
   push(bytes: Uint8Array): void {
     if (this.#discard) return;

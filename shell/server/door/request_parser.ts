@@ -100,9 +100,9 @@ export function isIdle(p: RequestParser): boolean {
 
 /**
  * Parses `bytes[from..]`; returns where it stopped: at the end of the input,
- * just after a complete request (the caller decides when to read the next),
- * or just after an upgrade's head. Throws RequestParseError on malformed
- * input.
+ * just after a head (the caller hands the request on, then feeds the rest),
+ * or just after a complete request (the caller decides when to read the
+ * next). Throws RequestParseError on malformed input.
  */
 export function feed(
   p: RequestParser,
@@ -126,9 +126,10 @@ export function feed(
           : "done";
         p.left = parsed.length;
         events.head(parsed);
-        // An upgrade's bytes are not HTTP.
-        if (parsed.upgrade) return at;
-        break;
+        // The caller hands the request on before its body is read (and an
+        // upgrade's bytes are not HTTP): a bodiless request completes first.
+        if (p.stage === "done" && !parsed.upgrade) events.complete();
+        return at;
       }
       case "length":
       case "chunkData": {

@@ -22,13 +22,6 @@ export function readBody(
   onBody: (body: Buffer) => void,
   onRefused: (error: ClientError) => void,
 ): void {
-  // Most bodies have arrived with their head: no timer, no listeners.
-  const whole = req.takeBody();
-  if (whole !== null) {
-    if (whole.length <= limits.maxBytes) return onBody(whole);
-    closeAfterAnswer(res);
-    return onRefused(apiError("body_too_large", { max: limits.maxBytes }));
-  }
   let settled = false;
   const refuse = (error: ClientError) => {
     settled = true;
