@@ -168,16 +168,6 @@ function traced(
   return headers;
 }
 
-function lowercaseHeaders(req: HttpRequest): Record<string, string> {
-  const out: Record<string, string> = {};
-  const from = req.headers;
-  for (const k in from) {
-    const v = from[k];
-    if (v !== undefined) out[k] = Array.isArray(v) ? v.join(", ") : v;
-  }
-  return out;
-}
-
 export function handleHttp(
   req: HttpRequest,
   res: HttpResponse,
@@ -404,7 +394,9 @@ function handleInference(
       isStreaming: parsed.stream,
       body: named.body,
       ...(named.base64 ? { bodyBase64: true } : {}),
-      headers: traced(deps, requestId, lowercaseHeaders(req)),
+      // The door's headers are lowercase names with one string each, the
+      // relay's own key already taken out (authorize).
+      headers: traced(deps, requestId, req.headers),
       tenant: tenancy.tenant,
       priority: tenancy.priority,
       cacheKey: tenancy.cacheKey,
