@@ -4,7 +4,7 @@
 // or message is read from /proc (bench/e2e/cpu.ts) in interleaved rounds, so
 // the ratios between candidates hold on a loaded machine.
 //
-//   deno run --allow-run --allow-net=127.0.0.1 --allow-read --allow-env bench/transports.ts [--rounds 3] [--requests 4000]
+//   deno run --allow-run --allow-net=127.0.0.1 --allow-read --allow-env bench/transports.ts [--rounds 3] [--requests 4000] [--only doors|links]
 //
 // The client door (what answers the SDKs): a POST with a small JSON body,
 // answered with a small JSON body, keep-alive, 8 concurrent clients (node:http
@@ -15,8 +15,9 @@
 //   node-net    node:net, HTTP/1.1 parsed by hand
 // The worker's link (WebSocket client to the server; server here is `ws` in
 // this process): 8 messages in flight, each echoed:
-//   ws-client   the `ws` package's client (the worker today)
+//   ws-client   the `ws` package's client (the worker before issue 31)
 //   deno-ws     Deno's native WebSocket
+//   ours        shell/ws/client.ts over Deno.connect, TCP_NODELAY (the worker now)
 // and the latency of a head and a first piece sent in two turns (issue 31's
 // Nagle finding): p50 from the first send to the server's answer to the
 // second.
@@ -29,6 +30,8 @@ import { readCpuNs } from "./e2e/cpu.ts";
 import { freePort, spawnProgram } from "../shell/procs.ts";
 import { median, percentile } from "./e2e/stats.ts";
 import { postChat } from "./_post_chat.ts";
+import { connectWebSocket } from "../shell/ws/client.ts";
+import type { WsConnection } from "../shell/ws/connection.ts";
 
 const ANSWER = JSON.stringify({
   id: "x",
@@ -206,12 +209,25 @@ function linkDeno(url: string): void {
   };
 }
 
+function linkOurs(url: string): void {
+  const ws: WsConnection = connectWebSocket(url, { maxPayload: 1 << 20 }, {
+    onText: (text) => {
+      if (text === "pair") {
+        ws.sendText("head-of-a-stream");
+        setTimeout(() => ws.sendText("first-piece"), 0);
+      } else ws.sendText(text);
+    },
+    onBinary: () => {},
+    onClose: () => {},
+  });
+}
+
 // ---- the harness
 
 type Door = "node-http" | "deno-serve" | "raw-listen" | "node-net";
-type Link = "ws-client" | "deno-ws";
+type Link = "ws-client" | "deno-ws" | "ours";
 const DOORS: Door[] = ["node-http", "deno-serve", "raw-listen", "node-net"];
-const LINKS: Link[] = ["ws-client", "deno-ws"];
+const LINKS: Link[] = ["ws-client", "deno-ws", "ours"];
 
 function cpuNs(pid: number): number {
   const t = readCpuNs([pid]).get(pid);
@@ -353,8 +369,16 @@ async function links(rounds: number, messages: number) {
       s.on("message", onMessage);
       s.send("pair");
     });
-  const us: Record<Link, number[]> = { "ws-client": [], "deno-ws": [] };
-  const pairMs: Record<Link, number[]> = { "ws-client": [], "deno-ws": [] };
+  const us: Record<Link, number[]> = {
+    "ws-client": [],
+    "deno-ws": [],
+    ours: [],
+  };
+  const pairMs: Record<Link, number[]> = {
+    "ws-client": [],
+    "deno-ws": [],
+    ours: [],
+  };
   try {
     for (const p of procs) await echoes(p.s, messages / 4);
     for (let r = 0; r < rounds; r++) {
@@ -393,6 +417,7 @@ if (import.meta.main) {
     }
   } else if (mode === "link") {
     if (kind === "ws-client") linkWs(arg!);
+    else if (kind === "ours") linkOurs(arg!);
     else linkDeno(arg!);
   } else {
     const { values } = parseArgs({
@@ -400,35 +425,45 @@ if (import.meta.main) {
       options: {
         rounds: { type: "string", default: "3" },
         requests: { type: "string", default: "4000" },
+        // "doors" or "links": only that half.
+        only: { type: "string" },
       },
     });
     const rounds = Number(values.rounds);
     const requests = Number(values.requests);
-    const d = await doors(rounds, requests);
-    console.log(
-      `client door: server CPU µs per request, c=8, ${requests} requests, ${rounds} rounds (median; rounds)`,
-    );
-    const base = median(d["node-http"]);
-    for (const k of DOORS) {
-      console.log(
-        `  ${k.padEnd(11)} ${median(d[k]).toFixed(1).padStart(6)} µs  (${
-          (median(d[k]) / base).toFixed(2)
-        } of node-http)  [${d[k].map((v) => v.toFixed(1)).join(", ")}]`,
-      );
-    }
-    const l = await links(rounds, requests);
-    console.log(
-      `worker link: client CPU µs per message echoed, 8 in flight, ${requests} messages (median; rounds); head + first piece in two turns, p50 / p99 ms`,
-    );
-    for (const k of LINKS) {
-      console.log(
-        `  ${k.padEnd(11)} ${median(l.us[k]).toFixed(1).padStart(6)} µs  [${
-          l.us[k].map((v) => v.toFixed(1)).join(", ")
-        }]   pair p50 ${percentile(l.pairMs[k], 50).toFixed(2)} ms, p99 ${
-          percentile(l.pairMs[k], 99).toFixed(2)
-        } ms`,
-      );
-    }
+    if (values.only !== "links") await reportDoors(rounds, requests);
+    if (values.only !== "doors") await reportLinks(rounds, requests);
     Deno.exit(0);
+  }
+}
+
+async function reportDoors(rounds: number, requests: number): Promise<void> {
+  const d = await doors(rounds, requests);
+  console.log(
+    `client door: server CPU µs per request, c=8, ${requests} requests, ${rounds} rounds (median; rounds)`,
+  );
+  const base = median(d["node-http"]);
+  for (const k of DOORS) {
+    console.log(
+      `  ${k.padEnd(11)} ${median(d[k]).toFixed(1).padStart(6)} µs  (${
+        (median(d[k]) / base).toFixed(2)
+      } of node-http)  [${d[k].map((v) => v.toFixed(1)).join(", ")}]`,
+    );
+  }
+}
+
+async function reportLinks(rounds: number, requests: number): Promise<void> {
+  const l = await links(rounds, requests);
+  console.log(
+    `worker link: client CPU µs per message echoed, 8 in flight, ${requests} messages (median; rounds); head + first piece in two turns, p50 / p99 ms`,
+  );
+  for (const k of LINKS) {
+    console.log(
+      `  ${k.padEnd(11)} ${median(l.us[k]).toFixed(1).padStart(6)} µs  [${
+        l.us[k].map((v) => v.toFixed(1)).join(", ")
+      }]   pair p50 ${percentile(l.pairMs[k], 50).toFixed(2)} ms, p99 ${
+        percentile(l.pairMs[k], 99).toFixed(2)
+      } ms`,
+    );
   }
 }

@@ -83,9 +83,13 @@ export type Opening = {
 };
 
 const encoder = new TextEncoder();
-/** The write buffer's starting size; buffers at most KEEP_BYTES_MAX are reused. */
-const START_BYTES = 16 * 1024;
-const KEEP_BYTES_MAX = 256 * 1024;
+/**
+ * The write buffer's smallest size; one at most KEEP_BYTES_MAX is kept for
+ * the next turn, a larger one (a big frame, a busy turn) is dropped after its
+ * write.
+ */
+const START_BYTES = 1024;
+const KEEP_BYTES_MAX = 4 * 1024;
 const CLOSE_TIMEOUT_MS = 30_000;
 
 export function makeConnection(
@@ -99,10 +103,14 @@ export function makeConnection(
   });
   let state: WsState = "connecting";
   let transport: Transport | null = null;
-  /** Frames of this turn; `spare` is the other buffer, back from its write. */
-  let fill = new Uint8Array(START_BYTES);
+  /**
+   * Frames of this turn; `spare` is the other buffer, back from its write.
+   * Both start empty and grow as frames come: an idle connection holds
+   * little (issue 31: memory per idle worker).
+   */
+  let fill: Uint8Array<ArrayBuffer> = new Uint8Array(0);
   let fillLen = 0;
-  let spare: Uint8Array<ArrayBuffer> | null = new Uint8Array(START_BYTES);
+  let spare: Uint8Array<ArrayBuffer> | null = null;
   /** Bytes of the write in flight (0: none). */
   let writing = 0;
   let flushScheduled = false;
@@ -117,7 +125,9 @@ export function makeConnection(
 
   function reserve(n: number): number {
     if (fillLen + n > fill.length) {
-      const bigger = new Uint8Array(Math.max(fillLen + n, fill.length * 2));
+      const bigger = new Uint8Array(
+        Math.max(fillLen + n, fill.length * 2, START_BYTES),
+      );
       bigger.set(fill.subarray(0, fillLen));
       fill = bigger;
     }
@@ -154,7 +164,7 @@ export function makeConnection(
     if (fillLen === 0) return finishWrites();
     const out = fill.subarray(0, fillLen);
     writing = fillLen;
-    fill = spare ?? new Uint8Array(START_BYTES);
+    fill = spare ?? new Uint8Array(0);
     spare = null;
     fillLen = 0;
     transport.write(out).then(() => {
@@ -249,7 +259,8 @@ export function makeConnection(
     clearTimeout(closeTimer);
     parser.stop();
     transport?.close();
-    fill = spare = EMPTY;
+    fill = EMPTY;
+    spare = null;
     fillLen = 0;
     events.onClose(closeCode, closeReason, closeSent && closeReceived);
     for (const l of closeListeners.splice(0)) l();
@@ -271,7 +282,7 @@ export function makeConnection(
       return state;
     },
     get bufferedAmount() {
-      return fillLen + writing;
+      return fillLen + writing + (transport?.queued() ?? 0);
     },
     get maxPayload() {
       return parser.maxPayload;
@@ -353,7 +364,7 @@ export function makeConnection(
   }
 }
 
-const EMPTY = new Uint8Array(0);
+const EMPTY: Uint8Array<ArrayBuffer> = new Uint8Array(0);
 
 /** Mask keys come from a pool of random bytes, refilled when used up (as `ws` does). */
 const maskPool = new Uint8Array(8192);

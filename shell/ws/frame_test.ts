@@ -1,5 +1,6 @@
 // The frame codec alone: what it parses, how it splits, what it refuses.
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
 import fc from "fast-check";
 import {
   applyMask,
@@ -32,15 +33,7 @@ function parseAll(
   return out;
 }
 
-function concat(...parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
+const concat = (...parts: Uint8Array[]): Uint8Array => Buffer.concat(parts);
 
 /** A frame with FIN and opcode as given (encodeFrame always sets FIN). */
 function frameWith(
@@ -194,6 +187,10 @@ Deno.test("text that is not UTF-8 fails with 1007, in a message or a close reaso
   assert.deepEqual(failure([encodeFrame(OP_CLOSE, close, KEY)]), [
     1007,
     "invalid UTF-8",
+  ]);
+  // A real U+FFFD is text like any other.
+  assert.deepEqual(parseAll([encodeFrame(OP_TEXT, text("a\uFFFDb"), KEY)]), [
+    { kind: "text", text: "a\uFFFDb" },
   ]);
   // A binary message is bytes: no check.
   assert.deepEqual(parseAll([encodeFrame(OP_BINARY, bad, KEY)]), [

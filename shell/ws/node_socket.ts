@@ -27,10 +27,14 @@ export function nodeSocketTransport(socket: Duplex): Transport {
       if (socket.destroyed || !socket.writable) {
         return Promise.reject(new Error("socket closed"));
       }
-      return new Promise((resolve, reject) => {
-        socket.write(bytes, (e) => e == null ? resolve() : reject(e));
-      });
+      // Node queues what it cannot write yet (socket.writableLength), keeping
+      // the array itself: it gets a copy, so the connection may reuse its
+      // buffer at once. Not waiting for the write's callback lets the next
+      // turn's frames go without waiting for it (as `ws` did).
+      socket.write(bytes.slice());
+      return RESOLVED;
     },
+    queued: () => socket.writableLength,
     closeWrite() {
       socket.end();
     },
@@ -41,3 +45,5 @@ export function nodeSocketTransport(socket: Duplex): Transport {
 }
 
 function ignore(): void {}
+
+const RESOLVED = Promise.resolve();
