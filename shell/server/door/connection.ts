@@ -287,16 +287,15 @@ function handOff(c: Connection, rest: Uint8Array): void {
   const req = c.req!;
   c.req = null;
   c.res = null;
+  // Nothing of the door's connection is kept for the WebSocket's life (issue
+  // 31: memory per idle worker): its peer closes the socket itself from now.
+  const { conn, peer, handlers } = c;
+  peer.destroy = () => closeQuietly(conn);
   try {
-    c.handlers.upgrade(
-      req,
-      c.conn,
-      rest.slice(),
-      () => c.handlers.closed?.(c.peer),
-    );
+    handlers.upgrade(req, conn, rest.slice(), () => handlers.closed?.(peer));
   } catch (e) {
-    closeQuietly(c.conn);
-    c.handlers.closed?.(c.peer);
+    closeQuietly(conn);
+    handlers.closed?.(peer);
     throw e;
   }
 }

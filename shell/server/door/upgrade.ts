@@ -15,14 +15,18 @@ export function connUpgrade(
   closed: () => void,
   door: { trustedProxies: TrustedProxies; cap?: ConnectionCap },
 ): Upgrade {
+  // The closures keep the peer and the cap, not the request (they live as
+  // long as the worker's connection).
+  const peer = req.socket;
+  const cap = door.cap;
   return upgradeOnConn(
     {
       method: req.method,
       url: req.url,
       headers: req.headers,
       clientIp: clientAddress(req, door.trustedProxies),
-      overCap: () => door.cap?.overCap(req.socket) === true,
-      exempt: () => door.cap?.exempt(req.socket),
+      overCap: () => cap?.overCap(peer) === true,
+      exempt: () => cap?.exempt(peer),
     },
     countedConn(conn, closed),
     head,
