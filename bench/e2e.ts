@@ -266,114 +266,52 @@ async function phase(
   }
 }
 
+/** `c` with `n` measured rounds (or --rounds). */
+const withRounds = (c: Ctx, n: number): Ctx => ({ ...c, rounds: rounds(n) });
+
+/** The timed scenarios, in the order they run, each on a phase's context. */
+const TIMED: Record<string, (c: Ctx) => Promise<ScenarioResult>> = {
+  a: (c) =>
+    withRedisBytes(
+      "a",
+      (rounds(5) + 1) * size.aChunks,
+      () => scenarioA(withRounds(c, 5), size.aChunks),
+    ),
+  b: (c) =>
+    withRedisBytes(
+      "b",
+      (rounds(5) + 1) * size.bStreams * size.bChunks,
+      () => scenarioB(withRounds(c, 5), size.bStreams, size.bChunks),
+    ),
+  c: (c) =>
+    scenarioC(
+      withRounds(c, 3),
+      values["c-streams"] === undefined
+        ? size.cStreams
+        : Number(values["c-streams"]),
+      size.cChunks,
+      20,
+    ),
+  d: (c) => scenarioD(withRounds(c, 3), size.dRequests, size.dConcurrency, 5),
+  g: (c) => scenarioG(withRounds(c, 3), size.gRequests, size.gTokens),
+  h: (c) => scenarioH(withRounds(c, 3), size.hRequests, size.hChunks),
+  i: (c) => scenarioI(withRounds(c, 3), size.iRequests, size.iConcurrency, 64),
+  j: (c) => scenarioD(withRounds(c, 3), size.jRequests, 8, 5, "j"),
+  k: (c) => scenarioK(withRounds(c, 3), size.kRequests, size.kP99Ms),
+  l: (c) => scenarioL(withRounds(c, 5), size.jRequests, 8),
+};
+
 // Throughput and latency first; memory (e, f) on a fresh server so that the
 // garbage of earlier scenarios does not move its RSS baseline.
-const timed = ["a", "b", "c", "d", "g", "h", "i", "j", "k", "l"].some((s) =>
-  only.has(s)
-);
+const timed = Object.keys(TIMED).some((s) => only.has(s));
 const baseline = timed ? await baselineOrSkip() : null;
 if (timed) {
   await phase(
     only.has("c"),
     values["no-nginx"] !== true,
     async (c) => {
-      if (only.has("a")) {
-        results.push(
-          await withRedisBytes(
-            "a",
-            (rounds(5) + 1) * size.aChunks,
-            () => scenarioA({ ...c, rounds: rounds(5) }, size.aChunks),
-          ),
-        );
-      }
-      if (only.has("b")) {
-        results.push(
-          await withRedisBytes(
-            "b",
-            (rounds(5) + 1) * size.bStreams * size.bChunks,
-            () =>
-              scenarioB(
-                { ...c, rounds: rounds(5) },
-                size.bStreams,
-                size.bChunks,
-              ),
-          ),
-        );
-      }
-      if (only.has("c")) {
-        results.push(
-          await scenarioC(
-            { ...c, rounds: rounds(3) },
-            values["c-streams"] === undefined
-              ? size.cStreams
-              : Number(values["c-streams"]),
-            size.cChunks,
-            20,
-          ),
-        );
-      }
-      if (only.has("d")) {
-        results.push(
-          await scenarioD(
-            { ...c, rounds: rounds(3) },
-            size.dRequests,
-            size.dConcurrency,
-            5,
-          ),
-        );
-      }
-      if (only.has("g")) {
-        results.push(
-          await scenarioG(
-            { ...c, rounds: rounds(3) },
-            size.gRequests,
-            size.gTokens,
-          ),
-        );
-      }
-      if (only.has("h")) {
-        results.push(
-          await scenarioH(
-            { ...c, rounds: rounds(3) },
-            size.hRequests,
-            size.hChunks,
-          ),
-        );
-      }
-      if (only.has("i")) {
-        results.push(
-          await scenarioI(
-            { ...c, rounds: rounds(3) },
-            size.iRequests,
-            size.iConcurrency,
-            64,
-          ),
-        );
-      }
-      if (only.has("j")) {
-        results.push(
-          await scenarioD(
-            { ...c, rounds: rounds(3) },
-            size.jRequests,
-            8,
-            5,
-            "j",
-          ),
-        );
-      }
-      if (only.has("k")) {
-        results.push(
-          await scenarioK(
-            { ...c, rounds: rounds(3) },
-            size.kRequests,
-            size.kP99Ms,
-          ),
-        );
-      }
-      if (only.has("l")) {
-        results.push(
-          await scenarioL({ ...c, rounds: rounds(5) }, size.jRequests, 8),
-        );
+      for (const [id, run] of Object.entries(TIMED)) {
+        if (only.has(id)) results.push(await run(c));
       }
     },
     {},
@@ -397,17 +335,8 @@ if (values.ledger === true) {
     const db = `${values.out}/ledger-${Deno.pid}-${i}.db`;
     await phase(false, false, async (c) => {
       const tag = `${on ? " ledger on" : " ledger off"} #${i < 2 ? 1 : 2}`;
-      const d = await scenarioD(
-        { ...c, rounds: rounds(3) },
-        size.dRequests,
-        size.dConcurrency,
-        5,
-      );
-      const g = await scenarioG(
-        { ...c, rounds: rounds(3) },
-        size.gRequests,
-        size.gTokens,
-      );
+      const d = await TIMED.d!(c);
+      const g = await TIMED.g!(c);
       results.push({ ...d, id: d.id + tag }, { ...g, id: g.id + tag });
     }, {
       MODELRELAY_ADMIN_TOKEN: "bench-ledger",

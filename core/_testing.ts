@@ -11,6 +11,7 @@ import {
 } from "./protocol/messages.ts";
 import { reduce } from "./reduce.ts";
 import { initialState, type State, type Worker } from "./state/state.ts";
+import type { LifecyclePart, LifecycleTaskView } from "./vocabulary.ts";
 
 export function newState(overrides: Partial<Config> = {}): State {
   return initialState(makeConfig(overrides));
@@ -273,6 +274,49 @@ export function clientGone(
   return step(state, { kind: "clientDisconnected", atMs, requestId });
 }
 
+/** A worker's models_update (C26), at `atMs` 0 unless given. */
+export function modelsUpdate(
+  workerId: string,
+  models: string[],
+  opts: { atMs?: number; currentLoad?: number | null; draining?: boolean } = {},
+): Extract<Event, { kind: "modelsUpdateReceived" }> {
+  return {
+    kind: "modelsUpdateReceived",
+    atMs: opts.atMs ?? 0,
+    workerId,
+    models,
+    currentLoad: opts.currentLoad ?? null,
+    ...(opts.draining === undefined ? {} : { draining: opts.draining }),
+  };
+}
+
+/** A worker's error frame, about `requestId` or (null) about none. */
+export function workerError(
+  workerId: string,
+  requestId: string | null,
+  code: string,
+  message: string,
+  atMs = 0,
+): Extract<Event, { kind: "workerErrorReceived" }> {
+  return {
+    kind: "workerErrorReceived",
+    atMs,
+    workerId,
+    requestId,
+    code,
+    message,
+  };
+}
+
+/** The operator drains a worker (C28). */
+export function drainRequested(
+  workerId: string,
+  reason: string,
+  atMs = 0,
+): Extract<Event, { kind: "workerDrainRequested" }> {
+  return { kind: "workerDrainRequested", atMs, workerId, reason };
+}
+
 // ---- effect filters ------------------------------------------------------------
 
 export function kinds(effects: Effect[]): EffectKind[] {
@@ -331,6 +375,15 @@ export function dispatched(effects: Effect[]): [string, string][] {
   return sent(effects, "request").map((m) => [m.request_id, m.to]);
 }
 
+/** A client request arrives; returns what its arrival dispatched, as `dispatched`. */
+export function routed(
+  state: State,
+  requestId: string,
+  opts: RequestOpts = {},
+): [string, string][] {
+  return dispatched(addRequest(state, requestId, opts));
+}
+
 export function logs(effects: Effect[], message: string): Effect[] {
   return effects.filter((e) => e.kind === "log" && e.message === message);
 }
@@ -347,4 +400,34 @@ export function statusOf(state: State, requestId: string): string | undefined {
 
 export function queued(state: State, provider = "local"): string[] {
   return queuedIds(state, provider);
+}
+
+/** A lifecycle task as the views read it: a model load, one part running on w1. */
+export function taskView(
+  overrides: Partial<LifecycleTaskView> = {},
+  part: Partial<LifecyclePart> = {},
+): LifecycleTaskView {
+  return {
+    id: "load-1",
+    operation: "model-load",
+    modelId: "m",
+    params: {},
+    createdAtMs: 0,
+    updatedAtMs: 0,
+    finishedAtMs: null,
+    status: "running",
+    progress: 0,
+    error: null,
+    parts: [{
+      workerId: "w1",
+      workerName: "gpu-1",
+      status: "running",
+      progress: 0,
+      error: null,
+      result: null,
+      deadlineAtMs: 0,
+      ...part,
+    }],
+    ...overrides,
+  };
 }

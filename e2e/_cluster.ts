@@ -3,11 +3,9 @@
 // permissions. `withCluster` always stops every process, even when the test fails.
 import type { MockBackendStats } from "../mock/backend.ts";
 import { type Child, stopInReverse, waitUntil } from "../shell/procs.ts";
-import { workersConnected } from "../shell/demo/relay_probes.ts";
 import {
   startMockProcess,
-  startServerProcess,
-  startWorkerProcess,
+  startRelayProcesses,
 } from "../shell/demo/cluster.ts";
 
 export const MODEL = "mock-model";
@@ -60,35 +58,16 @@ export async function withCluster(
     });
     started.push(mock.child);
     const statsUrl = (await mock.child.waitForLine(/stats on (\S+)/))[1]!;
-    const server = await startServerProcess({
+    const { server, workers } = await startRelayProcesses(started, {
       secret: SECRET,
-      env: { TICK_MS: "20", ...opts.serverEnv },
+      serverEnv: { TICK_MS: "20", ...opts.serverEnv },
+      // `forwarding request` (debug) tells which worker got a request.
+      workers: opts.workers.map((w) => ({
+        ...w,
+        backendUrl: mock.url,
+        env: { LOG_LEVEL: "debug" },
+      })),
     });
-    started.push(server.child);
-    const results = await Promise.allSettled(
-      opts.workers.map((w) =>
-        startWorkerProcess({
-          name: w.name,
-          serverUrl: server.url,
-          secret: SECRET,
-          backendUrl: mock.url,
-          maxConcurrent: w.maxConcurrent,
-          // `forwarding request` (debug) tells which worker got a request.
-          env: { LOG_LEVEL: "debug" },
-        }).then((child) => {
-          started.push(child);
-          return child;
-        })
-      ),
-    );
-    const workers = results.map((r) => {
-      if (r.status === "rejected") throw r.reason;
-      return r.value;
-    });
-    await waitUntil(
-      "every worker registered at the server",
-      async () => (await workersConnected(server.url)) === workers.length,
-    );
     await body({
       serverUrl: server.url,
       mockUrl: mock.url,

@@ -82,6 +82,14 @@ export async function chat(
 /** Stops every child, last started first, whatever the test did (shell/procs.ts). */
 export { withChildren };
 
+/** A test on its own processes: `fn` starts them on `started`, all stopped after it whatever it did. */
+export function faultTest(
+  name: string,
+  fn: (started: Child[]) => Promise<void>,
+): void {
+  Deno.test(name, () => withChildren(fn));
+}
+
 /** Resident memory of a process in MiB (`ps`: /proc needs --allow-all in Deno). */
 export async function rssMiB(pid: number): Promise<number> {
   const out = await new Deno.Command("ps", {

@@ -2,7 +2,6 @@
 // binary, the tiny random-weight model and start.sh) behind the relay's real
 // server and worker processes. Where the directory is absent, or the CPU cannot
 // run the binary, `LLAMA` says why and the tests that need it are ignored.
-import { workersConnected } from "../shell/demo/relay_probes.ts";
 import {
   type Child,
   ROOT,
@@ -10,10 +9,7 @@ import {
   stopInReverse,
   waitUntil,
 } from "../shell/procs.ts";
-import {
-  startServerProcess,
-  startWorkerProcess,
-} from "../shell/demo/cluster.ts";
+import { startRelayProcesses } from "../shell/demo/cluster.ts";
 import { encodeOpToken } from "../shell/server/ops/op_token.ts";
 
 /**
@@ -67,12 +63,20 @@ function availability(): { ok: true } | { ok: false; reason: string } {
 }
 
 const found = availability();
-/** `ignore` for Deno.test: true when llama-server cannot run here. */
-export const LLAMA_ABSENT = !found.ok;
+/** True when llama-server cannot run here (llamaTest ignores its tests). */
+const LLAMA_ABSENT = !found.ok;
 if (!found.ok) {
   console.log(
     `SKIPPING the llama-server tests: ${found.reason} (they need ../shared/llama next to the repository: start.sh, llama-server, tiny.gguf)`,
   );
+}
+
+/** A test that needs llama-server: ignored, as said above, where it cannot run. */
+export function llamaTest(
+  name: string,
+  fn: (t: Deno.TestContext) => Promise<void>,
+): void {
+  Deno.test({ name, ignore: LLAMA_ABSENT, fn });
 }
 
 export type Llama = { url: string; child: Child };
@@ -156,24 +160,17 @@ export async function withLlamaCluster(
       ? await startLlamaRouter()
       : await startLlamaServer(opts.llamaArgs ?? []);
     started.push(llama.child);
-    const server = await startServerProcess({
+    const { server, workers: [worker] } = await startRelayProcesses(started, {
       secret: SECRET,
-      env: { TICK_MS: "20", ...opts.serverEnv },
+      serverEnv: { TICK_MS: "20", ...opts.serverEnv },
+      workers: [{ name: "e2e-llama", backendUrl: llama.url, maxConcurrent: 4 }],
     });
-    started.push(server.child);
-    const worker = await startWorkerProcess({
-      name: "e2e-llama",
+    await body({
       serverUrl: server.url,
-      secret: SECRET,
-      backendUrl: llama.url,
-      maxConcurrent: 4,
+      llama,
+      server: server.child,
+      worker: worker!,
     });
-    started.push(worker);
-    await waitUntil(
-      "the worker registered at the server",
-      async () => (await workersConnected(server.url)) === 1,
-    );
-    await body({ serverUrl: server.url, llama, server: server.child, worker });
   } finally {
     await stopInReverse(started);
   }

@@ -32,3 +32,19 @@ export function anthropicAt(origin: string, o: SdkOptions = {}): Anthropic {
     timeout: o.timeoutMs ?? 20_000,
   });
 }
+
+/**
+ * A chat completion stream's text, its content deltas joined in order;
+ * `onChunk` hears the text so far after each chunk (a test acting mid-stream).
+ */
+export async function streamedText(
+  stream: AsyncIterable<OpenAI.ChatCompletionChunk>,
+  onChunk?: (textSoFar: string) => void | Promise<void>,
+): Promise<string> {
+  let text = "";
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta.content ?? "";
+    await onChunk?.(text);
+  }
+  return text;
+}

@@ -13,7 +13,7 @@ import {
   startRouterBox,
   withFleet,
 } from "./_fleet.ts";
-import { LLAMA_ABSENT } from "./_llama.ts";
+import { llamaTest } from "./_llama.ts";
 import { startMockRunner } from "../mock/runner.ts";
 
 const [A, B] = ROUTER_MODELS;
@@ -52,42 +52,40 @@ async function withNoAutoloadRouter(
   }
 }
 
-Deno.test({
-  name:
-    "AUTO_LOAD=on: a request for a model no worker has loaded is answered through a --no-models-autoload router; another model takes its room",
-  ignore: LLAMA_ABSENT,
-}, async () => {
-  await withNoAutoloadRouter("on", async (serverUrl, routerUrl) => {
-    assert.deepEqual(await routerStatus(routerUrl), {
-      [A]: "unloaded",
-      [B]: "unloaded",
+llamaTest(
+  "AUTO_LOAD=on: a request for a model no worker has loaded is answered through a --no-models-autoload router; another model takes its room",
+  async () => {
+    await withNoAutoloadRouter("on", async (serverUrl, routerUrl) => {
+      assert.deepEqual(await routerStatus(routerUrl), {
+        [A]: "unloaded",
+        [B]: "unloaded",
+      });
+      assert.equal(await ask(serverUrl, A), null);
+      assert.equal((await routerStatus(routerUrl))[A], "loaded");
+      await waitUntil(
+        "the relay to show the model loaded",
+        async () => (await relayStatus(serverUrl, A)) === "loaded",
+      );
+      // Room for one: the idle model is unloaded for the next.
+      assert.equal(await ask(serverUrl, B), null);
+      assert.deepEqual(await routerStatus(routerUrl), {
+        [A]: "unloaded",
+        [B]: "loaded",
+      });
     });
-    assert.equal(await ask(serverUrl, A), null);
-    assert.equal((await routerStatus(routerUrl))[A], "loaded");
-    await waitUntil(
-      "the relay to show the model loaded",
-      async () => (await relayStatus(serverUrl, A)) === "loaded",
-    );
-    // Room for one: the idle model is unloaded for the next.
-    assert.equal(await ask(serverUrl, B), null);
-    assert.deepEqual(await routerStatus(routerUrl), {
-      [A]: "unloaded",
-      [B]: "loaded",
-    });
-  });
-});
+  },
+);
 
-Deno.test({
-  name:
-    "AUTO_LOAD=off: the --no-models-autoload router's refusal reaches the client, as today",
-  ignore: LLAMA_ABSENT,
-}, async () => {
-  await withNoAutoloadRouter("off", async (serverUrl, routerUrl) => {
-    const error = await ask(serverUrl, A);
-    assert.match(error ?? "", /400 .*model is not loaded/);
-    assert.equal((await routerStatus(routerUrl))[A], "unloaded");
-  });
-});
+llamaTest(
+  "AUTO_LOAD=off: the --no-models-autoload router's refusal reaches the client, as today",
+  async () => {
+    await withNoAutoloadRouter("off", async (serverUrl, routerUrl) => {
+      const error = await ask(serverUrl, A);
+      assert.match(error ?? "", /400 .*model is not loaded/);
+      assert.equal((await routerStatus(routerUrl))[A], "unloaded");
+    });
+  },
+);
 
 Deno.test("AUTO_LOAD=on with a spec 004 runner (mock/runner.ts): the worker loads the model through /v1/models/load, then the request is answered", async () => {
   const runner = await startMockRunner({ available: ["spec-a"], stepMs: 20 });

@@ -4,11 +4,9 @@
 // characters cut across backend writes intact (C45), and invalid UTF-8
 // replaced (U+FFFD) exactly as the streaming decoder of the text path does.
 import assert from "node:assert/strict";
-import {
-  startServerProcess,
-  startWorkerProcess,
-} from "../shell/demo/cluster.ts";
+import { startRelayProcesses } from "../shell/demo/cluster.ts";
 import { type Child, stopInReverse } from "../shell/procs.ts";
+import { startScriptedBackend } from "../mock/scripted.ts";
 import { postChat } from "./_post_chat.ts";
 
 const SECRET = "e2e-secret";
@@ -46,33 +44,13 @@ function concat(parts: Uint8Array[]): Uint8Array {
 
 /** A backend that streams the script named by the request body's `script`. */
 function scriptedBackend() {
-  const server = Deno.serve(
-    { port: 0, hostname: "127.0.0.1", onListen() {} },
-    async (req) => {
-      // The worker also probes capabilities (GET): nothing here for it.
-      const body = await req.json().catch(() => null) as
-        | { script?: string }
-        | null;
-      const writes = SCRIPTS[body?.script ?? ""];
-      if (writes === undefined) return new Response(null, { status: 404 });
-      return new Response(
-        new ReadableStream<Uint8Array>({
-          async start(c) {
-            for (const w of writes) {
-              c.enqueue(w);
-              await new Promise((r) => setTimeout(r, 20));
-            }
-            c.close();
-          },
-        }),
-        { headers: { "content-type": "text/event-stream" } },
-      );
-    },
-  );
-  return {
-    url: `http://127.0.0.1:${server.addr.port}`,
-    close: () => server.shutdown(),
-  };
+  return startScriptedBackend(async (req) => {
+    // The worker also probes capabilities (GET): nothing here for it.
+    const body = await req.json().catch(() => null) as
+      | { script?: string }
+      | null;
+    return SCRIPTS[body?.script ?? ""];
+  }, 20);
 }
 
 async function streamBytes(serverUrl: string, script: string) {
@@ -85,18 +63,16 @@ Deno.test("issue 18 C45 a stream through server and worker with chunk-bytes-v1 i
   const backend = scriptedBackend();
   const started: Child[] = [];
   try {
-    const server = await startServerProcess({ secret: SECRET });
-    started.push(server.child);
-    const worker = await startWorkerProcess({
-      name: "bytes-worker",
-      serverUrl: server.url,
+    const { server, workers: [worker] } = await startRelayProcesses(started, {
       secret: SECRET,
-      backendUrl: backend.url,
-      env: { MODELS: "raw" },
+      workers: [{
+        name: "bytes-worker",
+        backendUrl: backend.url,
+        env: { MODELS: "raw" },
+      }],
     });
-    started.push(worker);
     assert.ok(
-      worker.lines.some((l) =>
+      worker!.lines.some((l) =>
         l.includes("registered") && l.includes("chunk-bytes-v1")
       ),
       "the worker did not negotiate chunk-bytes-v1",

@@ -15,6 +15,16 @@ const MODEL = "raw-model";
 const SSE_HEAD =
   "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
 
+/** What `run` threw, or null when it did not. */
+async function rejection(run: () => Promise<void>): Promise<unknown> {
+  try {
+    await run();
+    return null;
+  } catch (e) {
+    return e;
+  }
+}
+
 Deno.test("issue 24.1: a break mid-event reaches the openai and Anthropic SDKs as an APIError carrying backend_stream_broken", async () => {
   const backend = await rawBackend((socket, r) => {
     const anthropic = r.path === "/v1/messages";
@@ -35,21 +45,16 @@ Deno.test("issue 24.1: a break mid-event reaches the openai and Anthropic SDKs a
 
       const openai = openaiAt(server);
       const got: string[] = [];
-      const openaiError = await (async () => {
-        try {
-          const stream = await openai.chat.completions.create({
-            model: MODEL,
-            stream: true,
-            messages: [{ role: "user", content: "Hello!" }],
-          });
-          for await (const c of stream) {
-            got.push(c.choices[0]?.delta.content ?? "");
-          }
-          return null;
-        } catch (e) {
-          return e;
+      const openaiError = await rejection(async () => {
+        const stream = await openai.chat.completions.create({
+          model: MODEL,
+          stream: true,
+          messages: [{ role: "user", content: "Hello!" }],
+        });
+        for await (const c of stream) {
+          got.push(c.choices[0]?.delta.content ?? "");
         }
-      })();
+      });
       assert.deepEqual(got, ["Hi"]);
       assert.ok(
         openaiError instanceof OpenAI.APIError,
@@ -59,20 +64,15 @@ Deno.test("issue 24.1: a break mid-event reaches the openai and Anthropic SDKs a
 
       const anthropic = anthropicAt(server);
       const events: string[] = [];
-      const anthropicError = await (async () => {
-        try {
-          const stream = await anthropic.messages.create({
-            model: MODEL,
-            max_tokens: 5,
-            stream: true,
-            messages: [{ role: "user", content: "Hello!" }],
-          });
-          for await (const e of stream) events.push(e.type);
-          return null;
-        } catch (e) {
-          return e;
-        }
-      })();
+      const anthropicError = await rejection(async () => {
+        const stream = await anthropic.messages.create({
+          model: MODEL,
+          max_tokens: 5,
+          stream: true,
+          messages: [{ role: "user", content: "Hello!" }],
+        });
+        for await (const e of stream) events.push(e.type);
+      });
       assert.deepEqual(events, ["message_start"]);
       assert.ok(
         anthropicError instanceof Anthropic.APIError,

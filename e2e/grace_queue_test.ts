@@ -6,8 +6,7 @@ import assert from "node:assert/strict";
 import { type Child, waitUntil } from "../shell/procs.ts";
 import {
   startMockProcess,
-  startServerProcess,
-  startWorkerProcess,
+  startRelayProcesses,
 } from "../shell/demo/cluster.ts";
 import { workersConnected } from "../shell/demo/relay_probes.ts";
 import { postChat } from "./_post_chat.ts";
@@ -40,33 +39,24 @@ Deno.test("issue 33 100 requests for a model in its grace period leave room in t
       models: ["model-gone", "model-live"],
     });
     started.push(mock.child);
-    const server = await startServerProcess({
+    const { server, workers: [leaving] } = await startRelayProcesses(started, {
       secret: SECRET,
-      env: { TICK_MS: "20", MAX_QUEUE_LEN: "20", MODEL_GRACE_SECS: "300" },
+      serverEnv: {
+        TICK_MS: "20",
+        MAX_QUEUE_LEN: "20",
+        MODEL_GRACE_SECS: "300",
+      },
+      workers: [
+        { name: "gone", backendUrl: mock.url, env: { MODELS: "model-gone" } },
+        {
+          name: "live",
+          backendUrl: mock.url,
+          maxConcurrent: 1,
+          env: { MODELS: "model-live" },
+        },
+      ],
     });
-    started.push(server.child);
-    const leaving = await startWorkerProcess({
-      name: "gone",
-      serverUrl: server.url,
-      secret: SECRET,
-      backendUrl: mock.url,
-      env: { MODELS: "model-gone" },
-    });
-    started.push(
-      await startWorkerProcess({
-        name: "live",
-        serverUrl: server.url,
-        secret: SECRET,
-        backendUrl: mock.url,
-        maxConcurrent: 1,
-        env: { MODELS: "model-live" },
-      }),
-    );
-    await waitUntil(
-      "both workers registered",
-      async () => (await workersConnected(server.url)) === 2,
-    );
-    await leaving.stop(5_000);
+    await leaving!.stop(5_000);
     await waitUntil(
       "the gone model's worker left",
       async () => (await workersConnected(server.url)) === 1,

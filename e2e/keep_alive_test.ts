@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { type Box, FAKE_MODELS, withFleet } from "./_fleet.ts";
 import { startSwappingBackend } from "../mock/swapping.ts";
 import { waitUntil } from "../shell/procs.ts";
-import { anthropicAt, openaiAt } from "./_sdk.ts";
+import { anthropicAt, openaiAt, streamedText } from "./_sdk.ts";
 import { postChat } from "./_post_chat.ts";
 
 const ANSWER = "Loaded at last and streaming every word.";
@@ -70,10 +70,7 @@ Deno.test("SSE_KEEPALIVE_SECS=2: an openai-SDK stream that waits 7 s for a load 
       messages: [{ role: "user", content: "hi" }],
       stream: true,
     });
-    let text = "";
-    for await (const chunk of stream) {
-      text += chunk.choices[0]?.delta.content ?? "";
-    }
+    const text = await streamedText(stream);
     assert.equal(text, ANSWER);
     assert.ok(Date.now() - started >= 7_000, "the load was not waited for");
     assert.equal(box.loads(), 1);

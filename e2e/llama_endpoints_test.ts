@@ -5,14 +5,12 @@
 // forwarded once FORWARD_PATH_PREFIXES lists them. Ignored (with a console
 // message) where ../shared/llama is absent.
 import assert from "node:assert/strict";
-import { LLAMA_ABSENT, LLAMA_MODEL, withLlamaCluster } from "./_llama.ts";
+import { LLAMA_MODEL, llamaTest, withLlamaCluster } from "./_llama.ts";
 import { openaiAt } from "./_sdk.ts";
 
-Deno.test({
-  name:
-    "issue 25: llama-server --embeddings: vectors through the relay identical to direct; /tokenize when listed",
-  ignore: LLAMA_ABSENT,
-  fn: async (t) => {
+llamaTest(
+  "issue 25: llama-server --embeddings: vectors through the relay identical to direct; /tokenize when listed",
+  async (t) => {
     await withLlamaCluster(async (c) => {
       const relay = openaiAt(c.serverUrl);
       const direct = openaiAt(c.llama.url);
@@ -82,4 +80,4 @@ Deno.test({
       serverEnv: { FORWARD_PATH_PREFIXES: "/tokenize,/detokenize" },
     });
   },
-});
+);

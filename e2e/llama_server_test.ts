@@ -9,9 +9,9 @@ import OpenAI from "openai";
 import type { Child } from "../shell/procs.ts";
 import { waitUntil } from "../shell/procs.ts";
 import {
-  LLAMA_ABSENT,
   LLAMA_MODEL,
   LLAMA_SLOT_CTX,
+  llamaTest,
   longPrompt,
   withLlamaCluster,
 } from "./_llama.ts";
@@ -38,10 +38,7 @@ async function lineAfter(
   return m!;
 }
 
-Deno.test({
-  name: "real llama-server through the relay",
-  ignore: LLAMA_ABSENT,
-}, async (t) => {
+llamaTest("real llama-server through the relay", async (t) => {
   await withLlamaCluster(async (c) => {
     const openai = openaiAt(c.serverUrl);
     const direct = openaiAt(c.llama.url);

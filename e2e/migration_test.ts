@@ -11,33 +11,13 @@ import {
 } from "../shell/demo/cluster.ts";
 import { type Child, spawnChild, waitUntil } from "../shell/procs.ts";
 import { answerWords, MODEL } from "./_cluster.ts";
-import { openaiAt } from "./_sdk.ts";
+import { openaiAt, streamedText } from "./_sdk.ts";
 import { postChat } from "./_post_chat.ts";
+import { originalServerArgs } from "../shell/server/_original_args.ts";
 
 const SECRET = "migration-secret-0123456789";
 const ADMIN = "migration-admin-token";
 const RAW_MODEL = "raw-model";
-
-/** The original's server command line, as its systemd unit would hold it. */
-function originalServerArgs(): string[] {
-  return [
-    "--listen",
-    "127.0.0.1:0",
-    "--provider",
-    "local",
-    "--worker-secret",
-    SECRET,
-    "--admin-token",
-    ADMIN,
-    "--max-queue-len",
-    "0",
-    "--queue-timeout",
-    "0",
-    "--request-timeout",
-    "0",
-    "--require-api-keys",
-  ];
-}
 
 /** A worker of the original's dialect, by hand: the secret only in ?worker_secret=. */
 async function rawWorker(serverUrl: string): Promise<WebSocket> {
@@ -114,7 +94,7 @@ Deno.test("migration: the original's server flags, worker TOML, ?worker_secret=,
       name: "server",
       script: "shell/server/main.ts",
       permissions: [...PERMISSIONS.server],
-      args: originalServerArgs(),
+      args: originalServerArgs("127.0.0.1:0", SECRET, ADMIN),
       env: { MODELRELAY_DB_PATH: `${dir}/keys.db` },
       unsetEnv: RELAY_ENV,
     });
@@ -210,11 +190,7 @@ Deno.test("migration: the original's server flags, worker TOML, ?worker_secret=,
       max_tokens: 7,
       stream: true,
     });
-    let text = "";
-    for await (const chunk of stream) {
-      text += chunk.choices[0]?.delta.content ?? "";
-    }
-    assert.equal(text, answerWords(7));
+    assert.equal(await streamedText(stream), answerWords(7));
     const viaRaw = await client.chat.completions.create({
       model: RAW_MODEL,
       messages: [{ role: "user", content: "Hello!" }],

@@ -19,7 +19,7 @@ import {
   swapScenarios,
   withFleet,
 } from "./_fleet.ts";
-import { LLAMA_ABSENT } from "./_llama.ts";
+import { llamaTest } from "./_llama.ts";
 import { waitUntil } from "../shell/procs.ts";
 
 async function run(
@@ -88,6 +88,29 @@ async function compare(
   assert.equal(hot.alternating, 2, "each model loads once, somewhere");
 }
 
+/** `compare` on two real llama-server routers over one models directory, removed after. */
+async function compareRouters(
+  what: string,
+  maxConcurrent: number,
+  realBackends = false,
+): Promise<void> {
+  const models = await routerModelsDir();
+  try {
+    await compare(
+      what,
+      ROUTER_MODELS,
+      async () => [
+        await startRouterBox(models.dir),
+        await startRouterBox(models.dir),
+      ],
+      maxConcurrent,
+      realBackends,
+    );
+  } finally {
+    await models.drop();
+  }
+}
+
 for (const dialect of ["ollama", "llama-swap"] as const) {
   Deno.test(`two ${dialect} boxes with room for one model: 20 alternating and 10 + 10 at once cause at most 2 loads in all`, async () => {
     await compare(
@@ -103,13 +126,9 @@ for (const dialect of ["ollama", "llama-swap"] as const) {
   });
 }
 
-Deno.test({
-  name:
-    "two real llama-server routers (--models-max 1, two copies of tiny.gguf, 4 slots each): 20 alternating cause 2 loads, 10 + 10 at once at most one more",
-  ignore: LLAMA_ABSENT,
-}, async () => {
-  const models = await routerModelsDir();
-  try {
+llamaTest(
+  "two real llama-server routers (--models-max 1, two copies of tiny.gguf, 4 slots each): 20 alternating cause 2 loads, 10 + 10 at once at most one more",
+  async () => {
     // A tiny model loads in 0.1–0.5 s here (the relay measures it) and
     // this loaded CPU serves a request in about as long, so in the 10 + 10
     // burst the relay's bound on waiting (a request waits for a busy holder
@@ -120,44 +139,19 @@ Deno.test({
     // and then hangs up on a request ("socket hang up"); the relay sends it
     // to another box holding the model, else back to the box that holds it
     // (docs/decisions.md C220), so every request is still answered.
-    await compare(
-      "two llama-server routers",
-      ROUTER_MODELS,
-      async () => [
-        await startRouterBox(models.dir),
-        await startRouterBox(models.dir),
-      ],
-      4,
-      true,
-    );
-  } finally {
-    await models.drop();
-  }
-});
+    await compareRouters("two llama-server routers", 4, true);
+  },
+);
 
-Deno.test({
-  name:
-    "two real llama-server routers whose workers take the whole burst (MAX_CONCURRENT 10): 20 alternating and 10 + 10 at once cause at most 2 loads in all",
-  ignore: LLAMA_ABSENT,
-}, async () => {
-  // The issue's figure with the real routers: with a slot for each of a
-  // model's 10 requests (the router queues them in its own 4 slots), no
-  // request waits at the relay behind a busy holder, so neither the wait
-  // estimate nor the bound on waiting ever prefers a load, however fast the
-  // tiny model loads; what is left is placement itself. C226: the third load
-  // of the test above comes from that wait (2 loads in all in every run here).
-  const models = await routerModelsDir();
-  try {
-    await compare(
-      "two llama-server routers, MAX_CONCURRENT 10",
-      ROUTER_MODELS,
-      async () => [
-        await startRouterBox(models.dir),
-        await startRouterBox(models.dir),
-      ],
-      10,
-    );
-  } finally {
-    await models.drop();
-  }
-});
+llamaTest(
+  "two real llama-server routers whose workers take the whole burst (MAX_CONCURRENT 10): 20 alternating and 10 + 10 at once cause at most 2 loads in all",
+  async () => {
+    // The issue's figure with the real routers: with a slot for each of a
+    // model's 10 requests (the router queues them in its own 4 slots), no
+    // request waits at the relay behind a busy holder, so neither the wait
+    // estimate nor the bound on waiting ever prefers a load, however fast the
+    // tiny model loads; what is left is placement itself. C226: the third load
+    // of the test above comes from that wait (2 loads in all in every run here).
+    await compareRouters("two llama-server routers, MAX_CONCURRENT 10", 10);
+  },
+);

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { waitUntil } from "../shell/procs.ts";
 import { answerWords, MODEL, withCluster } from "./_cluster.ts";
-import { openaiAt } from "./_sdk.ts";
+import { openaiAt, streamedText } from "./_sdk.ts";
 
 const WORKERS = [
   { name: "e2e-a", maxConcurrent: 4 },
@@ -36,12 +36,10 @@ Deno.test("openai SDK through the relay", async (t) => {
           messages: [{ role: "user", content: "Hello!" }],
           stream: true,
         });
-        let text = "";
         let chunks = 0;
-        for await (const chunk of stream) {
+        const text = await streamedText(stream, () => {
           chunks++;
-          text += chunk.choices[0]?.delta.content ?? "";
-        }
+        });
         assert.equal(text, answerWords(17));
         assert.ok(chunks >= 17, `only ${chunks} chunks`);
       },

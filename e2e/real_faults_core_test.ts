@@ -6,6 +6,7 @@ import { workersConnected } from "../shell/demo/relay_probes.ts";
 import { waitUntil } from "../shell/procs.ts";
 import {
   chat,
+  faultTest,
   MODEL,
   startMock,
   startServer,
@@ -13,8 +14,9 @@ import {
   withChildren,
 } from "./_faults.ts";
 
-Deno.test("issue 14.2: one large non-streaming answer (17 MiB) reaches the client and does not knock the worker offline", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.2: one large non-streaming answer (17 MiB) reaches the client and does not knock the worker offline",
+  async (started) => {
     const mock = await startMock(started);
     const server = await startServer(started);
     const worker = await startWorker(started, "big", server, mock.url);
@@ -30,11 +32,12 @@ Deno.test("issue 14.2: one large non-streaming answer (17 MiB) reaches the clien
       worker.lines.join("\n"),
     );
     assert.equal(await workersConnected(server), 1);
-  });
-});
+  },
+);
 
-Deno.test("issue 14.3: a worker whose backend is down does not take the traffic: its requests go to the healthy worker", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.3: a worker whose backend is down does not take the traffic: its requests go to the healthy worker",
+  async (started) => {
     const mock = await startMock(started);
     const server = await startServer(started);
     const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -55,11 +58,12 @@ Deno.test("issue 14.3: a worker whose backend is down does not take the traffic:
       Array(20).fill(200),
       results.find((r) => r.status !== 200)?.text ?? "",
     );
-  });
-});
+  },
+);
 
-Deno.test("issue 14.1: a draining worker's models queue instead of answering 404", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.1: a draining worker's models queue instead of answering 404",
+  async (started) => {
     const mock = await startMock(started, { delayMs: 20 });
     const server = await startServer(started);
     const draining = await startWorker(started, "draining", server, mock.url, {
@@ -87,11 +91,12 @@ Deno.test("issue 14.1: a draining worker's models queue instead of answering 404
     assert.equal(r.status, 200, r.text);
     assert.equal((await inFlight).status, 200);
     assert.equal((await draining.status).code, 0);
-  });
-});
+  },
+);
 
-Deno.test("issue 14.8: a requeue keeps the request's queue deadline instead of restarting it", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.8: a requeue keeps the request's queue deadline instead of restarting it",
+  async (started) => {
     const mock = await startMock(started);
     const server = await startServer(started, { QUEUE_TIMEOUT_SECS: "2" });
     const victim = await startWorker(started, "victim", server, mock.url);
@@ -110,8 +115,8 @@ Deno.test("issue 14.8: a requeue keeps the request's queue deadline instead of r
     const elapsed = performance.now() - t0;
     assert.equal(r.status, 504, r.text);
     assert.ok(elapsed < 3_000, `answered after ${Math.round(elapsed)} ms`);
-  });
-});
+  },
+);
 
 /**
  * One try at the race of issue 14.9: every request answered 200 (asserted);

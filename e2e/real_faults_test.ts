@@ -8,17 +8,18 @@ import { waitUntil } from "../shell/procs.ts";
 import { startServerProcess } from "../shell/demo/cluster.ts";
 import {
   chat,
+  faultTest,
   rssMiB,
   SECRET,
   startMock,
   startServer,
   startWorker,
-  withChildren,
 } from "./_faults.ts";
 import { postChat } from "./_post_chat.ts";
 
-Deno.test("issue 14.5: /health answers 200 with no worker connected, and says so in the body", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.5: /health answers 200 with no worker connected, and says so in the body",
+  async (started) => {
     const server = await startServerProcess({ secret: SECRET });
     started.push(server.child);
     const res = await fetch(`${server.url}/health`);
@@ -37,11 +38,12 @@ Deno.test("issue 14.5: /health answers 200 with no worker connected, and says so
         return server.child.exited !== null;
       }
     });
-  });
-});
+  },
+);
 
-Deno.test("issue 14.6: POST /admin/keys returns the original's fields, the new key as `secret`", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.6: POST /admin/keys returns the original's fields, the new key as `secret`",
+  async (started) => {
     const server = await startServerProcess({
       secret: SECRET,
       adminToken: "e2e-admin",
@@ -90,11 +92,12 @@ Deno.test("issue 14.6: POST /admin/keys returns the original's fields, the new k
       });
     assert.equal(await ask("mr-wrong"), 401);
     assert.equal(await ask(created.secret), 504);
-  });
-});
+  },
+);
 
-Deno.test("issue 14.7: a worker survives a server restart: it reconnects to the new server instead of exiting", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.7: a worker survives a server restart: it reconnects to the new server instead of exiting",
+  async (started) => {
     const mock = await startMock(started);
     const first = await startServer(started);
     const port = Number(new URL(first).port);
@@ -112,12 +115,13 @@ Deno.test("issue 14.7: a worker survives a server restart: it reconnects to the 
     assert.equal(worker.exited, null, worker.lines.join("\n"));
     const r = await chat(second, { max_tokens: 3 });
     assert.equal(r.status, 200, r.text);
-  });
-});
+  },
+);
 
-Deno.test("issue 14.10: a worker reaches a backend that needs its own key (BACKEND_API_KEY), and never logs the key", async () => {
-  const key = "sk-backend-e2e-7f3a";
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.10: a worker reaches a backend that needs its own key (BACKEND_API_KEY), and never logs the key",
+  async (started) => {
+    const key = "sk-backend-e2e-7f3a";
     const mock = await startMock(started, { args: ["--api-key", key] });
     const server = await startServer(started);
     // MODELS unset: discovery needs the key as well.
@@ -135,11 +139,12 @@ Deno.test("issue 14.10: a worker reaches a backend that needs its own key (BACKE
     assert.equal((await mock.stats()).unauthorized, 0);
     assert.ok(worker.lines.some((l) => l.includes("backend_key=set")));
     assert.ok(!worker.lines.some((l) => l.includes(key)), "key in the log");
-  });
-});
+  },
+);
 
-Deno.test("issue 14.4: a backend that dies mid-stream ends the SSE stream with an error event, no JSON spliced into it", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.4: a backend that dies mid-stream ends the SSE stream with an error event, no JSON spliced into it",
+  async (started) => {
     const mock = await startMock(started);
     const server = await startServer(started);
     await startWorker(started, "dies", server, mock.url);
@@ -164,11 +169,12 @@ Deno.test("issue 14.4: a backend that dies mid-stream ends the SSE stream with a
       `no error event at the end: ${r.text}`,
     );
     assert.equal(last.error.code, "backend_stream_broken");
-  });
-});
+  },
+);
 
-Deno.test("issue 14.11: a backend answering far more than the relay carries does not exhaust the worker's memory", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 14.11: a backend answering far more than the relay carries does not exhaust the worker's memory",
+  async (started) => {
     const mock = await startMock(started);
     const server = await startServer(started, {
       MAX_RESPONSE_BODY_BYTES: String(32 * 1024 * 1024),
@@ -199,5 +205,5 @@ Deno.test("issue 14.11: a backend answering far more than the relay carries does
       async () => (await mock.stats()).aborted >= 1,
     );
     assert.equal((await chat(server, { max_tokens: 2 })).status, 200);
-  });
-});
+  },
+);

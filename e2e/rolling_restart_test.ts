@@ -5,14 +5,15 @@
 import assert from "node:assert/strict";
 import {
   chat,
+  faultTest,
   startMock,
   startServer,
   startWorker,
-  withChildren,
 } from "./_faults.ts";
 
-Deno.test("issue 24.4 no 404 in a rolling restart: a request for the restarting worker's model waits for its return while another model's worker is connected", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 24.4 no 404 in a rolling restart: a request for the restarting worker's model waits for its return while another model's worker is connected",
+  async (started) => {
     const mock = await startMock(started);
     const server = await startServer(started);
     const first = await startWorker(started, "only-a", server, mock.url, {
@@ -42,5 +43,5 @@ Deno.test("issue 24.4 no 404 in a rolling restart: a request for the restarting 
     assert.equal(r.status, 200, r.text);
     // A model no worker ever served is still 404 at once.
     assert.equal((await chat(server, { model: "never-served" })).status, 404);
-  });
-});
+  },
+);

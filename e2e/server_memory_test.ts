@@ -5,7 +5,13 @@
 // such answer raised the server by ~680 MiB and three at once by ~1.5 GiB.
 import assert from "node:assert/strict";
 import { bigChat, startBigBodyBackend } from "./_big_body_backend.ts";
-import { rssMiB, startServer, startWorker, withChildren } from "./_faults.ts";
+import {
+  faultTest,
+  rssMiB,
+  startServer,
+  startWorker,
+  withChildren,
+} from "./_faults.ts";
 
 const MIB = 1024 * 1024;
 
@@ -44,8 +50,9 @@ async function relayWithBigBackend(
   return { backend, server, pid };
 }
 
-Deno.test("issue 24.2 bounded server memory: a raw backend's 200 MiB answer reaches the client whole, and the server grows by less than 2x the answer (main grew 3.4x)", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 24.2 bounded server memory: a raw backend's 200 MiB answer reaches the client whole, and the server grows by less than 2x the answer (main grew 3.4x)",
+  async (started) => {
     const { backend, server, pid } = await relayWithBigBackend(started, {
       MAX_RESPONSE_BODY_BYTES: String(256 * MIB),
     });
@@ -68,11 +75,12 @@ Deno.test("issue 24.2 bounded server memory: a raw backend's 200 MiB answer reac
     } finally {
       await backend.close();
     }
-  });
-});
+  },
+);
 
-Deno.test("issue 24.2 bounded server memory: three 200 MiB answers at once stay within the fleet budget: each is whole or 503 response_buffer_full with Retry-After, never an out-of-memory", async () => {
-  await withChildren(async (started) => {
+faultTest(
+  "issue 24.2 bounded server memory: three 200 MiB answers at once stay within the fleet budget: each is whole or 503 response_buffer_full with Retry-After, never an out-of-memory",
+  async (started) => {
     const budget = 400;
     const { backend, server, pid } = await relayWithBigBackend(started, {
       MAX_RESPONSE_BODY_BYTES: String(256 * MIB),
@@ -109,5 +117,5 @@ Deno.test("issue 24.2 bounded server memory: three 200 MiB answers at once stay 
     } finally {
       await backend.close();
     }
-  });
-});
+  },
+);

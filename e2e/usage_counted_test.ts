@@ -3,25 +3,40 @@
 // off, and concurrent requests cannot beat a token budget that was checked
 // before any of them ended (what each may use is reserved at admission).
 import assert from "node:assert/strict";
-import { type Cluster, MODEL, withCluster } from "./_cluster.ts";
+import {
+  type Cluster,
+  type ClusterOptions,
+  MODEL,
+  withCluster,
+} from "./_cluster.ts";
 import { postChat } from "./_post_chat.ts";
+import { type UsageRecord, usageRecords } from "./_usage_records.ts";
 
 const ADMIN = "e2e-usage-counted-admin";
 
-type Rec = {
-  status: number;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  estimated: boolean;
-};
+/**
+ * One worker taking `maxConcurrent` at once from a mock that streams a word
+ * every `delayMs`, behind a server with the admin token and a token `budget`
+ * for `tenant`.
+ */
+function budgeted(
+  tenant: string,
+  budget: string,
+  maxConcurrent: number,
+  delayMs: number,
+): ClusterOptions {
+  return {
+    workers: [{ name: "gpu-a", maxConcurrent }],
+    delayMs,
+    serverEnv: {
+      MODELRELAY_ADMIN_TOKEN: ADMIN,
+      [`TENANT_TOKEN_BUDGET_${tenant}`]: budget,
+    },
+  };
+}
 
-async function records(c: Cluster, tenant: string): Promise<Rec[]> {
-  const r = await fetch(
-    `${c.serverUrl}/admin/requests?tenant=${tenant}&limit=200`,
-    { headers: { authorization: `Bearer ${ADMIN}` } },
-  );
-  assert.equal(r.status, 200);
-  return (await r.json() as { requests: Rec[] }).requests;
+function records(c: Cluster, tenant: string): Promise<UsageRecord[]> {
+  return usageRecords(c.serverUrl, ADMIN, `tenant=${tenant}&limit=200`);
 }
 
 function chat(
@@ -37,14 +52,7 @@ function chat(
 }
 
 Deno.test("issue 33 a metadata field named include_usage does not turn counting off: 30 streams under a 200 tok/day budget are refused before the end", async () => {
-  await withCluster({
-    workers: [{ name: "gpu-a", maxConcurrent: 4 }],
-    delayMs: 1,
-    serverEnv: {
-      MODELRELAY_ADMIN_TOKEN: ADMIN,
-      TENANT_TOKEN_BUDGET_tb: "200tok/day",
-    },
-  }, async (c) => {
+  await withCluster(budgeted("tb", "200tok/day", 4, 1), async (c) => {
     const statuses: number[] = [];
     for (let i = 0; i < 30; i++) {
       const r = await chat(c, "tb", {
@@ -78,15 +86,8 @@ Deno.test("issue 33 a metadata field named include_usage does not turn counting 
 });
 
 Deno.test("issue 33 40 concurrent requests stay within a 100 tok/day budget: each reserves its prompt and max_tokens at admission", async () => {
-  await withCluster({
-    workers: [{ name: "gpu-a", maxConcurrent: 8 }],
-    // Slow enough that the 40 are all in flight before any ends.
-    delayMs: 50,
-    serverEnv: {
-      MODELRELAY_ADMIN_TOKEN: ADMIN,
-      TENANT_TOKEN_BUDGET_tc: "100tok/day",
-    },
-  }, async (c) => {
+  // Slow enough (50 ms a word) that the 40 are all in flight before any ends.
+  await withCluster(budgeted("tc", "100tok/day", 8, 50), async (c) => {
     const answers = await Promise.all(
       Array.from({ length: 40 }, () => chat(c, "tc", { max_tokens: 10 })),
     );

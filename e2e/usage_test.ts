@@ -7,26 +7,11 @@ import assert from "node:assert/strict";
 import { type Cluster, MODEL, withCluster } from "./_cluster.ts";
 import { anthropicAt, openaiAt } from "./_sdk.ts";
 import { postChat } from "./_post_chat.ts";
+import { type UsageRecord, usageRecords } from "./_usage_records.ts";
 
 const ADMIN = "e2e-admin-token";
 const MODEL_2 = "mock-model-2";
 const WORKERS = [{ name: "gpu-a", maxConcurrent: 4 }];
-
-type Rec = {
-  id: number;
-  request_id: string;
-  key_id: string | null;
-  key_name: string | null;
-  tenant: string;
-  model: string;
-  worker: string | null;
-  endpoint: string;
-  outcome: string;
-  status: number;
-  prompt_tokens: number | null;
-  completion_tokens: number | null;
-  estimated: boolean;
-};
 
 async function admin(
   c: Cluster,
@@ -57,9 +42,8 @@ async function newKey(
   return { id: String(k.id), secret: String(k.secret) };
 }
 
-async function records(c: Cluster, query: string): Promise<Rec[]> {
-  const body = await admin(c, `/admin/requests?${query}`);
-  return body.requests as Rec[];
+function records(c: Cluster, query: string): Promise<UsageRecord[]> {
+  return usageRecords(c.serverUrl, ADMIN, query);
 }
 
 function openai(c: Cluster, key: string): OpenAI {
@@ -77,16 +61,18 @@ type Seen = { endpoint: string; prompt: number; completion: number };
 async function everyEndpoint(c: Cluster, key: string): Promise<Seen[]> {
   const oa = openai(c, key);
   const seen: Seen[] = [];
+  const see = (endpoint: string, prompt: number, completion: number) =>
+    seen.push({ endpoint, prompt, completion });
   const chat = await oa.chat.completions.create({
     model: MODEL,
     messages: [{ role: "user", content: "one two three" }],
     max_tokens: 5,
   });
-  seen.push({
-    endpoint: "/v1/chat/completions",
-    prompt: chat.usage!.prompt_tokens,
-    completion: chat.usage!.completion_tokens,
-  });
+  see(
+    "/v1/chat/completions",
+    chat.usage!.prompt_tokens,
+    chat.usage!.completion_tokens,
+  );
   const stream = await oa.chat.completions.create({
     model: MODEL,
     messages: [{ role: "user", content: "stream with usage please" }],
@@ -96,21 +82,13 @@ async function everyEndpoint(c: Cluster, key: string): Promise<Seen[]> {
   });
   let usage: OpenAI.CompletionUsage | null | undefined = null;
   for await (const chunk of stream) usage = chunk.usage ?? usage;
-  seen.push({
-    endpoint: "/v1/chat/completions",
-    prompt: usage!.prompt_tokens,
-    completion: usage!.completion_tokens,
-  });
+  see("/v1/chat/completions", usage!.prompt_tokens, usage!.completion_tokens);
   const resp = await oa.responses.create({
     model: MODEL,
     input: "responses input words",
     max_output_tokens: 4,
   });
-  seen.push({
-    endpoint: "/v1/responses",
-    prompt: resp.usage!.input_tokens,
-    completion: resp.usage!.output_tokens,
-  });
+  see("/v1/responses", resp.usage!.input_tokens, resp.usage!.output_tokens);
   const rstream = await oa.responses.create({
     model: MODEL,
     input: "responses streamed",
@@ -121,43 +99,31 @@ async function everyEndpoint(c: Cluster, key: string): Promise<Seen[]> {
   for await (const e of rstream) {
     if (e.type === "response.completed") rusage = e.response.usage;
   }
-  seen.push({
-    endpoint: "/v1/responses",
-    prompt: rusage!.input_tokens,
-    completion: rusage!.output_tokens,
-  });
+  see("/v1/responses", rusage!.input_tokens, rusage!.output_tokens);
   const comp = await oa.completions.create({
     model: MODEL,
     prompt: "complete this",
     max_tokens: 7,
   });
-  seen.push({
-    endpoint: "/v1/completions",
-    prompt: comp.usage!.prompt_tokens,
-    completion: comp.usage!.completion_tokens,
-  });
+  see(
+    "/v1/completions",
+    comp.usage!.prompt_tokens,
+    comp.usage!.completion_tokens,
+  );
   const an = anthropicAt(c.serverUrl, { apiKey: key });
   const msg = await an.messages.create({
     model: MODEL,
     max_tokens: 8,
     messages: [{ role: "user", content: "anthropic says hi" }],
   });
-  seen.push({
-    endpoint: "/v1/messages",
-    prompt: msg.usage.input_tokens,
-    completion: msg.usage.output_tokens,
-  });
+  see("/v1/messages", msg.usage.input_tokens, msg.usage.output_tokens);
   const mstream = an.messages.stream({
     model: MODEL,
     max_tokens: 3,
     messages: [{ role: "user", content: "anthropic streams" }],
   });
   const final = await mstream.finalMessage();
-  seen.push({
-    endpoint: "/v1/messages",
-    prompt: final.usage.input_tokens,
-    completion: final.usage.output_tokens,
-  });
+  see("/v1/messages", final.usage.input_tokens, final.usage.output_tokens);
   // Embeddings (issue 25 routes them): the backend's prompt count; its total
   // equals it, so the completion is 0 (total - prompt), not unknown.
   for (const input of ["embed these four words", ["alpha beta", "gamma"]]) {
@@ -329,7 +295,7 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
         });
         assert.equal(r.usage!.completion_tokens, 2);
         const [rec] = await records(c, `key=${k3.id}&limit=1`) as Array<
-          Rec & { model_served: string }
+          UsageRecord & { model_served: string }
         >;
         assert.equal(rec?.model, "fast");
         assert.equal(rec?.model_served, MODEL);
@@ -357,7 +323,7 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
         assert.equal((await records(c, "status=429")).length, 0);
         // Pages of 4, newest first, each record once.
         const all = await records(c, "limit=1000");
-        const paged: Rec[] = [];
+        const paged: UsageRecord[] = [];
         let cursor: string | null = "";
         while (cursor !== null) {
           const body = await admin(
@@ -366,7 +332,7 @@ Deno.test("issue 26 usage ledger: records equal the backend's usage per endpoint
               cursor === "" ? "" : `&cursor=${cursor}`
             }`,
           );
-          paged.push(...body.requests as Rec[]);
+          paged.push(...body.requests as UsageRecord[]);
           cursor = body.next_cursor as string | null;
         }
         assert.deepEqual(paged.map((r) => r.id), all.map((r) => r.id));

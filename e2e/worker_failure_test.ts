@@ -8,7 +8,7 @@ import {
   withCluster,
   workerForwarding,
 } from "./_cluster.ts";
-import { openaiAt } from "./_sdk.ts";
+import { openaiAt, streamedText } from "./_sdk.ts";
 
 // max_concurrent 1 each, so the two requests' paths are easy to tell apart.
 const WORKERS = [
@@ -58,15 +58,13 @@ Deno.test("C29 SIGTERM of the worker running a stream: the stream completes and 
       max_tokens: 30,
       stream: true,
     });
-    let text = "";
     let drained = null as Child | null;
-    for await (const chunk of stream) {
-      text += chunk.choices[0]?.delta.content ?? "";
-      if (drained === null && text !== "") {
+    const text = await streamedText(stream, async (textSoFar) => {
+      if (drained === null && textSoFar !== "") {
         drained = await workerForwarding(c.workers);
         drained.kill("SIGTERM");
       }
-    }
+    });
     assert.ok(drained !== null, "no chunk arrived");
     assert.equal(text, answerWords(30));
     assert.equal((await drained.status).code, 0);

@@ -32,7 +32,7 @@ import {
   streamEvents,
 } from "./formats.ts";
 import { otherEndpoint } from "./endpoints.ts";
-import { json, sleep } from "./respond.ts";
+import { answerTo, json, sleep } from "./respond.ts";
 
 export type MockBackendOptions = {
   port?: number;
@@ -387,17 +387,12 @@ function buildAnswer(
     // When the answer repeats, keep a space between its last and first word.
     words.push(i < count - 1 && !/\s$/.test(word) ? word + " " : word);
   }
-  const options = body.stream_options as
-    | { include_usage?: unknown }
-    | undefined;
-  return {
+  return answerTo(body, {
     id: `mock-${ctx.nextId++}`,
     model,
     words,
     promptTokens: promptTokens(body),
-    createdSecs: Math.floor(Date.now() / 1000),
-    includeUsage: options?.include_usage === true,
-  };
+  });
 }
 
 /** A deterministic stand-in for tokenization: whitespace-separated words of the input. */

@@ -20,6 +20,16 @@ export type StreamEvents = {
   tail: string[];
 };
 
+/** What every OpenAI object of `answer` begins with, in OpenAI's order. */
+function openaiHead(answer: Answer, object: string) {
+  return {
+    id: answer.id,
+    object,
+    created: answer.createdSecs,
+    model: answer.model,
+  };
+}
+
 function sseData(value: unknown): string {
   return `data: ${JSON.stringify(value)}\n\n`;
 }
@@ -47,10 +57,7 @@ function chatChunk(
   finish: string | null,
 ): string {
   return sseData({
-    id: answer.id,
-    object: "chat.completion.chunk",
-    created: answer.createdSecs,
-    model: answer.model,
+    ...openaiHead(answer, "chat.completion.chunk"),
     choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
   });
 }
@@ -63,10 +70,7 @@ function chatStream(answer: Answer): StreamEvents {
   const tail = [chatChunk(answer, {}, "stop")];
   if (answer.includeUsage) {
     tail.push(sseData({
-      id: answer.id,
-      object: "chat.completion.chunk",
-      created: answer.createdSecs,
-      model: answer.model,
+      ...openaiHead(answer, "chat.completion.chunk"),
       choices: [],
       usage: openAiUsage(answer),
     }));
@@ -77,10 +81,7 @@ function chatStream(answer: Answer): StreamEvents {
 
 function chatBody(answer: Answer): unknown {
   return {
-    id: answer.id,
-    object: "chat.completion",
-    created: answer.createdSecs,
-    model: answer.model,
+    ...openaiHead(answer, "chat.completion"),
     choices: [{
       index: 0,
       message: { role: "assistant", content: text(answer) },
@@ -97,10 +98,7 @@ function completionChunk(
   finish: string | null,
 ): string {
   return sseData({
-    id: answer.id,
-    object: "text_completion",
-    created: answer.createdSecs,
-    model: answer.model,
+    ...openaiHead(answer, "text_completion"),
     choices: [{ index: 0, text: piece, logprobs: null, finish_reason: finish }],
   });
 }
@@ -115,10 +113,7 @@ function completionsStream(answer: Answer): StreamEvents {
 
 function completionsBody(answer: Answer): unknown {
   return {
-    id: answer.id,
-    object: "text_completion",
-    created: answer.createdSecs,
-    model: answer.model,
+    ...openaiHead(answer, "text_completion"),
     choices: [{
       index: 0,
       text: text(answer),
@@ -270,34 +265,23 @@ function messagesBody(answer: Answer): unknown {
   };
 }
 
+/** Each API's stream and whole body of an answer. */
+const SHAPES: Record<
+  Api,
+  { stream(a: Answer): StreamEvents; body(a: Answer): unknown }
+> = {
+  chat: { stream: chatStream, body: chatBody },
+  completions: { stream: completionsStream, body: completionsBody },
+  responses: { stream: responsesStream, body: (a) => responseObject(a, true) },
+  messages: { stream: messagesStream, body: messagesBody },
+};
+
 export function streamEvents(api: Api, answer: Answer): StreamEvents {
-  switch (api) {
-    case "chat":
-      return chatStream(answer);
-    case "completions":
-      return completionsStream(answer);
-    case "responses":
-      return responsesStream(answer);
-    case "messages":
-      return messagesStream(answer);
-    default:
-      return unreachable(api);
-  }
+  return SHAPES[api].stream(answer);
 }
 
 export function jsonBody(api: Api, answer: Answer): unknown {
-  switch (api) {
-    case "chat":
-      return chatBody(answer);
-    case "completions":
-      return completionsBody(answer);
-    case "responses":
-      return responseObject(answer, true);
-    case "messages":
-      return messagesBody(answer);
-    default:
-      return unreachable(api);
-  }
+  return SHAPES[api].body(answer);
 }
 
 /** The route's own error shape: Anthropic's `{"type":"error",…}`, else OpenAI's. */
@@ -314,8 +298,4 @@ export function errorBody(api: Api, status: number, message: string): unknown {
   return {
     error: { message, type: "mock_error", param: null, code: String(status) },
   };
-}
-
-function unreachable(x: never): never {
-  throw new Error(`unexpected value ${JSON.stringify(x)}`);
 }

@@ -27,7 +27,7 @@
 // flight finish, it is unloaded, and the new one loads for `loadDelayMs`.
 // `stats.loads` counts loads; it is what the issue-30 tests read.
 import { type Answer, type Api, jsonBody, streamEvents } from "./formats.ts";
-import { json, sleep } from "./respond.ts";
+import { answerTo, json, sleep } from "./respond.ts";
 
 export type SwappingDialect = "ollama" | "llama-swap";
 
@@ -484,10 +484,7 @@ function buildAnswer(
   const count = limit ?? box.words.length;
   const words: string[] = [];
   for (let i = 0; i < count; i++) words.push(box.words[i % box.words.length]!);
-  const options = body.stream_options as
-    | { include_usage?: unknown }
-    | undefined;
-  return {
+  return answerTo(body, {
     id: `swap-${box.nextId++}`,
     model,
     words,
@@ -495,9 +492,7 @@ function buildAnswer(
       1,
       JSON.stringify(body.messages ?? body.prompt ?? "").split(/\s+/).length,
     ),
-    createdSecs: Math.floor(Date.now() / 1000),
-    includeUsage: options?.include_usage === true,
-  };
+  });
 }
 
 async function bodyJson(req: Request): Promise<Record<string, unknown>> {

@@ -1,12 +1,24 @@
 import assert from "node:assert/strict";
-import { startSwappingBackend, type SwappingDialect } from "./swapping.ts";
 import {
-  detectBackend,
-  type Report,
-  runOperation,
-} from "../shell/worker/lifecycle/backends.ts";
+  startSwappingBackend,
+  type SwappingBackend,
+  type SwappingBackendOptions,
+  type SwappingDialect,
+} from "./swapping.ts";
+import { detectBackend } from "../shell/worker/lifecycle/backends.ts";
+import { runAdapter } from "../shell/worker/lifecycle/_run_adapter.ts";
 import { readCapabilities } from "../shell/worker/lifecycle/capabilities.ts";
 import { spawnChild } from "../shell/procs.ts";
+import { withClosing } from "../shell/with_closing.ts";
+
+/** A test on a swapping backend started with `opts`, closed after it whatever it throws. */
+function swapTest(
+  name: string,
+  opts: SwappingBackendOptions,
+  fn: (b: SwappingBackend) => Promise<void>,
+): void {
+  Deno.test(name, () => withClosing(startSwappingBackend(opts), fn));
+}
 
 function chat(url: string, model: string, stream = false) {
   return fetch(`${url}/v1/chat/completions`, {
@@ -31,15 +43,16 @@ async function content(res: Response): Promise<string> {
 }
 
 for (const dialect of ["ollama", "llama-swap"] as SwappingDialect[]) {
-  Deno.test(`${dialect} fake: one model resident, each change of model is a load, counted`, async () => {
-    const b = await startSwappingBackend({
+  swapTest(
+    `${dialect} fake: one model resident, each change of model is a load, counted`,
+    {
       dialect,
       models: ["a", "b"],
       loadDelayMs: 20,
       chunkDelayMs: 0,
       answer: "one two",
-    });
-    try {
+    },
+    async (b) => {
       assert.equal(await content(await chat(b.url, "a")), "one two");
       assert.equal(await content(await chat(b.url, "a", true)), "one two");
       assert.deepEqual(b.resident(), ["a"]);
@@ -50,20 +63,19 @@ for (const dialect of ["ollama", "llama-swap"] as SwappingDialect[]) {
       assert.equal(b.stats.unloads, 2);
       assert.equal(b.stats.requests, 4);
       assert.deepEqual(b.resident(), ["a"]);
-    } finally {
-      await b.close();
-    }
-  });
+    },
+  );
 
-  Deno.test(`${dialect} fake: a request for another model waits until the resident one's stream ends`, async () => {
-    const b = await startSwappingBackend({
+  swapTest(
+    `${dialect} fake: a request for another model waits until the resident one's stream ends`,
+    {
       dialect,
       models: ["a", "b"],
       loadDelayMs: 0,
       chunkDelayMs: 30,
       answer: "w1 w2 w3 w4",
-    });
-    try {
+    },
+    async (b) => {
       const order: string[] = [];
       const first = chat(b.url, "a", true).then(async (r) => {
         await r.text();
@@ -80,19 +92,18 @@ for (const dialect of ["ollama", "llama-swap"] as SwappingDialect[]) {
       await Promise.all([first, second]);
       assert.deepEqual(order, ["a done", "b done"]);
       assert.equal(b.stats.loads, 2);
-    } finally {
-      await b.close();
-    }
-  });
+    },
+  );
 
-  Deno.test(`${dialect} fake: the worker's lifecycle adapter detects it and loads through it`, async () => {
-    const b = await startSwappingBackend({
+  swapTest(
+    `${dialect} fake: the worker's lifecycle adapter detects it and loads through it`,
+    {
       dialect,
       models: ["a", "b"],
       loaded: ["b"],
       loadDelayMs: 0,
-    });
-    try {
+    },
+    async (b) => {
       assert.equal(await detectBackend(b.url), dialect);
       if (dialect === "ollama") {
         // /api/ps; llama-swap's /running is read by the residency report.
@@ -100,31 +111,24 @@ for (const dialect of ["ollama", "llama-swap"] as SwappingDialect[]) {
         assert.deepEqual(caps?.models?.loaded?.map((m) => m.id), ["b"]);
         assert.deepEqual(caps?.models?.available, ["a", "b"]);
       }
-      const updates: Parameters<Report>[0][] = [];
-      await runOperation(
-        b.url,
-        dialect,
-        "model-load",
-        { modelId: "a" },
-        (u) => updates.push(u),
-        new AbortController().signal,
-      );
+      const updates = await runAdapter(b.url, dialect, "model-load", {
+        modelId: "a",
+      });
       assert.equal(updates.at(-1)?.status, "completed");
       assert.deepEqual(b.resident(), ["a"]);
       assert.equal(b.stats.loads, 1);
-    } finally {
-      await b.close();
-    }
-  });
+    },
+  );
 }
 
-Deno.test("ollama fake: /api/ps and /api/tags in Ollama's shapes; keep_alive 0 unloads", async () => {
-  const b = await startSwappingBackend({
+swapTest(
+  "ollama fake: /api/ps and /api/tags in Ollama's shapes; keep_alive 0 unloads",
+  {
     dialect: "ollama",
     models: ["a", "b"],
     loaded: ["a"],
-  });
-  try {
+  },
+  async (b) => {
     const tags = await (await fetch(`${b.url}/api/tags`)).json();
     assert.deepEqual(tags.models.map((m: { name: string }) => m.name), [
       "a",
@@ -147,46 +151,38 @@ Deno.test("ollama fake: /api/ps and /api/tags in Ollama's shapes; keep_alive 0 u
       (await (await fetch(`${b.url}/api/ps`)).json()).models.length,
       0,
     );
-  } finally {
-    await b.close();
-  }
-});
+  },
+);
 
-Deno.test("ollama fake: /api/chat streams NDJSON lines ending with done", async () => {
-  const b = await startSwappingBackend({
-    dialect: "ollama",
-    models: ["a"],
-    loadDelayMs: 0,
-    chunkDelayMs: 0,
-    answer: "x y",
+swapTest("ollama fake: /api/chat streams NDJSON lines ending with done", {
+  dialect: "ollama",
+  models: ["a"],
+  loadDelayMs: 0,
+  chunkDelayMs: 0,
+  answer: "x y",
+}, async (b) => {
+  const res = await fetch(`${b.url}/api/chat`, {
+    method: "POST",
+    body: JSON.stringify({ model: "a", messages: [] }),
   });
-  try {
-    const res = await fetch(`${b.url}/api/chat`, {
-      method: "POST",
-      body: JSON.stringify({ model: "a", messages: [] }),
-    });
-    assert.equal(res.headers.get("content-type"), "application/x-ndjson");
-    const lines = (await res.text()).trim().split("\n").map((l) =>
-      JSON.parse(l)
-    );
-    assert.equal(
-      lines.map((l) => l.message.content).join(""),
-      "x y",
-    );
-    assert.equal(lines.at(-1).done, true);
-    assert.equal(b.stats.loads, 1);
-  } finally {
-    await b.close();
-  }
+  assert.equal(res.headers.get("content-type"), "application/x-ndjson");
+  const lines = (await res.text()).trim().split("\n").map((l) => JSON.parse(l));
+  assert.equal(
+    lines.map((l) => l.message.content).join(""),
+    "x y",
+  );
+  assert.equal(lines.at(-1).done, true);
+  assert.equal(b.stats.loads, 1);
 });
 
-Deno.test("llama-swap fake: /running lists the resident model as ready; /unload empties it", async () => {
-  const b = await startSwappingBackend({
+swapTest(
+  "llama-swap fake: /running lists the resident model as ready; /unload empties it",
+  {
     dialect: "llama-swap",
     models: ["a", "b"],
     loaded: ["b"],
-  });
-  try {
+  },
+  async (b) => {
     assert.deepEqual(await (await fetch(`${b.url}/running`)).json(), {
       running: [{ model: "b", state: "ready" }],
     });
@@ -199,10 +195,8 @@ Deno.test("llama-swap fake: /running lists the resident model as ready; /unload 
     const tags = await fetch(`${b.url}/api/tags`);
     await tags.body?.cancel();
     assert.equal(tags.status, 404);
-  } finally {
-    await b.close();
-  }
-});
+  },
+);
 
 Deno.test("mock/main.ts --swap llama-swap runs a swapping box on its own", async () => {
   const child = spawnChild({

@@ -35,13 +35,14 @@ export const LOG_OPTIONS: OptionSpec[] = [
   },
 ];
 
+/** What the server's and the worker's configurations say of their logs. */
+export type LogSettings = { logLevel: LogLevel; logFormat: LogFormat };
+
 /**
  * LOG_LEVEL and LOG_FORMAT read from parsed options, the same rule for server
  * and worker: a level logLevelOf knows, and text or json in any case.
  */
-export function logSettings(
-  values: OptionValues,
-): { logLevel: LogLevel; logFormat: LogFormat } {
+export function logSettings(values: OptionValues): LogSettings {
   const logLevel = logLevelOf(str(values, "log-level"));
   if (logLevel === null) {
     throw new OptionError(

@@ -48,7 +48,10 @@ export function runDeno(
 export type ChildSpec = {
   /** Short name, used as the log prefix. */
   name: string;
-  /** Entry point relative to the repository root, e.g. "shell/server/main.ts". */
+  /**
+   * Entry point relative to the repository root, e.g. "shell/server/main.ts",
+   * or an absolute path (another checkout's, for the benchmarks' baseline).
+   */
   script: string;
   /** Deno permission flags, e.g. ["--allow-net=127.0.0.1"]. Never -A. */
   permissions: string[];
@@ -95,7 +98,7 @@ export function spawnChild(spec: ChildSpec): Child {
     args: [
       "run",
       ...spec.permissions,
-      `${ROOT}${spec.script}`,
+      spec.script.startsWith("/") ? spec.script : `${ROOT}${spec.script}`,
       ...(spec.args ?? []),
     ],
   });

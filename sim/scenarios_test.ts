@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import { runScenario } from "./run_scenario.ts";
+import {
+  type RunOptions,
+  type RunResult,
+  runScenario,
+} from "./run_scenario.ts";
 import { REGRESSIONS, SCENARIOS } from "./scenarios/mod.ts";
 
 const NAMES = [
@@ -20,14 +24,25 @@ const NAMES = [
   "rolling_restart",
 ];
 
+/** Runs the named scenario at seeds 1 to 5 and checks each run. */
+function atSeeds1To5(
+  name: string,
+  check: (r: RunResult, seed: bigint) => void,
+  options: RunOptions = {},
+): void {
+  const s = SCENARIOS.get(name)!;
+  for (let seed = 1n; seed <= 5n; seed++) {
+    check(runScenario(s, seed, options), seed);
+  }
+}
+
 Deno.test("every named scenario from the issues is registered", () => {
   assert.deepEqual([...SCENARIOS.keys()].sort(), [...NAMES].sort());
 });
 
-for (const [name, scenario] of SCENARIOS) {
+for (const name of SCENARIOS.keys()) {
   Deno.test(`scenario ${name} holds every invariant (seeds 1-5)`, () => {
-    for (let seed = 1n; seed <= 5n; seed++) {
-      const r = runScenario(scenario, seed);
+    atSeeds1To5(name, (r, seed) => {
       assert.equal(
         r.violation,
         null,
@@ -37,16 +52,14 @@ for (const [name, scenario] of SCENARIOS) {
         r.events > 100,
         `${name} seed ${seed} ran only ${r.events} events`,
       );
-    }
+    });
   });
 }
 
 // What each spec 004 scenario is for, measured (the invariants hold in every step;
 // these show the situation they guard really arose).
 Deno.test("noisy_tenant: each quiet request waits at most one dispatch per other tenant", () => {
-  const s = SCENARIOS.get("noisy_tenant")!;
-  for (let seed = 1n; seed <= 5n; seed++) {
-    const r = runScenario(s, seed);
+  atSeeds1To5("noisy_tenant", (r, seed) => {
     const quiet = r.sched.maxWaitByTenant.get("quiet");
     const noisy = r.sched.maxWaitByTenant.get("noisy") ?? 0;
     // Two other tenants (noisy, steady) can be ahead of it in the rotation.
@@ -59,13 +72,11 @@ Deno.test("noisy_tenant: each quiet request waits at most one dispatch per other
       `seed ${seed}: the burst never backed up (${noisy})`,
     );
     assert.equal(r.sched.dispatched.normal, 1_044, `seed ${seed}: all served`);
-  }
+  });
 });
 
 Deno.test("low_priority_burst_under_high: low is served while high waits, and high goes first", () => {
-  const s = SCENARIOS.get("low_priority_burst_under_high")!;
-  for (let seed = 1n; seed <= 5n; seed++) {
-    const r = runScenario(s, seed);
+  atSeeds1To5("low_priority_burst_under_high", (r, seed) => {
     assert.ok(
       r.sched.lowWhileHighWaits > 5,
       `seed ${seed}: ${JSON.stringify(r.sched.lowWhileHighWaits)}`,
@@ -83,13 +94,11 @@ Deno.test("low_priority_burst_under_high: low is served while high waits, and hi
       (r.sched.maxWaitByTenant.get("batch") ?? 0) > 100,
       `seed ${seed}`,
     );
-  }
+  });
 });
 
 Deno.test("rate_limited_tenants: tenants over their limit get 429s, the others are admitted", () => {
-  const s = SCENARIOS.get("rate_limited_tenants")!;
-  for (let seed = 1n; seed <= 5n; seed++) {
-    const r = runScenario(s, seed);
+  atSeeds1To5("rate_limited_tenants", (r, seed) => {
     assert.ok(
       r.sched.rateLimited > 30,
       `seed ${seed}: ${r.sched.rateLimited} refused`,
@@ -98,20 +107,18 @@ Deno.test("rate_limited_tenants: tenants over their limit get 429s, the others a
       r.sched.admitted > 100,
       `seed ${seed}: ${r.sched.admitted} admitted`,
     );
-  }
+  });
 });
 
 Deno.test("model_lifecycle: tasks complete, fail, time out, lose their worker and get refused, each ending once", () => {
-  const s = SCENARIOS.get("model_lifecycle")!;
-  for (let seed = 1n; seed <= 5n; seed++) {
-    const r = runScenario(s, seed);
+  atSeeds1To5("model_lifecycle", (r, seed) => {
     const l = r.lifecycle;
     const text = `seed ${seed}: ${JSON.stringify(l)}`;
     assert.equal(l.completed + l.failed, l.tasks, text);
     assert.ok(l.sent > 30 && l.completed > 10, text);
     assert.ok(l.timedOut > 0 && l.workerLeft > 0 && l.refused > 5, text);
     assert.ok(r.sched.dispatched.normal > 100, `seed ${seed}: inference ran`);
-  }
+  });
 });
 
 for (const reg of REGRESSIONS) {
@@ -126,9 +133,7 @@ for (const reg of REGRESSIONS) {
 }
 
 Deno.test("issue 24.4 rolling_restart: no 404 while the only worker of m1 is away within the grace, and m1 was asked for in the gap", () => {
-  const s = SCENARIOS.get("rolling_restart")!;
-  for (let seed = 1n; seed <= 5n; seed++) {
-    const r = runScenario(s, seed, { trace: true });
+  atSeeds1To5("rolling_restart", (r, seed) => {
     assert.equal(r.violation, null, `seed ${seed}: ${r.violation?.message}`);
     const notFound = r.trace.filter((l) => / respondError \S+ 404 /.test(l));
     assert.deepEqual(notFound, [], `seed ${seed}`);
@@ -141,5 +146,5 @@ Deno.test("issue 24.4 rolling_restart: no 404 while the only worker of m1 is awa
       else if (away && / E request \S+ m1 /.test(l)) askedInGap++;
     }
     assert.ok(askedInGap > 0, `seed ${seed}: m1 never asked for in the gap`);
-  }
+  }, { trace: true });
 });

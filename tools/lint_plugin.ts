@@ -2,7 +2,7 @@
 // `relay/core-purity` keeps core/ and sim/ deterministic and I/O-free: no Deno
 // APIs, no clock, no randomness, no timers, no fetch, and imports only from
 // within core/ (plus zod; sim/ may also use fast-check). The one exception is
-// sim/cli.ts (and sim/cluster/cli.ts, sim/models_cli.ts): command-line entry
+// sim/cli.ts (and sim/cluster/cli.ts, sim/models/cli.ts): command-line entry
 // points, which read arguments and report (wall-clock throughput, never fed
 // back into a run).
 
@@ -23,7 +23,7 @@ const BANNED_MEMBERS: Record<string, Set<string>> = {
 function area(filename: string): "core" | "sim" | null {
   const f = filename.replaceAll("\\", "/");
   if (/\/core\//.test(f)) return "core";
-  if (/\/sim\//.test(f) && !/\/sim\/(cluster\/|models_)?cli\.ts$/.test(f)) {
+  if (/\/sim\//.test(f) && !/\/sim\/(cluster\/|models\/)?cli\.ts$/.test(f)) {
     return "sim";
   }
   return null;

@@ -154,17 +154,22 @@ class StreamCheck {
   }
 }
 
+/** The JSON body of every benchmark chat request. */
+function benchChat(model: string, maxTokens: number, stream: boolean): string {
+  return JSON.stringify({
+    model,
+    stream,
+    max_tokens: maxTokens,
+    messages: [{ role: "user", content: "bench" }],
+  });
+}
+
 /** One streaming request, read to the end and checked. */
 export function streamOnce(
   target: Target,
   o: StreamOptions,
 ): Promise<StreamResult> {
-  const body = JSON.stringify({
-    model: o.model,
-    stream: true,
-    max_tokens: o.maxTokens,
-    messages: [{ role: "user", content: "bench" }],
-  });
+  const body = benchChat(o.model, o.maxTokens, true);
   const headers: Record<string, string> = {
     "content-type": "application/json",
     "content-length": String(body.length),
@@ -267,12 +272,7 @@ export function postOnce(
     timeoutMs: number;
   },
 ): Promise<PostResult> {
-  const body = JSON.stringify({
-    model: o.model,
-    stream: false,
-    max_tokens: o.maxTokens,
-    messages: [{ role: "user", content: "bench" }],
-  });
+  const body = benchChat(o.model, o.maxTokens, false);
   return postJsonTimed(
     target,
     "/v1/chat/completions",

@@ -1,13 +1,21 @@
 // Real processes for the e2e harness: the mock backend, the relay server and its
-// workers, each a `deno run` of the project's own entry point with explicit
-// permissions (spawned and awaited with shell/procs.ts). Only the last lines of
-// output are kept (a long run logs a lot) and shown when something fails.
+// workers, started the one way the demo and the tests start them
+// (shell/demo/cluster.ts), with what a benchmark adds: a profile, another
+// checkout, the permissions of `deno task server` and `deno task worker`. Only
+// the last lines of output are kept (a long run logs a lot) and shown when
+// something fails. The naive relay and the stamp backend are the benchmark's
+// own programs.
 import {
   type Child,
   freePort,
   spawnProgram,
   waitUntil,
 } from "../../shell/procs.ts";
+import {
+  startMockProcess,
+  startServerProcess,
+  startWorkerProcess,
+} from "../../shell/demo/cluster.ts";
 
 export { freePort };
 export const SECRET = "bench-secret";
@@ -70,18 +78,8 @@ export async function getJson(url: string): Promise<unknown> {
 }
 
 export async function startMock(): Promise<{ proc: Proc; url: string }> {
-  const port = freePort();
-  const proc = spawn("mock", [
-    "run",
-    "--allow-net=127.0.0.1,localhost",
-    "mock/main.ts",
-    "--port",
-    String(port),
-    "--delay-ms",
-    "0",
-  ]);
-  const url = `http://127.0.0.1:${port}`;
-  return await backendUp("the mock backend", proc, url);
+  const mock = await startMockProcess({ delayMs: 0, linesKept: TAIL_LINES });
+  return { proc: mock.child, url: mock.url };
 }
 
 /** Waits until a backend process answers GET /v1/models. */
@@ -128,6 +126,13 @@ export type Relay = {
   workersConnected(): Promise<number>;
 };
 
+/** --cpu-prof into `dir`/`name`, when a profile is asked for. */
+function profile(dir: string | undefined, name: string): string[] {
+  return dir === undefined
+    ? []
+    : ["--cpu-prof", `--cpu-prof-dir=${dir}/${name}`];
+}
+
 export async function startRelayServer(
   opts: {
     cpuProfDir?: string;
@@ -140,30 +145,26 @@ export async function startRelayServer(
     name?: string;
   } = {},
 ): Promise<Relay> {
-  const port = freePort();
-  const prof = opts.cpuProfDir === undefined
-    ? []
-    : ["--cpu-prof", `--cpu-prof-dir=${opts.cpuProfDir}/server`];
-  // The same permissions as `deno task server`.
-  const proc = spawn(opts.name ?? "server", [
-    "run",
-    ...prof,
-    ...checkoutConfig(opts.checkout),
-    "--allow-net",
-    "--allow-env",
-    "--allow-read",
-    "--allow-write",
-    opts.checkout === undefined
+  const { child: proc, url } = await startServerProcess({
+    name: opts.name ?? "server",
+    secret: SECRET,
+    script: opts.checkout === undefined
       ? opts.entry ?? "shell/server/main.ts"
       : `${opts.checkout}/shell/server/main.ts`,
-  ], {
-    WORKER_SECRET: SECRET,
-    LISTEN_ADDR: `127.0.0.1:${port}`,
-    MAX_QUEUE_LEN: "20000",
-    DRAIN_TIMEOUT_SECS: "2",
-    ...opts.env,
+    denoFlags: [
+      ...profile(opts.cpuProfDir, "server"),
+      ...checkoutConfig(opts.checkout),
+    ],
+    // The same permissions as `deno task server`.
+    permissions: [
+      "--allow-net",
+      "--allow-env",
+      "--allow-read",
+      "--allow-write",
+    ],
+    linesKept: TAIL_LINES,
+    env: { MAX_QUEUE_LEN: "20000", DRAIN_TIMEOUT_SECS: "2", ...opts.env },
   });
-  const url = `http://127.0.0.1:${port}`;
   // Read the body whatever the status (/health is 503 while shutting down).
   const workersConnected = async () => {
     const res = await fetch(`${url}/health`, {
@@ -177,16 +178,7 @@ export async function startRelayServer(
     }
     return body.workers_connected;
   };
-  await waitUntil(
-    "the relay server",
-    async () => {
-      await workersConnected();
-      return true;
-    },
-    30_000,
-    proc,
-  );
-  return { proc, url, port, workersConnected };
+  return { proc, url, port: Number(new URL(url).port), workersConnected };
 }
 
 /**
@@ -206,30 +198,28 @@ export async function startWorker(
     checkout?: string;
   },
 ): Promise<Proc> {
-  const env: Record<string, string> = {
-    WORKER_SECRET: SECRET,
-    PROXY_URL: relay.url,
-    BACKEND_URL: backendUrl,
-    WORKER_NAME: opts.name,
-    MAX_CONCURRENT: String(opts.maxConcurrent),
-    MODELS_REFRESH_SECS: "0",
-  };
-  if (opts.models !== null) env.MODELS = opts.models.join(",");
-  // The same permissions as `deno task worker`.
-  const prof = opts.cpuProfDir === undefined
-    ? []
-    : ["--cpu-prof", `--cpu-prof-dir=${opts.cpuProfDir}/${opts.name}`];
-  const proc = spawn(opts.name, [
-    "run",
-    ...prof,
-    ...checkoutConfig(opts.checkout),
-    "--allow-net",
-    "--allow-env",
-    "--allow-sys=hostname",
-    opts.checkout === undefined
+  const proc = await startWorkerProcess({
+    name: opts.name,
+    serverUrl: relay.url,
+    secret: SECRET,
+    backendUrl,
+    maxConcurrent: opts.maxConcurrent,
+    env: {
+      MODELS_REFRESH_SECS: "0",
+      ...(opts.models === null ? {} : { MODELS: opts.models.join(",") }),
+    },
+    script: opts.checkout === undefined
       ? "shell/worker/main.ts"
       : `${opts.checkout}/shell/worker/main.ts`,
-  ], env);
+    denoFlags: [
+      ...profile(opts.cpuProfDir, opts.name),
+      ...checkoutConfig(opts.checkout),
+    ],
+    // The same permissions as `deno task worker` (a real backend may be on
+    // another host).
+    permissions: ["--allow-net", "--allow-env", "--allow-sys=hostname"],
+    linesKept: TAIL_LINES,
+  });
   await waitUntil(
     `worker ${opts.name} to register`,
     async () => (await relay.workersConnected()) >= opts.expectWorkers,

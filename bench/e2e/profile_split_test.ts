@@ -8,30 +8,20 @@ const frame = (functionName: string, url = "", lineNumber = 5) => ({
 });
 
 Deno.test("stageOf names our stages by file and the syscalls by name", () => {
-  assert.equal(stageOf(frame("writev")), "write");
-  assert.equal(
-    stageOf(frame("decodeWorkerFrame", "file:///r/core/protocol/decode.ts")),
-    "parse",
-  );
-  assert.equal(
-    stageOf(frame("encodeFrame", "file:///r/core/protocol/encode.ts")),
-    "frame",
-  );
-  assert.equal(
-    stageOf(frame("reduce", "file:///r/core/reduce.ts")),
-    "decide",
-  );
-  assert.equal(
-    stageOf(frame("record", "file:///r/shell/server/ops/usage_ledger.ts")),
-    "ledger",
-  );
-  assert.equal(
-    stageOf(frame("hex", "file:///r/shell/server/ops/tracing.ts")),
-    "trace",
-  );
-  assert.equal(stageOf(frame("(garbage collector)")), "gc");
-  // Deno's own ext:core is the runtime, not our core/.
-  assert.equal(stageOf(frame("get", "ext:core/01_core.js")), null);
+  const cases: [string, string, string | null][] = [
+    ["writev", "", "write"],
+    ["decodeWorkerFrame", "file:///r/core/protocol/decode.ts", "parse"],
+    ["encodeFrame", "file:///r/core/protocol/encode.ts", "frame"],
+    ["reduce", "file:///r/core/reduce.ts", "decide"],
+    ["record", "file:///r/shell/server/ops/usage_ledger.ts", "ledger"],
+    ["hex", "file:///r/shell/server/ops/tracing.ts", "trace"],
+    ["(garbage collector)", "", "gc"],
+    // Deno's own ext:core is the runtime, not our core/.
+    ["get", "ext:core/01_core.js", null],
+  ];
+  for (const [name, url, stage] of cases) {
+    assert.equal(stageOf(frame(name, url)), stage, `${name} ${url}`);
+  }
 });
 
 Deno.test("split charges a runtime leaf to the stage of ours that called it, leaves idle and startup out", () => {

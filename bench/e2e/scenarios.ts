@@ -106,9 +106,30 @@ type Measured<T> = { value: T; units: number };
  * Interleaved rounds over the paths that run: round r takes PATH_NAMES rotated
  * by r (direct, relay, nginx; then relay, nginx, direct; …), so no path always
  * runs first or last. Every process's CPU time is read right before and after
- * each measured run and summed per path.
+ * each measured run and summed per path. The runs share one keep-alive agent,
+ * destroyed after the last round.
  */
 async function interleave<T>(
+  c: Ctx,
+  per: "chunk" | "request",
+  run: (t: Target, agent: http.Agent) => Promise<Measured<T>>,
+  on: { paths: Paths; procs: CpuProcs } = c,
+): Promise<{ values: PerPath<T[]>; cpu: CpuFigure[] }> {
+  const agent = newAgent();
+  try {
+    return await interleaveWith(
+      c,
+      on.paths,
+      on.procs,
+      per,
+      (t) => run(t, agent),
+    );
+  } finally {
+    agent.destroy();
+  }
+}
+
+async function interleaveWith<T>(
   c: Ctx,
   paths: Paths,
   procs: CpuProcs,
@@ -181,17 +202,24 @@ function rawRounded(raw: PerPath<number[]>, digits: number): PerPath<number[]> {
   };
 }
 
+/** The median of each path's values (null for a path that did not run). */
+function medians(raw: PerPath<number[]>) {
+  return {
+    relay: median(raw.relay),
+    direct: median(raw.direct),
+    nginx: medianOrNull(raw.nginx),
+    naive: medianOrNull(raw.naive),
+    base: medianOrNull(raw.base),
+  };
+}
+
 function throughput(
   metric: string,
   unit: string,
   raw: PerPath<number[]>,
   floor: number,
 ): Figure {
-  const relay = median(raw.relay);
-  const direct = median(raw.direct);
-  const nginx = medianOrNull(raw.nginx);
-  const naive = medianOrNull(raw.naive);
-  const base = medianOrNull(raw.base);
+  const { relay, direct, nginx, naive, base } = medians(raw);
   const ratio = relay / direct;
   return {
     metric,
@@ -216,11 +244,7 @@ function latency(
   raw: PerPath<number[]>,
   maxAdded?: number,
 ): Figure {
-  const relay = median(raw.relay);
-  const direct = median(raw.direct);
-  const nginx = medianOrNull(raw.nginx);
-  const naive = medianOrNull(raw.naive);
-  const base = medianOrNull(raw.base);
+  const { relay, direct, nginx, naive, base } = medians(raw);
   const added = relay - direct;
   return {
     metric,
@@ -295,13 +319,10 @@ export async function scenarioA(
   floor = 0.8,
 ): Promise<ScenarioResult> {
   c.log(`(a) one stream of ${chunks} chunks`);
-  const agent = newAgent();
   const { values, cpu } = await interleave(
     c,
-    c.paths,
-    c.procs,
     "chunk",
-    async (t) => {
+    async (t, agent) => {
       const r = await streamOnce(t, {
         model: c.model,
         maxTokens: chunks,
@@ -312,7 +333,6 @@ export async function scenarioA(
       return { value: r.chunks / (r.totalMs / 1000), units: r.chunks };
     },
   );
-  agent.destroy();
   return {
     id: "a",
     title: `one stream x ${chunks} chunks`,
@@ -330,13 +350,10 @@ export async function scenarioB(
   floor = 0.75,
 ): Promise<ScenarioResult> {
   c.log(`(b) ${streams} concurrent streams x ${chunks} chunks`);
-  const agent = newAgent();
   const { values, cpu } = await interleave(
     c,
-    c.paths,
-    c.procs,
     "chunk",
-    async (t) => {
+    async (t, agent) => {
       const start = performance.now();
       const results = await Promise.all(
         Array.from({ length: streams }, () =>
@@ -355,7 +372,6 @@ export async function scenarioB(
       };
     },
   );
-  agent.destroy();
   return {
     id: "b",
     title: `${streams} concurrent streams x ${chunks} chunks`,
@@ -383,13 +399,10 @@ export async function scenarioC(
     ? "at the backend's own pace"
     : `${delayMs} ms between chunks`;
   c.log(`(c) ${streams} concurrent streams x ${chunks} chunks, ${pace}`);
-  const agent = newAgent();
   const { values, cpu } = await interleave(
     c,
-    paths,
-    procs,
     "chunk",
-    async (t) => {
+    async (t, agent) => {
       const results: StreamResult[] = await Promise.all(
         Array.from({ length: streams }, () =>
           streamOnce(t, {
@@ -413,8 +426,8 @@ export async function scenarioC(
         units: results.reduce((n, r) => n + r.chunks, 0),
       };
     },
+    { paths, procs },
   );
-  agent.destroy();
   const figures = [
     latency("time to first chunk p50", pick(values, (v) => v.ttfcP50), 10),
     latency("time to first chunk p99", pick(values, (v) => v.ttfcP99), 30),
@@ -445,20 +458,16 @@ export async function scenarioD(
   c.log(
     `(${id}) ${requests} non-streaming requests at concurrency ${concurrency}`,
   );
-  const agent = newAgent();
   const { values, cpu } = await interleave(
     c,
-    c.paths,
-    c.procs,
     "request",
-    (t) =>
+    (t, agent) =>
       rateAndLatency(
         requests,
         concurrency,
         () => plainOnce(c, t, agent, maxTokens),
       ),
   );
-  agent.destroy();
   return {
     id,
     title: `non-streaming, concurrency ${concurrency}`,
@@ -596,13 +605,10 @@ export async function scenarioK(
       levels.join(", ")
     }: best req/s with p99 ≤ ${p99Ms} ms`,
   );
-  const agent = newAgent();
   const { values, cpu } = await interleave(
     c,
-    c.paths,
-    c.procs,
     "request",
-    async (t) => {
+    async (t, agent) => {
       let best = 0;
       let units = 0;
       for (const level of levels) {
@@ -617,7 +623,6 @@ export async function scenarioK(
       return { value: best, units };
     },
   );
-  agent.destroy();
   return {
     id: "k",
     title: `non-streaming, best throughput with p99 ≤ ${p99Ms} ms`,
@@ -843,13 +848,10 @@ export async function scenarioG(
   maxTokens: number,
 ): Promise<ScenarioResult> {
   c.log(`(g) ${requests} sequential non-streaming requests`);
-  const agent = newAgent();
   const { values, cpu } = await interleave(
     c,
-    c.paths,
-    c.procs,
     "request",
-    async (t) => {
+    async (t, agent) => {
       const ms = (await oneAfterAnother(
         requests,
         () => plainOnce(c, t, agent, maxTokens),
@@ -860,7 +862,6 @@ export async function scenarioG(
       };
     },
   );
-  agent.destroy();
   return {
     id: "g",
     title: "one client, sequential non-streaming requests",
@@ -880,13 +881,10 @@ export async function scenarioH(
   chunks: number,
 ): Promise<ScenarioResult> {
   c.log(`(h) ${requests} sequential streams of ${chunks} chunks`);
-  const agent = newAgent();
   const { values, cpu } = await interleave(
     c,
-    c.paths,
-    c.procs,
     "request",
-    async (t) => {
+    async (t, agent) => {
       const streams = await oneAfterAnother(requests, () =>
         streamOnce(t, {
           model: c.model,
@@ -908,7 +906,6 @@ export async function scenarioH(
       };
     },
   );
-  agent.destroy();
   return {
     id: "h",
     title: `one client, sequential streams x ${chunks} chunks`,
@@ -936,14 +933,11 @@ export async function scenarioI(
   c.log(
     `(i) ${requests} embeddings requests of ${batch} inputs at concurrency ${concurrency}`,
   );
-  const agent = newAgent();
   const inputs = Array.from({ length: batch }, (_, i) => `short input ${i}`);
   const { values, cpu } = await interleave(
     c,
-    c.paths,
-    c.procs,
     "request",
-    (t) =>
+    (t, agent) =>
       rateAndLatency(
         requests,
         concurrency,
@@ -951,7 +945,6 @@ export async function scenarioI(
           embedOnce(t, { model: c.model, inputs, agent, timeoutMs: 60_000 }),
       ),
   );
-  agent.destroy();
   return {
     id: "i",
     title:

@@ -377,6 +377,16 @@ function shuttingDown(config: Config): ClientError {
   return shuttingDownError(config);
 }
 
+/**
+ * What every record of this instance carries: its id, its next sequence number
+ * (a retried append is applied once) and the log time it last applied.
+ */
+function stamp(
+  s: InstanceState,
+): { instance: InstanceId; seq: number; appliedMs: number | null } {
+  return { instance: s.id, seq: ++s.seq, appliedMs: s.appliedMs };
+}
+
 /** The record for one turn's observed events (null when there are none). */
 export function eventsRecord(
   s: InstanceState,
@@ -384,9 +394,7 @@ export function eventsRecord(
 ): ClusterRecord {
   return {
     kind: "events",
-    instance: s.id,
-    seq: ++s.seq,
-    appliedMs: s.appliedMs,
+    ...stamp(s),
     events,
   };
 }
@@ -400,9 +408,7 @@ export function cutRecord(
 ): ClusterRecord {
   return {
     kind: "cut",
-    instance: s.id,
-    seq: ++s.seq,
-    appliedMs: s.appliedMs,
+    ...stamp(s),
     requestId,
     workerId,
     reason,
@@ -425,9 +431,7 @@ export function noteRecord(
 ): ClusterRecord {
   return {
     kind: "note",
-    instance: s.id,
-    seq: ++s.seq,
-    appliedMs: s.appliedMs,
+    ...stamp(s),
     note: encodeNote(note),
   };
 }
@@ -437,9 +441,7 @@ function leftRecord(s: InstanceState, who: InstanceId): InstanceAction {
     kind: "append",
     record: {
       kind: "left",
-      instance: s.id,
-      seq: ++s.seq,
-      appliedMs: s.appliedMs,
+      ...stamp(s),
       who,
     },
   };

@@ -6,14 +6,8 @@
 import { answerLimit } from "../config.ts";
 import { answerTooLarge, apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
-import { trialFreedByCancel } from "../state/backend_circuit.ts";
-import { closeIfDrained } from "../state/drop_worker.ts";
-import {
-  assignedRequest,
-  cancelOnWorker,
-  fail,
-  pumpQueue,
-} from "../state/requests.ts";
+import { cutAnswer } from "../state/cut_answer.ts";
+import { assignedRequest } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
 import type { ClientError, RequestId, WorkerId } from "../vocabulary.ts";
 import { LINK_LOST } from "./data_path.ts";
@@ -49,27 +43,14 @@ export function applyCut(
   const request = assignedRequest(state, workerId, requestId);
   if (request === undefined) return;
   const error = errorFor(state, request, reason);
-  const worker = state.workers.get(workerId);
-  if (worker !== undefined) {
-    cancelOnWorker(
-      state,
-      worker,
-      request,
-      reason === "idle" ? "timeout" : { other: error.code },
-      out,
-    );
-  }
-  out.push({
+  const cancel = reason === "idle" ? "timeout" : { other: error.code };
+  const why: Effect = {
     kind: "log",
     level: "warn",
     message: `answer cut: ${error.code.replaceAll("_", " ")}`,
     fields: { request_id: requestId, worker_id: workerId, reason },
-  });
-  fail(state, request, error, "failed", out);
-  if (worker !== undefined) {
-    closeIfDrained(state, worker, out);
-    if (trialFreedByCancel(worker)) pumpQueue(state, worker.provider, out);
-  }
+  };
+  cutAnswer(state, request, workerId, cancel, error, why, out);
 }
 
 /**

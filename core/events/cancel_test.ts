@@ -10,11 +10,13 @@ import {
   newState,
   only,
   queued,
+  routed,
   sent,
   statusOf,
   step,
   tick,
   worker,
+  workerError,
 } from "../_testing.ts";
 import { workerViews } from "../queries.ts";
 
@@ -126,7 +128,7 @@ Deno.test("C44 a cancelled request's slot stays reserved until the worker's resp
   addRequest(state, "r1");
   clientGone(state, "r1");
   // Slot still reserved: r2 must wait.
-  assert.deepEqual(dispatched(addRequest(state, "r2")), []);
+  assert.deepEqual(routed(state, "r2"), []);
   assert.equal(statusOf(state, "r2"), "queued");
   assert.equal(workerViews(state)[0]?.load, 1);
   assert.equal(workerViews(state)[0]?.cancelling, 1);
@@ -149,14 +151,10 @@ Deno.test("C44 an error frame also acknowledges a cancel and frees the slot", ()
   addRequest(state, "r1");
   clientGone(state, "r1");
   addRequest(state, "r2");
-  const effects = step(state, {
-    kind: "workerErrorReceived",
-    atMs: 1,
-    workerId: "w1",
-    requestId: "r1",
-    code: "cancelled",
-    message: "request cancelled",
-  });
+  const effects = step(
+    state,
+    workerError("w1", "r1", "cancelled", "request cancelled", 1),
+  );
   assert.equal(
     effects.filter((e) =>
       e.kind === "respondError" || e.kind === "requestFinished"

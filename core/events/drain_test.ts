@@ -8,12 +8,15 @@ import {
   clientGone,
   complete,
   dispatched,
+  drainRequested,
   logs,
+  modelsUpdate,
   newState,
   ofKind,
   only,
   pong,
   queued,
+  routed,
   sent,
   statusOf,
   step,
@@ -22,12 +25,7 @@ import {
 } from "../_testing.ts";
 
 function drain(workerId: string, atMs = 0): Event {
-  return {
-    kind: "workerDrainRequested",
-    atMs,
-    workerId,
-    reason: "maintenance",
-  };
+  return drainRequested(workerId, "maintenance", atMs);
 }
 
 // ---- C28: worker drain -----------------------------------------------------------------
@@ -149,13 +147,10 @@ Deno.test("C26 models_update: routing follows the new acked set", () => {
   // No grace (MODEL_GRACE_SECS=0): a withdrawn model is unknown at once.
   const state = newState({ modelGraceMs: 0 });
   addWorker(state, "w1", { models: ["a"] });
-  const effects = step(state, {
-    kind: "modelsUpdateReceived",
-    atMs: 1,
-    workerId: "w1",
-    models: [" b ", "b", ""],
-    currentLoad: 2,
-  });
+  const effects = step(
+    state,
+    modelsUpdate("w1", [" b ", "b", ""], { atMs: 1, currentLoad: 2 }),
+  );
   assert.deepEqual(actions(effects), []);
   assert.equal(logs(effects, "worker models updated").length, 1);
   const w = worker(state, "w1");
@@ -167,10 +162,7 @@ Deno.test("C26 models_update: routing follows the new acked set", () => {
     only(addRequest(state, "ra", { model: "a" }), "respondError").error.status,
     404,
   );
-  assert.deepEqual(dispatched(addRequest(state, "rb", { model: "b" })), [[
-    "rb",
-    "w1",
-  ]]);
+  assert.deepEqual(routed(state, "rb", { model: "b" }), [["rb", "w1"]]);
 });
 
 Deno.test("C26 a request in flight on a removed model finishes normally", () => {
@@ -178,13 +170,7 @@ Deno.test("C26 a request in flight on a removed model finishes normally", () => 
   addWorker(state, "w1", { models: ["a"] });
   addRequest(state, "r1", { model: "a", stream: true });
   chunk(state, "w1", "r1", "data: 1\n\n");
-  step(state, {
-    kind: "modelsUpdateReceived",
-    atMs: 1,
-    workerId: "w1",
-    models: ["b"],
-    currentLoad: null,
-  });
+  step(state, modelsUpdate("w1", ["b"], { atMs: 1 }));
   assert.equal(statusOf(state, "r1"), "streaming");
   assert.equal(
     ofKind(chunk(state, "w1", "r1", "data: 2\n\n"), "writeChunk")[0]?.chunk,
@@ -200,19 +186,10 @@ Deno.test("C26 models_update to * and models_refresh to one or all workers", () 
   const state = newState();
   addWorker(state, "w1", { models: ["a"] });
   addWorker(state, "w2", { models: ["a"] });
-  step(state, {
-    kind: "modelsUpdateReceived",
-    atMs: 1,
-    workerId: "w1",
-    models: ["*"],
-    currentLoad: null,
-  });
+  step(state, modelsUpdate("w1", ["*"], { atMs: 1 }));
   assert.equal(worker(state, "w1").wildcard, true);
   assert.ok(state.wildcardIndex.get("local")?.has("w1"));
-  assert.deepEqual(dispatched(addRequest(state, "r1", { model: "zzz" })), [[
-    "r1",
-    "w1",
-  ]]);
+  assert.deepEqual(routed(state, "r1", { model: "zzz" }), [["r1", "w1"]]);
   const one = step(state, {
     kind: "modelsRefreshRequested",
     atMs: 2,

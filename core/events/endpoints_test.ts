@@ -14,6 +14,7 @@ import {
   ofKind,
   queued,
   requestEvent,
+  routed,
   sent,
   step,
 } from "../_testing.ts";
@@ -42,15 +43,12 @@ Deno.test("a request goes only to a worker whose prefixes match its path, also f
     maxConcurrent: 1,
   });
   assert.deepEqual(
-    dispatched(addRequest(s, "r1", { endpointPath: "/v1/embeddings" })),
+    routed(s, "r1", { endpointPath: "/v1/embeddings" }),
     [["r1", "emb"]],
   );
-  assert.deepEqual(dispatched(addRequest(s, "r2")), [["r2", "chat"]]);
+  assert.deepEqual(routed(s, "r2"), [["r2", "chat"]]);
   // Both busy: the next embeddings request waits for "emb", not "chat".
-  assert.deepEqual(
-    dispatched(addRequest(s, "r3", { endpointPath: "/v1/embeddings" })),
-    [],
-  );
+  assert.deepEqual(routed(s, "r3", { endpointPath: "/v1/embeddings" }), []);
   assert.deepEqual(dispatched(complete(s, "chat", "r2")), []);
   assert.deepEqual(queued(s), ["r3"]);
   assert.deepEqual(dispatched(complete(s, "emb", "r1")), [["r3", "emb"]]);
@@ -66,7 +64,7 @@ Deno.test("a queued request for a path does not hold back a later one another fr
   addRequest(s, "r1", { endpointPath: "/v1/embeddings" });
   addRequest(s, "r2", { endpointPath: "/v1/embeddings" });
   assert.deepEqual(queued(s), ["r2"]);
-  assert.deepEqual(dispatched(addRequest(s, "r3")), [["r3", "chat"]]);
+  assert.deepEqual(routed(s, "r3"), [["r3", "chat"]]);
 });
 
 Deno.test("no connected worker serving the model takes the path: 404 as for an unknown model", () => {
@@ -157,7 +155,7 @@ Deno.test("a forwarded path is requeued before its first byte only to another wo
   addWorker(s, "emb1", { endpointPrefixes: ["/v1/embeddings"] });
   addWorker(s, "chat", { endpointPrefixes: ["/v1/chat/"] });
   assert.deepEqual(
-    dispatched(addRequest(s, "r1", { endpointPath: "/v1/embeddings" })),
+    routed(s, "r1", { endpointPath: "/v1/embeddings" }),
     [["r1", "emb1"]],
   );
   // Its worker dies before the first byte: the request waits for a worker

@@ -1,13 +1,12 @@
 import assert from "node:assert/strict";
 import {
   actions,
-  addRequest,
   addWorker,
   chunk,
   connect,
-  dispatched,
   newState,
   only,
+  routed,
   step,
   worker,
 } from "../_testing.ts";
@@ -21,8 +20,8 @@ function twoBusyWorkers() {
   const state = newState({ frameCharsMax: MAX });
   addWorker(state, "w1", { models: ["m"], maxConcurrent: 1 });
   addWorker(state, "w2", { models: ["m"], maxConcurrent: 1 });
-  const d1 = dispatched(addRequest(state, "r1", { stream: true }));
-  const d2 = dispatched(addRequest(state, "r2", { stream: true }));
+  const d1 = routed(state, "r1", { stream: true });
+  const d2 = routed(state, "r2", { stream: true });
   assert.deepEqual([...d1, ...d2], [["r1", "w1"], ["r2", "w2"]]);
   chunk(state, "w2", "r2", "data: a\n\n");
   return state;

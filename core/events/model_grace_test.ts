@@ -7,6 +7,7 @@ import {
   addWorker,
   disconnect,
   dispatched,
+  modelsUpdate,
   newState,
   only,
   queued,
@@ -72,13 +73,7 @@ Deno.test("issue 24.4 a model withdrawn by models_update (an original worker's d
   const state = newState();
   addWorker(state, "wa", { models: ["a"] });
   addWorker(state, "wb", { models: ["b"] });
-  step(state, {
-    kind: "modelsUpdateReceived",
-    atMs: 1,
-    workerId: "wa",
-    models: [],
-    currentLoad: 0,
-  });
+  step(state, modelsUpdate("wa", [], { atMs: 1, currentLoad: 0 }));
   addRequest(state, "r1", { model: "a", atMs: 2 });
   assert.deepEqual(queued(state), ["r1"]);
 });

@@ -3,9 +3,13 @@
 import type { Effect } from "../effect.ts";
 import { EXTENSION_CAPABILITIES } from "../protocol/messages.ts";
 import type { State } from "../state/state.ts";
+import { ignoredReport } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "capabilitiesReceived" }>;
+
+const NOT_NEGOTIATED =
+  "ignored capabilities from a worker that did not negotiate them";
 
 export function onCapabilitiesReceived(
   state: State,
@@ -14,13 +18,7 @@ export function onCapabilitiesReceived(
 ): void {
   const worker = state.workers.get(e.workerId);
   if (worker === undefined) return;
-  if (!worker.extensions.includes(EXTENSION_CAPABILITIES)) {
-    out.push({
-      kind: "log",
-      level: "warn",
-      message: "ignored capabilities from a worker that did not negotiate them",
-      fields: { worker_id: worker.id, extension: EXTENSION_CAPABILITIES },
-    });
+  if (ignoredReport(worker, EXTENSION_CAPABILITIES, NOT_NEGOTIATED, out)) {
     return;
   }
   worker.capabilities = e.capabilities;

@@ -7,18 +7,10 @@ import { answerTooLarge, apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { answerBytesMax, answerLimit } from "../config.ts";
 import { EXTENSION_CHUNK_BYTES } from "../protocol/messages.ts";
-import {
-  recordBackendSuccess,
-  trialFreedByCancel,
-} from "../state/backend_circuit.ts";
-import { closeIfDrained } from "../state/drop_worker.ts";
+import { recordBackendSuccess } from "../state/backend_circuit.ts";
+import { cutAnswer } from "../state/cut_answer.ts";
 import { noteServed } from "../state/residency.ts";
-import {
-  assignedRequest,
-  cancelOnWorker,
-  fail,
-  pumpQueue,
-} from "../state/requests.ts";
+import { pumpQueue } from "../state/requests.ts";
 import type { Request, State } from "../state/state.ts";
 import type { ChunkData } from "../vocabulary.ts";
 import { countDeltas } from "../state/usage.ts";
@@ -28,7 +20,7 @@ import {
   tenantBufferBytesMax,
 } from "../state/body_budget.ts";
 import { streamOpened } from "../state/wait_lines.ts";
-import { dropFrame } from "./drop_frame.ts";
+import { requestOfFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 import { protocolViolation } from "./on_worker_frame_invalid.ts";
 
@@ -47,20 +39,11 @@ function cutOversized(
   out: Effect[],
 ): void {
   const code = request.isStreaming ? "stream_too_large" : "response_too_large";
-  const worker = state.workers.get(workerId);
-  if (worker !== undefined) {
-    cancelOnWorker(state, worker, request, { other: code }, out);
-  }
   const error = answerTooLarge(
     request.isStreaming,
     answerLimit(state.config, request.isStreaming),
   );
-  fail(state, request, error, "failed", out);
-  // C28: a draining worker whose last request was cut is idle now.
-  if (worker !== undefined) closeIfDrained(state, worker, out);
-  if (worker !== undefined && trialFreedByCancel(worker)) {
-    pumpQueue(state, worker.provider, out);
-  }
+  cutAnswer(state, request, workerId, { other: code }, error, null, out);
 }
 
 /**
@@ -110,10 +93,6 @@ function cutForBudget(
   out: Effect[],
 ): void {
   const code = "response_buffer_full";
-  const worker = state.workers.get(workerId);
-  if (worker !== undefined) {
-    cancelOnWorker(state, worker, request, { other: code }, out);
-  }
   const retry = Math.min(
     state.config.retryAfterMaxSecs,
     Math.max(state.config.retryAfterSecs, Math.ceil(state.serviceMsAvg / 1000)),
@@ -134,7 +113,7 @@ function cutForBudget(
         retryAfterSecs: retry,
       },
   );
-  out.push({
+  const why: Effect = {
     kind: "log",
     level: "warn",
     message: "response buffer full",
@@ -145,12 +124,8 @@ function cutForBudget(
       tenant: request.tenant,
       tenant_bytes: state.bodyBytesByTenant.get(request.tenant) ?? 0,
     },
-  });
-  fail(state, request, error, "failed", out);
-  if (worker !== undefined) closeIfDrained(state, worker, out);
-  if (worker !== undefined && trialFreedByCancel(worker)) {
-    pumpQueue(state, worker.provider, out);
-  }
+  };
+  cutAnswer(state, request, workerId, { other: code }, error, why, out);
 }
 
 /**
@@ -191,10 +166,8 @@ export function onChunkReceived(state: State, e: E, out: Effect[]): void {
       out,
     );
   }
-  const request = assignedRequest(state, e.workerId, e.requestId);
-  if (request === undefined) {
-    return dropFrame(state, e.workerId, e.requestId, "response_chunk", out);
-  }
+  const request = requestOfFrame(state, e, "response_chunk", out);
+  if (request === undefined) return;
   const s = request.status;
   if (!request.isStreaming) {
     backendAnswered(state, e.workerId, request.model, out);

@@ -3,9 +3,8 @@
 // `cancel` to the worker, whose slot stays reserved until it acknowledges (C44).
 import { apiError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
-import { trialFreedByCancel } from "../state/backend_circuit.ts";
-import { closeIfDrained } from "../state/drop_worker.ts";
-import { cancelOnWorker, fail, finish, pumpQueue } from "../state/requests.ts";
+import { releaseAfterCut } from "../state/cut_answer.ts";
+import { cancelOnWorker, fail, finish } from "../state/requests.ts";
 import type { State, Worker } from "../state/state.ts";
 import type { Event } from "./event.ts";
 
@@ -39,9 +38,5 @@ export function onClientGone(state: State, e: E, out: Effect[]): void {
   } else {
     finish(state, request, "cancelled", 499, out);
   }
-  // C28: a draining worker whose last request was cancelled is idle now.
-  if (worker !== undefined) closeIfDrained(state, worker, out);
-  if (worker !== undefined && trialFreedByCancel(worker)) {
-    pumpQueue(state, worker.provider, out);
-  }
+  releaseAfterCut(state, worker, out);
 }

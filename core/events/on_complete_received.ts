@@ -19,13 +19,13 @@ import { recordBackendSuccess } from "../state/backend_circuit.ts";
 import { cacheReportOf } from "../state/cache_report.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
 import { noteServed } from "../state/residency.ts";
-import { assignedRequest, fail, finish, pumpQueue } from "../state/requests.ts";
+import { fail, finish, pumpQueue } from "../state/requests.ts";
 import { handOverBodyPieces } from "../state/body_budget.ts";
 import type { State } from "../state/state.ts";
 import { countDeltas } from "../state/usage.ts";
 import { streamOpened } from "../state/wait_lines.ts";
 import { releaseSlot } from "../state/workers.ts";
-import { dropFrame } from "./drop_frame.ts";
+import { requestOfFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "completeReceived" }>;
@@ -41,16 +41,8 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
   if (worker.cancelling.has(e.requestId)) {
     releaseSlot(state, worker, e.requestId);
   } else {
-    const request = assignedRequest(state, e.workerId, e.requestId);
-    if (request === undefined) {
-      return dropFrame(
-        state,
-        e.workerId,
-        e.requestId,
-        "response_complete",
-        out,
-      );
-    }
+    const request = requestOfFrame(state, e, "response_complete", out);
+    if (request === undefined) return;
     recordBackendSuccess(state, worker);
     // Issue 30: an answer says the backend holds its model (the pump below moves the queue).
     if (e.statusCode < 400) noteServed(state, worker, request.model, out);

@@ -7,17 +7,10 @@
 import { notFinalStatus } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { EXTENSION_STREAM_HEAD } from "../protocol/messages.ts";
-import {
-  assignedRequest,
-  cancelOnWorker,
-  fail,
-  pumpQueue,
-} from "../state/requests.ts";
 import type { Request, State, Worker } from "../state/state.ts";
-import { trialFreedByCancel } from "../state/backend_circuit.ts";
-import { closeIfDrained } from "../state/drop_worker.ts";
+import { cutAnswer } from "../state/cut_answer.ts";
 import { isFinalStatus } from "./on_complete_received.ts";
-import { dropFrame } from "./drop_frame.ts";
+import { requestOfFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 import { protocolViolation } from "./on_worker_frame_invalid.ts";
 
@@ -35,10 +28,8 @@ export function onHeadReceived(state: State, e: E, out: Effect[]): void {
       out,
     );
   }
-  const request = assignedRequest(state, e.workerId, e.requestId);
-  if (request === undefined) {
-    return dropFrame(state, e.workerId, e.requestId, "response_head", out);
-  }
+  const request = requestOfFrame(state, e, "response_head", out);
+  if (request === undefined) return;
   // Only a stream not started yet takes a head: a non-streaming answer's
   // headers come with its completion, and a started stream's head is sent.
   if (!request.isStreaming || request.status.kind !== "dispatched") {
@@ -65,20 +56,7 @@ function refuseHead(
   status: number,
   out: Effect[],
 ): void {
-  cancelOnWorker(
-    state,
-    worker,
-    request,
-    { other: "backend_protocol_error" },
-    out,
-  );
-  fail(
-    state,
-    request,
-    notFinalStatus(status),
-    "failed",
-    out,
-  );
-  closeIfDrained(state, worker, out);
-  if (trialFreedByCancel(worker)) pumpQueue(state, worker.provider, out);
+  const cancel = { other: "backend_protocol_error" };
+  const error = notFinalStatus(status);
+  cutAnswer(state, request, worker.id, cancel, error, null, out);
 }

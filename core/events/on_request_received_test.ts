@@ -5,6 +5,8 @@ import {
   addWorker,
   complete,
   dispatched,
+  drainRequested,
+  modelsUpdate,
   newState,
   only,
   queued,
@@ -115,13 +117,10 @@ Deno.test("C10 the queue drains when models_update adds a served model", () => {
   addRequest(state, "r1", { model: "y" });
   addWorker(state, "w1", { models: ["x"] });
   assert.equal(statusOf(state, "r1"), "queued");
-  const effects = step(state, {
-    kind: "modelsUpdateReceived",
-    atMs: 1,
-    workerId: "w1",
-    models: ["x", "y"],
-    currentLoad: 0,
-  });
+  const effects = step(
+    state,
+    modelsUpdate("w1", ["x", "y"], { atMs: 1, currentLoad: 0 }),
+  );
   assert.deepEqual(dispatched(effects), [["r1", "w1"]]);
   assert.deepEqual(worker(state, "w1").models, ["x", "y"]);
   assert.equal(statusOf(state, "r1"), "dispatched");
@@ -167,12 +166,7 @@ Deno.test("C11 a model served only by a full or draining worker is known: queued
   const state = newState();
   addWorker(state, "w1", { models: ["m"], maxConcurrent: 1 });
   addRequest(state, "r1");
-  step(state, {
-    kind: "workerDrainRequested",
-    atMs: 0,
-    workerId: "w1",
-    reason: "op",
-  });
+  step(state, drainRequested("w1", "op"));
   const effects = addRequest(state, "r2");
   assert.deepEqual(actions(effects), []);
   assert.equal(statusOf(state, "r2"), "queued");

@@ -12,15 +12,10 @@ import { relayedWorkerError } from "../protocol/errors.ts";
 import type { Effect } from "../effect.ts";
 import { recordBackendFailure } from "../state/backend_circuit.ts";
 import { closeIfDrained } from "../state/drop_worker.ts";
-import {
-  assignedRequest,
-  fail,
-  pumpQueue,
-  requeueOrFail,
-} from "../state/requests.ts";
+import { fail, pumpQueue, requeueOrFail } from "../state/requests.ts";
 import type { State } from "../state/state.ts";
 import { releaseSlot } from "../state/workers.ts";
-import { dropFrame } from "./drop_frame.ts";
+import { requestOfFrame } from "./drop_frame.ts";
 import type { Event } from "./event.ts";
 
 type E = Extract<Event, { kind: "workerErrorReceived" }>;
@@ -46,10 +41,9 @@ export function onWorkerErrorReceived(state: State, e: E, out: Effect[]): void {
   if (worker.cancelling.has(e.requestId)) {
     releaseSlot(state, worker, e.requestId);
   } else {
-    const request = assignedRequest(state, e.workerId, e.requestId);
-    if (request === undefined) {
-      return dropFrame(state, e.workerId, e.requestId, "error", out);
-    }
+    const frame = { workerId: e.workerId, requestId: e.requestId };
+    const request = requestOfFrame(state, frame, "error", out);
+    if (request === undefined) return;
     if (request.status.kind === "streaming") {
       releaseSlot(state, worker, request.id);
       const error = relayedWorkerError(e.code, e.message);

@@ -11,45 +11,28 @@ import {
   connect,
   disconnect,
   dispatched,
+  drainRequested,
+  modelsUpdate,
   newState,
   ofKind,
   only,
   pong,
   register,
+  routed,
   sent,
   statusOf,
   step,
   tick,
   worker,
+  workerError,
 } from "../_testing.ts";
 import { workerViews } from "../queries.ts";
 import type { Event } from "./event.ts";
 import { eventFromFrame } from "./from_frame.ts";
 
-function scopedError(
-  workerId: string,
-  requestId: string,
-  code: string,
-): Event {
-  return {
-    kind: "workerErrorReceived",
-    atMs: 0,
-    workerId,
-    requestId,
-    code,
-    message: code.replace("_", " "),
-  };
-}
-
-function drainingUpdate(workerId: string, models: string[]): Event {
-  return {
-    kind: "modelsUpdateReceived",
-    atMs: 0,
-    workerId,
-    models,
-    currentLoad: null,
-    draining: true,
-  };
+/** A worker's error about one of its requests, its message the code in words. */
+function scopedError(workerId: string, requestId: string, code: string): Event {
+  return workerError(workerId, requestId, code, code.replace("_", " "));
 }
 
 // ---- item 1: a draining worker made its models answer 404 ---------------------
@@ -74,7 +57,7 @@ Deno.test("issue 14.1 C28 a worker draining itself (drain-v1) keeps its models k
   const state = newState();
   addWorker(state, "w1", { models: ["m"], maxConcurrent: 4 });
   addRequest(state, "r1");
-  const effects = step(state, drainingUpdate("w1", ["m"]));
+  const effects = step(state, modelsUpdate("w1", ["m"], { draining: true }));
   assert.deepEqual(actions(effects), []);
   assert.equal(worker(state, "w1").draining, true);
   assert.equal(workerViews(state)[0]?.draining_itself, true);
@@ -96,7 +79,7 @@ Deno.test("issue 14.1 a self-draining worker gets no drain deadline and its sock
   const state = newState({ drainTimeoutMs: 1_000 });
   addWorker(state, "w1", { models: ["m"] });
   addRequest(state, "r1");
-  step(state, drainingUpdate("w1", ["m"]));
+  step(state, modelsUpdate("w1", ["m"], { draining: true }));
   assert.equal(worker(state, "w1").draining, true);
   assert.equal(worker(state, "w1").drainDeadlineAtMs, null);
   assert.equal(ofKind(tick(state, 5_000), "closeWorker").length, 0);
@@ -190,13 +173,13 @@ Deno.test("issue 14.3 a request refused by a worker's backend waits for another 
   const state = newState();
   addWorker(state, "w1", { models: ["m"], maxConcurrent: 1 });
   addWorker(state, "w2", { models: ["m"], maxConcurrent: 1 });
-  assert.deepEqual(dispatched(addRequest(state, "r1")), [["r1", "w1"]]);
-  assert.deepEqual(dispatched(addRequest(state, "r2")), [["r2", "w2"]]);
+  assert.deepEqual(routed(state, "r1"), [["r1", "w1"]]);
+  assert.deepEqual(routed(state, "r2"), [["r2", "w2"]]);
   const refused = step(state, scopedError("w1", "r1", "backend_unavailable"));
   assert.deepEqual(dispatched(refused), [], "w1 is free but refused it");
   assert.equal(statusOf(state, "r1"), "queued");
   // A newcomer is not held behind it: w1 takes it.
-  assert.deepEqual(dispatched(addRequest(state, "r3")), [["r3", "w1"]]);
+  assert.deepEqual(routed(state, "r3"), [["r3", "w1"]]);
   const freed = complete(state, "w2", "r2");
   assert.deepEqual(dispatched(freed), [["r1", "w2"]]);
 });
@@ -236,7 +219,7 @@ Deno.test("issue 14.3 backend circuit: 3 refusals take a worker out of routing f
   });
   assert.equal(statusOf(state, "r0"), "queued");
   assert.equal(workerViews(state)[0]?.backend_circuit, "open"); // /admin/workers
-  assert.deepEqual(dispatched(addRequest(state, "x")), [], "out of routing");
+  assert.deepEqual(routed(state, "x"), [], "out of routing");
   // Cool-down over: one trial, which fails: 10 s now.
   assert.deepEqual(dispatched(tick(state, 5_000)), [["r0", "w1"]]);
   step(state, scopedError("w1", "r0", "backend_unavailable"));
@@ -355,7 +338,7 @@ Deno.test("issue 14.9 a scoped worker_draining error requeues the request to ano
   addWorker(state, "w2", { models: ["m"], maxConcurrent: 2 });
   addRequest(state, "r1"); // w1
   addRequest(state, "r0"); // w2: once r1 leaves w1, w1 is the least loaded
-  step(state, drainingUpdate("w1", ["m"]));
+  step(state, modelsUpdate("w1", ["m"], { draining: true }));
   const effects = step(state, scopedError("w1", "r1", "worker_draining"));
   assert.deepEqual(dispatched(effects), [["r1", "w2"]]);
   assert.equal(ofKind(effects, "respondError").length, 0);
@@ -400,12 +383,7 @@ Deno.test("issue 14.3 draining the other worker lets a refused request go back t
   addRequest(state, "r2"); // w2, now full
   step(state, scopedError("w1", "r1", "backend_unavailable"));
   assert.equal(statusOf(state, "r1"), "queued"); // waits for w2
-  const drained = step(state, {
-    kind: "workerDrainRequested",
-    atMs: 1,
-    workerId: "w2",
-    reason: "operator",
-  });
+  const drained = step(state, drainRequested("w2", "operator", 1));
   assert.deepEqual(dispatched(drained), [["r1", "w1"]]);
 });
 

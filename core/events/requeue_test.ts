@@ -16,22 +16,18 @@ import {
   step,
   tick,
   worker,
+  workerError,
 } from "../_testing.ts";
 import type { Event } from "./event.ts";
 
-function workerError(
+/** The worker's backend refused the connection (scoped to `requestId`, or not). */
+function unreachable(
   workerId: string,
   requestId: string | null,
   atMs = 0,
 ): Event {
-  return {
-    kind: "workerErrorReceived",
-    atMs,
-    workerId,
-    requestId,
-    code: "backend_unreachable",
-    message: "connection refused",
-  };
+  const message = "connection refused";
+  return workerError(workerId, requestId, "backend_unreachable", message, atMs);
 }
 
 // ---- C22: requeue on worker disconnect ---------------------------------------------
@@ -208,7 +204,7 @@ Deno.test("C27 a scoped worker error requeues a request that has not started", (
   addWorker(state, "w1", { maxConcurrent: 1 });
   addWorker(state, "w2", { maxConcurrent: 1, currentLoad: 0 });
   addRequest(state, "r1"); // w1
-  const effects = step(state, workerError("w1", "r1"));
+  const effects = step(state, unreachable("w1", "r1"));
   assert.ok(
     effects.some((e) =>
       e.kind === "log" && e.level === "warn" && e.message === "worker error"
@@ -227,7 +223,7 @@ Deno.test("C27 a scoped worker error on a started stream fails it with a 502 SSE
   addWorker(state, "w1");
   addRequest(state, "r1", { stream: true });
   chunk(state, "w1", "r1", "data: 1\n\n");
-  const effects = step(state, workerError("w1", "r1"));
+  const effects = step(state, unreachable("w1", "r1"));
   const end = only(effects, "endStream");
   assert.equal(end.error?.status, 502);
   assert.match(end.error?.message ?? "", /connection refused/);
@@ -241,7 +237,7 @@ Deno.test("C27 a scoped worker error fails with an error once requeues are exhau
   const state = newState({ requeueCountMax: 0 });
   addWorker(state, "w1");
   addRequest(state, "r1");
-  const effects = step(state, workerError("w1", "r1"));
+  const effects = step(state, unreachable("w1", "r1"));
   const err = only(effects, "respondError").error;
   assert.equal(err.status, 503);
   assert.equal(err.code, "requeue_exhausted");
@@ -252,7 +248,7 @@ Deno.test("C27 an unscoped worker error is only logged", () => {
   const state = newState();
   addWorker(state, "w1");
   addRequest(state, "r1");
-  const effects = step(state, workerError("w1", null));
+  const effects = step(state, unreachable("w1", null));
   assert.deepEqual(actions(effects), []);
   assert.equal(effects.length, 1);
   const log = effects[0]!;

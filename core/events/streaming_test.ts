@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import type { Effect } from "../effect.ts";
 import { piecesAsText } from "../protocol/binary.ts";
 import {
   actions,
@@ -13,12 +14,40 @@ import {
   statusOf,
   step,
   worker,
+  workerError,
 } from "../_testing.ts";
 
 function oneWorker(overrides = {}) {
   const state = newState(overrides);
   addWorker(state, "w1", { maxConcurrent: 2 });
   return state;
+}
+
+/** The record of r1 answered 200 by w1 at 20 ms, every field but what differs. */
+function r1Completed(
+  differs: Partial<Extract<Effect, { kind: "requestFinished" }>>,
+): Effect {
+  return {
+    kind: "requestFinished",
+    requestId: "r1",
+    route: "/v1/chat/completions",
+    model: "m",
+    outcome: "completed",
+    status: 200,
+    durationMs: 20,
+    queueWaitMs: 0,
+    firstByteMs: null,
+    requeues: 0,
+    tenant: "default",
+    cacheReport: null,
+    keyId: null,
+    keyName: null,
+    modelAsked: "m",
+    modelServed: "m",
+    workerName: "w1",
+    usage: { prompt: null, completion: null, cached: null, estimated: false },
+    ...differs,
+  };
 }
 
 // ---- C14: non-streaming pass-through ----------------------------------------------
@@ -43,26 +72,7 @@ Deno.test("C14 status, headers and body reach the client unchanged", () => {
       body,
       queueWaitMs: 0,
     },
-    {
-      kind: "requestFinished",
-      requestId: "r1",
-      route: "/v1/chat/completions",
-      model: "m",
-      outcome: "completed",
-      status: 200,
-      durationMs: 20,
-      queueWaitMs: 0,
-      firstByteMs: null,
-      requeues: 0,
-      tenant: "default",
-      cacheReport: null,
-      keyId: null,
-      keyName: null,
-      modelAsked: "m",
-      modelServed: "m",
-      workerName: "w1",
-      usage: { prompt: null, completion: null, cached: null, estimated: false },
-    },
+    r1Completed({ firstByteMs: null }),
   ]);
   assert.equal(only(effects, "respond").body, body);
   assert.equal(state.requests.size, 0);
@@ -141,27 +151,11 @@ Deno.test("C15 chunks are written in order, as the exact same strings, with star
   const end = complete(state, "w1", "r1", { atMs: 20, status: 200 });
   assert.deepEqual(actions(end), [
     { kind: "endStream", requestId: "r1", error: null },
-    {
-      kind: "requestFinished",
-      requestId: "r1",
-      route: "/v1/chat/completions",
-      model: "m",
-      outcome: "completed",
-      status: 200,
-      durationMs: 20,
-      queueWaitMs: 0,
+    r1Completed({
       firstByteMs: 5,
-      requeues: 0,
-      tenant: "default",
-      cacheReport: null,
-      keyId: null,
-      keyName: null,
-      modelAsked: "m",
-      modelServed: "m",
-      workerName: "w1",
       // Issue 26: no usage in the stream, so its two content deltas are the estimate.
       usage: { prompt: null, completion: 2, cached: null, estimated: true },
-    },
+    }),
   ]);
   assert.equal(state.requests.size, 0);
   assert.equal(worker(state, "w1").inFlight.size, 0);
@@ -259,14 +253,7 @@ Deno.test("C32 chunk, complete and error frames for another worker's request are
   const frames = [
     chunk(state, "w2", "r1", "data: evil\n\n"),
     complete(state, "w2", "r1", { status: 200, body: "evil" }),
-    step(state, {
-      kind: "workerErrorReceived",
-      atMs: 0,
-      workerId: "w2",
-      requestId: "r1",
-      code: "x",
-      message: "evil",
-    }),
+    step(state, workerError("w2", "r1", "x", "evil")),
   ];
   for (const effects of frames) {
     assert.deepEqual(actions(effects), []);

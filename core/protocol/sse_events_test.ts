@@ -10,30 +10,22 @@ const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
 Deno.test("C60: an event ends at a blank line, whichever line ends the stream uses", () => {
-  for (
-    const s of [
-      "data: a\n\n",
-      "data: a\r\n\r\n",
-      "data: a\r\r",
-      "data: a\n\r\n",
-      "\n\n",
-    ]
-  ) {
-    assert.equal(endsOnEventBoundary(s), true, JSON.stringify(s));
-    assert.equal(endsOnEventBoundary(bytes(s)), true, JSON.stringify(s));
-  }
-  for (
-    const s of [
-      'data: {"choices"',
-      "data: a\n",
-      "data: a\r\n",
-      "data: a\n\nb",
-      "",
-      "\n",
-    ]
-  ) {
-    assert.equal(endsOnEventBoundary(s), false, JSON.stringify(s));
-    assert.equal(endsOnEventBoundary(bytes(s)), false, JSON.stringify(s));
+  const cases: [text: string, ends: boolean][] = [
+    ["data: a\n\n", true],
+    ["data: a\r\n\r\n", true],
+    ["data: a\r\r", true],
+    ["data: a\n\r\n", true],
+    ["\n\n", true],
+    ['data: {"choices"', false],
+    ["data: a\n", false],
+    ["data: a\r\n", false],
+    ["data: a\n\nb", false],
+    ["", false],
+    ["\n", false],
+  ];
+  for (const [s, ends] of cases) {
+    assert.equal(endsOnEventBoundary(s), ends, JSON.stringify(s));
+    assert.equal(endsOnEventBoundary(bytes(s)), ends, JSON.stringify(s));
   }
   assert.equal(lastEventEnd('data: a\n\ndata: {"choices"'), 9);
   assert.equal(lastEventEnd("data: a\r\n\r\ndata: b"), 11);

@@ -13,6 +13,7 @@ import {
   reportResidency,
   requestEvent,
   residencyBoxes,
+  routed,
   step,
   tick,
   worker,
@@ -42,14 +43,8 @@ Deno.test("a request goes to the worker that has its model loaded, not the least
   report(s, "w1", ["a"]);
   report(s, "w2", ["b"]);
   addRequest(s, "x", { model: "b" }); // w2 busier now
-  assert.deepEqual(dispatched(addRequest(s, "r1", { model: "b" })), [[
-    "r1",
-    "w2",
-  ]]);
-  assert.deepEqual(dispatched(addRequest(s, "r2", { model: "a" })), [[
-    "r2",
-    "w1",
-  ]]);
+  assert.deepEqual(routed(s, "r1", { model: "b" }), [["r1", "w2"]]);
+  assert.deepEqual(routed(s, "r2", { model: "a" }), [["r2", "w1"]]);
 });
 
 Deno.test("a model nobody holds loads on a worker with free room, never evicting a model with demand", () => {
@@ -186,10 +181,7 @@ Deno.test("a worker without residency keeps today's routing beside one that repo
   });
   report(s, "new", ["b"]);
   // old counts as holding every model it acked.
-  assert.deepEqual(dispatched(addRequest(s, "r1", { model: "a" })), [[
-    "r1",
-    "old",
-  ]]);
+  assert.deepEqual(routed(s, "r1", { model: "a" }), [["r1", "old"]]);
 });
 
 Deno.test("a worker leaving takes its residency with it", () => {
@@ -253,7 +245,7 @@ Deno.test("a request stops waiting for a busy hot worker once it has waited as l
   s.nowMs = 1_000;
   complete(s, "w1", "r0", { atMs: 1_000 }); // a's service: 1 s
   addRequest(s, "long", { model: "a" }); // runs far longer than 1 s
-  assert.deepEqual(dispatched(addRequest(s, "r2", { model: "a" })), []);
+  assert.deepEqual(routed(s, "r2", { model: "a" }), []);
   assert.deepEqual(dispatched(tick(s, 5_000)), []);
   const effects = tick(s, 6_000);
   assert.deepEqual(dispatched(effects), [["r2", "w2"]]);

@@ -218,36 +218,20 @@ function workerFor(
   ) ?? best;
   const avoid = request.avoidWorkerId;
   if (avoid === null || chosen.id !== avoid) return chosen;
-  if (
-    state.residencyWorkers > 0 &&
-    residencyOf(chosen, request.model) === "loaded"
-  ) {
-    // Issue 30: refused by a worker that holds the model. "Another worker
-    // serves it" means one holds or loads the model, not one that merely
-    // lists it, and no load starts for it (placement.ts placeAvoiding).
-    const other = placeAvoiding(
-      state,
-      request.provider,
-      request.model,
-      need,
-      avoid,
-    );
-    if (other !== null) return other;
-    return otherWorkerHolds(state, request.provider, request.model, avoid, need)
-      ? null
-      : best;
-  }
-  const other = pickWorkerExcept(
-    state,
-    request.provider,
-    request.model,
-    avoid,
-    need,
-  );
+  // Issue 30: refused by a worker that holds the model, "another worker serves
+  // it" means one holds or loads the model, not one that merely lists it, and
+  // no load starts for it (placement.ts placeAvoiding).
+  const byResidency = state.residencyWorkers > 0 &&
+    residencyOf(chosen, request.model) === "loaded";
+  const { provider, model } = request;
+  const other = byResidency
+    ? placeAvoiding(state, provider, model, need, avoid)
+    : pickWorkerExcept(state, provider, model, avoid, need);
   if (other !== null) return other;
-  return otherWorkerServes(state, request.provider, request.model, avoid, need)
-    ? null
-    : best;
+  const anotherServes = byResidency
+    ? otherWorkerHolds(state, provider, model, avoid, need)
+    : otherWorkerServes(state, provider, model, avoid, need);
+  return anotherServes ? null : best;
 }
 
 function oldestDispatchable(

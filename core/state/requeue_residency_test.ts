@@ -14,6 +14,7 @@ import {
   queued,
   reportResidency,
   residencyBoxes,
+  routed,
   step,
   worker,
 } from "../_testing.ts";
@@ -31,7 +32,7 @@ function aOnW1(): State {
   const s = fleet();
   report(s, "w1", ["a"], 1);
   report(s, "w2", ["b"], 1);
-  assert.deepEqual(dispatched(addRequest(s, "r1", { model: "a", atMs: 10 })), [
+  assert.deepEqual(routed(s, "r1", { model: "a", atMs: 10 }), [
     ["r1", "w1"],
   ]);
   return s;
@@ -98,10 +99,7 @@ Deno.test("a request refused by a worker loading its model (a failed AUTO_LOAD) 
   const s = fleet();
   report(s, "w1", [], 1);
   report(s, "w2", [], 1);
-  assert.deepEqual(dispatched(addRequest(s, "r1", { model: "a" })), [[
-    "r1",
-    "w1",
-  ]]);
+  assert.deepEqual(routed(s, "r1", { model: "a" }), [["r1", "w1"]]);
   const effects = backendUnavailable(s, "w1", "r1");
   assert.deepEqual(dispatched(effects), [["r1", "w2"]]);
   assert.equal(ofKind(effects, "modelLoadStarted")[0]!.workerId, "w2");

@@ -8,7 +8,6 @@
 // A worker that never reported (original dialect) has `residency: null`:
 // every model it acked counts as loaded, so it routes as before.
 import type { Effect } from "../effect.ts";
-import { EXTENSION_RESIDENCY } from "../protocol/messages.ts";
 import type { WorkerId } from "../vocabulary.ts";
 import { holdersOf, refileResidency } from "./hot_routes.ts";
 import type { Request, Residency, State, Worker } from "./state.ts";
@@ -428,11 +427,6 @@ export function applyResidencyReport(
   r.loading = loading;
   if (pending) trimToRoom(state, worker, r, out);
   refileResidency(state, worker);
-}
-
-/** Whether the worker may send residency frames (it and this server listed residency-v1). */
-export function speaksResidency(worker: Worker): boolean {
-  return worker.extensions.includes(EXTENSION_RESIDENCY);
 }
 
 /** Residency of every worker, for views: worker id -> model -> state. */

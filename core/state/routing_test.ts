@@ -8,6 +8,7 @@ import {
   only,
   pong,
   queued,
+  routed,
   statusOf,
   step,
   worker,
@@ -22,10 +23,7 @@ Deno.test("C6 routing uses the acked (sanitized) model set only", () => {
   addWorker(state, "w1", { models: [" a ", "b", "c"] });
   assert.deepEqual(worker(state, "w1").models, ["a", "b"]);
   // The acked, trimmed name routes.
-  assert.deepEqual(dispatched(addRequest(state, "r1", { model: "a" })), [[
-    "r1",
-    "w1",
-  ]]);
+  assert.deepEqual(routed(state, "r1", { model: "a" }), [["r1", "w1"]]);
   // Neither the raw advertised spelling nor a model cut by the cap does.
   for (const model of [" a ", "c"]) {
     const effects = addRequest(state, `x${model}`, { model });
@@ -40,14 +38,8 @@ Deno.test("C7 only workers that acked the exact model are eligible", () => {
   const state = newState();
   addWorker(state, "wa", { models: ["llama3"] });
   addWorker(state, "wb", { models: ["llama3-8b"] });
-  assert.deepEqual(
-    dispatched(addRequest(state, "r1", { model: "llama3-8b" })),
-    [["r1", "wb"]],
-  );
-  assert.deepEqual(dispatched(addRequest(state, "r2", { model: "llama3" })), [[
-    "r2",
-    "wa",
-  ]]);
+  assert.deepEqual(routed(state, "r1", { model: "llama3-8b" }), [["r1", "wb"]]);
+  assert.deepEqual(routed(state, "r2", { model: "llama3" }), [["r2", "wa"]]);
   assert.equal(pickWorker(state, "local", "LLAMA3"), null);
   assert.deepEqual([...worker(state, "wa").inFlight], ["r2"]);
   assert.deepEqual([...worker(state, "wb").inFlight], ["r1"]);
@@ -68,7 +60,7 @@ Deno.test("C7 a draining worker is not eligible", () => {
   });
   assert.equal(worker(s2, "w1").draining, true);
   // w1 has the lower load but drains: w2 gets the work.
-  assert.deepEqual(dispatched(addRequest(s2, "r1")), [["r1", "w2"]]);
+  assert.deepEqual(routed(s2, "r1"), [["r1", "w2"]]);
   assert.deepEqual([...worker(s2, "w1").inFlight], ["r0"]);
   // With only draining workers left for the model, requests queue.
   const s3 = newState();
@@ -80,15 +72,15 @@ Deno.test("C7 a draining worker is not eligible", () => {
     workerId: "w1",
     reason: "op",
   });
-  assert.deepEqual(dispatched(addRequest(s3, "r1")), []);
+  assert.deepEqual(routed(s3, "r1"), []);
   assert.equal(statusOf(s3, "r1"), "queued");
 });
 
 Deno.test("C7 a worker without free capacity is not eligible", () => {
   const state = newState();
   addWorker(state, "w1", { models: ["m"], maxConcurrent: 1 });
-  assert.deepEqual(dispatched(addRequest(state, "r1")), [["r1", "w1"]]);
-  assert.deepEqual(dispatched(addRequest(state, "r2")), []);
+  assert.deepEqual(routed(state, "r1"), [["r1", "w1"]]);
+  assert.deepEqual(routed(state, "r2"), []);
   assert.equal(statusOf(state, "r2"), "queued");
   assert.deepEqual(queued(state), ["r2"]);
   assert.equal(worker(state, "w1").inFlight.size, 1);
@@ -101,11 +93,11 @@ Deno.test("C8 the lowest-load worker is chosen", () => {
   addWorker(state, "w1", { maxConcurrent: 8, currentLoad: 3 });
   addWorker(state, "w2", { maxConcurrent: 8, currentLoad: 1 });
   addWorker(state, "w3", { maxConcurrent: 8, currentLoad: 2 });
-  assert.deepEqual(dispatched(addRequest(state, "r1")), [["r1", "w2"]]);
+  assert.deepEqual(routed(state, "r1"), [["r1", "w2"]]);
   // w2 now at 1 reported, 1 reserved: still load 1, still lowest.
-  assert.deepEqual(dispatched(addRequest(state, "r2")), [["r2", "w2"]]);
+  assert.deepEqual(routed(state, "r2"), [["r2", "w2"]]);
   // w2 at 2 ties w3 at 2; w3 has never been dispatched to, so it goes first.
-  assert.deepEqual(dispatched(addRequest(state, "r3")), [["r3", "w3"]]);
+  assert.deepEqual(routed(state, "r3"), [["r3", "w3"]]);
   assert.deepEqual([...worker(state, "w2").inFlight], ["r1", "r2"]);
   assert.deepEqual([...worker(state, "w3").inFlight], ["r3"]);
   assert.equal(worker(state, "w1").inFlight.size, 0);
@@ -118,7 +110,7 @@ Deno.test("C8 ties are broken round-robin", () => {
   addWorker(state, "w3", { maxConcurrent: 10 });
   const order: string[] = [];
   for (let i = 0; i < 6; i++) {
-    const [[id, w] = ["", ""]] = dispatched(addRequest(state, `r${i}`));
+    const [[id, w] = ["", ""]] = routed(state, `r${i}`);
     order.push(w);
     // Finish at once so every worker is back at load 0: a pure tie each time.
     complete(state, w, id);
@@ -136,7 +128,7 @@ Deno.test("C8 capacity is reserved at dispatch: in-flight never exceeds max_conc
   addWorker(state, "w2", { maxConcurrent: 3 });
   const sentTo: Record<string, number> = { w1: 0, w2: 0 };
   for (let i = 0; i < 10; i++) {
-    for (const [, w] of dispatched(addRequest(state, `r${i}`))) sentTo[w]!++;
+    for (const [, w] of routed(state, `r${i}`)) sentTo[w]!++;
   }
   assert.deepEqual(sentTo, { w1: 2, w2: 3 });
   assert.equal(worker(state, "w1").inFlight.size, 2);
@@ -156,15 +148,15 @@ Deno.test("C8 live load reported in pong caps dispatch", () => {
   assert.equal(worker(state, "w1").reportedLoad, 2);
   assert.equal(worker(state, "w1").lastHeartbeatAtMs, 1);
   // Nothing of ours runs there, but the worker says it is full.
-  assert.deepEqual(dispatched(addRequest(state, "r1")), []);
+  assert.deepEqual(routed(state, "r1"), []);
   assert.equal(statusOf(state, "r1"), "queued");
   // A pong with a lower load frees the slot and drains the queue.
   const effects = pong(state, "w1", 1, 2);
   assert.deepEqual(dispatched(effects), [["r1", "w1"]]);
   assert.equal(worker(state, "w1").inFlight.size, 1);
   // Load now max(1 reserved, 1 reported) = 1 < 2: one more fits, then full.
-  assert.deepEqual(dispatched(addRequest(state, "r2")), [["r2", "w1"]]);
-  assert.deepEqual(dispatched(addRequest(state, "r3")), []);
+  assert.deepEqual(routed(state, "r2"), [["r2", "w1"]]);
+  assert.deepEqual(routed(state, "r3"), []);
   // A pong without load only refreshes the heartbeat.
   pong(state, "w1", null, 3);
   assert.equal(worker(state, "w1").lastHeartbeatAtMs, 3);
@@ -176,7 +168,7 @@ Deno.test("C8 a heavier reported load steers work to the other worker", () => {
   addWorker(state, "w1", { maxConcurrent: 4 });
   addWorker(state, "w2", { maxConcurrent: 4 });
   pong(state, "w1", 3);
-  assert.deepEqual(dispatched(addRequest(state, "r1")), [["r1", "w2"]]);
+  assert.deepEqual(routed(state, "r1"), [["r1", "w2"]]);
 });
 
 // ---- C42: wildcard ---------------------------------------------------------------
@@ -187,13 +179,10 @@ Deno.test("C42 a * worker serves any model", () => {
   assert.equal(worker(state, "w1").wildcard, true);
   assert.equal(worker(state, "w1").modelSet.size, 0);
   assert.deepEqual(effects.filter((e) => e.kind === "respondError"), []);
-  assert.deepEqual(dispatched(addRequest(state, "r1", { model: "anything" })), [
+  assert.deepEqual(routed(state, "r1", { model: "anything" }), [
     ["r1", "w1"],
   ]);
-  assert.deepEqual(dispatched(addRequest(state, "r2", { model: "else" })), [[
-    "r2",
-    "w1",
-  ]]);
+  assert.deepEqual(routed(state, "r2", { model: "else" }), [["r2", "w1"]]);
   assert.deepEqual([...worker(state, "w1").inFlight], ["r1", "r2"]);
 });
 
@@ -206,19 +195,10 @@ Deno.test("C42 exact matches are preferred over * even when more loaded", () => 
     currentLoad: 1,
   });
   // exact reports load 1, wild 0: exact still wins.
-  assert.deepEqual(dispatched(addRequest(state, "r1", { model: "m" })), [[
-    "r1",
-    "exact",
-  ]]);
-  assert.deepEqual(dispatched(addRequest(state, "r2", { model: "m" })), [[
-    "r2",
-    "exact",
-  ]]);
+  assert.deepEqual(routed(state, "r1", { model: "m" }), [["r1", "exact"]]);
+  assert.deepEqual(routed(state, "r2", { model: "m" }), [["r2", "exact"]]);
   // exact is now full (2 reserved): the wildcard takes the overflow.
-  assert.deepEqual(dispatched(addRequest(state, "r3", { model: "m" })), [[
-    "r3",
-    "wild",
-  ]]);
+  assert.deepEqual(routed(state, "r3", { model: "m" }), [["r3", "wild"]]);
   assert.deepEqual([...worker(state, "exact").inFlight], ["r1", "r2"]);
   assert.deepEqual([...worker(state, "wild").inFlight], ["r3"]);
 });
@@ -238,10 +218,7 @@ Deno.test("C210 a worker that fills up stays known to its buckets, and leaving f
   addWorker(state, "w1", { models: ["m"], maxConcurrent: 1 });
   addWorker(state, "w2", { models: ["m"], maxConcurrent: 1 });
   const b = state.routes.get("local")!.get("m")!;
-  assert.deepEqual(dispatched(addRequest(state, "r1", { model: "m" })), [[
-    "r1",
-    "w1",
-  ]]);
+  assert.deepEqual(routed(state, "r1", { model: "m" }), [["r1", "w1"]]);
   // Full: out of every level (w2 goes first), but its node is kept, so coming
   // back relinks it instead of re-adding a key to the bucket's Map.
   assert.equal(worker(state, "w1").routeLevel, null);
@@ -250,10 +227,7 @@ Deno.test("C210 a worker that fills up stays known to its buckets, and leaving f
   complete(state, "w1", "r1");
   // Back at level 0, behind w2, which has waited there longer (C211).
   assert.deepEqual([...b.nodes.keys()], ["w1", "w2"]);
-  assert.deepEqual(
-    dispatched(addRequest(state, "r2", { model: "m" })),
-    [["r2", "w2"]],
-  );
+  assert.deepEqual(routed(state, "r2", { model: "m" }), [["r2", "w2"]]);
   step(state, {
     kind: "workerDisconnected",
     atMs: state.nowMs,

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { addRequest, addWorker, newState, step } from "../_testing.ts";
+import {
+  addRequest,
+  addWorker,
+  drainRequested,
+  newState,
+  step,
+} from "../_testing.ts";
 import { EXTENSION_CAPABILITIES } from "../protocol/messages.ts";
 import type { State } from "../state/state.ts";
 import { fleetHealth, healthAnswer, queueSaturated } from "./health.ts";
@@ -47,12 +53,7 @@ function everyWorkerDraining(): State {
   const state = newState();
   addWorker(state, "w1");
   addRequest(state, "r1");
-  step(state, {
-    kind: "workerDrainRequested",
-    atMs: 0,
-    workerId: "w1",
-    reason: "test",
-  });
+  step(state, drainRequested("w1", "test"));
   return state;
 }
 

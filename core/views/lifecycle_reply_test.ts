@@ -1,30 +1,11 @@
 import assert from "node:assert/strict";
+import { taskView } from "../_testing.ts";
 import type { LifecycleTaskView } from "../vocabulary.ts";
 import { lifecycleAnswer } from "./lifecycle_reply.ts";
 
+/** An unload under way (the answers' own task). */
 function task(overrides: Partial<LifecycleTaskView> = {}): LifecycleTaskView {
-  return {
-    id: "unload-1",
-    operation: "model-unload",
-    modelId: "m",
-    params: {},
-    createdAtMs: 0,
-    updatedAtMs: 0,
-    finishedAtMs: null,
-    status: "running",
-    progress: 0,
-    error: null,
-    parts: [{
-      workerId: "w1",
-      workerName: "gpu-1",
-      status: "running",
-      progress: 0,
-      error: null,
-      result: null,
-      deadlineAtMs: 0,
-    }],
-    ...overrides,
-  };
+  return taskView({ id: "unload-1", operation: "model-unload", ...overrides });
 }
 
 Deno.test("a started load is answered 202 loading with its task id", () => {

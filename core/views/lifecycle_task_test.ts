@@ -1,30 +1,14 @@
 import assert from "node:assert/strict";
+import { taskView } from "../_testing.ts";
 import type { LifecycleTaskView } from "../vocabulary.ts";
 import { taskDocument } from "./lifecycle_task.ts";
 
+/** A load a third of the way, started at 1 s, its part's deadline at 9 s. */
 function task(overrides: Partial<LifecycleTaskView> = {}): LifecycleTaskView {
-  return {
-    id: "load-1",
-    operation: "model-load",
-    modelId: "m",
-    params: {},
-    createdAtMs: 1_000,
-    updatedAtMs: 1_000,
-    finishedAtMs: null,
-    status: "running",
-    progress: 0.33333,
-    error: null,
-    parts: [{
-      workerId: "w1",
-      workerName: "gpu-1",
-      status: "running",
-      progress: 0.33333,
-      error: null,
-      result: null,
-      deadlineAtMs: 9_000,
-    }],
-    ...overrides,
-  };
+  return taskView(
+    { createdAtMs: 1_000, updatedAtMs: 1_000, progress: 0.33333, ...overrides },
+    { progress: 0.33333, deadlineAtMs: 9_000 },
+  );
 }
 
 Deno.test("a running load reads as loading, progress rounded, no load time yet", () => {

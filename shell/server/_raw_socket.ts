@@ -14,21 +14,33 @@ export type RawConn = {
   close(): void;
 };
 
+/**
+ * Reads `conn` until the server ends or resets it (or we close it), handing
+ * each read to `onBytes` (a view of a reused buffer of `bufBytes`).
+ */
+export async function readUntilEnd(
+  conn: Deno.Conn,
+  onBytes: (bytes: Uint8Array) => void,
+  bufBytes = 64 * 1024,
+): Promise<void> {
+  const buf = new Uint8Array(bufBytes);
+  try {
+    for (;;) {
+      const n = await conn.read(buf);
+      if (n === null) return;
+      onBytes(buf.subarray(0, n));
+    }
+  } catch {
+    // reset by the server or closed by us: ended either way
+  }
+}
+
 export async function rawConnect(port: number): Promise<RawConn> {
   const conn = await Deno.connect({ hostname: "127.0.0.1", port });
   const started = performance.now();
   const chunks: Uint8Array[] = [];
   const ended = (async () => {
-    const buf = new Uint8Array(64 * 1024);
-    try {
-      while (true) {
-        const n = await conn.read(buf);
-        if (n === null) break;
-        chunks.push(buf.slice(0, n));
-      }
-    } catch {
-      // reset or closed by us: ended either way
-    }
+    await readUntilEnd(conn, (bytes) => chunks.push(bytes.slice()));
     return performance.now() - started;
   })();
   const transport = connTransport(conn);

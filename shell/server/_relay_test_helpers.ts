@@ -3,7 +3,12 @@
 // helpers work with it.
 import { makeLogger } from "../log.ts";
 import { withClosing } from "../with_closing.ts";
-import { SECRET, type TestServer, type TestWorker } from "./_test_helpers.ts";
+import {
+  SECRET,
+  type TestServer,
+  type TestWorker,
+  withAddresses,
+} from "./_test_helpers.ts";
 import type { ServerConfig } from "./config.ts";
 import { type Relay, startRelay } from "./relay.ts";
 
@@ -12,16 +17,9 @@ export const ADMIN_TOKEN = "test-admin-token";
 export type TestRelay = Relay & TestServer;
 
 export async function startTestRelay(config: ServerConfig): Promise<TestRelay> {
-  const relay = await startRelay(
-    config,
-    makeLogger(config.logLevel, "text", "test"),
+  return withAddresses(
+    await startRelay(config, makeLogger(config.logLevel, "text", "test")),
   );
-  const base = `127.0.0.1:${relay.port}`;
-  return {
-    ...relay,
-    url: `http://${base}`,
-    wsUrl: `ws://${base}/v1/worker/connect`,
-  };
 }
 
 /** A test relay with `config`, closed after `fn` whatever it throws. */

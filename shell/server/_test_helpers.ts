@@ -48,9 +48,16 @@ export async function startTestServer(
     makeLogger(config.logLevel, "text", "test"),
     hooks,
   );
-  const base = `127.0.0.1:${server.port}`;
+  return withAddresses(server);
+}
+
+/** `running` with the URLs its clients and workers connect to. */
+export function withAddresses<T extends { port: number }>(
+  running: T,
+): T & { url: string; wsUrl: string } {
+  const base = `127.0.0.1:${running.port}`;
   return {
-    ...server,
+    ...running,
     url: `http://${base}`,
     wsUrl: `ws://${base}/v1/worker/connect`,
   };
@@ -152,6 +159,26 @@ export async function registeredWorker(
   });
   const ack = await w.next("register_ack");
   return Object.assign(w, { ack });
+}
+
+/**
+ * A worker registered (`register` as in registeredWorker) on the server
+ * `start` resolves to, for the length of `fn`; both closed after it whatever
+ * it throws, the worker first.
+ */
+export function withRegisteredWorker<S extends TestServer>(
+  start: Promise<S>,
+  register: Record<string, unknown>,
+  fn: (server: S, w: TestWorker & { ack: Frame }) => Promise<void>,
+): Promise<void> {
+  return withClosing(start, async (server) => {
+    const w = await registeredWorker(server, register);
+    try {
+      await fn(server, w);
+    } finally {
+      await w.close();
+    }
+  });
 }
 
 export function chatBody(model = "m1", stream = false): string {

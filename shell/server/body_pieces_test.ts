@@ -13,7 +13,9 @@ import {
   type TestServer,
   type TestWorker,
   waitFor,
+  withRegisteredWorker,
 } from "./_test_helpers.ts";
+import { readUntilEnd } from "./_raw_socket.ts";
 
 /** Written out or let go: the answer's bytes leave the fleet's budget. */
 function budgetGivenBack(server: TestServer): Promise<void> {
@@ -40,53 +42,55 @@ function answerSixteenMiB(w: TestWorker, req: Frame): void {
 }
 
 Deno.test("issue 24.2 an answer in pieces reaches the client byte for byte, with its Content-Length in bytes (non-ASCII included)", async () => {
-  const server = await startTestServer(testConfig());
-  const w = await registeredWorker(server, { extensions: ["body-chunks-v1"] });
-  try {
-    const pending = postChat(server, chatBody("m1"));
-    const req = await w.next("request");
-    const pieces = ['{"content":"h\u00e9', "llo \u4e16\u754c ", "\ud83d\ude00"];
-    for (const chunk of pieces) {
-      w.send({ type: "response_chunk", request_id: req.request_id, chunk });
-    }
-    w.complete(req, 200, '"}');
-    const res = await pending;
-    const bytes = new Uint8Array(await res.arrayBuffer());
-    const expected = new TextEncoder().encode(pieces.join("") + '"}');
-    assert.equal(res.status, 200);
-    assert.equal(res.headers.get("content-length"), String(expected.length));
-    assert.deepEqual(bytes, expected);
-    // Written out: the bytes leave the fleet's budget (responseSent).
-    await budgetGivenBack(server);
-  } finally {
-    await w.close();
-    await server.close();
-  }
+  await withRegisteredWorker(
+    startTestServer(testConfig()),
+    { extensions: ["body-chunks-v1"] },
+    async (server, w) => {
+      const pending = postChat(server, chatBody("m1"));
+      const req = await w.next("request");
+      const pieces = [
+        '{"content":"h\u00e9',
+        "llo \u4e16\u754c ",
+        "\ud83d\ude00",
+      ];
+      for (const chunk of pieces) {
+        w.send({ type: "response_chunk", request_id: req.request_id, chunk });
+      }
+      w.complete(req, 200, '"}');
+      const res = await pending;
+      const bytes = new Uint8Array(await res.arrayBuffer());
+      const expected = new TextEncoder().encode(pieces.join("") + '"}');
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get("content-length"), String(expected.length));
+      assert.deepEqual(bytes, expected);
+      // Written out: the bytes leave the fleet's budget (responseSent).
+      await budgetGivenBack(server);
+    },
+  );
 });
 
 Deno.test("issue 24.2 a client that leaves in the middle of an answer in pieces gives its bytes back to the budget at once", async () => {
-  const server = await startTestServer(testConfig());
-  const w = await registeredWorker(server, { extensions: ["body-chunks-v1"] });
-  try {
-    const abort = new AbortController();
-    const pending = postChat(server, chatBody("m1"), {
-      signal: abort.signal,
-    });
-    const req = await w.next("request");
-    answerSixteenMiB(w, req);
-    const res = await pending;
-    assert.equal(res.status, 200);
-    await waitFor(
-      "the answer to be handed to the shell",
-      () => server.runtime.state.bodiesSending.size === 1,
-    );
-    abort.abort();
-    await res.body?.cancel().catch(() => {});
-    await budgetGivenBack(server);
-  } finally {
-    await w.close();
-    await server.close();
-  }
+  await withRegisteredWorker(
+    startTestServer(testConfig()),
+    { extensions: ["body-chunks-v1"] },
+    async (server, w) => {
+      const abort = new AbortController();
+      const pending = postChat(server, chatBody("m1"), {
+        signal: abort.signal,
+      });
+      const req = await w.next("request");
+      answerSixteenMiB(w, req);
+      const res = await pending;
+      assert.equal(res.status, 200);
+      await waitFor(
+        "the answer to be handed to the shell",
+        () => server.runtime.state.bodiesSending.size === 1,
+      );
+      abort.abort();
+      await res.body?.cancel().catch(() => {});
+      await budgetGivenBack(server);
+    },
+  );
 });
 
 Deno.test("issue 33.3 a client that never reads its answer in pieces is cut after CLIENT_WRITE_TIMEOUT_SECS, and only then are its bytes given back", async () => {
@@ -120,16 +124,7 @@ Deno.test("issue 33.3 a client that never reads its answer in pieces is cut afte
     assert.equal(server.runtime.state.bodyBytesByTenant.size, 0);
     // The client's connection is closed, its answer short of the whole.
     let got = 0;
-    const buf = new Uint8Array(64 * 1024);
-    try {
-      for (;;) {
-        const n = await conn.read(buf);
-        if (n === null) break;
-        got += n;
-      }
-    } catch {
-      // reset by the server: closed too
-    }
+    await readUntilEnd(conn, (bytes) => got += bytes.length);
     assert.ok(got < 16 * 1024 * 1024, `the idle client got ${got} bytes`);
   } finally {
     conn.close();

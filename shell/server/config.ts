@@ -10,8 +10,7 @@ import {
 } from "../../core/mod.ts";
 import {
   LOG_OPTIONS,
-  type LogFormat,
-  type LogLevel,
+  type LogSettings,
   logSettings,
   withRustLog,
 } from "../log.ts";
@@ -464,12 +463,10 @@ export const SERVER_OPTIONS: OptionSpec[] = [
   },
 ];
 
-export type ServerConfig = {
+export type ServerConfig = LogSettings & {
   hostname: string;
   port: number;
   workerSecret: string;
-  logLevel: LogLevel;
-  logFormat: LogFormat;
   adminToken: string;
   requireApiKeys: boolean;
   /** Issue 32: API_KEYS_AS_WORKER_SECRET; absent = false. */

@@ -8,6 +8,7 @@ import {
   serverHelp,
   UNLIMITED_QUEUE_LEN,
 } from "./config.ts";
+import { originalServerArgs } from "./_original_args.ts";
 
 function load(args: string[], env: Record<string, string> = {}): ServerConfig {
   const loaded = loadServerConfig(args, (n) => env[n], env);
@@ -16,23 +17,7 @@ function load(args: string[], env: Record<string, string> = {}): ServerConfig {
 }
 
 Deno.test("issue 32: the original's server command line starts, verbatim", () => {
-  const c = load([
-    "--listen",
-    "127.0.0.1:9123",
-    "--provider",
-    "local",
-    "--worker-secret",
-    "S",
-    "--admin-token",
-    "T",
-    "--max-queue-len",
-    "0",
-    "--queue-timeout",
-    "0",
-    "--request-timeout",
-    "0",
-    "--require-api-keys",
-  ]);
+  const c = load(originalServerArgs("127.0.0.1:9123", "S", "T"));
   assert.equal(c.hostname, "127.0.0.1");
   assert.equal(c.port, 9123);
   assert.equal(c.core.defaultProvider, "local");

@@ -10,12 +10,13 @@ import {
 } from "./_relay_test_helpers.ts";
 import {
   chatBody,
-  registeredWorker,
   testConfig,
   type TestWorker,
   waitFor,
+  withRegisteredWorker,
 } from "./_test_helpers.ts";
 import { openSqliteKeyStore, SCHEMA_VERSION } from "./ops/api_keys.ts";
+import { withTempDir } from "../with_closing.ts";
 
 type Core = Parameters<typeof testConfig>[0];
 
@@ -74,144 +75,147 @@ async function roundTrip(
 }
 
 Deno.test("a key bound to a tenant cannot escape its rate limit with another X-Tenant-ID (403 tenant_mismatch)", async () => {
-  const relay = await keyRelay({
-    defaultRateLimit: { limit: 2, windowMs: 60_000 },
-  });
-  const w = await registeredWorker(relay);
-  try {
-    const k = await createKey(relay, { name: "team-a app", tenant: "team-a" });
-    assert.equal(k.tenant, "team-a");
-    assert.equal(k.max_priority, "normal");
-    // Counted as team-a whether or not it says so.
-    assert.equal(await roundTrip(relay, w, k.key), 200);
-    assert.equal(
-      await roundTrip(relay, w, k.key, { "x-tenant-id": "team-a" }),
-      200,
-    );
-    const limited = await post(relay, k.key);
-    assert.equal(limited.status, 429);
-    assert.equal((await limited.json()).error.code, "rate_limit_exceeded");
-    // Another tenant's name does not reset the limit: refused, in each route's shape.
-    const escape = await post(relay, k.key, { "x-tenant-id": "team-b" });
-    assert.equal(escape.status, 403);
-    const body = await escape.json();
-    assert.equal(body.error.code, "tenant_mismatch");
-    assert.equal(body.error.type, "permission_error");
-    assert.match(body.error.message, /"team-a".*"team-b"/);
-    const anthropic = await post(
-      relay,
-      k.key,
-      { "x-tenant-id": "team-b" },
-      "/v1/messages",
-      JSON.stringify({ model: "m1", max_tokens: 5, messages: [] }),
-    );
-    assert.equal(anthropic.status, 403);
-    const ab = await anthropic.json();
-    assert.equal(ab.type, "error");
-    assert.equal(ab.error.type, "permission_error");
-    assert.match(ab.error.message, /tenant_mismatch|belongs to tenant/);
-    assert.equal(relay.metrics.authFailures.get("tenant_mismatch"), 2);
-    await new Promise((r) => setTimeout(r, 50));
-    assert.equal(w.frames.filter((f) => f.type === "request").length, 2);
-    // The forwarded requests carried the key's tenant.
-    for (const f of w.frames.filter((f) => f.type === "request")) {
+  await withRegisteredWorker(
+    keyRelay({
+      defaultRateLimit: { limit: 2, windowMs: 60_000 },
+    }),
+    {},
+    async (relay, w) => {
+      const k = await createKey(relay, {
+        name: "team-a app",
+        tenant: "team-a",
+      });
+      assert.equal(k.tenant, "team-a");
+      assert.equal(k.max_priority, "normal");
+      // Counted as team-a whether or not it says so.
+      assert.equal(await roundTrip(relay, w, k.key), 200);
       assert.equal(
-        (f.headers as Record<string, string>)["x-tenant-id"],
-        "team-a",
+        await roundTrip(relay, w, k.key, { "x-tenant-id": "team-a" }),
+        200,
       );
-    }
-    // Metrics report the key's tenant.
-    assert.equal(relay.metrics.tenantRequests.size > 0, true);
-    for (const label of relay.metrics.tenantRequests.keys()) {
-      assert.match(label, /^team-a/);
-    }
-  } finally {
-    await w.close();
-    await relay.close();
-  }
+      const limited = await post(relay, k.key);
+      assert.equal(limited.status, 429);
+      assert.equal((await limited.json()).error.code, "rate_limit_exceeded");
+      // Another tenant's name does not reset the limit: refused, in each route's shape.
+      const escape = await post(relay, k.key, { "x-tenant-id": "team-b" });
+      assert.equal(escape.status, 403);
+      const body = await escape.json();
+      assert.equal(body.error.code, "tenant_mismatch");
+      assert.equal(body.error.type, "permission_error");
+      assert.match(body.error.message, /"team-a".*"team-b"/);
+      const anthropic = await post(
+        relay,
+        k.key,
+        { "x-tenant-id": "team-b" },
+        "/v1/messages",
+        JSON.stringify({ model: "m1", max_tokens: 5, messages: [] }),
+      );
+      assert.equal(anthropic.status, 403);
+      const ab = await anthropic.json();
+      assert.equal(ab.type, "error");
+      assert.equal(ab.error.type, "permission_error");
+      assert.match(ab.error.message, /tenant_mismatch|belongs to tenant/);
+      assert.equal(relay.metrics.authFailures.get("tenant_mismatch"), 2);
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(w.frames.filter((f) => f.type === "request").length, 2);
+      // The forwarded requests carried the key's tenant.
+      for (const f of w.frames.filter((f) => f.type === "request")) {
+        assert.equal(
+          (f.headers as Record<string, string>)["x-tenant-id"],
+          "team-a",
+        );
+      }
+      // Metrics report the key's tenant.
+      assert.equal(relay.metrics.tenantRequests.size > 0, true);
+      for (const label of relay.metrics.tenantRequests.keys()) {
+        assert.match(label, /^team-a/);
+      }
+    },
+  );
 });
 
 Deno.test("a key created with may_name_tenants (a trusted gateway) may name tenants, each with its own limit", async () => {
-  const relay = await keyRelay({
-    defaultRateLimit: { limit: 1, windowMs: 60_000 },
-  });
-  const w = await registeredWorker(relay);
-  try {
-    const k = await createKey(relay, {
-      name: "gateway",
-      may_name_tenants: true,
-    });
-    assert.equal(k.tenant, null);
-    assert.equal(k.may_name_tenants, true);
-    assert.equal(
-      await roundTrip(relay, w, k.key, { "x-tenant-id": "t1" }),
-      200,
-    );
-    assert.equal(
-      await roundTrip(relay, w, k.key, { "x-tenant-id": "t2" }),
-      200,
-    );
-    const again = await post(relay, k.key, { "x-tenant-id": "t1" });
-    assert.equal(again.status, 429);
-    await again.body?.cancel();
-  } finally {
-    await w.close();
-    await relay.close();
-  }
+  await withRegisteredWorker(
+    keyRelay({
+      defaultRateLimit: { limit: 1, windowMs: 60_000 },
+    }),
+    {},
+    async (relay, w) => {
+      const k = await createKey(relay, {
+        name: "gateway",
+        may_name_tenants: true,
+      });
+      assert.equal(k.tenant, null);
+      assert.equal(k.may_name_tenants, true);
+      assert.equal(
+        await roundTrip(relay, w, k.key, { "x-tenant-id": "t1" }),
+        200,
+      );
+      assert.equal(
+        await roundTrip(relay, w, k.key, { "x-tenant-id": "t2" }),
+        200,
+      );
+      const again = await post(relay, k.key, { "x-tenant-id": "t1" });
+      assert.equal(again.status, 429);
+      await again.body?.cancel();
+    },
+  );
 });
 
 Deno.test("X-Priority above the key's ceiling is lowered to it", async () => {
-  const relay = await keyRelay();
-  const w = await registeredWorker(relay, { max_concurrent: 1 });
-  try {
-    const low = await createKey(relay, {
-      name: "batch",
-      tenant: "batch",
-      max_priority: "low",
-    });
-    const normal = await createKey(relay, { name: "app", tenant: "app" });
-    assert.equal(low.max_priority, "low");
-    // Occupy the only slot, then queue a normal request before a "high" one
-    // from the low-ceiling key: the normal one must go first.
-    const busy = post(relay, normal.key);
-    const r0 = await w.next("request");
-    const n = post(relay, normal.key, {}, undefined, chatBody("m1"));
-    await waitFor(
-      "normal queued",
-      () => relay.runtime.state.queues.get("local")!.length === 1,
-    );
-    const h = post(relay, low.key, { "x-priority": "high" });
-    await waitFor(
-      "claimed-high queued",
-      () => relay.runtime.state.queues.get("local")!.length === 2,
-    );
-    const queued = [...relay.runtime.state.requests.values()]
-      .filter((r) => r.tenant === "batch");
-    assert.equal(queued.length, 1);
-    assert.equal(queued[0]!.priority, "low");
-    w.complete(r0, 200, "{}");
-    const next = await w.next("request");
-    assert.equal(
-      (next.headers as Record<string, string>)["x-tenant-id"],
-      "app",
-    );
-    w.complete(next, 200, "{}");
-    const last = await w.next("request");
-    const h2 = last.headers as Record<string, string>;
-    assert.equal(h2["x-tenant-id"], "batch");
-    assert.equal(h2["x-priority"], "low", "the backend sees the applied class");
-    w.complete(last, 200, "{}");
-    for (const r of [busy, n, h]) assert.equal(await (await r).text(), "{}");
-  } finally {
-    await w.close();
-    await relay.close();
-  }
+  await withRegisteredWorker(
+    keyRelay(),
+    { max_concurrent: 1 },
+    async (relay, w) => {
+      const low = await createKey(relay, {
+        name: "batch",
+        tenant: "batch",
+        max_priority: "low",
+      });
+      const normal = await createKey(relay, { name: "app", tenant: "app" });
+      assert.equal(low.max_priority, "low");
+      // Occupy the only slot, then queue a normal request before a "high" one
+      // from the low-ceiling key: the normal one must go first.
+      const busy = post(relay, normal.key);
+      const r0 = await w.next("request");
+      const n = post(relay, normal.key, {}, undefined, chatBody("m1"));
+      await waitFor(
+        "normal queued",
+        () => relay.runtime.state.queues.get("local")!.length === 1,
+      );
+      const h = post(relay, low.key, { "x-priority": "high" });
+      await waitFor(
+        "claimed-high queued",
+        () => relay.runtime.state.queues.get("local")!.length === 2,
+      );
+      const queued = [...relay.runtime.state.requests.values()]
+        .filter((r) => r.tenant === "batch");
+      assert.equal(queued.length, 1);
+      assert.equal(queued[0]!.priority, "low");
+      w.complete(r0, 200, "{}");
+      const next = await w.next("request");
+      assert.equal(
+        (next.headers as Record<string, string>)["x-tenant-id"],
+        "app",
+      );
+      w.complete(next, 200, "{}");
+      const last = await w.next("request");
+      const h2 = last.headers as Record<string, string>;
+      assert.equal(h2["x-tenant-id"], "batch");
+      assert.equal(
+        h2["x-priority"],
+        "low",
+        "the backend sees the applied class",
+      );
+      w.complete(last, 200, "{}");
+      for (const r of [busy, n, h]) assert.equal(await (await r).text(), "{}");
+    },
+  );
 });
 
 Deno.test("POST /admin/keys validates tenant and max_priority, lists them, and stores them across restarts", async () => {
-  const dir = await Deno.makeTempDir();
-  const dbPath = `${dir}/relay.db`;
-  try {
+  await withTempDir(async (dir) => {
+    const dbPath = `${dir}/relay.db`;
     let relay = await keyRelay({}, dbPath);
     try {
       for (
@@ -252,15 +256,12 @@ Deno.test("POST /admin/keys validates tenant and max_priority, lists them, and s
     } finally {
       await relay.close();
     }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("a version-2 key database migrates: its keys stay, unbound, with ceiling normal", async () => {
-  const dir = await Deno.makeTempDir();
-  const path = `${dir}/old.db`;
-  try {
+  await withTempDir((dir) => {
+    const path = `${dir}/old.db`;
     const db = new DatabaseSync(path);
     db.exec(`CREATE TABLE schema_version (version INTEGER);
       INSERT INTO schema_version VALUES (2);
@@ -285,49 +286,48 @@ Deno.test("a version-2 key database migrates: its keys stay, unbound, with ceili
     const v = check.prepare("SELECT version FROM schema_version").get();
     check.close();
     assert.equal(Number(v?.version), SCHEMA_VERSION);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("issue 24.3 keys safe by default: a key created without a tenant is its own tenant: naming teamB is refused, it keeps its own limit, and teamB's key keeps its budget", async () => {
-  const relay = await keyRelay({
-    defaultRateLimit: { limit: 2, windowMs: 60_000 },
-  });
-  const w = await registeredWorker(relay);
-  try {
-    const plain = await createKey(relay, { name: "app" });
-    assert.equal(plain.tenant, null);
-    assert.equal(plain.may_name_tenants, false);
-    const teamB = await createKey(relay, { name: "b", tenant: "teamB" });
-    // The issue's reproduction: two requests as teamB from the tenantless key.
-    for (let i = 0; i < 2; i++) {
-      const res = await post(relay, plain.key, { "x-tenant-id": "teamB" });
-      assert.equal(res.status, 403);
-      const body = await res.json();
-      assert.equal(body.error.code, "tenant_mismatch");
-      assert.match(body.error.message, /may_name_tenants/);
-    }
-    // teamB's own key still has its whole budget.
-    assert.equal(await roundTrip(relay, w, teamB.key), 200);
-    assert.equal(await roundTrip(relay, w, teamB.key), 200);
-    // The tenantless key has its own limit, named after it, and cannot leave it.
-    assert.equal(await roundTrip(relay, w, plain.key), 200);
-    assert.equal(await roundTrip(relay, w, plain.key), 200);
-    const over = await post(relay, plain.key);
-    assert.equal(over.status, 429);
-    assert.match((await over.json()).error.message, new RegExp(plain.id));
-    const elsewhere = await post(relay, plain.key, { "x-tenant-id": "teamC" });
-    assert.equal(elsewhere.status, 403);
-    await elsewhere.body?.cancel();
-    // Its own tenant named in the header is accepted (and still limited).
-    const own = await post(relay, plain.key, { "x-tenant-id": plain.id });
-    assert.equal(own.status, 429);
-    await own.body?.cancel();
-  } finally {
-    await w.close();
-    await relay.close();
-  }
+  await withRegisteredWorker(
+    keyRelay({
+      defaultRateLimit: { limit: 2, windowMs: 60_000 },
+    }),
+    {},
+    async (relay, w) => {
+      const plain = await createKey(relay, { name: "app" });
+      assert.equal(plain.tenant, null);
+      assert.equal(plain.may_name_tenants, false);
+      const teamB = await createKey(relay, { name: "b", tenant: "teamB" });
+      // The issue's reproduction: two requests as teamB from the tenantless key.
+      for (let i = 0; i < 2; i++) {
+        const res = await post(relay, plain.key, { "x-tenant-id": "teamB" });
+        assert.equal(res.status, 403);
+        const body = await res.json();
+        assert.equal(body.error.code, "tenant_mismatch");
+        assert.match(body.error.message, /may_name_tenants/);
+      }
+      // teamB's own key still has its whole budget.
+      assert.equal(await roundTrip(relay, w, teamB.key), 200);
+      assert.equal(await roundTrip(relay, w, teamB.key), 200);
+      // The tenantless key has its own limit, named after it, and cannot leave it.
+      assert.equal(await roundTrip(relay, w, plain.key), 200);
+      assert.equal(await roundTrip(relay, w, plain.key), 200);
+      const over = await post(relay, plain.key);
+      assert.equal(over.status, 429);
+      assert.match((await over.json()).error.message, new RegExp(plain.id));
+      const elsewhere = await post(relay, plain.key, {
+        "x-tenant-id": "teamC",
+      });
+      assert.equal(elsewhere.status, 403);
+      await elsewhere.body?.cancel();
+      // Its own tenant named in the header is accepted (and still limited).
+      const own = await post(relay, plain.key, { "x-tenant-id": plain.id });
+      assert.equal(own.status, 429);
+      await own.body?.cancel();
+    },
+  );
 });
 
 Deno.test("issue 24.3 may_name_tenants is listed with the key, refused beside a tenant, and must be a boolean", async () => {

@@ -3,6 +3,7 @@
 // response_chunk text frames when it did not (an original server), and the
 // bytes a client would get are identical either way (C45).
 import assert from "node:assert/strict";
+import { startScriptedBackend } from "../../mock/scripted.ts";
 import { EXTENSION_CHUNK_BYTES } from "../../core/protocol/mod.ts";
 import { waitFor, within } from "../procs.ts";
 import { type Frame, startTestProxy } from "./_test_proxy.ts";
@@ -10,26 +11,7 @@ import { requestFrame, runTestWorker, testConfig } from "./_test_worker.ts";
 
 /** A backend streaming `writes` as separate reads (a pause between them). */
 function rawBackend(writes: Uint8Array[]) {
-  const server = Deno.serve(
-    { port: 0, hostname: "127.0.0.1", onListen() {} },
-    () =>
-      new Response(
-        new ReadableStream<Uint8Array>({
-          async start(c) {
-            for (const w of writes) {
-              c.enqueue(w);
-              await new Promise((r) => setTimeout(r, 15));
-            }
-            c.close();
-          },
-        }),
-        { headers: { "content-type": "text/event-stream" } },
-      ),
-  );
-  return {
-    url: `http://127.0.0.1:${server.addr.port}`,
-    close: () => server.shutdown(),
-  };
+  return startScriptedBackend(() => Promise.resolve(writes), 15);
 }
 
 const b = (...xs: (string | number[])[]) =>

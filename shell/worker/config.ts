@@ -2,8 +2,7 @@
 // Quick Reference) plus ours, each also settable by flag (flags win).
 import {
   LOG_OPTIONS,
-  type LogFormat,
-  type LogLevel,
+  type LogSettings,
   logSettings,
   withRustLog,
 } from "../log.ts";
@@ -19,7 +18,7 @@ import { configFileValues } from "./config_file.ts";
 
 export type OnServerShutdown = "exit" | "reconnect";
 
-export type WorkerConfig = {
+export type WorkerConfig = LogSettings & {
   proxyUrl: string;
   /** ws(s)://…/v1/worker/connect?provider=NAME, derived from proxyUrl. */
   connectUrl: string;
@@ -32,8 +31,6 @@ export type WorkerConfig = {
   models: string[] | null;
   maxConcurrent: number;
   providerName: string;
-  logLevel: LogLevel;
-  logFormat: LogFormat;
   drainTimeoutSecs: number;
   modelsRefreshSecs: number;
   onServerShutdown: OnServerShutdown;

@@ -1,25 +1,39 @@
 import assert from "node:assert/strict";
 import { OptionError } from "../options.ts";
-import { connectUrlFor, parseWorkerConfig, workerHelp } from "./config.ts";
+import {
+  connectUrlFor,
+  parseWorkerConfig,
+  type WorkerConfig,
+  workerHelp,
+} from "./config.ts";
 import { ConfigFileError } from "./config_file.ts";
 
 function parse(env: Record<string, string>, args: string[] = []) {
   return parseWorkerConfig(args, (n) => env[n], () => "gpu-box");
 }
 
-Deno.test("config defaults follow the spec's quick reference", () => {
-  const c = parse({ WORKER_SECRET: "s" })!;
-  assert.equal(c.proxyUrl, "http://127.0.0.1:8080");
-  assert.equal(
-    c.connectUrl,
-    "ws://127.0.0.1:8080/v1/worker/connect?provider=local",
+/** The fields of `config` that `expected` names hold what it says. */
+function assertFields(
+  config: WorkerConfig,
+  expected: Partial<WorkerConfig>,
+): void {
+  const got = Object.fromEntries(
+    Object.keys(expected).map((k) => [k, config[k as keyof WorkerConfig]]),
   );
-  assert.equal(c.backendUrl, "http://127.0.0.1:8000");
-  assert.equal(c.workerName, "worker-gpu-box");
-  assert.equal(c.models, null);
-  assert.equal(c.maxConcurrent, 4);
-  assert.equal(c.providerName, "local");
-  assert.equal(c.logLevel, "info");
+  assert.deepEqual(got, expected);
+}
+
+Deno.test("config defaults follow the spec's quick reference", () => {
+  assertFields(parse({ WORKER_SECRET: "s" })!, {
+    proxyUrl: "http://127.0.0.1:8080",
+    connectUrl: "ws://127.0.0.1:8080/v1/worker/connect?provider=local",
+    backendUrl: "http://127.0.0.1:8000",
+    workerName: "worker-gpu-box",
+    models: null,
+    maxConcurrent: 4,
+    providerName: "local",
+    logLevel: "info",
+  });
 });
 
 Deno.test("config maps https to wss and flags win over the environment", () => {
@@ -150,17 +164,16 @@ Deno.test('issue 32: --config reads every key of the original\'s worker file; mo
   const c = parseWithFile({}, ["--config", "w.toml"], {
     "w.toml": WIZARD_FILE,
   })!;
-  assert.equal(
-    c.connectUrl,
-    "wss://relay.example.com/v1/worker/connect?provider=gpu",
-  );
-  assert.equal(c.workerSecret, "from-file");
-  assert.equal(c.workerName, "box-1");
-  assert.equal(c.models, null);
-  assert.equal(c.maxConcurrent, 3);
-  assert.equal(c.backendUrl, "http://127.0.0.1:1234");
-  assert.equal(c.logLevel, "debug");
-  assert.deepEqual(c.configWarnings, []);
+  assertFields(c, {
+    connectUrl: "wss://relay.example.com/v1/worker/connect?provider=gpu",
+    workerSecret: "from-file",
+    workerName: "box-1",
+    models: null,
+    maxConcurrent: 3,
+    backendUrl: "http://127.0.0.1:1234",
+    logLevel: "debug",
+    configWarnings: [],
+  });
 });
 
 Deno.test("issue 32: flags and environment win over the config file, the file over defaults", () => {

@@ -10,7 +10,8 @@ import {
   step,
   WORKER_EXTENSIONS,
 } from "../../core/worker/mod.ts";
-import { detectBackend, runOperation } from "./lifecycle/backends.ts";
+import { detectBackend } from "./lifecycle/backends.ts";
+import { assertFailed, runAdapter } from "./lifecycle/_run_adapter.ts";
 import { readCapabilities } from "./lifecycle/capabilities.ts";
 
 const EXTENSION_FRAMES = ["capabilities", "lifecycle_progress"];
@@ -130,19 +131,9 @@ Deno.test("adapter: a spec 004 runner is detected and loads with progress; a pla
   try {
     assert.equal(await detectBackend(runner.url), "spec004");
     assert.equal(await detectBackend(plain.url), "none");
-    const reports: {
-      status: string;
-      progress: number | null;
-      result: unknown;
-    }[] = [];
-    await runOperation(
-      runner.url,
-      "spec004",
-      "model-load",
-      { modelId: "big" },
-      (u) => reports.push(u),
-      new AbortController().signal,
-    );
+    const reports = await runAdapter(runner.url, "spec004", "model-load", {
+      modelId: "big",
+    });
     assert.equal(reports.at(-1)?.status, "completed");
     assert.ok(reports.some((r) => r.status === "running"));
     assert.deepEqual(runner.loaded(), ["big"]);
@@ -150,22 +141,14 @@ Deno.test("adapter: a spec 004 runner is detected and loads with progress; a pla
     assert.deepEqual(caps?.models?.loaded?.map((m) => m.id), ["big"]);
     const derived = await readCapabilities(plain.url, "none");
     assert.deepEqual(derived?.models?.loaded?.map((m) => m.id), ["mock-model"]);
-    const failed: { status: string; error: string | null; result: unknown }[] =
-      [];
-    await runOperation(
-      plain.url,
-      "none",
-      "model-load",
-      { modelId: "x" },
-      (u) => failed.push(u),
-      new AbortController().signal,
-    );
-    assert.equal(failed[0]?.status, "failed");
-    assert.match(
-      failed[0]!.error!,
+    const failed = await runAdapter(plain.url, "none", "model-load", {
+      modelId: "x",
+    });
+    assertFailed(
+      failed[0]!,
       /501 not implemented: the backend offers no model lifecycle API/,
+      501,
     );
-    assert.deepEqual(failed[0]?.result, { status: 501 });
   } finally {
     await runner.close();
     await plain.close();

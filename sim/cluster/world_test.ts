@@ -4,6 +4,7 @@ import {
   CLUSTER_MUTANTS,
   type ClusterFault,
   type ClusterRun,
+  type ClusterScenario,
   clusterScenario,
   runCluster,
 } from "./world.ts";
@@ -12,6 +13,23 @@ import { CLUSTER_MUTANT_SPECS } from "./mutants.ts";
 /** Seeds of the CI sweep's cluster scenarios (`deno task test:core`). */
 const SWEEP_RUNS = 150;
 const SWEEP_SEED = 20261123n;
+
+/** Three instances and three workers, both the rate and the token limit on. */
+function threeByThree(
+  seed: bigint,
+  requests: number,
+  faults: ClusterFault[],
+): ClusterScenario {
+  return {
+    seed,
+    instances: 3,
+    workers: 3,
+    requests,
+    faults,
+    rateLimited: true,
+    tokenLimited: true,
+  };
+}
 
 function report(seed: bigint, run: ClusterRun): string {
   return run.violations.map((v) => `seed ${seed}: ${v.invariant}: ${v.detail}`)
@@ -66,15 +84,7 @@ for (const fault of CLUSTER_FAULTS) {
   Deno.test(`cluster scenario: three instances, fault "${fault}" alone, seeds 1-10 hold every fleet invariant`, () => {
     let reached = 0;
     for (let seed = 1n; seed <= 10n; seed++) {
-      const run = runCluster({
-        seed,
-        instances: 3,
-        workers: 3,
-        requests: 50,
-        faults: [fault],
-        rateLimited: true,
-        tokenLimited: true,
-      });
+      const run = runCluster(threeByThree(seed, 50, [fault]));
       assert.equal(run.violations.length, 0, report(seed, run));
       assert.ok(run.stats.ended > 20);
       reached += run.stats.tokenLimitReached;
@@ -97,13 +107,7 @@ for (const m of CLUSTER_MUTANT_SPECS) {
     for (let seed = 1n; seed <= 20n; seed++) {
       const run = runCluster(
         m.drawn === true ? clusterScenario(seed) : {
-          seed,
-          instances: 3,
-          workers: 3,
-          requests: 60,
-          faults: m.faults ?? [...CLUSTER_FAULTS],
-          rateLimited: true,
-          tokenLimited: true,
+          ...threeByThree(seed, 60, m.faults ?? [...CLUSTER_FAULTS]),
           slowReader: seed % 2n === 0n,
         },
         m.name,
@@ -117,15 +121,7 @@ for (const m of CLUSTER_MUTANT_SPECS) {
 Deno.test("fleetTokenLimit holds for the real code on the 20 seeds that catch tokensPerInstance, the limit reached in most", () => {
   let reached = 0;
   for (let seed = 1n; seed <= 20n; seed++) {
-    const run = runCluster({
-      seed,
-      instances: 3,
-      workers: 3,
-      requests: 60,
-      faults: [...CLUSTER_FAULTS],
-      rateLimited: true,
-      tokenLimited: true,
-    });
+    const run = runCluster(threeByThree(seed, 60, [...CLUSTER_FAULTS]));
     const broken = run.violations.filter((v) =>
       v.invariant === "fleetTokenLimit"
     );

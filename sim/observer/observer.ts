@@ -298,19 +298,8 @@ export class Observer {
         return;
       case "sendToWorker":
         return this.#sendToWorker(f);
-      case "startStream": {
-        const r = nothingAfterEnd.openRequest(
-          m,
-          check,
-          f.requestId,
-          "startStream",
-        );
-        if (r === null) return;
-        chunkFromAssigned.streamStartsOnItsChunk(check, r, m.event);
-        streamHead.opensWithItsHead(check, r, f.head);
-        r.status = "streaming";
-        return;
-      }
+      case "startStream":
+        return this.#startStream(f);
       case "writeChunk":
         return this.#writeChunk(f.requestId, f.chunk);
       case "respond":
@@ -318,34 +307,44 @@ export class Observer {
         return this.#respond(f);
       case "respondError":
         return this.#respondError(f);
-      case "endStream": {
-        const r = nothingAfterEnd.openRequest(
-          m,
-          check,
-          f.requestId,
-          "endStream",
-        );
-        if (r === null) return;
-        endsExactlyOnce.endStreamOnlyWhileStreaming(check, r);
-        streamCarriesOnlyBackendBytes.failureEndsWithError(
-          check,
-          r.id,
-          m.event,
-          f.error,
-        );
-        wholeSseEvents.breaksBetweenEvents(
-          check,
-          r,
-          r.conn === null ? undefined : m.workers.get(r.conn),
-          f.error,
-        );
-        return m.end(r, f.kind, f.error?.code ?? "");
-      }
+      case "endStream":
+        return this.#endStream(f);
       case "requestFinished":
         return this.#requestFinished(f);
       default:
         return;
     }
+  }
+
+  #startStream(f: Extract<Effect, { kind: "startStream" }>): void {
+    const m = this.#m;
+    const check = this.#check;
+    const r = nothingAfterEnd.openRequest(m, check, f.requestId, f.kind);
+    if (r === null) return;
+    chunkFromAssigned.streamStartsOnItsChunk(check, r, m.event);
+    streamHead.opensWithItsHead(check, r, f.head);
+    r.status = "streaming";
+  }
+
+  #endStream(f: Extract<Effect, { kind: "endStream" }>): void {
+    const m = this.#m;
+    const check = this.#check;
+    const r = nothingAfterEnd.openRequest(m, check, f.requestId, f.kind);
+    if (r === null) return;
+    endsExactlyOnce.endStreamOnlyWhileStreaming(check, r);
+    streamCarriesOnlyBackendBytes.failureEndsWithError(
+      check,
+      r.id,
+      m.event,
+      f.error,
+    );
+    wholeSseEvents.breaksBetweenEvents(
+      check,
+      r,
+      r.conn === null ? undefined : m.workers.get(r.conn),
+      f.error,
+    );
+    m.end(r, f.kind, f.error?.code ?? "");
   }
 
   #respond(f: Extract<Effect, { kind: "respond" }>): void {

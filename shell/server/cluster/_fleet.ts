@@ -162,3 +162,25 @@ export async function everyInstanceUp(f: Fleet): Promise<void> {
     return true;
   }, 15_000);
 }
+
+/**
+ * Two instances and one worker (taking 2 at once) in front of `backendUrl`,
+ * `env` on both; `fn` gets the instance holding the worker and the other one,
+ * where a client's stream comes to it over the direct path.
+ */
+export function withHolderAndClient(
+  worker: string,
+  backendUrl: string,
+  env: Record<string, string>,
+  fn: (at: { holder: Instance; client: Instance; f: Fleet }) => Promise<void>,
+): Promise<void> {
+  return withFleet({
+    instances: 2,
+    workers: [{ name: worker, maxConcurrent: 2 }],
+    env,
+    backendFor: () => backendUrl,
+  }, (f) => {
+    const holder = f.instanceOfWorker(0);
+    return fn({ holder, client: f.instances.find((i) => i !== holder)!, f });
+  });
+}

@@ -4,37 +4,14 @@
 // need a broader one); and for issue 23 a Sentinel set (master, replica, three
 // sentinels, their config files in a temporary directory). When redis-server
 // or redis-sentinel is missing and we are root with apt-get (as on CI),
-// installs Debian's package, as _chromium.ts does for Chromium; otherwise
-// fails with one line saying how.
+// installs Debian's package (shell/_apt.ts); otherwise fails with one line
+// saying how.
 import { Redis } from "ioredis";
+import { aptInstall, which } from "../../_apt.ts";
 import { type Child, spawnProgram } from "../../procs.ts";
 
 const howTo = (program: string, pkg: string) =>
   `no ${program} for the cluster tests: run \`sudo apt-get install -y ${pkg}\` (Debian/Ubuntu) or put ${program} on PATH`;
-
-async function which(cmd: string): Promise<string | null> {
-  for (const dir of (Deno.env.get("PATH") ?? "/usr/bin").split(":")) {
-    try {
-      if ((await Deno.stat(`${dir}/${cmd}`)).isFile) return `${dir}/${cmd}`;
-    } catch {
-      // not in this directory
-    }
-  }
-  return null;
-}
-
-async function run(cmd: string, args: string[]): Promise<boolean> {
-  const out = await new Deno.Command(cmd, {
-    args,
-    env: { DEBIAN_FRONTEND: "noninteractive" },
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  if (!out.success) {
-    console.error(new TextDecoder().decode(out.stderr).trim().slice(-500));
-  }
-  return out.success;
-}
 
 const found = new Map<string, Promise<string>>();
 
@@ -45,22 +22,9 @@ function ensureProgram(program: string, pkg: string): Promise<string> {
   const p = (async () => {
     const have = await which(program);
     if (have !== null) return have;
-    const uid = new TextDecoder().decode(
-      (await new Deno.Command("id", { args: ["-u"], stdout: "piped" })
-        .output()).stdout,
-    ).trim();
-    if (uid === "0" && await which("apt-get") !== null) {
-      console.error(`installing ${pkg} with apt-get (cluster tests)`);
-      // Every apt-get call waits for the dpkg lock: other test runs install too.
-      const apt = (...args: string[]) =>
-        run("apt-get", ["-o", "DPkg::Lock::Timeout=600", ...args]);
-      if (
-        await apt("install", "-y", pkg) ||
-        (await apt("update") && await apt("install", "-y", pkg))
-      ) {
-        const now = await which(program);
-        if (now !== null) return now;
-      }
+    if (await aptInstall(pkg, "cluster tests")) {
+      const now = await which(program);
+      if (now !== null) return now;
     }
     throw new Error(howTo(program, pkg));
   })();

@@ -8,23 +8,15 @@ import { waitUntil } from "../../procs.ts";
 import { startServerProcess } from "../../demo/cluster.ts";
 import { answerWords } from "../../../e2e/_cluster.ts";
 import { encodeOpToken } from "../ops/op_token.ts";
-import { MODEL, withFleet } from "./_fleet.ts";
+import { type Fleet, type Instance, MODEL, withFleet } from "./_fleet.ts";
 import { redisCli } from "./_redis.ts";
 import { postChat } from "../../../e2e/_post_chat.ts";
+import { openaiAt } from "../../../e2e/_sdk.ts";
 
 const WORKERS = [
   { name: "fleet-w1", maxConcurrent: 4 },
   { name: "fleet-w2", maxConcurrent: 4 },
 ];
-
-function openai(url: string): OpenAI {
-  return new OpenAI({
-    baseURL: `${url}/v1`,
-    apiKey: "unused",
-    maxRetries: 0,
-    timeout: 20_000,
-  });
-}
 
 Deno.test("cluster: a stream received on one instance and served by a worker on another arrives byte-exact, cache affinity holds across instances, and a client abort reaches the backend within 1 s", async () => {
   await withFleet({ workers: WORKERS }, async (f) => {
@@ -59,7 +51,7 @@ Deno.test("cluster: a stream received on one instance and served by a worker on 
 
     // The official SDK over the cross-instance path.
     let text = "";
-    const stream = await openai(a.url).chat.completions.create({
+    const stream = await openaiAt(a.url).chat.completions.create({
       model: MODEL,
       messages: [{ role: "user", content: "hi" }],
       stream: true,
@@ -85,7 +77,7 @@ Deno.test("cluster: a stream received on one instance and served by a worker on 
 
     // Abort after the second chunk: the backend behind another instance sees it.
     const before = await f.stats();
-    const long = await openai(a.url).chat.completions.create({
+    const long = await openaiAt(a.url).chat.completions.create({
       model: MODEL,
       messages: [{ role: "user", content: "hi" }],
       stream: true,
@@ -120,6 +112,25 @@ async function forwardingWorker(
   return found;
 }
 
+/**
+ * A 40-word chat asked of the third instance (which holds no worker), not
+ * yet answered, and the instance holding the worker that forwards it.
+ */
+async function askedOfThird(f: Fleet): Promise<{
+  client: Instance;
+  answer: Promise<OpenAI.ChatCompletion>;
+  holder: Instance;
+}> {
+  const client = f.instances[2]!;
+  const answer = openaiAt(client.url).chat.completions.create({
+    model: MODEL,
+    messages: [{ role: "user", content: "hi" }],
+    max_tokens: 40,
+  });
+  const holder = f.instanceOfWorker(await forwardingWorker(f));
+  return { client, answer, holder };
+}
+
 async function everyInstanceSees(
   urls: string[],
   workers: number,
@@ -140,14 +151,7 @@ async function everyInstanceSees(
 
 Deno.test("cluster: kill -9 of the worker's instance before the first byte: the request is requeued and completes; workers re-register on survivors", async () => {
   await withFleet({ workers: WORKERS }, async (f) => {
-    const client = f.instances[2]!;
-    const answer = openai(client.url).chat.completions.create({
-      model: MODEL,
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: 40,
-    });
-    const w = await forwardingWorker(f);
-    const victim = f.instanceOfWorker(w);
+    const { client, answer, holder: victim } = await askedOfThird(f);
     assert.notEqual(victim, client);
     victim.child.kill("SIGKILL");
     const r = await answer;
@@ -383,13 +387,7 @@ Deno.test("cluster: a new instance joins a running cluster from the snapshot and
 
 Deno.test("cluster: a frozen instance (SIGSTOP) is declared gone, its request requeued; thawed, it rejoins under a new id and serves again", async () => {
   await withFleet({ workers: WORKERS }, async (f) => {
-    const client = f.instances[2]!;
-    const answer = openai(client.url).chat.completions.create({
-      model: MODEL,
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: 40,
-    });
-    const frozen = f.instanceOfWorker(await forwardingWorker(f));
+    const { answer, holder: frozen } = await askedOfThird(f);
     frozen.child.kill("SIGSTOP");
     const r = await answer;
     assert.equal(r.choices[0]?.message.content, answerWords(40));

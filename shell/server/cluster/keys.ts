@@ -3,17 +3,15 @@
 // record hash keeps keys across restarts (Redis with AOF on), and a note in the
 // log carries each creation and revocation to every instance, at one log
 // position: a key revoked on one instance is refused on all within a log hop.
-import { randomBytes } from "node:crypto";
 import {
   type ApiKeyInfo,
   type CreatedKey,
   hashKey,
-  KEY_DISPLAY_PREFIX_CHARS,
   KEY_PREFIX,
   type KeyLimitsText,
   type KeyScope,
   type KeyStore,
-  newApiKey,
+  newKey,
   parseKeyLimits,
   UNSCOPED,
   type VerifiedKey,
@@ -131,19 +129,14 @@ export class ClusterKeyStore implements KeyStore {
     limits: KeyLimitsText = {},
   ): CreatedKey {
     const { cluster, engine } = this.#engineOrThrow();
-    const key = newApiKey();
-    const id = "key_" + randomBytes(8).toString("hex");
-    const stored: Stored = {
-      ...scope,
-      id,
+    const { created: { key, ...info }, hash } = newKey(
       name,
-      hash: hashKey(key),
-      createdAtMs: nowMs,
-      lastUsedAtMs: null,
-      prefix: key.slice(0, KEY_DISPLAY_PREFIX_CHARS),
-      rateLimit: limits.rateLimit ?? null,
-      tokenBudget: limits.tokenBudget ?? null,
-    };
+      nowMs,
+      scope,
+      limits,
+    );
+    const id = info.id;
+    const stored: Stored = { ...info, hash };
     this.#put(stored);
     // Stored first, announced second: an instance that loads the records and
     // then follows the log never misses a key.
@@ -167,7 +160,6 @@ export class ClusterKeyStore implements KeyStore {
         error: String(e),
       })
     );
-    const { hash: _hash, ...info } = stored;
     return { ...info, key };
   }
 

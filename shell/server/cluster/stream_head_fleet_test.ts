@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import type net from "node:net";
 import { httpChunk, rawBackend } from "../../../e2e/_raw_backend.ts";
-import { MODEL, withFleet } from "./_fleet.ts";
+import { MODEL, withHolderAndClient } from "./_fleet.ts";
 
 const LINES = [
   '{"message":{"content":"H\u00e9"},"done":false}\n',
@@ -26,14 +26,9 @@ function ndjson(socket: net.Socket): void {
 Deno.test("cluster: a streamed NDJSON answer reaches a client on another instance than its worker with the backend's content type and exact bytes", async () => {
   const backend = await rawBackend(ndjson, [MODEL]);
   try {
-    await withFleet({
-      instances: 2,
-      workers: [{ name: "head-w1", maxConcurrent: 2 }],
-      env: { FORWARD_PATH_PREFIXES: "/api/" },
-      backendFor: () => backend.url,
-    }, async (f) => {
-      const holder = f.instanceOfWorker(0);
-      const client = f.instances.find((i) => i !== holder)!;
+    await withHolderAndClient("head-w1", backend.url, {
+      FORWARD_PATH_PREFIXES: "/api/",
+    }, async ({ holder, client }) => {
       for (const at of [client, holder]) {
         const res = await fetch(`${at.url}/api/chat`, {
           method: "POST",

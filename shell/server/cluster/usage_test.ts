@@ -4,7 +4,7 @@
 // instance that held the client; /admin/usage and /admin/requests answer for
 // the whole fleet on every instance (cluster/usage_fleet.ts).
 import assert from "node:assert/strict";
-import { MODEL, withFleet } from "./_fleet.ts";
+import { type Fleet, MODEL, withFleet } from "./_fleet.ts";
 import { postChat } from "../../../e2e/_post_chat.ts";
 
 const ADMIN = "usage-fleet-admin";
@@ -50,18 +50,29 @@ async function spendUntilRefused(
   throw new Error("never refused");
 }
 
-Deno.test("cluster: a tenant's and a key's token budget hold across 3 instances, and each usage record is written once fleet-wide", async () => {
-  await withFleet({
+/**
+ * Three instances, one worker named `worker` taking 4 at once from a mock at
+ * 1 ms a word, `env` on every instance; `fn` gets the instances' URLs first.
+ */
+function withThreeInstances(
+  worker: string,
+  env: Record<string, string>,
+  fn: (urls: string[], f: Fleet) => Promise<void>,
+): Promise<void> {
+  return withFleet({
     instances: 3,
-    workers: [{ name: "gpu-f", maxConcurrent: 4 }],
+    workers: [{ name: worker, maxConcurrent: 4 }],
     delayMs: 1,
-    env: {
-      TENANT_TOKEN_BUDGET_acme: `${BUDGET}tok/day`,
-      MODELRELAY_ADMIN_TOKEN: ADMIN,
-      MODELRELAY_REQUIRE_API_KEYS: "true",
-    },
-  }, async (f) => {
-    const urls = f.instances.map((x) => x.url);
+    env,
+  }, (f) => fn(f.instances.map((x) => x.url), f));
+}
+
+Deno.test("cluster: a tenant's and a key's token budget hold across 3 instances, and each usage record is written once fleet-wide", async () => {
+  await withThreeInstances("gpu-f", {
+    TENANT_TOKEN_BUDGET_acme: `${BUDGET}tok/day`,
+    MODELRELAY_ADMIN_TOKEN: ADMIN,
+    MODELRELAY_REQUIRE_API_KEYS: "true",
+  }, async (urls, f) => {
     const newKey = async (body: Record<string, unknown>) =>
       await (await fetch(`${urls[0]}/admin/keys`, {
         method: "POST",
@@ -158,101 +169,103 @@ async function allRequests(url: string, limit: number): Promise<string[]> {
 }
 
 Deno.test("cluster: /admin/usage and /admin/requests give the same fleet-wide answer on each of 3 instances behind the balancer, and name an instance that does not answer", async () => {
-  await withFleet({
-    instances: 3,
-    workers: [{ name: "gpu-u", maxConcurrent: 4 }],
-    delayMs: 1,
-    env: { MODELRELAY_ADMIN_TOKEN: ADMIN },
-  }, async (f) => {
-    const urls = f.instances.map((x) => x.url);
-    const from = Date.now() / 1000 - 1;
-    // Spread over the instances (each holds a third of the clients) and
-    // through the balancer; every record lands in one instance's file.
-    const targets = [...urls, ...urls, ...urls, f.balancer.url, f.balancer.url];
-    let prompt = 0;
-    let completion = 0;
-    for (const url of targets) {
-      const r = await ask(url, "unused");
-      const body = await r.json();
-      assert.equal(r.status, 200, JSON.stringify(body));
-      prompt += body.usage.prompt_tokens;
-      completion += body.usage.completion_tokens;
-    }
-    const to = Date.now() / 1000 + 1;
-    const usages: string[] = [];
-    for (const url of [...urls, f.balancer.url]) {
-      for (const g of ["tenant", "model", "worker", "key"]) {
-        const u = await admin<UsageAnswer>(
-          `${url}/admin/usage?group_by=${g}&from=${from}&to=${to}`,
-        );
-        assert.deepEqual(u.missing_instances, []);
-        assert.equal(u.totals.requests, targets.length);
-        assert.equal(u.totals.prompt_tokens, prompt);
-        assert.equal(u.totals.completion_tokens, completion);
-        assert.equal(
-          u.groups.reduce((s, x) => s + Number(x.requests), 0),
-          targets.length,
-        );
-        usages.push(JSON.stringify(u));
+  await withThreeInstances(
+    "gpu-u",
+    { MODELRELAY_ADMIN_TOKEN: ADMIN },
+    async (urls, f) => {
+      const from = Date.now() / 1000 - 1;
+      // Spread over the instances (each holds a third of the clients) and
+      // through the balancer; every record lands in one instance's file.
+      const targets = [
+        ...urls,
+        ...urls,
+        ...urls,
+        f.balancer.url,
+        f.balancer.url,
+      ];
+      let prompt = 0;
+      let completion = 0;
+      for (const url of targets) {
+        const r = await ask(url, "unused");
+        const body = await r.json();
+        assert.equal(r.status, 200, JSON.stringify(body));
+        prompt += body.usage.prompt_tokens;
+        completion += body.usage.completion_tokens;
       }
-    }
-    // The very same answer, byte for byte, whichever instance was asked.
-    for (let i = 4; i < usages.length; i++) {
-      assert.equal(usages[i], usages[i % 4]);
-    }
-    // /admin/requests: every record once, the same order on every instance,
-    // pages of 4 crossing instances' files.
-    const lists = [];
-    for (const url of urls) lists.push(await allRequests(url, 4));
-    assert.equal(lists[0]!.length, targets.length);
-    assert.equal(new Set(lists[0]).size, targets.length);
-    assert.deepEqual(lists[1], lists[0]);
-    assert.deepEqual(lists[2], lists[0]);
-    const whose = await admin<RequestsAnswer>(
-      `${urls[0]}/admin/requests?limit=1000`,
-    );
-    assert.equal(
-      new Set(whose.requests.map((r) => r.instance)).size,
-      3,
-      "records from every instance's file",
-    );
-    // The peers' route answers only holders of the cluster secret.
-    for (const token of [ADMIN, "guess"]) {
-      const r = await fetch(
-        `${urls[1]}/_relay/usage?group_by=tenant&from_ms=0&to_ms=${Date.now()}`,
-        { headers: { authorization: `Bearer ${token}` } },
+      const to = Date.now() / 1000 + 1;
+      const usages: string[] = [];
+      for (const url of [...urls, f.balancer.url]) {
+        for (const g of ["tenant", "model", "worker", "key"]) {
+          const u = await admin<UsageAnswer>(
+            `${url}/admin/usage?group_by=${g}&from=${from}&to=${to}`,
+          );
+          assert.deepEqual(u.missing_instances, []);
+          assert.equal(u.totals.requests, targets.length);
+          assert.equal(u.totals.prompt_tokens, prompt);
+          assert.equal(u.totals.completion_tokens, completion);
+          assert.equal(
+            u.groups.reduce((s, x) => s + Number(x.requests), 0),
+            targets.length,
+          );
+          usages.push(JSON.stringify(u));
+        }
+      }
+      // The very same answer, byte for byte, whichever instance was asked.
+      for (let i = 4; i < usages.length; i++) {
+        assert.equal(usages[i], usages[i % 4]);
+      }
+      // /admin/requests: every record once, the same order on every instance,
+      // pages of 4 crossing instances' files.
+      const lists = [];
+      for (const url of urls) lists.push(await allRequests(url, 4));
+      assert.equal(lists[0]!.length, targets.length);
+      assert.equal(new Set(lists[0]).size, targets.length);
+      assert.deepEqual(lists[1], lists[0]);
+      assert.deepEqual(lists[2], lists[0]);
+      const whose = await admin<RequestsAnswer>(
+        `${urls[0]}/admin/requests?limit=1000`,
       );
-      assert.equal(r.status, 401);
-      assert.equal((await r.json()).error.code, "invalid_cluster_secret");
-    }
-    // An instance that does not answer (stopped, not yet declared dead) is
-    // named; the answer holds the others' records.
-    const frozen = f.instances[2]!;
-    const h = await (await fetch(`${frozen.url}/health`)).json();
-    const frozenId = h.cluster.instance as string;
-    const frozenCount = whose.requests.filter((r) => r.instance === frozenId)
-      .length;
-    frozen.child.kill("SIGSTOP");
-    try {
-      const u = await admin<UsageAnswer>(
-        `${urls[0]}/admin/usage?from=${from}&to=${to}`,
+      assert.equal(
+        new Set(whose.requests.map((r) => r.instance)).size,
+        3,
+        "records from every instance's file",
       );
-      assert.deepEqual(u.missing_instances, [frozenId]);
-      assert.equal(u.totals.requests, targets.length - frozenCount);
-    } finally {
-      frozen.child.kill("SIGCONT");
-    }
-  });
+      // The peers' route answers only holders of the cluster secret.
+      for (const token of [ADMIN, "guess"]) {
+        const r = await fetch(
+          `${
+            urls[1]
+          }/_relay/usage?group_by=tenant&from_ms=0&to_ms=${Date.now()}`,
+          { headers: { authorization: `Bearer ${token}` } },
+        );
+        assert.equal(r.status, 401);
+        assert.equal((await r.json()).error.code, "invalid_cluster_secret");
+      }
+      // An instance that does not answer (stopped, not yet declared dead) is
+      // named; the answer holds the others' records.
+      const frozen = f.instances[2]!;
+      const h = await (await fetch(`${frozen.url}/health`)).json();
+      const frozenId = h.cluster.instance as string;
+      const frozenCount = whose.requests.filter((r) => r.instance === frozenId)
+        .length;
+      frozen.child.kill("SIGSTOP");
+      try {
+        const u = await admin<UsageAnswer>(
+          `${urls[0]}/admin/usage?from=${from}&to=${to}`,
+        );
+        assert.deepEqual(u.missing_instances, [frozenId]);
+        assert.equal(u.totals.requests, targets.length - frozenCount);
+      } finally {
+        frozen.child.kill("SIGCONT");
+      }
+    },
+  );
 });
 
 Deno.test("cluster, issue 33: plain streams (no usage asked) spread over 3 instances are counted by their content deltas, where their chunks went direct: a 50 tok/day tenant budget refuses the next stream once spent", async () => {
-  await withFleet({
-    instances: 3,
-    workers: [{ name: "gpu-s", maxConcurrent: 4 }],
-    delayMs: 1,
-    env: { TENANT_TOKEN_BUDGET_streamer: "50tok/day" },
-  }, async (f) => {
-    const urls = f.instances.map((x) => x.url);
+  await withThreeInstances("gpu-s", {
+    TENANT_TOKEN_BUDGET_streamer: "50tok/day",
+  }, async (urls) => {
     let admitted = 0;
     for (let i = 0; i < 12; i++) {
       const r = await postChat(urls[i % 3]!, {

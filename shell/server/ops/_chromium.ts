@@ -1,46 +1,14 @@
 // Test-only: finds the Chromium the browser tests drive with playwright-core.
 // CHROMIUM_PATH, else /usr/bin/chromium; when neither exists and we are root with
-// apt-get (as on CI), installs Debian's `chromium` package; otherwise fails with
-// one line saying how to get one. Never skips.
+// apt-get (as on CI), installs Debian's `chromium` package (shell/_apt.ts);
+// otherwise fails with one line saying how to get one. Never skips.
 import type { BrowserContext } from "playwright-core";
+import { aptInstall, isFile } from "../../_apt.ts";
 
 export const DEFAULT_CHROMIUM = "/usr/bin/chromium";
 
 const HOW_TO =
   "no Chromium for the browser tests: run `sudo apt-get install -y chromium` (Debian/Ubuntu) or set CHROMIUM_PATH to a Chromium or Chrome binary";
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    return (await Deno.stat(path)).isFile;
-  } catch {
-    return false;
-  }
-}
-
-async function run(cmd: string, args: string[]): Promise<boolean> {
-  const out = await new Deno.Command(cmd, {
-    args,
-    env: { DEBIAN_FRONTEND: "noninteractive" },
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  if (!out.success) {
-    const tail = new TextDecoder().decode(out.stderr).trim().split("\n")
-      .slice(-5).join("\n");
-    console.error(`${cmd} ${args.join(" ")} failed:\n${tail}`);
-  }
-  return out.success;
-}
-
-async function isRoot(): Promise<boolean> {
-  try {
-    const out = await new Deno.Command("id", { args: ["-u"], stdout: "piped" })
-      .output();
-    return new TextDecoder().decode(out.stdout).trim() === "0";
-  } catch {
-    return false;
-  }
-}
 
 let found: Promise<string> | null = null;
 
@@ -53,26 +21,14 @@ export function ensureChromium(): Promise<string> {
 async function locate(): Promise<string> {
   const explicit = Deno.env.get("CHROMIUM_PATH");
   if (explicit !== undefined && explicit !== "") {
-    if (await exists(explicit)) return explicit;
+    if (await isFile(explicit)) return explicit;
     throw new Error(`CHROMIUM_PATH=${explicit} does not exist; ${HOW_TO}`);
   }
-  if (await exists(DEFAULT_CHROMIUM)) return DEFAULT_CHROMIUM;
-  if (await exists("/usr/bin/apt-get") && await isRoot()) {
-    console.error(
-      "browser tests: installing Debian's chromium with apt-get (running as root)...",
-    );
-    if (
-      await run("apt-get", ["-o", "DPkg::Lock::Timeout=600", "update"]) &&
-      await run("apt-get", [
-        "-o",
-        "DPkg::Lock::Timeout=600",
-        "install",
-        "-y",
-        "chromium",
-      ]) &&
-      await exists(DEFAULT_CHROMIUM)
-    ) return DEFAULT_CHROMIUM;
-  }
+  if (await isFile(DEFAULT_CHROMIUM)) return DEFAULT_CHROMIUM;
+  if (
+    await aptInstall("chromium", "browser tests") &&
+    await isFile(DEFAULT_CHROMIUM)
+  ) return DEFAULT_CHROMIUM;
   throw new Error(HOW_TO);
 }
 

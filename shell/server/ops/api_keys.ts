@@ -123,6 +123,35 @@ export function hashKey(key: string): string {
 }
 
 /**
+ * A new key named `name`, made at `nowMs`: what POST /admin/keys shows once
+ * (the key itself with what is listed of it) and the hash a store keeps in
+ * its place. Both stores, SQLite here and the cluster's (cluster/keys.ts),
+ * keep exactly this.
+ */
+export function newKey(
+  name: string,
+  nowMs: number,
+  scope: KeyScope,
+  limits: KeyLimitsText,
+): { created: CreatedKey; hash: string } {
+  const key = newApiKey();
+  return {
+    created: {
+      ...scope,
+      id: "key_" + randomBytes(8).toString("hex"),
+      name,
+      createdAtMs: nowMs,
+      lastUsedAtMs: null,
+      prefix: key.slice(0, KEY_DISPLAY_PREFIX_CHARS),
+      rateLimit: limits.rateLimit ?? null,
+      tokenBudget: limits.tokenBudget ?? null,
+      key,
+    },
+    hash: hashKey(key),
+  };
+}
+
+/**
  * Schema migrations: MIGRATIONS[i] takes the database from version i to i + 1.
  * Append, never edit, once released.
  */
@@ -401,34 +430,20 @@ class SqliteKeyStore implements KeyStore {
     scope: KeyScope = UNSCOPED,
     limits: KeyLimitsText = {},
   ): CreatedKey {
-    const key = newApiKey();
-    const id = "key_" + randomBytes(8).toString("hex");
-    const prefix = key.slice(0, KEY_DISPLAY_PREFIX_CHARS);
-    const rateLimit = limits.rateLimit ?? null;
-    const tokenBudget = limits.tokenBudget ?? null;
+    const { created: k, hash } = newKey(name, nowMs, scope, limits);
     this.#insert.run(
-      id,
-      name,
-      hashKey(key),
-      nowMs,
-      scope.tenant,
-      scope.maxPriority,
-      prefix,
-      scope.mayNameTenants ? 1 : 0,
-      rateLimit,
-      tokenBudget,
+      k.id,
+      k.name,
+      hash,
+      k.createdAtMs,
+      k.tenant,
+      k.maxPriority,
+      k.prefix,
+      k.mayNameTenants ? 1 : 0,
+      k.rateLimit ?? null,
+      k.tokenBudget ?? null,
     );
-    return {
-      ...scope,
-      rateLimit,
-      tokenBudget,
-      id,
-      name,
-      createdAtMs: nowMs,
-      lastUsedAtMs: null,
-      prefix,
-      key,
-    };
+    return k;
   }
 
   list(): ApiKeyInfo[] {

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
+import { withTempDir } from "../../with_closing.ts";
 import {
   admin,
   ADMIN_TOKEN,
@@ -176,9 +177,8 @@ Deno.test("C36 POST /admin/keys needs a name", async () => {
 });
 
 Deno.test("C36 keys survive a server restart with the same database file, stored only as hashes", async () => {
-  const dir = await Deno.makeTempDir();
-  const dbPath = `${dir}/keys.db`;
-  try {
+  await withTempDir(async (dir) => {
+    const dbPath = `${dir}/keys.db`;
     const first = await startTestRelay(keyConfig(dbPath));
     let created;
     try {
@@ -218,14 +218,11 @@ Deno.test("C36 keys survive a server restart with the same database file, stored
     } finally {
       await second.close();
     }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("a damaged key database is reported at start (exit 1, one clear line) and left untouched", async () => {
-  const dir = await Deno.makeTempDir();
-  try {
+  await withTempDir(async (dir) => {
     const dbPath = `${dir}/modelrelay.db`;
     const garbage = new Uint8Array(8192).map((_, i) => (i * 7919) % 251);
     await Deno.writeFile(dbPath, garbage);
@@ -262,14 +259,11 @@ Deno.test("a damaged key database is reported at start (exit 1, one clear line) 
       [...Deno.readDirSync(dir)].map((e) => e.name),
       ["modelrelay.db"],
     );
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("a foreign SQLite file or a newer schema is refused, never migrated over", async () => {
-  const dir = await Deno.makeTempDir();
-  try {
+  await withTempDir((dir) => {
     const foreign = `${dir}/foreign.db`;
     const db = new DatabaseSync(foreign);
     db.exec("CREATE TABLE notes (t TEXT)");
@@ -289,9 +283,7 @@ Deno.test("a foreign SQLite file or a newer schema is refused, never migrated ov
       () => openSqliteKeyStore(`${dir}/no/such/dir/keys.db`),
       /cannot open the API key database/,
     );
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("last-used times are written at most once a minute per key", () => {
@@ -332,8 +324,7 @@ Deno.test("without MODELRELAY_REQUIRE_API_KEYS inference needs no key", async ()
 
 Deno.test("the key database is created 0600, and an older wider file is narrowed", async () => {
   if (Deno.build.os === "windows") return;
-  const dir = await Deno.makeTempDir();
-  try {
+  await withTempDir((dir) => {
     const path = `${dir}/relay.db`;
     const store = openSqliteKeyStore(path);
     store.create("k", 1);
@@ -346,14 +337,11 @@ Deno.test("the key database is created 0600, and an older wider file is narrowed
     Deno.chmodSync(path, 0o644);
     openSqliteKeyStore(path).close();
     assert.equal(Deno.statSync(path).mode! & 0o777, 0o600);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });
 
 Deno.test("a key database of schema 2 is migrated: its keys stay valid, unbound, and list with a null prefix", async () => {
-  const dir = await Deno.makeTempDir();
-  try {
+  await withTempDir((dir) => {
     const path = `${dir}/v2.db`;
     const db = new DatabaseSync(path);
     db.exec("CREATE TABLE schema_version (version INTEGER)");
@@ -397,7 +385,5 @@ Deno.test("a key database of schema 2 is migrated: its keys stay valid, unbound,
     } finally {
       store.close();
     }
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
+  });
 });

@@ -1,8 +1,8 @@
 // Issue 30: the model residency metrics, fed by the core's effects.
-import assert from "node:assert/strict";
 import { initialState, makeConfig } from "../../../core/mod.ts";
 import type { Effect } from "../../../core/mod.ts";
 import { Metrics } from "./metrics.ts";
+import { assertLines } from "./_exposition.ts";
 
 const started = (model: string, worker: string): Effect => ({
   kind: "modelLoadStarted",
@@ -49,20 +49,13 @@ Deno.test("loads by model, worker and reason; evictions by model and worker; loa
     loadMs: null,
   });
   const text = m.prometheus(initialState(makeConfig({}), 0), 0);
-  assert.match(
-    text,
-    /^modelrelay_model_loads_total\{model="a",worker="box-1",reason="demand"\} 2$/m,
-  );
-  assert.match(
-    text,
-    /^modelrelay_model_loads_total\{model="b",worker="box-2",reason="reported"\} 1$/m,
-  );
-  assert.match(
-    text,
-    /^modelrelay_model_evictions_total\{model="a",worker="box-1"\} 1$/m,
-  );
-  assert.match(text, /^modelrelay_model_load_seconds_count 1$/m);
-  assert.match(text, /^modelrelay_model_load_seconds_sum 7$/m);
-  assert.match(text, /^modelrelay_model_load_seconds_bucket\{le="5"\} 0$/m);
-  assert.match(text, /^modelrelay_model_load_seconds_bucket\{le="10"\} 1$/m);
+  assertLines(text, [
+    'modelrelay_model_loads_total{model="a",worker="box-1",reason="demand"} 2',
+    'modelrelay_model_loads_total{model="b",worker="box-2",reason="reported"} 1',
+    'modelrelay_model_evictions_total{model="a",worker="box-1"} 1',
+    "modelrelay_model_load_seconds_count 1",
+    "modelrelay_model_load_seconds_sum 7",
+    'modelrelay_model_load_seconds_bucket{le="5"} 0',
+    'modelrelay_model_load_seconds_bucket{le="10"} 1',
+  ]);
 });

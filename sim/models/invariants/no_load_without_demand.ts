@@ -2,7 +2,7 @@
 // that needs it. Every load the core starts names a request it sent, in that
 // step, to that worker, for that model, and still live (the virtual backend,
 // like a real one, loads only for a request it received).
-import type { Effect, State } from "../../core/mod.ts";
+import type { Effect, State } from "../../../core/mod.ts";
 
 export function noLoadWithoutDemand(
   state: State,

@@ -14,10 +14,10 @@ import {
   complete,
   newState,
   step,
-} from "../core/_testing.ts";
-import type { Effect } from "../core/effect.ts";
-import { EXTENSION_RESIDENCY } from "../core/protocol/messages.ts";
-import type { State } from "../core/state/state.ts";
+} from "../../core/_testing.ts";
+import type { Effect } from "../../core/effect.ts";
+import { EXTENSION_RESIDENCY } from "../../core/protocol/messages.ts";
+import type { State } from "../../core/state/state.ts";
 
 type Op =
   | { kind: "request"; model: string; progress: boolean }

@@ -3,9 +3,9 @@
 // workers that do not; each invariant can fail (its mutant is caught); runs
 // replay from their seed.
 import assert from "node:assert/strict";
-import { MODELS_MUTANTS } from "./models_mutants.ts";
-import { MODELS_SCENARIOS, randomScenario } from "./models_scenarios.ts";
-import { type ModelsInvariant, runModels } from "./models_world.ts";
+import { MODELS_MUTANTS } from "./mutants.ts";
+import { MODELS_SCENARIOS, randomScenario } from "./scenarios.ts";
+import { type ModelsInvariant, runModels } from "./world.ts";
 
 const SEEDS = [1n, 2n, 3n, 4n, 5n];
 

@@ -1,7 +1,7 @@
 // The models simulator's named scenarios (issue 30). Load times are seconds,
 // as on a GPU box; service times a second or a few.
-import type { ModelsScenario } from "./models_world.ts";
-import { Prng } from "./prng.ts";
+import type { Arrivals, BoxSpec, ModelsScenario } from "./world.ts";
+import { Prng } from "../prng.ts";
 
 const times = {
   loadMs: [3_000, 8_000] as const,
@@ -10,34 +10,32 @@ const times = {
   netMs: [1, 20] as const,
 };
 
+/** A box of 4 slots with room for one model, none loaded, but for what differs. */
+function box(
+  name: string,
+  models: string[],
+  differs: Partial<BoxSpec> = {},
+): BoxSpec {
+  return { name, models, maxConcurrent: 4, room: 1, preloaded: [], ...differs };
+}
+
+/** `count` requests for `models` at random times in [fromMs, toMs]. */
+function random(
+  count: number,
+  fromMs: number,
+  toMs: number,
+  models: string[],
+): Arrivals {
+  return { kind: "random", count, fromMs, toMs, models };
+}
+
 /** Two boxes that both list A and B, room for one model each (issue 30's measurement). */
 const twoBoxesOverlapping: ModelsScenario = {
   name: "two_boxes_overlapping",
-  boxes: [
-    {
-      name: "box1",
-      models: ["A", "B"],
-      maxConcurrent: 4,
-      room: 1,
-      preloaded: [],
-    },
-    {
-      name: "box2",
-      models: ["A", "B"],
-      maxConcurrent: 4,
-      room: 1,
-      preloaded: [],
-    },
-  ],
+  boxes: [box("box1", ["A", "B"]), box("box2", ["A", "B"])],
   arrivals: [
     { kind: "sequential", count: 20, models: ["A", "B"], gapMs: [0, 200] },
-    {
-      kind: "random",
-      count: 200,
-      fromMs: 60_000,
-      toMs: 180_000,
-      models: ["A", "B"],
-    },
+    random(200, 60_000, 180_000, ["A", "B"]),
   ],
   ...times,
 };
@@ -48,22 +46,10 @@ const impatient = { abortPct: 10, abortAfterMs: [500, 20_000] as const };
 /** Three boxes, six models, room for two each: more models than room. */
 const moreModelsThanRoom: ModelsScenario = {
   name: "more_models_than_room",
-  boxes: ["box1", "box2", "box3"].map((name) => ({
-    name,
-    models: ["A", "B", "C", "D", "E", "F"],
-    maxConcurrent: 4,
-    room: 2,
-    preloaded: [],
-  })),
-  arrivals: [
-    {
-      kind: "random",
-      count: 600,
-      fromMs: 0,
-      toMs: 300_000,
-      models: ["A", "B", "C", "D", "E", "F"],
-    },
-  ],
+  boxes: ["box1", "box2", "box3"].map((name) =>
+    box(name, ["A", "B", "C", "D", "E", "F"], { room: 2 })
+  ),
+  arrivals: [random(600, 0, 300_000, ["A", "B", "C", "D", "E", "F"])],
   ...times,
   ...impatient,
 };
@@ -72,20 +58,8 @@ const moreModelsThanRoom: ModelsScenario = {
 const bursts: ModelsScenario = {
   name: "bursts",
   boxes: [
-    {
-      name: "box1",
-      models: ["A", "B", "C"],
-      maxConcurrent: 4,
-      room: 1,
-      preloaded: ["A"],
-    },
-    {
-      name: "box2",
-      models: ["A", "B", "C"],
-      maxConcurrent: 4,
-      room: 1,
-      preloaded: ["B"],
-    },
+    box("box1", ["A", "B", "C"], { preloaded: ["A"] }),
+    box("box2", ["A", "B", "C"], { preloaded: ["B"] }),
   ],
   arrivals: [
     {
@@ -104,30 +78,12 @@ const bursts: ModelsScenario = {
 const modelNobodyLoaded: ModelsScenario = {
   name: "model_nobody_loaded",
   boxes: [
-    {
-      name: "box1",
-      models: ["A", "B", "C"],
-      maxConcurrent: 2,
-      room: 1,
-      preloaded: ["A"],
-    },
-    {
-      name: "box2",
-      models: ["A", "B", "C"],
-      maxConcurrent: 2,
-      room: 1,
-      preloaded: ["B"],
-    },
+    box("box1", ["A", "B", "C"], { maxConcurrent: 2, preloaded: ["A"] }),
+    box("box2", ["A", "B", "C"], { maxConcurrent: 2, preloaded: ["B"] }),
   ],
   arrivals: [
-    {
-      kind: "random",
-      count: 300,
-      fromMs: 0,
-      toMs: 200_000,
-      models: ["A", "B"],
-    },
-    { kind: "random", count: 6, fromMs: 10_000, toMs: 180_000, models: ["C"] },
+    random(300, 0, 200_000, ["A", "B"]),
+    random(6, 10_000, 180_000, ["C"]),
   ],
   ...times,
   ...impatient,
@@ -136,24 +92,10 @@ const modelNobodyLoaded: ModelsScenario = {
 /** Each box dies halfway through its first load and comes back empty 20 s later. */
 const workerDiesMidLoad: ModelsScenario = {
   name: "worker_dies_mid_load",
-  boxes: ["box1", "box2"].map((name) => ({
-    name,
-    models: ["A", "B"],
-    maxConcurrent: 4,
-    room: 1,
-    preloaded: [],
-    dieMidLoadAfterMs: 0,
-    backAfterMs: 20_000,
-  })),
-  arrivals: [
-    {
-      kind: "random",
-      count: 200,
-      fromMs: 1_000,
-      toMs: 120_000,
-      models: ["A", "B"],
-    },
-  ],
+  boxes: ["box1", "box2"].map((name) =>
+    box(name, ["A", "B"], { dieMidLoadAfterMs: 0, backAfterMs: 20_000 })
+  ),
+  arrivals: [random(200, 1_000, 120_000, ["A", "B"])],
   ...times,
   ...impatient,
 };
@@ -166,18 +108,12 @@ const workerDiesMidLoad: ModelsScenario = {
 const longRequestsHogTheHolder: ModelsScenario = {
   name: "long_requests_hog_the_holder",
   boxes: [
-    {
-      name: "box1",
-      models: ["A", "B"],
-      maxConcurrent: 4,
-      room: 2,
-      preloaded: ["A", "B"],
-    },
-    { name: "box2", models: ["A"], maxConcurrent: 4, room: 1, preloaded: [] },
+    box("box1", ["A", "B"], { room: 2, preloaded: ["A", "B"] }),
+    box("box2", ["A"]),
   ],
   arrivals: [
-    { kind: "random", count: 60, fromMs: 0, toMs: 240_000, models: ["B"] },
-    { kind: "random", count: 60, fromMs: 0, toMs: 240_000, models: ["A"] },
+    random(60, 0, 240_000, ["B"]),
+    random(60, 0, 240_000, ["A"]),
   ],
   ...times,
   serviceMsByModel: { B: [20_000, 40_000] },
@@ -187,34 +123,18 @@ const longRequestsHogTheHolder: ModelsScenario = {
 const rollingDrain: ModelsScenario = {
   name: "rolling_drain",
   boxes: [
-    {
-      name: "box1",
-      models: ["A", "B"],
-      maxConcurrent: 4,
-      room: 1,
+    box("box1", ["A", "B"], {
       preloaded: ["A"],
       drainAtMs: 30_000,
       backAfterMs: 10_000,
-    },
-    {
-      name: "box2",
-      models: ["A", "B"],
-      maxConcurrent: 4,
-      room: 1,
+    }),
+    box("box2", ["A", "B"], {
       preloaded: ["B"],
       drainAtMs: 80_000,
       backAfterMs: 10_000,
-    },
+    }),
   ],
-  arrivals: [
-    {
-      kind: "random",
-      count: 200,
-      fromMs: 0,
-      toMs: 150_000,
-      models: ["A", "B"],
-    },
-  ],
+  arrivals: [random(200, 0, 150_000, ["A", "B"])],
   ...times,
   ...impatient,
 };
@@ -232,32 +152,10 @@ const rollingDrain: ModelsScenario = {
 const hotWorkerRefuses: ModelsScenario = {
   name: "hot_worker_refuses",
   boxes: [
-    {
-      name: "box1",
-      models: ["A", "B"],
-      maxConcurrent: 4,
-      room: 1,
-      preloaded: ["A"],
-      refusePct: 10,
-    },
-    {
-      name: "box2",
-      models: ["A", "B"],
-      maxConcurrent: 4,
-      room: 1,
-      preloaded: ["B"],
-      refusePct: 10,
-    },
+    box("box1", ["A", "B"], { preloaded: ["A"], refusePct: 10 }),
+    box("box2", ["A", "B"], { preloaded: ["B"], refusePct: 10 }),
   ],
-  arrivals: [
-    {
-      kind: "random",
-      count: 200,
-      fromMs: 0,
-      toMs: 120_000,
-      models: ["A", "B"],
-    },
-  ],
+  arrivals: [random(200, 0, 120_000, ["A", "B"])],
   ...times,
   config: {
     modelLoadMsAssumed: 600_000,

@@ -6,15 +6,15 @@
 //   deno task sim:models [--seeds N] [--scenario NAME] [--seed N] [--mutant NAME]
 //   deno task sim:models --random N     (N random fleets, seeds 1..N, both policies)
 import { parseArgs } from "node:util";
-import { MODELS_MUTANTS } from "./models_mutants.ts";
-import { MODELS_SCENARIOS, randomScenario } from "./models_scenarios.ts";
+import { MODELS_MUTANTS } from "./mutants.ts";
+import { MODELS_SCENARIOS, randomScenario } from "./scenarios.ts";
 import {
   type ModelsResult,
   percentile,
   type Policy,
   runModels,
-} from "./models_world.ts";
-import { parseSeed } from "./prng.ts";
+} from "./world.ts";
+import { parseSeed } from "../prng.ts";
 
 function main(argv: string[]): number {
   const args = parseArgs({

@@ -3,7 +3,7 @@
 // do not hold (unloading their least recently used idle model, as llama-swap
 // and Ollama do), and report what they hold (residency-v1) — or, for today's
 // routing on the same seed, report nothing (original dialect). The real core
-// routes; named invariants (sim/invariants/) are checked after every step.
+// routes; named invariants (sim/models/invariants/) are checked after every step.
 // Everything random is drawn from the run's seed.
 import {
   type Config,
@@ -14,15 +14,15 @@ import {
   makeConfig,
   reduce,
   type State,
-} from "../core/mod.ts";
-import { EventQueue } from "./event_queue.ts";
+} from "../../core/mod.ts";
+import { EventQueue } from "../event_queue.ts";
 import { everyRequestEnds } from "./invariants/every_request_ends.ts";
 import { hotFirst } from "./invariants/hot_first.ts";
 import { modelsBefore } from "./invariants/models_snapshot.ts";
 import { noEvictionUnderDemand } from "./invariants/no_eviction_under_demand.ts";
 import { noLoadWithoutDemand } from "./invariants/no_load_without_demand.ts";
-import { Prng } from "./prng.ts";
-import type { Range } from "./scenario.ts";
+import { Prng } from "../prng.ts";
+import type { Range } from "../scenario.ts";
 
 export type ModelsInvariant =
   | "hotFirst"
@@ -512,6 +512,20 @@ export function runModels(
     }
   }
 
+  /** The box's answer to `requestId` ends, with this status and no body. */
+  function answered(b: number, requestId: string, statusCode: number): void {
+    toCore(b, {
+      kind: "completeReceived",
+      atMs: 0,
+      workerId: workerId(b),
+      requestId,
+      statusCode,
+      headers: {},
+      body: "",
+      tokenCounts: null,
+    });
+  }
+
   function onBox(b: number, s: BoxStep): void {
     const box = boxes[b]!;
     const wid = workerId(b);
@@ -527,21 +541,11 @@ export function runModels(
         advance(b);
         return;
       }
-      case "cancel": {
+      case "cancel":
         if (!box.jobs.delete(s.id)) return;
-        toCore(b, {
-          kind: "completeReceived",
-          atMs: 0,
-          workerId: wid,
-          requestId: s.id,
-          statusCode: 499,
-          headers: {},
-          body: "",
-          tokenCounts: null,
-        });
+        answered(b, s.id, 499);
         advance(b);
         return;
-      }
       case "firstByte":
         if (!box.jobs.has(s.id)) return;
         toCore(b, {
@@ -554,16 +558,7 @@ export function runModels(
         return;
       case "done":
         if (!box.jobs.delete(s.id)) return;
-        toCore(b, {
-          kind: "completeReceived",
-          atMs: 0,
-          workerId: wid,
-          requestId: s.id,
-          statusCode: 200,
-          headers: {},
-          body: "",
-          tokenCounts: null,
-        });
+        answered(b, s.id, 200);
         advance(b);
         report(b);
         return;

@@ -8,12 +8,12 @@ import {
   complete,
   newState,
   step,
-} from "../core/_testing.ts";
-import { EXTENSION_RESIDENCY } from "../core/protocol/messages.ts";
-import { holdersKey } from "../core/state/hot_routes.ts";
-import { bucketEntries } from "../core/state/load_buckets.ts";
-import { residencyOf } from "../core/state/residency.ts";
-import type { State } from "../core/state/state.ts";
+} from "../../core/_testing.ts";
+import { EXTENSION_RESIDENCY } from "../../core/protocol/messages.ts";
+import { holdersKey } from "../../core/state/hot_routes.ts";
+import { bucketEntries } from "../../core/state/load_buckets.ts";
+import { residencyOf } from "../../core/state/residency.ts";
+import type { State } from "../../core/state/state.ts";
 
 const MODELS = ["a", "b", "c"];
 

@@ -5,7 +5,7 @@ import {
   residencyOf,
   type State,
   type Worker,
-} from "../../core/mod.ts";
+} from "../../../core/mod.ts";
 
 export type ModelsBefore = {
   /** Each worker's drain run (requests of its resident models in a row while a model nobody held waited). */

@@ -13,7 +13,7 @@ import {
   bucketPark,
   bucketsEmpty,
   emptyBuckets,
-} from "../core/state/load_buckets.ts";
+} from "../../core/state/load_buckets.ts";
 
 /** The reference: worker -> level, kept in the order each reached its level. */
 type Plain = Map<string, number>;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import type { KeyRef } from "../core/config.ts";
-import type { Event } from "../core/events/event.ts";
+import type { KeyRef } from "../../core/config.ts";
+import type { Event } from "../../core/events/event.ts";
 import {
   addWorker,
   newState,
@@ -9,23 +9,21 @@ import {
   requestEvent,
   step,
   tick,
-} from "../core/_testing.ts";
-import type { State } from "../core/state/state.ts";
+} from "../../core/_testing.ts";
+import type { State } from "../../core/state/state.ts";
 
 const MIN = 60_000;
 const DAY = 86_400_000;
 
-function ask(
-  state: State,
-  id: string,
-  opts: {
-    tenant?: string;
-    key?: KeyRef;
-    atMs?: number;
-    prompt?: number;
-    maxTokens?: number;
-  } = {},
-) {
+type AskOpts = {
+  tenant?: string;
+  key?: KeyRef;
+  atMs?: number;
+  prompt?: number;
+  maxTokens?: number;
+};
+
+function ask(state: State, id: string, opts: AskOpts = {}) {
   const e: Event = {
     ...requestEvent(state, id, { atMs: opts.atMs ?? state.nowMs }),
     ...(opts.tenant === undefined ? {} : { tenant: opts.tenant }),
@@ -64,8 +62,9 @@ function finishWith(
   });
 }
 
-function refusal(effects: ReturnType<typeof step>) {
-  const errors = ofKind(effects, "respondError");
+/** The error request `id` was refused with as it arrived, or null: admitted. */
+function refusalOf(state: State, id: string, opts: AskOpts = {}) {
+  const errors = ofKind(ask(state, id, opts), "respondError");
   return errors.length === 0 ? null : errors[0]!.error;
 }
 
@@ -75,27 +74,24 @@ Deno.test("issue 26 a tenant at its tok/min limit is refused 429 token_rate_limi
   });
   addWorker(state, "w1", { maxConcurrent: 10 });
   // Two in flight while the window is empty: both admitted.
-  assert.equal(refusal(ask(state, "a", { tenant: "acme", atMs: 1000 })), null);
-  assert.equal(refusal(ask(state, "b", { tenant: "acme", atMs: 1000 })), null);
+  assert.equal(refusalOf(state, "a", { tenant: "acme", atMs: 1000 }), null);
+  assert.equal(refusalOf(state, "b", { tenant: "acme", atMs: 1000 }), null);
   finishWith(state, "a", 40, 30, 2000); // 70
-  assert.equal(refusal(ask(state, "c", { tenant: "acme", atMs: 2000 })), null);
+  assert.equal(refusalOf(state, "c", { tenant: "acme", atMs: 2000 }), null);
   finishWith(state, "b", 20, 20, 3000); // 110: over, in-flight b finished anyway
-  const refused = refusal(ask(state, "d", { tenant: "acme", atMs: 3000 }));
+  const refused = refusalOf(state, "d", { tenant: "acme", atMs: 3000 });
   assert.equal(refused?.status, 429);
   assert.equal(refused?.code, "token_rate_limited");
   // The 2000 bucket (70) leaves the window whole at 2000 + 1000 + 60000: then 40 < 100.
   assert.equal(refused?.retryAfterSecs, 60);
   assert.equal(refused?.details?.resetInMs, 60_000);
   // Other tenants are not affected.
-  assert.equal(refusal(ask(state, "e", { tenant: "other", atMs: 3000 })), null);
+  assert.equal(refusalOf(state, "e", { tenant: "other", atMs: 3000 }), null);
   assert.equal(
-    refusal(ask(state, "f", { tenant: "acme", atMs: 62_999 }))?.code,
+    refusalOf(state, "f", { tenant: "acme", atMs: 62_999 })?.code,
     "token_rate_limited",
   );
-  assert.equal(
-    refusal(ask(state, "g", { tenant: "acme", atMs: 63_000 })),
-    null,
-  );
+  assert.equal(refusalOf(state, "g", { tenant: "acme", atMs: 63_000 }), null);
 });
 
 Deno.test("issue 26 a token budget refuses with token_budget_exceeded; a refused request charges nothing", () => {
@@ -105,7 +101,7 @@ Deno.test("issue 26 a token budget refuses with token_budget_exceeded; a refused
   addWorker(state, "w1");
   ask(state, "a", { atMs: 0 });
   finishWith(state, "a", 30, 20, 10);
-  const refused = refusal(ask(state, "b", { atMs: 20 }));
+  const refused = refusalOf(state, "b", { atMs: 20 });
   assert.equal(refused?.code, "token_budget_exceeded");
   assert.equal(refused?.status, 429);
   // The bucket of a day window is 24 minutes wide: room when all of it is a day old.
@@ -129,17 +125,17 @@ Deno.test("issue 26 an API key's own token limit applies to its requests, beside
   ask(state, "a", { key, atMs: 0 });
   finishWith(state, "a", 5, 5, 100);
   assert.equal(
-    refusal(ask(state, "b", { key, atMs: 200 }))?.code,
+    refusalOf(state, "b", { key, atMs: 200 })?.code,
     "token_rate_limited",
   );
   // The same tenant without the key is free.
-  assert.equal(refusal(ask(state, "c", { atMs: 200 })), null);
+  assert.equal(refusalOf(state, "c", { atMs: 200 }), null);
   // 100 falls in the bucket [96, 112) (16 ms wide), which leaves at 112 + 1000.
   assert.equal(
-    refusal(ask(state, "d", { key, atMs: 1111 }))?.code,
+    refusalOf(state, "d", { key, atMs: 1111 })?.code,
     "token_rate_limited",
   );
-  assert.equal(refusal(ask(state, "e", { key, atMs: 1112 })), null);
+  assert.equal(refusalOf(state, "e", { key, atMs: 1112 }), null);
 });
 
 Deno.test("issue 26 an API key's request limit refuses 429 rate_limit_exceeded past its count", () => {
@@ -152,9 +148,9 @@ Deno.test("issue 26 an API key's request limit refuses 429 rate_limit_exceeded p
     tokenRateLimit: null,
     tokenBudget: null,
   };
-  assert.equal(refusal(ask(state, "a", { key, atMs: 0 })), null);
-  assert.equal(refusal(ask(state, "b", { key, atMs: 1 })), null);
-  const r = refusal(ask(state, "c", { key, atMs: 2 }));
+  assert.equal(refusalOf(state, "a", { key, atMs: 0 }), null);
+  assert.equal(refusalOf(state, "b", { key, atMs: 1 }), null);
+  const r = refusalOf(state, "c", { key, atMs: 2 });
   assert.equal(r?.code, "rate_limit_exceeded");
   assert.equal(r?.retryAfterSecs, 60);
 });
@@ -181,23 +177,27 @@ Deno.test("issue 33 concurrent requests reserve prompt plus max_tokens at admiss
   const admitted: string[] = [];
   for (let i = 0; i < 40; i++) {
     const id = `r${i}`;
-    const r = refusal(
-      ask(state, id, { tenant: "acme", prompt: 5, maxTokens: 20 }),
-    );
+    const r = refusalOf(state, id, {
+      tenant: "acme",
+      prompt: 5,
+      maxTokens: 20,
+    });
     if (r === null) admitted.push(id);
     else assert.equal(r.code, "token_budget_exceeded");
   }
   // 4 x 25 = 100 reserved: the 5th does not fit.
   assert.deepEqual(admitted, ["r0", "r1", "r2", "r3"]);
-  const refused = refusal(
-    ask(state, "late", { tenant: "acme", prompt: 5, maxTokens: 20 }),
-  );
+  const refused = refusalOf(state, "late", {
+    tenant: "acme",
+    prompt: 5,
+    maxTokens: 20,
+  });
   // Only reservations fill the window: retry after the configured Retry-After.
   assert.equal(refused?.retryAfterSecs, state.config.retryAfterSecs);
   // Each ends using less than it reserved: the difference is free again.
   finishWith(state, "r0", 5, 5); // 10 charged, 75 reserved
   assert.equal(
-    refusal(ask(state, "r40", { tenant: "acme", prompt: 5, maxTokens: 10 })),
+    refusalOf(state, "r40", { tenant: "acme", prompt: 5, maxTokens: 10 }),
     null,
   );
   for (const id of ["r1", "r2", "r3", "r40"]) finishWith(state, id, 5, 5);
@@ -212,16 +212,16 @@ Deno.test("issue 33 a request larger than the budget still runs alone, never bes
   });
   addWorker(state, "w1", { maxConcurrent: 10 });
   assert.equal(
-    refusal(ask(state, "big", { tenant: "acme", maxTokens: 500 })),
+    refusalOf(state, "big", { tenant: "acme", maxTokens: 500 }),
     null,
   );
   assert.equal(
-    refusal(ask(state, "small", { tenant: "acme", maxTokens: 1 }))?.code,
+    refusalOf(state, "small", { tenant: "acme", maxTokens: 1 })?.code,
     "token_budget_exceeded",
   );
   finishWith(state, "big", 10, 50);
   assert.equal(
-    refusal(ask(state, "next", { tenant: "acme", maxTokens: 500 })),
+    refusalOf(state, "next", { tenant: "acme", maxTokens: 500 }),
     null,
   );
 });
@@ -233,12 +233,9 @@ Deno.test("issue 33 a refused or queue-full request reserves nothing, and a rese
   });
   // No worker for the model: the request would queue, and the queue is full.
   addWorker(state, "w1", { maxConcurrent: 1 });
+  assert.equal(refusalOf(state, "a", { tenant: "acme", maxTokens: 30 }), null);
   assert.equal(
-    refusal(ask(state, "a", { tenant: "acme", maxTokens: 30 })),
-    null,
-  );
-  assert.equal(
-    refusal(ask(state, "b", { tenant: "acme", maxTokens: 30 }))?.code,
+    refusalOf(state, "b", { tenant: "acme", maxTokens: 30 })?.code,
     "queue_full",
   );
   const w = state.tokenWindows.get("budget|tenant:acme")!;
@@ -280,13 +277,11 @@ Deno.test("issue 33 property: with every request using at most its reservation, 
         ops.forEach((op, n) => {
           if (op.kind === "arrive") {
             const id = `r${n}`;
-            const r = refusal(
-              ask(state, id, {
-                tenant: "acme",
-                prompt: op.prompt,
-                maxTokens: op.maxTokens,
-              }),
-            );
+            const r = refusalOf(state, id, {
+              tenant: "acme",
+              prompt: op.prompt,
+              maxTokens: op.maxTokens,
+            });
             if (r === null) {
               const reserve = op.prompt + op.maxTokens;
               inFlight.push({ id, reserve });

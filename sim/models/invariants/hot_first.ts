@@ -3,8 +3,8 @@
 // not hold its model (`modelLoadStarted`, reason demand); after that step, no
 // routable worker with a free slot may hold the model, unless it was giving
 // its room away under the drain bound (issue 30.3).
-import type { Effect, State } from "../../core/mod.ts";
-import { residencyOf } from "../../core/mod.ts";
+import type { Effect, State } from "../../../core/mod.ts";
+import { residencyOf } from "../../../core/mod.ts";
 import { acks, mayYield, type ModelsBefore } from "./models_snapshot.ts";
 
 export function hotFirst(

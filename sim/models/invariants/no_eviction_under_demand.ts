@@ -3,8 +3,8 @@
 // except under the drain bound (issue 30.3: the worker served its resident
 // models `drainMax` times in a row while the model it loads was held by no
 // worker).
-import type { Effect, State } from "../../core/mod.ts";
-import { inFlightFor } from "../../core/mod.ts";
+import type { Effect, State } from "../../../core/mod.ts";
+import { inFlightFor } from "../../../core/mod.ts";
 import { drainRunAt, mayYield, type ModelsBefore } from "./models_snapshot.ts";
 
 export function noEvictionUnderDemand(

@@ -8,8 +8,8 @@ import {
   initialState,
   makeConfig,
   reduce,
-} from "../core/mod.ts";
-import { garbageFrame } from "./virtual_worker.ts";
+} from "../../core/mod.ts";
+import { garbageFrame } from "../virtual_worker.ts";
 
 function registered() {
   const state = initialState(makeConfig({ frameCharsMax: 200 }));

@@ -1,8 +1,8 @@
 // Deliberately broken cores for the models simulator (issue 30): each breaks
 // one promise of hot-first placement, and the invariant named beside it must
-// catch it on its scenario (sim/models_test.ts).
-import { reduce, type State } from "../core/mod.ts";
-import type { ModelsMutant } from "./models_world.ts";
+// catch it on its scenario (sim/models/world_test.ts).
+import { reduce, type State } from "../../core/mod.ts";
+import type { ModelsMutant } from "./world.ts";
 
 /** Routing blind to what is loaded: every worker looks empty while the core decides. */
 function ignoreResidency(): typeof reduce {
