@@ -3,7 +3,7 @@
 // keys, /metrics, /dashboard and /setup — and the lifecycle routes with their
 // governance. `startRelay` is what `deno task server` runs; tests start it the
 // same way.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { HttpRequest, HttpResponse } from "./door/exchange.ts";
 import { apiError, type ClientApi, type ClientError } from "../../core/mod.ts";
 import type { Logger } from "../log.ts";
 import { type AdminDeps, handleAdmin } from "./ops/admin.ts";
@@ -88,7 +88,7 @@ export function needsKeyStore(config: ServerConfig): boolean {
 
 /** The client API key of a request and its header: Bearer, or x-api-key on the Anthropic route. */
 function clientKey(
-  req: IncomingMessage,
+  req: HttpRequest,
   api: ClientApi,
 ): { key: string; header: "authorization" | "x-api-key" } | null {
   const bearer = bearerToken(req);
@@ -158,7 +158,7 @@ export function accessPolicy(config: ServerConfig): AccessPolicy {
 }
 
 /** The client key check: who calls, and what the key allows. */
-export type Authorize = (req: IncomingMessage, api: ClientApi) => Access;
+export type Authorize = (req: HttpRequest, api: ClientApi) => Access;
 
 /**
  * Client auth for inference routes (and /v1/capabilities): the key and what it
@@ -174,7 +174,7 @@ export function makeAuthorize(
 ): Authorize {
   const denied = (error: ClientError): Access => ({ kind: "denied", error });
   if (!requireApiKeys) return () => ({ kind: "granted", grant: null });
-  return (req: IncomingMessage, api: ClientApi): Access => {
+  return (req: HttpRequest, api: ClientApi): Access => {
     const found = clientKey(req, api);
     const how = api === "anthropic"
       ? "send Authorization: Bearer <key> or x-api-key: <key>"
@@ -252,8 +252,8 @@ export type RelayRoutesDeps = {
 export function makeRelayHooks(d: RelayRoutesDeps): ServerHooks {
   const { keys, metrics, lifecycle } = d;
   const extraRoutes = (
-    req: IncomingMessage,
-    res: ServerResponse,
+    req: HttpRequest,
+    res: HttpResponse,
     url: URL,
   ): boolean => {
     const s = d.server();
@@ -344,7 +344,7 @@ function fleetUsageRoute(
 async function startMetricsPort(
   config: ServerConfig,
   log: Logger,
-  serve: (req: IncomingMessage, res: ServerResponse) => void,
+  serve: (req: HttpRequest, res: HttpResponse) => void,
 ): Promise<MetricsListener | null> {
   if (config.metricsPort === undefined || config.enableMetrics === false) {
     return null;
@@ -362,8 +362,8 @@ async function startMetricsPort(
 
 /** GET /metrics: the Prometheus text, for whoever the access policy lets read it. */
 function serveMetrics(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   s: RunningServer | null,
   d: Pick<RelayRoutesDeps, "policy" | "throttle">,
   metrics: Metrics,

@@ -1,11 +1,7 @@
 // Carries out core effects: the exhaustive switch over `Effect` (conventions §1).
 // Writes are enqueued synchronously; nothing here decides anything about routing,
 // timing or retries.
-import {
-  type ServerResponse,
-  validateHeaderName,
-  validateHeaderValue,
-} from "node:http";
+import type { HttpResponse } from "./door/exchange.ts";
 import { Buffer } from "node:buffer";
 import { assertNever } from "../../core/assert_never.ts";
 import {
@@ -27,7 +23,7 @@ import {
   endsOnEventBoundary,
   isEventStream,
 } from "../../core/protocol/sse_events.ts";
-import { compactHead, replyError, sendJson } from "./http/http_reply.ts";
+import { replyError, sendJson } from "./http/http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./http/tenancy.ts";
 import { cutAfterLinger } from "./linger.ts";
 import { pieceBytes } from "../piece_bytes.ts";
@@ -81,8 +77,9 @@ const INVALID_HEADER_CHAR = /[^\t\x20-\x7e\x80-\xff]/;
 
 /**
  * The worker's status and headers, made safe to send: a status outside 200–599
- * (a 1xx would be a malformed final answer) becomes 502, and a header node:http
- * would refuse (bad name, non-latin1 value) is dropped rather than losing the
+ * (a 1xx would be a malformed final answer) becomes 502, and a header that is
+ * not HTTP (a name that is not a token, a value with control characters or
+ * beyond latin1, which could split the head) is dropped rather than losing the
  * whole answer (C34: the client always gets one).
  */
 export function safeHead(
@@ -92,20 +89,8 @@ export function safeHead(
   const out: Record<string, string> = {};
   for (const k in headers) {
     const v = headers[k]!;
-    // node:http's own rules (checkIsHttpToken, checkInvalidHeaderChar), tested
-    // first so a valid header costs two regex tests instead of two validator
-    // calls in a try (issue 10); anything else still goes to the validators.
-    if (HTTP_TOKEN.test(k) && !INVALID_HEADER_CHAR.test(v)) {
-      out[k] = v;
-      continue;
-    }
-    try {
-      validateHeaderName(k);
-      validateHeaderValue(k, v);
-      out[k] = v;
-    } catch {
-      // dropped: see above
-    }
+    // node:http's rules (checkIsHttpToken, checkInvalidHeaderChar).
+    if (HTTP_TOKEN.test(k) && !INVALID_HEADER_CHAR.test(v)) out[k] = v;
   }
   return {
     status: status >= 200 && status <= 599 ? status : 502,
@@ -114,16 +99,13 @@ export function safeHead(
 }
 
 export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
-  // Streams whose head was stored by startStream but not yet written.
-  const headPending = new Set<ServerResponse>();
   // Answers in pieces being written out, by request id (cutResponse).
-  const sending = new Map<string, ServerResponse>();
+  const sending = new Map<string, HttpResponse>();
   return (effect) => {
     switch (effect.kind) {
       case "writeChunk": {
         const c = deps.clients.get(effect.requestId);
         if (c === undefined || c.stalled) return;
-        headPending.delete(c.res);
         c.res.write(effect.chunk);
         if (effect.chunk.length > 0) {
           c.midEvent = !endsOnEventBoundary(effect.chunk);
@@ -145,11 +127,10 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
         return;
       }
       case "startStream":
-        return startStream(deps, headPending, effect);
+        return startStream(deps, effect);
       case "endStream": {
         const c = endClient(deps, effect.requestId);
         if (c === undefined) return;
-        headPending.delete(c.res);
         if (c.stalled) {
           // Its buffer is full, so an error event could not arrive anyway; keeping
           // the socket would keep every buffered byte for as long as it stays open.
@@ -238,14 +219,10 @@ function endClient(
 
 function startStream(
   deps: EffectDeps,
-  headPending: Set<ServerResponse>,
   effect: EffectOf<"startStream">,
 ): void {
   const c = deps.clients.get(effect.requestId);
   if (c === undefined) return;
-  // Chunks go out as they come: without TCP_NODELAY, a chunk that follows
-  // an unacknowledged one waits for the client's delayed ACK (~40 ms).
-  c.res.socket?.setNoDelay(true);
   if (effect.head === undefined) {
     c.res.writeHead(200, {
       ...SSE_HEADERS,
@@ -257,16 +234,9 @@ function startStream(
     c.rawStream = !isEventStream(head.headers["content-type"]);
     c.res.writeHead(head.status, head.headers);
   }
-  compactHead(c.res);
-  // The core follows startStream with the first chunk's writeChunk: the
-  // head leaves in that chunk's write, one write less per stream (issue
-  // 10). Flushed on its own only if nothing was written by then.
-  headPending.add(c.res);
-  queueMicrotask(() => {
-    if (headPending.delete(c.res) && !c.res.writableEnded) {
-      c.res.flushHeaders();
-    }
-  });
+  // Queued now; the first chunk, which the core sends in the same turn,
+  // leaves in the same write (the door writes a turn's bytes at once).
+  c.res.flushHeaders();
 }
 
 /**
@@ -289,7 +259,7 @@ export function streamHead(
 
 function respond(
   deps: EffectDeps,
-  sending: Map<string, ServerResponse>,
+  sending: Map<string, HttpResponse>,
   effect: EffectOf<"respond">,
 ): void {
   const requestId = effect.requestId;
@@ -346,13 +316,13 @@ function respond(
  * have none.
  */
 function contentLength(
-  res: ServerResponse,
+  res: HttpResponse,
   status: number,
   backend: Record<string, string>,
   length: number,
 ): string | null {
   if (status === 204 || status === 304) return null;
-  if (res.req?.method === "HEAD") {
+  if (res.req.method === "HEAD") {
     for (const k in backend) {
       if (k.toLowerCase() === "content-length") {
         return /^\d+$/.test(backend[k]!) ? backend[k]! : null;
@@ -372,7 +342,7 @@ function contentLength(
  * deadline, and the budget they leave).
  */
 function writePieces(
-  res: ServerResponse,
+  res: HttpResponse,
   pieces: (Uint8Array | undefined)[],
   rest: string | Uint8Array,
   report: { progress: (written: number) => void; sent: () => void },
@@ -396,7 +366,7 @@ function writePieces(
     next();
   };
   // Written out, or the client left mid-answer (the rest is dropped at once):
-  // either way the core's budget gets the bytes back. node:http emits "close"
+  // either way the core's budget gets the bytes back. The door emits "close"
   // after "finish" too.
   res.once("close", () => {
     res.off("drain", drained);

@@ -2,7 +2,7 @@
 // token of the admin, metrics and client-key checks, compared in constant time.
 import { createHash, timingSafeEqual } from "node:crypto";
 
-/** What carries credentials: a node:http request, or an upgrade handed over by the door (shell/ws/upgrade.ts). */
+/** What carries credentials: a request (door/exchange.ts), or an upgrade handed over by the door (shell/ws/upgrade.ts). */
 type WithHeaders = {
   headers: { authorization?: string | string[] | undefined };
 };

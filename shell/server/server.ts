@@ -1,12 +1,7 @@
-// Wires the shell together: one node:http server for clients and the worker
-// WebSocket endpoint, one runtime driving the core, one tick timer.
-import {
-  createServer,
-  type IncomingMessage,
-  type Server,
-  type ServerResponse,
-} from "node:http";
-import type { AddressInfo } from "node:net";
+// Wires the shell together: one door (door/door.ts) for clients and the
+// worker WebSocket endpoint, one runtime driving the core, one tick timer.
+import type { HttpRequest, HttpResponse } from "./door/exchange.ts";
+import { type Door, openDoor } from "./door/door.ts";
 import {
   apiError,
   type Effect,
@@ -24,11 +19,7 @@ import {
   type ServerConfig,
   UNLIMITED_QUEUE_LEN,
 } from "./config.ts";
-import {
-  answerUnparsable,
-  closeIfBodyUnread,
-  replyError,
-} from "./http/http_reply.ts";
+import { answerUnparsable, replyError } from "./http/http_reply.ts";
 import { type EffectDeps, makeEffectRunner } from "./run_effects.ts";
 import { makeRuntime, type Runtime } from "./runtime.ts";
 import type { ClusterRuntime } from "./cluster/runtime.ts";
@@ -37,7 +28,7 @@ import {
   makeWorkerUpgrade,
   type WorkerUpgrade,
 } from "./worker_door/worker_socket.ts";
-import { nodeUpgrade } from "./worker_door/node_upgrade.ts";
+import { connUpgrade } from "./door/upgrade.ts";
 import type { WsConnection } from "../ws/connection.ts";
 
 /**
@@ -89,11 +80,7 @@ export async function startServer(
   const shutdownDone = new Promise<void>((r) => resolveShutdown = r);
   // Late-bound so the effect runner can submit follow-up events.
   let submit = (_e: Event) => {};
-  const server = createServer((req, res) =>
-    serveClient(req, res, connections, httpDeps, log)
-  );
-  server.on("clientError", answerUnparsable);
-  const connections = capConnections(server, config.maxConnections);
+  const connections = capConnections(config.maxConnections);
   const upgrade = makeWorkerUpgrade({
     sockets,
     submit: (e) => submit(e),
@@ -131,18 +118,30 @@ export async function startServer(
     throw e;
   }
   const httpDeps = httpDepsFor(config, state, clients, submit, hooks, cluster);
-  server.on("upgrade", (req, socket, head) => {
-    const u = nodeUpgrade(req, socket, head, {
-      trustedProxies: config.trustedProxies,
-      cap: connections,
+  const trustedProxies = config.trustedProxies;
+  let door: Door;
+  try {
+    door = openDoor(config.hostname, config.port, {
+      request: (req, res) => serveClient(req, res, connections, httpDeps, log),
+      upgrade: (req, conn, head, closed) => {
+        const u = connUpgrade(req, conn, head, closed, {
+          trustedProxies,
+          cap: connections,
+        });
+        // Issue 23: another instance's link for answer bytes, on this same port.
+        if (cluster?.peerUpgrade(u) === true) return;
+        upgrade.onUpgrade(u);
+      },
+      unparsable: answerUnparsable,
+      opened: connections.opened,
+      closed: connections.closed,
     });
-    // Issue 23: another instance's link for answer bytes, on this same port.
-    if (cluster?.peerUpgrade(u) === true) return;
-    upgrade.onUpgrade(u);
-  });
-  server.keepAliveTimeout = 65_000;
-
-  const port = await listen(server, config);
+  } catch (e) {
+    await cluster?.close();
+    upgrade.close();
+    throw e;
+  }
+  const port = door.port;
   cluster?.advertise(advertisedUrl(config, port, log));
   const tick = setInterval(
     () => runtime.submit({ kind: "tick", atMs: nowMs(), unixMs: Date.now() }),
@@ -156,7 +155,7 @@ export async function startServer(
     closed = true;
     clearInterval(tick);
     await cluster?.close();
-    await closeAll({ server, sockets, clients, lifecycleCallers, upgrade });
+    await closeAll({ door, sockets, clients, lifecycleCallers, upgrade });
   }
   async function shutdown(): Promise<void> {
     runtime.submit({ kind: "shutdownRequested", atMs: nowMs() });
@@ -175,8 +174,8 @@ export async function startServer(
 
 /** Cuts every worker socket, client and lifecycle caller, then the listener. */
 async function closeAll(
-  { server, sockets, clients, lifecycleCallers, upgrade }: {
-    server: Server;
+  { door, sockets, clients, lifecycleCallers, upgrade }: {
+    door: Door;
     sockets: Map<string, WsConnection>;
     clients: Clients;
     lifecycleCallers: LifecycleCallers;
@@ -187,22 +186,18 @@ async function closeAll(
   for (const c of clients.values()) c.res.destroy();
   for (const res of lifecycleCallers.values()) res.destroy();
   upgrade.close();
-  await new Promise<void>((resolve) => {
-    server.close(() => resolve());
-    server.closeAllConnections();
-  });
+  await door.close();
 }
 
 /** One client request; a throw is our bug: that request fails, loudly, and the server keeps serving. */
 function serveClient(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   connections: ConnectionCap,
   httpDeps: HttpDeps,
   log: Logger,
 ): void {
   if (connections.refuseRequest(req, res)) return;
-  closeIfBodyUnread(req, res);
   try {
     handleHttp(req, res, httpDeps);
   } catch (e) {
@@ -313,15 +308,6 @@ function httpDepsFor(
       }),
     }),
   };
-}
-
-/** Resolves with the port listened on (config.port 0 picks one). */
-async function listen(server: Server, config: ServerConfig): Promise<number> {
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(config.port, config.hostname, () => resolve());
-  });
-  return (server.address() as AddressInfo).port;
 }
 
 /** The queue's limits as the original's start line shows them: a 0 set is "none"/"unlimited". */

@@ -9,7 +9,7 @@
 import { StringDecoder } from "node:string_decoder";
 import { isUtf8 } from "node:buffer";
 import type http from "node:http";
-import type { ResponseHeaders } from "./http1/header_lines.ts";
+import type { HeaderMap } from "../http1/header_lines.ts";
 import {
   answerTooLarge,
   apiError,
@@ -53,7 +53,7 @@ function failure(request: RequestMessage, error: ClientError): Completion {
 }
 
 function headerEntries(
-  headers: http.IncomingHttpHeaders | ResponseHeaders,
+  headers: http.IncomingHttpHeaders | HeaderMap,
 ): [string, string][] {
   const out: [string, string][] = [];
   for (const [name, value] of Object.entries(headers)) {
@@ -200,7 +200,7 @@ type Answer = Call & {
 /** Reads the backend's answer the way its kind needs (see the readers below). */
 export function readAnswer(
   status: number,
-  headers: http.IncomingHttpHeaders | ResponseHeaders,
+  headers: http.IncomingHttpHeaders | HeaderMap,
   body: AnswerBody,
   request: RequestMessage,
   sink: AnswerSink,

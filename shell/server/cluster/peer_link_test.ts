@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { createServer, type Server } from "node:http";
+import { createServer } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { DirectChunk } from "../../../core/cluster/mod.ts";
 import {
@@ -9,7 +9,9 @@ import {
   type PeerLinks,
   startPeerLinks,
 } from "./peer_link.ts";
-import { nodeUpgrade } from "../worker_door/node_upgrade.ts";
+import { type Door, openDoor } from "../door/door.ts";
+import { connUpgrade } from "../door/upgrade.ts";
+import { answerUnparsable } from "../http/http_reply.ts";
 import { parseTrustedProxies } from "../http/client_address.ts";
 
 Deno.test("peer link frames: text and byte pieces decode to what was sent", () => {
@@ -51,18 +53,18 @@ Deno.test("peer link frames: a stream's end marker carries the worker's counts a
 
 type Side = {
   links: PeerLinks;
-  server: Server;
+  server: Door;
   url: string;
   got: { piece: DirectChunk; from: string }[];
   gone: string[];
   broke: string[];
 };
 
-async function side(
+function side(
   id: string,
   secret: string,
   queuedBytesMax?: number,
-): Promise<Side & { logged: string[] }> {
+): Side & { logged: string[] } {
   const logged: string[] = [];
   const got: Side["got"] = [];
   const gone: string[] = [];
@@ -76,15 +78,17 @@ async function side(
     log: (_level, message) => logged.push(message),
     ...(queuedBytesMax === undefined ? {} : { queuedBytesMax }),
   });
-  const server = createServer((_req, res) => res.end());
-  server.on("upgrade", (req, socket, head) => {
-    const upgrade = nodeUpgrade(req, socket, head, {
-      trustedProxies: parseTrustedProxies(""),
-    });
-    if (!links.onUpgrade(upgrade)) socket.destroy();
+  const server = openDoor("127.0.0.1", 0, {
+    request: (_req, res) => res.end(),
+    upgrade: (req, conn, head, closed) => {
+      const upgrade = connUpgrade(req, conn, head, closed, {
+        trustedProxies: parseTrustedProxies(""),
+      });
+      if (!links.onUpgrade(upgrade)) upgrade.destroy();
+    },
+    unparsable: answerUnparsable,
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as AddressInfo).port;
+  const port = server.port;
   return {
     links,
     server,
@@ -96,9 +100,9 @@ async function side(
   };
 }
 
-async function close(s: Side): Promise<void> {
+function close(s: Side): Promise<void> {
   s.links.close();
-  await new Promise<void>((r) => s.server.close(() => r()));
+  return s.server.close();
 }
 
 async function until(what: string, ok: () => boolean): Promise<void> {

@@ -6,7 +6,7 @@
 // (ops/usage_merge.ts). An instance that does not answer within
 // FLEET_QUERY_TIMEOUT_MS is named in `missing_instances`: the answer is then
 // partial, and says so, rather than failing or waiting for a dead peer.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { HttpRequest, HttpResponse } from "../door/exchange.ts";
 import { replyError, sendJson } from "../http/http_reply.ts";
 import { apiError } from "../../../core/protocol/errors.ts";
 import { bearerCheck } from "../secret.ts";
@@ -143,7 +143,7 @@ function isRecords(v: unknown): v is { requests: UsageRecord[] } {
 
 /** GET /admin/usage in cluster mode: every live instance's sums, added. */
 export async function sendFleetUsage(
-  res: ServerResponse,
+  res: HttpResponse,
   url: URL,
   d: FleetUsageDeps,
   wallNow: number,
@@ -193,7 +193,7 @@ function fleetFilter(
 
 /** GET /admin/requests in cluster mode: every live instance's newest, merged by time. */
 export async function sendFleetRequests(
-  res: ServerResponse,
+  res: HttpResponse,
   url: URL,
   d: FleetUsageDeps,
 ): Promise<void> {
@@ -232,8 +232,8 @@ export async function sendFleetRequests(
  * instance's own file to a holder of the cluster secret. False for any other path.
  */
 export function handleUsagePeer(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   url: URL,
   ledger: UsageLedger | null,
   secret: string,

@@ -4,7 +4,7 @@
 // 408; either way the answer is the connection's last. The timeout is a
 // transport bound like a socket timeout: the request does not exist for the
 // core until its body is complete, so there is nothing for the core to decide.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { HttpRequest, HttpResponse } from "../door/exchange.ts";
 import { apiError, type ClientError } from "../../../core/mod.ts";
 import { closeAfterAnswer } from "./http_reply.ts";
 
@@ -16,8 +16,8 @@ export type BodyLimits = { maxBytes: number; timeoutMs: number };
  * route's own shape. A client that leaves mid-body gets neither.
  */
 export function readBody(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   limits: BodyLimits,
   onBody: (body: Buffer) => void,
   onRefused: (error: ClientError) => void,
@@ -82,8 +82,8 @@ export type JsonBody = { kind: "json"; value: unknown } | { kind: "notJson" };
  * (admin calls with nothing to say); otherwise it is not JSON.
  */
 export function readJsonBody(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   limits: BodyLimits & { emptyIsObject: boolean },
   onBody: (body: JsonBody) => void,
   onRefused: (error: ClientError) => void,

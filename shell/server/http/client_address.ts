@@ -1,7 +1,7 @@
 // Who is on the other end (issue 15): TRUSTED_PROXIES names the peers whose
 // X-Forwarded-For is believed. Anyone else could write any address there, so a
 // stranger could get a worker's address throttled, or dodge the throttle.
-import type { IncomingMessage } from "node:http";
+import type { HttpRequest } from "../door/exchange.ts";
 
 /** One address block: 4 bytes (IPv4) or 16 (IPv6), and its prefix length. */
 type Block = { bytes: Uint8Array; prefix: number };
@@ -117,7 +117,7 @@ export function isTrusted(t: TrustedProxies, raw: string): boolean {
  * Entries left of it were written by the client and are never believed.
  */
 export function clientAddress(
-  req: IncomingMessage,
+  req: HttpRequest,
   trusted: TrustedProxies,
 ): string {
   const peer = req.socket.remoteAddress ?? "unknown";

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { IncomingMessage } from "node:http";
+import type { HttpRequest } from "../door/exchange.ts";
 import {
   clientAddress,
   DEFAULT_TRUSTED_PROXIES,
@@ -8,11 +8,11 @@ import {
   parseTrustedProxies,
 } from "./client_address.ts";
 
-function req(peer: string, forwarded?: string): IncomingMessage {
+function req(peer: string, forwarded?: string): HttpRequest {
   return {
     socket: { remoteAddress: peer },
     headers: forwarded === undefined ? {} : { "x-forwarded-for": forwarded },
-  } as unknown as IncomingMessage;
+  } as unknown as HttpRequest;
 }
 
 const loopback = parseTrustedProxies(DEFAULT_TRUSTED_PROXIES);

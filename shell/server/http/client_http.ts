@@ -1,8 +1,8 @@
 // Client HTTP routes (C17): body limits and validation here, everything else in
-// the core. Uses node:http because Deno.serve 2.9.6 does not notice a client that
-// disconnects before any response byte when it sent headers and body in separate
-// writes, while node:http notices within ~300 ms (checklist C46, measured).
-import type { IncomingMessage, ServerResponse } from "node:http";
+// the core. Requests come from the door (door/door.ts), which notices a client
+// that disconnects before any response byte, split writes included (C46), as
+// Deno.serve 2.9.6 does not.
+import type { HttpRequest, HttpResponse } from "../door/exchange.ts";
 import type {
   ClientApi,
   ClientError,
@@ -54,8 +54,8 @@ export type HttpDeps = {
   startedAtMs: number;
   /** Extra routes (admin, metrics, pages); returns true when it handled the request. */
   extraRoutes?: (
-    req: IncomingMessage,
-    res: ServerResponse,
+    req: HttpRequest,
+    res: HttpResponse,
     url: URL,
   ) => boolean;
   /** CORS_ALLOW_ORIGINS for /v1/*; absent = no CORS headers. */
@@ -63,7 +63,7 @@ export type HttpDeps = {
   /** Issue 26: sets the request's traceparent in `headers` (tracing.ts); absent = none. */
   trace?: (requestId: string, headers: Record<string, string>) => void;
   /** Client auth for inference routes; absent = everyone, as claimed. */
-  authorize?: (req: IncomingMessage, api: ClientApi) => Access;
+  authorize?: (req: HttpRequest, api: ClientApi) => Access;
   /** Cluster mode: this instance's view of the shared log, for /health. */
   clusterHealth?: () => ClusterHealth;
   /** FORWARD_PATH_PREFIXES: paths outside /v1/ forwarded to workers (issue 25); absent = none. */
@@ -151,7 +151,7 @@ export type Access =
   };
 
 function sendError(
-  res: ServerResponse,
+  res: HttpResponse,
   api: ClientApi,
   error: ClientError,
 ): void {
@@ -168,19 +168,9 @@ function traced(
   return headers;
 }
 
-function lowercaseHeaders(req: IncomingMessage): Record<string, string> {
-  const out: Record<string, string> = {};
-  const from = req.headers;
-  for (const k in from) {
-    const v = from[k];
-    if (v !== undefined) out[k] = Array.isArray(v) ? v.join(", ") : v;
-  }
-  return out;
-}
-
 export function handleHttp(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   deps: HttpDeps,
 ): void {
   // An inference route spelled exactly is its own pathname: no URL parse on
@@ -264,8 +254,8 @@ export function handleHttp(
  * models.retrieve); either header, as on /v1/messages. True when refused.
  */
 function modelsDenied(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   deps: HttpDeps,
 ): boolean {
   const access = deps.authorize?.(req, "anthropic");
@@ -277,7 +267,7 @@ function modelsDenied(
 
 /** GET /v1/models/{id}: the OpenAI model object, or 404 in the OpenAI error shape. */
 function retrieveModel(
-  res: ServerResponse,
+  res: HttpResponse,
   deps: HttpDeps,
   path: string,
 ): void {
@@ -305,7 +295,7 @@ function retrieveModel(
  * alias becomes its target in the body (issue 25). `base64`: not UTF-8.
  */
 function modelAndBody(
-  req: IncomingMessage,
+  req: HttpRequest,
   bytes: Buffer,
   deps: HttpDeps,
   anyPath: boolean,
@@ -339,7 +329,7 @@ function modelAndBody(
 }
 
 /** GET /health: judged in the core (core/views/health.ts); uptime is the shell's clock. */
-function health(res: ServerResponse, deps: HttpDeps): void {
+function health(res: HttpResponse, deps: HttpDeps): void {
   const answer = healthAnswer(
     deps.state,
     VERSION,
@@ -350,8 +340,8 @@ function health(res: ServerResponse, deps: HttpDeps): void {
 }
 
 function handleInference(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   deps: HttpDeps,
   api: ClientApi,
   path: string,
@@ -404,7 +394,9 @@ function handleInference(
       isStreaming: parsed.stream,
       body: named.body,
       ...(named.base64 ? { bodyBase64: true } : {}),
-      headers: traced(deps, requestId, lowercaseHeaders(req)),
+      // The door's headers are lowercase names with one string each, the
+      // relay's own key already taken out (authorize).
+      headers: traced(deps, requestId, req.headers),
       tenant: tenancy.tenant,
       priority: tenancy.priority,
       cacheKey: tenancy.cacheKey,

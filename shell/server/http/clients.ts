@@ -1,10 +1,10 @@
 // Open client responses by request id, and lifecycle calls by task id: what the
 // effects write to.
-import type { ServerResponse } from "node:http";
+import type { HttpResponse } from "../door/exchange.ts";
 import type { ClientApi } from "../../../core/mod.ts";
 
 export type ClientContext = {
-  res: ServerResponse;
+  res: HttpResponse;
   api: ClientApi;
   /** Set once the core ended the request, so a later socket close is not a cancel. */
   ended: boolean;
@@ -24,4 +24,4 @@ export type ClientContext = {
 export type Clients = Map<string, ClientContext>;
 
 /** Lifecycle calls owed an answer (a `replyLifecycle` effect), by task id. */
-export type LifecycleCallers = Map<string, ServerResponse>;
+export type LifecycleCallers = Map<string, HttpResponse>;

@@ -3,9 +3,7 @@
 // or slow sockets cannot use up the process's file descriptors. A worker that
 // presents the right secret leaves the count (it is authenticated, and without
 // workers nothing is served); a refused worker upgrade is answered 503 too.
-import type { IncomingMessage, Server, ServerResponse } from "node:http";
-import type { Socket } from "node:net";
-import type { Duplex } from "node:stream";
+import type { HttpRequest, HttpResponse, Peer } from "../door/exchange.ts";
 import { apiError, errorShapeOf } from "../../../core/mod.ts";
 import { errorBody, errorHeaders } from "./errors.ts";
 import { closeAfterAnswer } from "./http_reply.ts";
@@ -34,50 +32,51 @@ export function defaultMaxConnections(): number {
 }
 
 export type ConnectionCap = {
+  /** Counts a new connection (the door's `opened`); over the cap it is marked, and cut if it sends nothing. */
+  opened(peer: Peer): void;
+  /** The door's `closed`: the connection leaves the count. */
+  closed(peer: Peer): void;
   /** Answers 503 and returns true when this request's connection is over the cap. */
-  refuseRequest(req: IncomingMessage, res: ServerResponse): boolean;
+  refuseRequest(req: HttpRequest, res: HttpResponse): boolean;
   /** True when this upgrade's connection is over the cap (answer it yourself). */
-  overCap(socket: Duplex): boolean;
+  overCap(peer: Peer): boolean;
   /** Takes an authenticated worker's connection out of the count. */
-  exempt(socket: Duplex): void;
+  exempt(peer: Peer): void;
   open(): number;
 };
 
-export function capConnections(server: Server, max: number): ConnectionCap {
+export function capConnections(max: number): ConnectionCap {
   let open = 0;
-  const counted = new WeakSet<Duplex>();
-  const over = new WeakSet<Duplex>();
-  const idleTimers = new WeakMap<Duplex, ReturnType<typeof setTimeout>>();
-  // One listener function for every socket, not a closure each (issue 18); a
-  // socket closes once, so `on` does what `once` would without its wrapper.
-  function uncount(this: Duplex): void {
-    if (counted.delete(this)) open--;
-  }
-  server.on("connection", (socket: Socket) => {
-    open++;
-    counted.add(socket);
-    socket.on("close", uncount);
-    if (open <= max) return;
-    over.add(socket);
-    const idle = setTimeout(() => socket.destroy(), OVER_CAP_IDLE_MS);
-    idleTimers.set(socket, idle);
-    socket.once("close", () => clearTimeout(idle));
-  });
+  const counted = new WeakSet<Peer>();
+  const over = new WeakSet<Peer>();
+  const idleTimers = new WeakMap<Peer, ReturnType<typeof setTimeout>>();
+  const uncount = (peer: Peer) => {
+    if (counted.delete(peer)) open--;
+    clearTimeout(idleTimers.get(peer));
+  };
   return {
+    opened(peer) {
+      open++;
+      counted.add(peer);
+      if (open <= max) return;
+      over.add(peer);
+      idleTimers.set(peer, setTimeout(() => peer.destroy(), OVER_CAP_IDLE_MS));
+    },
+    closed: uncount,
     refuseRequest(req, res) {
       if (!over.has(req.socket)) return false;
+      clearTimeout(idleTimers.get(req.socket));
       req.resume();
       closeAfterAnswer(res);
       const error = apiError("too_many_connections", { max });
       res.writeHead(error.status, errorHeaders(error));
-      res.end(errorBody(errorShapeOf(req.url ?? null), error));
+      res.end(errorBody(errorShapeOf(req.url), error));
       return true;
     },
-    overCap: (socket) => over.has(socket),
-    exempt(socket) {
-      if (counted.delete(socket)) open--;
-      over.delete(socket);
-      clearTimeout(idleTimers.get(socket));
+    overCap: (peer) => over.has(peer),
+    exempt(peer) {
+      uncount(peer);
+      over.delete(peer);
     },
     open: () => open,
   };

@@ -3,7 +3,7 @@
 // are answered here, before auth: a browser sends them without credentials.
 // Never Access-Control-Allow-Credentials: keys travel in Authorization or
 // x-api-key, set by the page's own script, never as cookies.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { HttpRequest, HttpResponse } from "../door/exchange.ts";
 import { apiError } from "../../../core/mod.ts";
 import { errorBody } from "./errors.ts";
 
@@ -49,8 +49,8 @@ function allowedOrigin(
  * and answers a preflight itself; returns true when it answered.
  */
 export function applyCors(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   allowed: readonly string[],
 ): boolean {
   const list = !allowed.includes("*");

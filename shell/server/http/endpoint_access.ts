@@ -4,7 +4,7 @@
 // METRICS_TOKEN, /v1/capabilities a client key, and only the admin token sees
 // per-worker detail. Without required keys (a trusted network) /metrics stays
 // open as before and /v1/capabilities shows the fleet without worker names.
-import type { IncomingMessage } from "node:http";
+import type { HttpRequest } from "../door/exchange.ts";
 import {
   apiError,
   type ClientApi,
@@ -33,15 +33,15 @@ export type CapabilitiesAccess =
 
 export type MetricsAccess = { kind: "allowed" } | Refusal;
 
-function isAdmin(req: IncomingMessage, p: AccessPolicy): boolean {
+function isAdmin(req: HttpRequest, p: AccessPolicy): boolean {
   return bearerCheck(req, p.adminToken) === "ok";
 }
 
 /** /v1/capabilities: admin sees workers; a client (or anyone, keys not required) sees the fleet. */
 export function capabilitiesAccess(
-  req: IncomingMessage,
+  req: HttpRequest,
   p: AccessPolicy,
-  authorize: (req: IncomingMessage, api: ClientApi) => Access,
+  authorize: (req: HttpRequest, api: ClientApi) => Access,
 ): CapabilitiesAccess {
   if (isAdmin(req, p)) return { kind: "detail" };
   if (!p.requireApiKeys) return { kind: "fleet" };
@@ -53,7 +53,7 @@ export function capabilitiesAccess(
 
 /** /metrics: open unless keys are required or METRICS_TOKEN is set; then that token or the admin token. */
 export function metricsAccess(
-  req: IncomingMessage,
+  req: HttpRequest,
   p: AccessPolicy,
 ): MetricsAccess {
   if (!p.requireApiKeys && p.metricsToken === "") return { kind: "allowed" };

@@ -2,7 +2,7 @@
 // tenant), how urgent (X-Priority, capped by the key) and which cache to reuse
 // (X-Cache-Mode, X-Cache-Tag). Validation only; the scheduling they drive is in
 // the core.
-import type { IncomingMessage } from "node:http";
+import type { HttpRequest } from "../door/exchange.ts";
 import {
   apiError,
   type ClientError,
@@ -33,7 +33,7 @@ export function isPriority(s: string): s is Priority {
 /** What the client's API key allows; null when keys are not required (headers are believed). */
 export type KeyGrant = { tenant: string | null; maxPriority: Priority };
 
-function header(req: IncomingMessage, name: string): string | undefined {
+function header(req: HttpRequest, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? v[0] : v;
 }
@@ -44,7 +44,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
  * itself (issue 24), which the message says.
  */
 export function tenantMismatch(
-  req: IncomingMessage,
+  req: HttpRequest,
   bound: string | null,
   ownTenant = false,
 ): ClientError | null {
@@ -66,7 +66,7 @@ export function tenantMismatch(
  * believed), and X-Priority above the key's ceiling is lowered to it.
  */
 export function readTenancy(
-  req: IncomingMessage,
+  req: HttpRequest,
   body: Record<string, unknown>,
   grant: KeyGrant | null,
   multiTenant = true,

@@ -1,7 +1,7 @@
 // Admin API (C35, C36): /admin/workers, /admin/workers/{id}/drain, /admin/stats,
 // /admin/keys. Bearer MODELRELAY_ADMIN_TOKEN, compared in constant time; with no
 // token configured every /admin route answers 403 saying how to enable it.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { HttpRequest, HttpResponse } from "../door/exchange.ts";
 import {
   apiError,
   type Event,
@@ -39,7 +39,7 @@ export type AdminDeps = {
   usageFleet?: (
     path: "/admin/usage" | "/admin/requests",
     url: URL,
-    res: ServerResponse,
+    res: HttpResponse,
   ) => void;
   /** Issue 33: wrong tokens throttled per address; absent = no throttle. */
   throttle?: AuthThrottle;
@@ -56,7 +56,7 @@ export function decodeSegment(raw: string): string | null {
   }
 }
 
-function badSegment(res: ServerResponse, raw: string): void {
+function badSegment(res: HttpResponse, raw: string): void {
   replyError(res, apiError("invalid_path", { segment: raw }));
 }
 
@@ -128,8 +128,8 @@ function limitsOf(body: Record<string, unknown>): KeyLimitsText | string {
 
 /** The JSON body (empty = {}); size and time bounds refuse in readBody. */
 function readAdminJson(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   timeoutMs: number,
   onDone: (value: unknown, error: string | null) => void,
 ): void {
@@ -147,8 +147,8 @@ function readAdminJson(
 
 /** The admin token checked: false (and the 403 sent) when it is unset, missing or wrong. */
 function adminAdmitted(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   deps: AdminDeps,
 ): boolean {
   if (deps.adminToken === "") {
@@ -180,7 +180,7 @@ function adminAdmitted(
 }
 
 /** GET /admin/workers: every worker, with wall-clock times beside the monotonic ones. */
-function listWorkers(res: ServerResponse, state: State, deps: AdminDeps): void {
+function listWorkers(res: HttpResponse, state: State, deps: AdminDeps): void {
   const now = deps.now();
   const wall = (monotonicMs: number) => deps.wallNow() - (now - monotonicMs);
   sendJson(res, 200, {
@@ -217,7 +217,7 @@ function originalStats(ours: Record<string, unknown>): Record<string, unknown> {
 
 /** POST /admin/workers/{id}/drain: the core drains it; 202 at once. */
 function drainWorker(
-  res: ServerResponse,
+  res: HttpResponse,
   state: State,
   deps: AdminDeps,
   rawId: string,
@@ -244,8 +244,8 @@ function drainWorker(
 
 /** Handles /admin and /admin/*; false for any other path. */
 export function handleAdmin(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   url: URL,
   deps: AdminDeps,
 ): boolean {
@@ -305,8 +305,8 @@ export function handleAdmin(
 
 /** POST /admin/keys: a new key, its secret shown this once. */
 function createKey(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   deps: AdminDeps,
   keys: KeyStore,
   fail: (e: unknown) => void,
@@ -354,8 +354,8 @@ function createKey(
 }
 
 function handleKeys(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   path: string,
   method: string,
   deps: AdminDeps,

@@ -6,7 +6,7 @@
 // and go on at full speed. The price, a minute's lock-out of an operator who
 // shares an address with the guesser, is what the throttle is for; set
 // TRUSTED_PROXIES so clients behind a proxy are told apart.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { HttpRequest, HttpResponse } from "../door/exchange.ts";
 import {
   type AuthFailures,
   type Config,
@@ -21,9 +21,9 @@ export type OperatorDoor = "admin" | "metrics";
 
 export type AuthThrottle = {
   /** Seconds the caller must wait before its next attempt, or null: it may try. */
-  refusedForSecs(door: OperatorDoor, req: IncomingMessage): number | null;
+  refusedForSecs(door: OperatorDoor, req: HttpRequest): number | null;
   /** A wrong token from the caller. */
-  failed(door: OperatorDoor, req: IncomingMessage): void;
+  failed(door: OperatorDoor, req: HttpRequest): void;
 };
 
 /** Addresses remembered at most: a flood from many addresses cannot grow memory. */
@@ -35,7 +35,7 @@ export function makeAuthThrottle(
   now: () => number,
 ): AuthThrottle {
   const failures: AuthFailures = new Map();
-  const keyOf = (door: OperatorDoor, req: IncomingMessage) =>
+  const keyOf = (door: OperatorDoor, req: HttpRequest) =>
     `${door} ${clientAddress(req, trustedProxies)}`;
   const forgetOld = (nowMs: number) => {
     for (const key of [...failures.keys()]) {
@@ -60,7 +60,7 @@ export function makeAuthThrottle(
 }
 
 /** 429 in the operator routes' error shape, with Retry-After. */
-export function sendThrottled(res: ServerResponse, secs: number): void {
+export function sendThrottled(res: HttpResponse, secs: number): void {
   replyError(
     res,
     apiError("too_many_auth_failures", { retryAfterSecs: secs }),

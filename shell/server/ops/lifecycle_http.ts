@@ -5,7 +5,7 @@
 // caller under a fresh task id (ids.ts) and submits a lifecycleRequested event;
 // the core decides when and what to answer and says so in a replyLifecycle
 // effect, which run_effects.ts writes like any other.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { HttpRequest, HttpResponse } from "../door/exchange.ts";
 import {
   apiError,
   capabilitiesView,
@@ -49,11 +49,11 @@ export type LifecycleDeps = {
   bodyTimeoutMs: number;
   log: Logger;
   /** Who may read /v1/capabilities, and whether with per-worker detail. */
-  capabilitiesAccess: (req: IncomingMessage) => CapabilitiesAccess;
+  capabilitiesAccess: (req: HttpRequest) => CapabilitiesAccess;
 };
 
 export type LifecycleRoutes = {
-  handle(req: IncomingMessage, res: ServerResponse, url: URL): boolean;
+  handle(req: HttpRequest, res: HttpResponse, url: URL): boolean;
 };
 
 /**
@@ -128,8 +128,8 @@ export function makeLifecycleRoutes(deps: LifecycleDeps): LifecycleRoutes {
 function capabilities(
   deps: LifecycleDeps,
   cache: ViewCache,
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   url: URL,
 ): void {
   const access = deps.capabilitiesAccess(req);
@@ -163,8 +163,8 @@ function capabilities(
 /** GET /v1/models/load/{taskId}: any task's document, load or not. */
 function taskStatus(
   deps: LifecycleDeps,
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   path: string,
 ): void {
   const raw = path.slice("/v1/models/load/".length);
@@ -253,8 +253,8 @@ function signedParams(body: Record<string, unknown>): Record<string, unknown> {
 /** POST load, unload or flush: body, call, token; then the core answers the caller. */
 function lifecycleCall(
   deps: LifecycleDeps,
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   operation: LifecycleOperation,
 ): void {
   const limits = {

@@ -7,7 +7,7 @@
 // start, and the union of served models, only while /v1/models itself is public
 // (issue 33.11: not once API keys are required). No worker names, ids,
 // addresses or loads.
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { HttpRequest, HttpResponse } from "../door/exchange.ts";
 import { apiError, listModels, type State } from "../../../core/mod.ts";
 import { replyError, sendJson } from "../http/http_reply.ts";
 import { DASHBOARD_HTML, DASHBOARD_JS } from "./page_dashboard.ts";
@@ -45,8 +45,8 @@ const ASSETS: Record<string, { type: string; body: string }> = {
 };
 
 export function handlePages(
-  req: IncomingMessage,
-  res: ServerResponse,
+  req: HttpRequest,
+  res: HttpResponse,
   url: URL,
   deps: PagesDeps,
 ): boolean {

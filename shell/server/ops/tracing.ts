@@ -12,7 +12,7 @@
 // The spans are built from the request's `requestFinished` (its times), so the
 // hot path only mints ids and sets a header; nothing is timed twice. Deno's
 // built-in OpenTelemetry instruments Deno.serve and fetch, neither of which the
-// client door uses (node:http), so the spans are written here instead.
+// client door uses (its own HTTP/1.1 on Deno.listen), so the spans are written here instead.
 import { randomBytes } from "node:crypto";
 import type { Effect } from "../../../core/mod.ts";
 

@@ -1,6 +1,6 @@
 // GET /admin/usage and GET /admin/requests (issue 26): the usage ledger read
 // back. Behind the admin token (admin.ts checks it before routing here).
-import type { ServerResponse } from "node:http";
+import type { HttpResponse } from "../door/exchange.ts";
 import { apiError, type ClientError } from "../../../core/mod.ts";
 import { replyError, sendJson } from "../http/http_reply.ts";
 import {
@@ -45,7 +45,7 @@ export function parseTime(raw: string): number | null {
   return Number.isNaN(ms) ? null : ms;
 }
 
-export function disabled(res: ServerResponse): void {
+export function disabled(res: HttpResponse): void {
   replyError(res, apiError("usage_ledger_disabled"));
 }
 
@@ -119,7 +119,7 @@ export function usageBody(
 
 /** GET /admin/usage?group_by=key|tenant|model|worker&from=&to= */
 export function sendUsage(
-  res: ServerResponse,
+  res: HttpResponse,
   url: URL,
   ledger: UsageLedger | null,
   wallNow: number,
@@ -168,7 +168,7 @@ export function requestFilter(q: URLSearchParams): RequestFilter | string {
 
 /** GET /admin/requests?key=&tenant=&model=&status=&limit=&cursor= (newest first). */
 export function sendRequests(
-  res: ServerResponse,
+  res: HttpResponse,
   url: URL,
   ledger: UsageLedger | null,
 ): void {

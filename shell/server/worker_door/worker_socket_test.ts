@@ -17,11 +17,11 @@ import {
   withTestServer,
 } from "../_test_helpers.ts";
 import { parseTrustedProxies } from "../http/client_address.ts";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import type { Event } from "../../../core/mod.ts";
 import { makeWorkerUpgrade, PRE_REGISTER_BYTES_MAX } from "./worker_socket.ts";
-import { nodeUpgrade } from "./node_upgrade.ts";
+import { openDoor } from "../door/door.ts";
+import { connUpgrade } from "../door/upgrade.ts";
+import { answerUnparsable } from "../http/http_reply.ts";
 
 async function badAttempt(
   server: TestServer,
@@ -131,7 +131,7 @@ Deno.test("issue 15 an admitted handshake that never sends register is closed af
 });
 
 /** A worker door whose core never answers (a cluster instance whose log went away). */
-async function silentDoor(answerTimeoutMs: number) {
+function silentDoor(answerTimeoutMs: number) {
   const events: Event[] = [];
   const upgrade = makeWorkerUpgrade({
     sockets: new Map(),
@@ -143,21 +143,23 @@ async function silentDoor(answerTimeoutMs: number) {
     isRegistered: () => false,
     answerTimeoutMs,
   });
-  const http = createServer();
-  http.on("upgrade", (req, socket, head) =>
-    upgrade.onUpgrade(
-      nodeUpgrade(req, socket, head, {
-        trustedProxies: parseTrustedProxies(""),
-      }),
-    ));
-  await new Promise<void>((r) => http.listen(0, "127.0.0.1", () => r()));
+  const door = openDoor("127.0.0.1", 0, {
+    request: (_req, res) => res.end(),
+    upgrade: (req, conn, head, closed) =>
+      upgrade.onUpgrade(
+        connUpgrade(req, conn, head, closed, {
+          trustedProxies: parseTrustedProxies(""),
+        }),
+      ),
+    unparsable: answerUnparsable,
+  });
   return {
     events,
     upgrade,
-    port: (http.address() as AddressInfo).port,
-    close: async () => {
+    port: door.port,
+    close: () => {
       upgrade.close();
-      await new Promise((r) => http.close(r));
+      return door.close();
     },
   };
 }

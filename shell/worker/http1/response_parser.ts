@@ -13,12 +13,18 @@
 //   any other transfer-encoding: read until close; `content-length` with
 //   `transfer-encoding`, a repeated or non-numeric `content-length`: errors;
 // - neither: the body runs until the backend closes (`finish`).
-import { addHeaderLine, type ResponseHeaders } from "./header_lines.ts";
+import { addHeaderLine, type HeaderMap } from "../../http1/header_lines.ts";
+import {
+  CHUNK_SIZE_LINE,
+  isFieldValue,
+  isToken,
+  trimOws,
+} from "../../http1/syntax.ts";
 
 /** A parsed final response head. */
 export type ResponseHead = {
   status: number;
-  headers: ResponseHeaders;
+  headers: HeaderMap;
   /** Whether the connection may carry another request afterwards (llhttp's should_keep_alive). */
   keepAlive: boolean;
 };
@@ -77,33 +83,6 @@ const CHUNK_SIZE_MAX = Number.MAX_SAFE_INTEGER;
 
 const CR = 13;
 const LF = 10;
-
-/** tchar of RFC 9110: the characters a header name may hold. */
-const TOKEN = (() => {
-  const t = new Uint8Array(256);
-  for (const c of "!#$%&'*+-.^_`|~") t[c.charCodeAt(0)] = 1;
-  for (let c = 0x30; c <= 0x39; c++) t[c] = 1;
-  for (let c = 0x41; c <= 0x5a; c++) t[c] = 1;
-  for (let c = 0x61; c <= 0x7a; c++) t[c] = 1;
-  return t;
-})();
-
-function isToken(s: string): boolean {
-  if (s.length === 0) return false;
-  for (let i = 0; i < s.length; i++) {
-    if (TOKEN[s.charCodeAt(i)] !== 1) return false;
-  }
-  return true;
-}
-
-/** field-value characters: tab, visible ASCII, space, obs-text (no DEL, no CTL). */
-function isFieldValue(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c !== 9 && (c < 0x20 || c === 0x7f)) return false;
-  }
-  return true;
-}
 
 export function newResponseParser(noBody = false): ResponseParser {
   return {
@@ -419,7 +398,7 @@ function endOfHead(p: ResponseParser, events: ParserEvents) {
   const m = STATUS_LINE.exec(lines[0]!)!;
   const version = m[1]!;
   const status = Number(m[2]);
-  const headers: ResponseHeaders = {};
+  const headers: HeaderMap = {};
   let contentLength: number | null = null;
   let transferEncoding: string | null = null;
   let connectionClose = false;
@@ -481,11 +460,6 @@ function endOfHead(p: ResponseParser, events: ParserEvents) {
   events.head(p.head);
 }
 
-/** Hex digits, then `;name[=[value]]` extensions (token or quoted value, llhttp lets it be empty). */
-const CHUNK_SIZE_LINE =
-  // deno-lint-ignore no-control-regex -- quoted values exclude control characters, as llhttp does
-  /^([0-9a-fA-F]+)((?:;[!#$%&'*+\-.^_`|~0-9A-Za-z]+(?:=(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+|"(?:[^"\\\x00-\x08\x0a-\x1f\x7f]|\\[^\x00-\x08\x0a-\x1f\x7f])*")?)?)*)$/;
-
 function onChunkSizeLine(p: ResponseParser, text: string) {
   const m = CHUNK_SIZE_LINE.exec(text);
   if (m === null) fail(p, "Invalid character in chunk size");
@@ -509,14 +483,4 @@ function onTrailerLine(p: ResponseParser, text: string) {
   if (!isFieldValue(trimOws(text.slice(colon + 1)))) {
     fail(p, "Invalid header value char");
   }
-}
-
-function trimOws(s: string): string {
-  let a = 0;
-  let b = s.length;
-  while (a < b && (s.charCodeAt(a) === 32 || s.charCodeAt(a) === 9)) a++;
-  while (b > a && (s.charCodeAt(b - 1) === 32 || s.charCodeAt(b - 1) === 9)) {
-    b--;
-  }
-  return a === 0 && b === s.length ? s : s.slice(a, b);
 }

@@ -1,7 +1,8 @@
-// Response header lines into one object, the way node:http's IncomingMessage
-// builds `res.headers` (`_addHeaderLine` in node's and Deno's _http_incoming.js):
-// the worker's copy of the backend's headers (backend_client.ts) must not
-// depend on which client read them (issue 18).
+// Header lines into one object, the way node:http's IncomingMessage builds
+// `headers` (`_addHeaderLine` in node's and Deno's _http_incoming.js): the
+// worker's copy of the backend's headers (backend_client.ts) must not depend
+// on which client read them (issue 18), and the routes read a client's
+// request headers as they did under node:http (issue 31).
 //
 // - names lowercased;
 // - `set-cookie`: an array of every value;
@@ -14,7 +15,7 @@
 // names such as "constructor" end up the same way too.
 
 /** Header name to its values, as `http.IncomingHttpHeaders`. */
-export type ResponseHeaders = Record<string, string | string[]>;
+export type HeaderMap = Record<string, string | string[]>;
 
 /** Headers node keeps the first of (matchKnownFields' unprefixed names). */
 const FIRST_ONLY = new Set([
@@ -40,7 +41,7 @@ const FIRST_ONLY = new Set([
 
 /** Adds one header line to `dest` (`field`: its name lowercased; `value` trimmed). */
 export function addHeaderLine(
-  dest: ResponseHeaders,
+  dest: HeaderMap,
   field: string,
   value: string,
 ): void {

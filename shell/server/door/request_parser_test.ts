@@ -1,0 +1,216 @@
+import assert from "node:assert/strict";
+import {
+  feed,
+  HEAD_BYTES_MAX,
+  newRequestParser,
+  type RequestHead,
+  RequestParseError,
+  resetParser,
+} from "./request_parser.ts";
+
+type Parsed = { head: RequestHead; body: string };
+
+const enc = new TextEncoder();
+
+/** Every request in `input`, fed in pieces cut at `cuts`; throws what the parser throws. */
+function parseAll(input: string, cuts: number[] = []): Parsed[] {
+  const bytes = enc.encode(input);
+  const p = newRequestParser();
+  const out: Parsed[] = [];
+  let current: Parsed | null = null;
+  let body: number[] = [];
+  const events = {
+    head(head: RequestHead) {
+      current = { head, body: "" };
+      body = [];
+    },
+    body(b: Uint8Array) {
+      body.push(...b);
+    },
+    complete() {
+      current!.body = new TextDecoder().decode(new Uint8Array(body));
+      out.push(current!);
+      current = null;
+      resetParser(p);
+    },
+  };
+  const edges = [0, ...cuts, bytes.length];
+  for (let i = 0; i + 1 < edges.length; i++) {
+    const piece = bytes.slice(edges[i], edges[i + 1]);
+    let at = 0;
+    while (at < piece.length) at = feed(p, piece, at, events);
+  }
+  return out;
+}
+
+/** The same requests whatever the split: every single cut, and every byte alone. */
+function parseEverySplit(input: string): Parsed[] {
+  const whole = parseAll(input);
+  const n = enc.encode(input).length;
+  for (let cut = 1; cut < n; cut++) {
+    assert.deepEqual(parseAll(input, [cut]), whole, `cut at ${cut}`);
+  }
+  const bytes = Array.from({ length: n - 1 }, (_, i) => i + 1);
+  assert.deepEqual(parseAll(input, bytes), whole, "byte by byte");
+  return whole;
+}
+
+function failure(input: string): string {
+  try {
+    parseAll(input);
+  } catch (e) {
+    if (e instanceof RequestParseError) return e.failure;
+    throw e;
+  }
+  return "parsed";
+}
+
+Deno.test("door parser: a request with a Content-Length body, split at every byte", () => {
+  const [r] = parseEverySplit(
+    'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{"model":1}',
+  );
+  assert.equal(r!.head.method, "POST");
+  assert.equal(r!.head.target, "/v1/chat/completions");
+  assert.equal(r!.head.headers["content-type"], "application/json");
+  assert.equal(r!.body, '{"model":1}');
+  assert.equal(r!.head.keepAlive, true);
+});
+
+Deno.test("door parser: a chunked body with extensions and trailers, split at every byte", () => {
+  const [r] = parseEverySplit(
+    "POST /x HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5;a=b\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n",
+  );
+  assert.equal(r!.body, "hello world");
+  assert.equal(r!.head.body, "chunked");
+});
+
+Deno.test("door parser: pipelined requests come out one by one, in order", () => {
+  const rs = parseEverySplit(
+    "GET /a HTTP/1.1\r\n\r\nPOST /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET /c HTTP/1.0\r\n\r\n",
+  );
+  assert.deepEqual(rs.map((r) => [r.head.target, r.body]), [
+    ["/a", ""],
+    ["/b", "hi"],
+    ["/c", ""],
+  ]);
+  assert.equal(rs[2]!.head.http10, true);
+  assert.equal(rs[2]!.head.keepAlive, false);
+});
+
+Deno.test("door parser: keep-alive, close, upgrade and expect as node:http reads them", () => {
+  const head = (h: string) => parseAll(`GET / HTTP/1.1\r\n${h}\r\n`)[0]!.head;
+  assert.equal(head("Connection: close\r\n").keepAlive, false);
+  assert.equal(
+    parseAll("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")[0]!.head
+      .keepAlive,
+    true,
+  );
+  assert.equal(head("Upgrade: websocket\r\n").upgrade, false);
+  assert.equal(head("Expect: 100-Continue\r\n").expect, "continue");
+  assert.equal(head("Expect: something\r\n").expect, "other");
+  assert.deepEqual(
+    head("Accept: a\r\nAccept: b\r\nHost: h1\r\nHost: h2\r\n").headers,
+    { accept: "a, b", host: "h1" },
+  );
+});
+
+Deno.test("door parser: empty lines before a request line are skipped", () => {
+  const [r] = parseEverySplit("\r\n\r\nGET /a HTTP/1.1\r\n\r\n");
+  assert.equal(r!.head.target, "/a");
+});
+
+Deno.test("door parser: smuggling shapes are refused, never guessed", () => {
+  for (
+    const h of [
+      "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+      "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+      "Content-Length: 5\r\nContent-Length: 5\r\n",
+      "Content-Length: 5\r\nContent-Length: 6\r\n",
+      "Content-Length: +5\r\n",
+      "Content-Length: 5x\r\n",
+      "Content-Length: \r\n",
+      "Transfer-Encoding: gzip\r\n",
+      "Transfer-Encoding: chunked, gzip\r\n",
+      "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+      "Transfer-Encoding : chunked\r\n",
+      " Transfer-Encoding: chunked\r\n",
+      "X: 1\r\n Transfer-Encoding: chunked\r\n",
+    ]
+  ) {
+    assert.equal(
+      failure(`POST / HTTP/1.1\r\n${h}\r\n0\r\n\r\n`),
+      "malformed",
+      JSON.stringify(h),
+    );
+  }
+});
+
+Deno.test("door parser: malformed request lines, header lines and chunks are errors", () => {
+  for (
+    const input of [
+      "FOO / HTTP/1.1\r\n\r\n",
+      "get / HTTP/1.1\r\n\r\n",
+      "GET / HTTP/2.0\r\n\r\n",
+      "GET  / HTTP/1.1\r\n\r\n",
+      "GET / HTTP/1.1\n\n",
+      "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
+      "GET / HTTP/1.1\r\nnocolon\r\n\r\n",
+      "GET / HTTP/1.1\r\nX: \x01\r\n\r\n",
+      "garbage",
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhiXX",
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\n",
+      "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" +
+      "f".repeat(14) + "\r\n",
+    ]
+  ) {
+    assert.equal(failure(input), "malformed", JSON.stringify(input));
+  }
+});
+
+Deno.test("door parser: garbage is refused at its first wrong byte, before the head ends", () => {
+  // No CRLFCRLF yet: a client sending this is answered now, not after 16 KiB.
+  for (const partial of ["\x16\x03\x01", "GET / HTTP/1.1\nHost", "G\rET"]) {
+    assert.equal(failure(partial), "malformed", JSON.stringify(partial));
+  }
+  assert.equal(failure("GET / HTTP/1.1\r\nHost: x"), "parsed");
+});
+
+Deno.test("door parser: a head over 16 KiB is too large, one under is not", () => {
+  const line = (n: number) => `GET / HTTP/1.1\r\nX: ${"a".repeat(n)}\r\n\r\n`;
+  const under = HEAD_BYTES_MAX - line(0).length;
+  assert.equal(parseAll(line(under)).length, 1);
+  assert.equal(failure(line(under + 1)), "headTooLarge");
+  // Unfinished, already too large: refused without waiting for its end.
+  assert.equal(
+    failure(`GET / HTTP/1.1\r\nX: ${"a".repeat(HEAD_BYTES_MAX)}`),
+    "headTooLarge",
+  );
+  assert.equal(
+    failure(
+      `POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: ${
+        "a".repeat(HEAD_BYTES_MAX)
+      }\r\n\r\n`,
+    ),
+    "headTooLarge",
+  );
+});
+
+Deno.test("door parser: an upgrade's head stops the parser; what follows is not HTTP", () => {
+  const p = newRequestParser();
+  const bytes = new Uint8Array([
+    ...enc.encode(
+      "GET /ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+    ),
+    0x81,
+    0x00,
+  ]);
+  let head: RequestHead | null = null;
+  const at = feed(p, bytes, 0, {
+    head: (h) => head = h,
+    body: () => assert.fail("no body"),
+    complete: () => {},
+  });
+  assert.equal(head!.upgrade, true);
+  assert.equal(bytes.length - at, 2);
+});
