@@ -96,11 +96,18 @@ export function dispatchAndComplete(
   reduce(state, completed(requestId, send.workerId));
 }
 
-/** Opens `n` streaming requests and returns (requestId, workerId) pairs. */
-export function openStreams(state: State, n: number): [string, string][] {
+/**
+ * Opens `n` streaming requests and returns (requestId, workerId) pairs; ids
+ * `r0`, `r1`... unless `idOf` names them (the server's are 40 characters).
+ */
+export function openStreams(
+  state: State,
+  n: number,
+  idOf: (i: number) => string = (i) => `r${i}`,
+): [string, string][] {
   const out: [string, string][] = [];
   for (let i = 0; i < n; i++) {
-    const id = `r${i}`;
+    const id = idOf(i);
     const effects = reduce(state, request(id)).effects;
     const send = effects.find((e) => e.kind === "sendToWorker");
     if (send === undefined || send.kind !== "sendToWorker") {

@@ -11,13 +11,18 @@ import {
   type Effect,
   encodeFrame,
   type Event,
+  eventFromBinaryFrame,
   eventFromFrame,
+  initialState,
+  makeConfig,
   reduce,
   tokenAskOf,
 } from "../core/mod.ts";
+import { encodeBinaryChunkFrame } from "../core/protocol/binary.ts";
+import { EXTENSION_CHUNK_BYTES } from "../core/protocol/messages.ts";
 import { Metrics } from "../shell/server/ops/metrics.ts";
 import { traceRequest } from "../shell/server/ops/tracing.ts";
-import { openStreams, stateWithWorkers } from "./_fixtures.ts";
+import { addWorker, openStreams, stateWithWorkers } from "./_fixtures.ts";
 
 const BATCH = 1000;
 const FRAME_MAX = 16 << 20;
@@ -154,6 +159,44 @@ function carryOut(metrics: Metrics, effects: readonly Effect[]): string | null {
     fn() {
       for (const { workerId, frame } of frames) {
         const e = eventFromFrame(workerId, 1, frame, FRAME_MAX);
+        for (const x of reduce(state, e).effects) metrics.onEffect(x);
+      }
+    },
+  });
+}
+
+// The same over chunk-bytes-v1 (what our worker sends): the id read from the
+// frame's header, the chunk a subarray, its content deltas counted in bytes.
+{
+  const state = initialState(
+    makeConfig({ requestTimeoutMs: 1e12, queueTimeoutMs: 1e12 }),
+  );
+  for (let i = 0; i < 10; i++) {
+    addWorker(state, `w${i}`, {
+      models: ["m"],
+      maxConcurrent: 4,
+      extensions: [EXTENSION_CHUNK_BYTES],
+    });
+  }
+  const metrics = new Metrics(0);
+  // Ids as the server mints them (shell/server/ids.ts): 40 characters.
+  const streams = openStreams(state, 10, () => `req-${crypto.randomUUID()}`);
+  const chunk = new TextEncoder().encode(
+    'data: {"choices":[{"delta":{"content":"hello"}}]}\n\n',
+  );
+  // A stream's chunks come one after another, as one backend writes them.
+  const frames = Array.from({ length: BATCH }, (_, i) => {
+    const [requestId, workerId] = streams[Math.floor(i / 100)]!;
+    return { workerId, frame: encodeBinaryChunkFrame(requestId, chunk) };
+  });
+  const first = eventFromBinaryFrame("w", 1, frames[0]!.frame, FRAME_MAX);
+  assert.equal(first.kind, "chunkReceived");
+  Deno.bench({
+    group: "server path: 1,000 streamed chunks, chunk-bytes-v1 (10 streams)",
+    name: "binary chunk frame decoded, reduced, tapped",
+    fn() {
+      for (const { workerId, frame } of frames) {
+        const e = eventFromBinaryFrame(workerId, 1, frame, FRAME_MAX);
         for (const x of reduce(state, e).effects) metrics.onEffect(x);
       }
     },

@@ -63,15 +63,39 @@ export function decodeBinaryWorkerFrame(
   if (frame.length < start) {
     return bad("binary chunk frame shorter than its request id");
   }
-  let requestId = "";
   for (let i = HEADER_FIXED; i < start; i++) {
     const b = frame[i]!;
     if (b < 0x20 || b > 0x7e) {
       return bad("binary chunk frame request id is not printable ASCII");
     }
-    requestId += String.fromCharCode(b);
   }
+  const requestId = idOf(frame, start);
   return { ok: true, message: { requestId, chunk: frame.subarray(start) } };
+}
+
+/**
+ * The last request id read, kept: a stream's chunks follow each other, and
+ * its id compared byte by byte costs a fifth of building it again, which
+ * then has to be hashed again by every Map lookup (issue 31). It only ever
+ * answers a string equal to the bytes, so nothing the caller sees depends on
+ * it.
+ */
+let lastId = "";
+
+/** The (printable ASCII, checked) id at frame[2..start), as a string. */
+function idOf(frame: Uint8Array, start: number): string {
+  const n = start - HEADER_FIXED;
+  if (lastId.length === n) {
+    let i = 0;
+    while (i < n && lastId.charCodeAt(i) === frame[HEADER_FIXED + i]) i++;
+    if (i === n) return lastId;
+  }
+  // One call for the whole id, not a string per character.
+  lastId = String.fromCharCode.apply(
+    null,
+    frame.subarray(HEADER_FIXED, start) as unknown as number[],
+  );
+  return lastId;
 }
 
 /** Whether `requestId` fits the header (1..255 printable ASCII characters). */
