@@ -63,38 +63,42 @@ export function decodeBinaryWorkerFrame(
   if (frame.length < start) {
     return bad("binary chunk frame shorter than its request id");
   }
-  for (let i = HEADER_FIXED; i < start; i++) {
-    const b = frame[i]!;
-    if (b < 0x20 || b > 0x7e) {
-      return bad("binary chunk frame request id is not printable ASCII");
-    }
+  const requestId = sameIdAsLast(frame, start) ? lastId : readId(frame, start);
+  if (requestId === null) {
+    return bad("binary chunk frame request id is not printable ASCII");
   }
-  const requestId = idOf(frame, start);
   return { ok: true, message: { requestId, chunk: frame.subarray(start) } };
 }
 
 /**
- * The last request id read, kept: a stream's chunks follow each other, and
- * its id compared byte by byte costs a fifth of building it again, which
- * then has to be hashed again by every Map lookup (issue 31). It only ever
- * answers a string equal to the bytes, so nothing the caller sees depends on
- * it.
+ * The last request id read, and its bytes: a stream's chunks follow each
+ * other, and comparing an id's bytes with the last one's (already checked)
+ * costs a fraction of checking and building it again, which every Map lookup
+ * would then hash again (issue 31). It only ever answers a string equal to the
+ * frame's bytes, so nothing a caller sees depends on it.
  */
 let lastId = "";
+let lastIdBytes = new Uint8Array(0);
 
-/** The (printable ASCII, checked) id at frame[2..start), as a string. */
-function idOf(frame: Uint8Array, start: number): string {
+function sameIdAsLast(frame: Uint8Array, start: number): boolean {
   const n = start - HEADER_FIXED;
-  if (lastId.length === n) {
-    let i = 0;
-    while (i < n && lastId.charCodeAt(i) === frame[HEADER_FIXED + i]) i++;
-    if (i === n) return lastId;
+  if (lastIdBytes.length !== n) return false;
+  for (let i = 0; i < n; i++) {
+    if (lastIdBytes[i] !== frame[HEADER_FIXED + i]) return false;
   }
+  return true;
+}
+
+/** The id at frame[2..start) if it is printable ASCII (then kept as the last), else null. */
+function readId(frame: Uint8Array, start: number): string | null {
+  for (let i = HEADER_FIXED; i < start; i++) {
+    const b = frame[i]!;
+    if (b < 0x20 || b > 0x7e) return null;
+  }
+  const bytes = frame.slice(HEADER_FIXED, start);
   // One call for the whole id, not a string per character.
-  lastId = String.fromCharCode.apply(
-    null,
-    frame.subarray(HEADER_FIXED, start) as unknown as number[],
-  );
+  lastId = String.fromCharCode.apply(null, bytes as unknown as number[]);
+  lastIdBytes = bytes;
   return lastId;
 }
 
