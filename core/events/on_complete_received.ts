@@ -8,7 +8,6 @@
 // whole one). A non-streaming answer assembled from chunks (body-chunks-v1) is
 // bounded by `responseBodyCharsMax`.
 import type { ClientError } from "../vocabulary.ts";
-import type { CacheReport } from "../effect.ts";
 import {
   answerTooLarge,
   apiError,
@@ -22,7 +21,7 @@ import { closeIfDrained } from "../state/drop_worker.ts";
 import { noteServed } from "../state/residency.ts";
 import { fail, finish, pumpQueue } from "../state/requests.ts";
 import { handOverBodyPieces } from "../state/body_budget.ts";
-import type { Request, State } from "../state/state.ts";
+import type { State } from "../state/state.ts";
 import { countDeltas } from "../state/usage.ts";
 import { streamOpened } from "../state/wait_lines.ts";
 import { releaseSlot } from "../state/workers.ts";
@@ -34,37 +33,6 @@ type E = Extract<Event, { kind: "completeReceived" }>;
 /** A status a whole answer may carry: HTTP's final ones. */
 export function isFinalStatus(status: number): boolean {
   return Number.isInteger(status) && status >= 200 && status <= 599;
-}
-
-// Either way the request ends with what the backend reported of its cache and
-// tokens. Functions, not closures made per completion (issue 31).
-function completed(
-  state: State,
-  e: E,
-  request: Request,
-  cacheReport: CacheReport | null,
-  out: Effect[],
-): void {
-  finish(
-    state,
-    request,
-    "completed",
-    e.statusCode,
-    out,
-    cacheReport,
-    e.tokenCounts,
-  );
-}
-
-function failed(
-  state: State,
-  e: E,
-  request: Request,
-  cacheReport: CacheReport | null,
-  out: Effect[],
-  error: ClientError,
-): void {
-  fail(state, request, error, "failed", out, cacheReport, e.tokenCounts);
 }
 
 export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
@@ -79,17 +47,24 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
     // Issue 30: an answer says the backend holds its model (the pump below moves the queue).
     if (e.statusCode < 400) noteServed(state, worker, request.model, out);
     const cacheReport = cacheReportOf(e.headers);
+    // Either way the request ends with what the backend reported of its cache
+    // and tokens.
+    const failWith = (error: ClientError) =>
+      fail(state, request, error, "failed", out, cacheReport, e.tokenCounts);
+    const complete = () =>
+      finish(
+        state,
+        request,
+        "completed",
+        e.statusCode,
+        out,
+        cacheReport,
+        e.tokenCounts,
+      );
     // Issue 30: a stream opened by wait lines ends as a started one.
     if (request.status.kind === "streaming" || streamOpened(request)) {
       if (e.statusCode >= 400) {
-        failed(
-          state,
-          e,
-          request,
-          cacheReport,
-          out,
-          apiError("upstream_error", { status: e.statusCode }),
-        );
+        failWith(apiError("upstream_error", { status: e.statusCode }));
       } else {
         if (e.body.length > 0) {
           out.push({
@@ -102,13 +77,13 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
           request.deltas += countDeltas(e.body, request.endpointPath);
         }
         out.push({ kind: "endStream", requestId: request.id, error: null });
-        completed(state, e, request, cacheReport, out);
+        complete();
       }
     } else if (!isFinalStatus(e.statusCode)) {
       // Issue 33.11: a status HTTP has no final meaning for (600, a 1xx) is
       // not an answer: the client gets the relay's 502, never the backend's
       // body under a status it did not send.
-      failed(state, e, request, cacheReport, out, notFinalStatus(e.statusCode));
+      failWith(notFinalStatus(e.statusCode));
     } else if (
       request.bodyBytes + e.body.length > answerBytesMax(state.config)
     ) {
@@ -116,14 +91,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
       // own answer's size would fail it again on any worker). The completion's
       // own frame (at most the frame limit) is already here: the budget is
       // not asked.
-      failed(
-        state,
-        e,
-        request,
-        cacheReport,
-        out,
-        answerTooLarge(false, answerLimit(state.config, false)),
-      );
+      failWith(answerTooLarge(false, answerLimit(state.config, false)));
     } else {
       out.push({
         kind: "respond",
@@ -138,7 +106,7 @@ export function onCompleteReceived(state: State, e: E, out: Effect[]): void {
         ...(e.bodyBase64 === undefined ? {} : { bodyBase64: e.bodyBase64 }),
       });
       handOverBodyPieces(state, request);
-      completed(state, e, request, cacheReport, out);
+      complete();
     }
     releaseSlot(state, worker, e.requestId);
     out.push({
