@@ -12,12 +12,17 @@ export function stateWithWorkers(
   workers: number,
   maxConcurrent = 4,
   queueLenMax = 20_000,
+  extensions?: string[],
 ): State {
   const state = initialState(
     makeConfig({ queueLenMax, requestTimeoutMs: 1e12, queueTimeoutMs: 1e12 }),
   );
   for (let i = 0; i < workers; i++) {
-    addWorker(state, `w${i}`, { models: ["m"], maxConcurrent });
+    addWorker(state, `w${i}`, {
+      models: ["m"],
+      maxConcurrent,
+      ...(extensions === undefined ? {} : { extensions }),
+    });
   }
   return state;
 }

@@ -13,16 +13,15 @@ import {
   type Event,
   eventFromBinaryFrame,
   eventFromFrame,
-  initialState,
-  makeConfig,
   reduce,
+  type State,
   tokenAskOf,
 } from "../core/mod.ts";
 import { encodeBinaryChunkFrame } from "../core/protocol/binary.ts";
 import { EXTENSION_CHUNK_BYTES } from "../core/protocol/messages.ts";
 import { Metrics } from "../shell/server/ops/metrics.ts";
 import { traceRequest } from "../shell/server/ops/tracing.ts";
-import { addWorker, openStreams, stateWithWorkers } from "./_fixtures.ts";
+import { openStreams, request, stateWithWorkers } from "./_fixtures.ts";
 
 const BATCH = 1000;
 const FRAME_MAX = 16 << 20;
@@ -50,14 +49,10 @@ function clientHeaders(): Record<string, string> {
 function requestEvent(requestId: string): Event {
   const headers = clientHeaders();
   traceRequest(headers);
+  const plain = request(requestId, "m", false);
+  if (plain.kind !== "requestReceived") throw new Error("not a request");
   return {
-    kind: "requestReceived",
-    atMs: 0,
-    requestId,
-    api: "openai",
-    endpointPath: "/v1/chat/completions",
-    model: "m",
-    isStreaming: false,
+    ...plain,
     body: BODY,
     headers,
     tenant: "default",
@@ -140,65 +135,71 @@ function carryOut(metrics: Metrics, effects: readonly Effect[]): string | null {
   });
 }
 
-{
-  const state = stateWithWorkers(10);
+/** Each frame decoded, reduced and its effects tapped, as the worker door and runtime do. */
+function benchChunks<F>(
+  group: string,
+  name: string,
+  state: State,
+  frames: { workerId: string; frame: F }[],
+  decode: (workerId: string, frame: F) => Event,
+): void {
+  assert.equal(
+    decode(frames[0]!.workerId, frames[0]!.frame).kind,
+    "chunkReceived",
+  );
   const metrics = new Metrics(0);
-  const open = openStreams(state, 10);
-  const frames = Array.from({ length: BATCH }, (_, i) => {
-    const [requestId, workerId] = open[i % open.length]!;
-    const frame = encodeFrame({
-      type: "response_chunk",
-      request_id: requestId,
-      chunk: 'data: {"choices":[{"delta":{"content":"hello"}}]}\n\n',
-    });
-    return { workerId, frame };
-  });
   Deno.bench({
-    group: "server path: 1,000 streamed chunks (10 open streams)",
-    name: "chunk frame decoded, reduced, tapped",
+    group,
+    name,
     fn() {
       for (const { workerId, frame } of frames) {
-        const e = eventFromFrame(workerId, 1, frame, FRAME_MAX);
+        const e = decode(workerId, frame);
         for (const x of reduce(state, e).effects) metrics.onEffect(x);
       }
     },
   });
 }
 
+const CHUNK = 'data: {"choices":[{"delta":{"content":"hello"}}]}\n\n';
+
+{
+  const state = stateWithWorkers(10);
+  const open = openStreams(state, 10);
+  const frames = Array.from({ length: BATCH }, (_, i) => {
+    const [requestId, workerId] = open[i % open.length]!;
+    const frame = encodeFrame({
+      type: "response_chunk",
+      request_id: requestId,
+      chunk: CHUNK,
+    });
+    return { workerId, frame };
+  });
+  benchChunks(
+    "server path: 1,000 streamed chunks (10 open streams)",
+    "chunk frame decoded, reduced, tapped",
+    state,
+    frames,
+    (workerId, frame) => eventFromFrame(workerId, 1, frame, FRAME_MAX),
+  );
+}
+
 // The same over chunk-bytes-v1 (what our worker sends): the id read from the
 // frame's header, the chunk a subarray, its content deltas counted in bytes.
 {
-  const state = initialState(
-    makeConfig({ requestTimeoutMs: 1e12, queueTimeoutMs: 1e12 }),
-  );
-  for (let i = 0; i < 10; i++) {
-    addWorker(state, `w${i}`, {
-      models: ["m"],
-      maxConcurrent: 4,
-      extensions: [EXTENSION_CHUNK_BYTES],
-    });
-  }
-  const metrics = new Metrics(0);
+  const state = stateWithWorkers(10, 4, 20_000, [EXTENSION_CHUNK_BYTES]);
   // Ids as the server mints them (shell/server/ids.ts): 40 characters.
   const streams = openStreams(state, 10, () => `req-${crypto.randomUUID()}`);
-  const chunk = new TextEncoder().encode(
-    'data: {"choices":[{"delta":{"content":"hello"}}]}\n\n',
-  );
+  const chunk = new TextEncoder().encode(CHUNK);
   // A stream's chunks come one after another, as one backend writes them.
   const frames = Array.from({ length: BATCH }, (_, i) => {
     const [requestId, workerId] = streams[Math.floor(i / 100)]!;
     return { workerId, frame: encodeBinaryChunkFrame(requestId, chunk) };
   });
-  const first = eventFromBinaryFrame("w", 1, frames[0]!.frame, FRAME_MAX);
-  assert.equal(first.kind, "chunkReceived");
-  Deno.bench({
-    group: "server path: 1,000 streamed chunks, chunk-bytes-v1 (10 streams)",
-    name: "binary chunk frame decoded, reduced, tapped",
-    fn() {
-      for (const { workerId, frame } of frames) {
-        const e = eventFromBinaryFrame(workerId, 1, frame, FRAME_MAX);
-        for (const x of reduce(state, e).effects) metrics.onEffect(x);
-      }
-    },
-  });
+  benchChunks(
+    "server path: 1,000 streamed chunks, chunk-bytes-v1 (10 streams)",
+    "binary chunk frame decoded, reduced, tapped",
+    state,
+    frames,
+    (workerId, frame) => eventFromBinaryFrame(workerId, 1, frame, FRAME_MAX),
+  );
 }
