@@ -4,7 +4,7 @@
 // or message is read from /proc (bench/e2e/cpu.ts) in interleaved rounds, so
 // the ratios between candidates hold on a loaded machine.
 //
-//   deno run --allow-run --allow-net=127.0.0.1 --allow-read --allow-env bench/transports.ts [--rounds 3] [--requests 4000]
+//   deno run --allow-run --allow-net=127.0.0.1 --allow-read --allow-env bench/transports.ts [--rounds 3] [--requests 4000] [--only door,link,client]
 //
 // The client door (what answers the SDKs): a POST with a small JSON body,
 // answered with a small JSON body, keep-alive, 8 concurrent clients (node:http
@@ -15,13 +15,22 @@
 //   node-net    node:net, HTTP/1.1 parsed by hand
 // The worker's link (WebSocket client to the server; server here is `ws` in
 // this process): 8 messages in flight, each echoed:
-//   ws-client   the `ws` package's client (the worker today)
+//   ws-client   the `ws` package's client (the worker before issue 31)
 //   deno-ws     Deno's native WebSocket
+//   ours        shell/ws/client.ts over Deno.connect, TCP_NODELAY (the worker now)
 // and the latency of a head and a first piece sent in two turns (issue 31's
 // Nagle finding): p50 from the first send to the server's answer to the
 // second.
+// The worker's backend client (HTTP/1.1 to the GPU server; the server here is
+// node:net in this process): 8 keep-alive connections, each sending a POST and
+// reading its answer in turn, CPU of the client process per request:
+//   exchange    shell/worker/http1/exchange.ts, the worker's client itself
+//   node-net    node:net, one write per request, http1/response_parser.ts
+//   deno-conn   Deno.connect, the same parser, one reused read buffer, one
+//               write per request
 import http from "node:http";
 import net from "node:net";
+import process from "node:process";
 import { parseArgs } from "node:util";
 import { type WebSocket as WsSocket, WebSocketServer } from "ws";
 import WebSocket from "ws";
@@ -29,6 +38,15 @@ import { readCpuNs } from "./e2e/cpu.ts";
 import { freePort, spawnProgram } from "../shell/procs.ts";
 import { median, percentile } from "./e2e/stats.ts";
 import { postChat } from "./_post_chat.ts";
+import { exchange } from "../shell/worker/http1/exchange.ts";
+import { closeIdleConnections } from "../shell/worker/http1/connection_pool.ts";
+import {
+  feed,
+  newResponseParser,
+  type ParserEvents,
+} from "../shell/worker/http1/response_parser.ts";
+import { connectWebSocket } from "../shell/ws/client.ts";
+import type { WsConnection } from "../shell/ws/connection.ts";
 
 const ANSWER = JSON.stringify({
   id: "x",
@@ -159,26 +177,36 @@ function serveRaw(port: number): void {
 }
 
 function serveNodeNet(port: number): void {
-  net.createServer((socket) => {
-    socket.setNoDelay(true);
-    let buf = new Uint8Array(64 * 1024);
-    let len = 0;
-    socket.on("data", (chunk: Buffer) => {
-      while (len + chunk.length > buf.length) {
-        const bigger = new Uint8Array(buf.length * 2);
-        bigger.set(buf.subarray(0, len));
-        buf = bigger;
-      }
-      buf.set(chunk, len);
-      len += chunk.length;
-      const { used, count } = parseRequests(buf, len);
-      if (count === 0) return;
-      buf.copyWithin(0, used, len);
-      len -= used;
-      for (let i = 0; i < count; i++) socket.write(RESPONSE);
-    });
-    socket.on("error", () => {});
-  }).listen(port, "127.0.0.1");
+  net.createServer(serveSocket).listen(port, "127.0.0.1");
+}
+
+/** One keep-alive connection of the node:net door: each request answered as it is whole. */
+function serveSocket(socket: net.Socket): void {
+  onRequests(socket, (count) => {
+    for (let i = 0; i < count; i++) socket.write(RESPONSE);
+  });
+}
+
+/** Calls `answer` with how many requests each read made whole on `socket`. */
+function onRequests(socket: net.Socket, answer: (count: number) => void) {
+  socket.setNoDelay(true);
+  let buf = new Uint8Array(64 * 1024);
+  let len = 0;
+  socket.on("data", (chunk: Buffer) => {
+    while (len + chunk.length > buf.length) {
+      const bigger = new Uint8Array(buf.length * 2);
+      bigger.set(buf.subarray(0, len));
+      buf = bigger;
+    }
+    buf.set(chunk, len);
+    len += chunk.length;
+    const { used, count } = parseRequests(buf, len);
+    if (count === 0) return;
+    buf.copyWithin(0, used, len);
+    len -= used;
+    answer(count);
+  });
+  socket.on("error", () => {});
 }
 
 /** A WebSocket client candidate: connects to `url`, echoes nothing, sends when told by the server. */
@@ -206,12 +234,154 @@ function linkDeno(url: string): void {
   };
 }
 
+// ---- backend client candidates, each run as a child:
+// `transports.ts client <kind> <port> <requests>`: a warm-up of a quarter of
+// `requests`, then `requests` at concurrency 8 with the process's own CPU
+// read around them (every thread's, /proc/self/task/*/schedstat), printed as
+// `cpu-ns <n>`.
+
+type Client = "exchange" | "node-net" | "deno-conn";
+const CLIENTS: Client[] = ["exchange", "node-net", "deno-conn"];
+const CLIENT_CONCURRENCY = 8;
+
+/** This process's CPU ns so far, every thread (getrusage). */
+function ownCpuNs(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) * 1000;
+}
+
+/** The answer's events, for a client that only needs to know it is whole. */
+function untilComplete(done: () => void): ParserEvents {
+  return { head() {}, body() {}, complete: done };
+}
+
+function requestWire(port: number): string {
+  return `POST /v1/chat/completions HTTP/1.1\r\ncontent-type: application/json\r\n` +
+    `content-length: ${BODY.length}\r\nHost: 127.0.0.1:${port}\r\n` +
+    `Connection: keep-alive\r\n\r\n${BODY}`;
+}
+
+/** One request at a time on a connection of its own; `send` resolves when the answer is whole. */
+type Lane = { send(): Promise<void>; close(): void };
+
+async function laneNodeNet(port: number): Promise<Lane> {
+  const socket = net.connect({ host: "127.0.0.1", port });
+  socket.setNoDelay(true);
+  await new Promise((r) => socket.once("connect", r));
+  const wire = requestWire(port);
+  let parser = newResponseParser();
+  let whole = () => {};
+  const events = untilComplete(() => whole());
+  socket.on("data", (b: Buffer) => feed(parser, b, events));
+  return {
+    send: () =>
+      new Promise<void>((resolve) => {
+        parser = newResponseParser();
+        whole = resolve;
+        socket.write(wire);
+      }),
+    close: () => socket.destroy(),
+  };
+}
+
+async function laneDenoConn(port: number): Promise<Lane> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+  conn.setNoDelay(true);
+  const wire = new TextEncoder().encode(requestWire(port));
+  const buf = Buffer.allocUnsafe(64 * 1024);
+  return {
+    send: async () => {
+      const parser = newResponseParser();
+      let whole = false;
+      const events = untilComplete(() => whole = true);
+      const written = writeAll(conn, wire);
+      while (!whole) {
+        const n = await conn.read(buf);
+        if (n === null) throw new Error("the server closed the connection");
+        feed(parser, buf.subarray(0, n), events);
+      }
+      await written;
+    },
+    close: () => conn.close(),
+  };
+}
+
+async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
+  for (let at = 0; at < bytes.length;) {
+    at += await conn.write(at === 0 ? bytes : bytes.subarray(at));
+  }
+}
+
+/** The worker's own client; its pool keeps the 8 connections. */
+function laneExchange(port: number): Lane {
+  const target = {
+    host: "127.0.0.1",
+    port,
+    path: "/v1/chat/completions",
+    auth: null,
+  };
+  const headers = {
+    "content-type": "application/json",
+    "content-length": String(BODY.length),
+  };
+  return {
+    send: () =>
+      new Promise<void>((resolve, reject) => {
+        exchange("POST", target, headers, BODY, {
+          response() {},
+          data() {},
+          end: resolve,
+          failed: (_, message) => reject(new Error(message)),
+        });
+      }),
+    close: () => closeIdleConnections(),
+  };
+}
+
+async function runClient(kind: Client, port: number, requests: number) {
+  const lanes = await Promise.all(
+    Array.from(
+      { length: CLIENT_CONCURRENCY },
+      () =>
+        kind === "exchange"
+          ? laneExchange(port)
+          : kind === "node-net"
+          ? laneNodeNet(port)
+          : laneDenoConn(port),
+    ),
+  );
+  const run = async (n: number) => {
+    let next = 0;
+    await Promise.all(lanes.map(async (lane) => {
+      while (next++ < n) await lane.send();
+    }));
+  };
+  await run(requests / 4);
+  const before = ownCpuNs();
+  await run(requests);
+  console.log(`cpu-ns ${ownCpuNs() - before}`);
+  for (const lane of lanes) lane.close();
+}
+
+function linkOurs(url: string): void {
+  const ws: WsConnection = connectWebSocket(url, { maxPayload: 1 << 20 }, {
+    onText: (text) => {
+      if (text === "pair") {
+        ws.sendText("head-of-a-stream");
+        setTimeout(() => ws.sendText("first-piece"), 0);
+      } else ws.sendText(text);
+    },
+    onBinary: () => {},
+    onClose: () => {},
+  });
+}
+
 // ---- the harness
 
 type Door = "node-http" | "deno-serve" | "raw-listen" | "node-net";
-type Link = "ws-client" | "deno-ws";
+type Link = "ws-client" | "deno-ws" | "ours";
 const DOORS: Door[] = ["node-http", "deno-serve", "raw-listen", "node-net"];
-const LINKS: Link[] = ["ws-client", "deno-ws"];
+const LINKS: Link[] = ["ws-client", "deno-ws", "ours"];
 
 function cpuNs(pid: number): number {
   const t = readCpuNs([pid]).get(pid);
@@ -353,8 +523,16 @@ async function links(rounds: number, messages: number) {
       s.on("message", onMessage);
       s.send("pair");
     });
-  const us: Record<Link, number[]> = { "ws-client": [], "deno-ws": [] };
-  const pairMs: Record<Link, number[]> = { "ws-client": [], "deno-ws": [] };
+  const us: Record<Link, number[]> = {
+    "ws-client": [],
+    "deno-ws": [],
+    ours: [],
+  };
+  const pairMs: Record<Link, number[]> = {
+    "ws-client": [],
+    "deno-ws": [],
+    ours: [],
+  };
   try {
     for (const p of procs) await echoes(p.s, messages / 4);
     for (let r = 0; r < rounds; r++) {
@@ -371,6 +549,68 @@ async function links(rounds: number, messages: number) {
     wss.close();
   }
   return { us, pairMs };
+}
+
+/** Server CPU is not measured here: node:net in this process answers them all. */
+/** Pieces of a streamed answer (`--only client`'s second half). */
+const STREAM_PIECES = 20;
+const STREAM_HEAD =
+  "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+const STREAM_PIECE = (() => {
+  const event = 'data: {"choices":[{"delta":{"content":"a"}}]}\n\n';
+  return `${event.length.toString(16)}\r\n${event}\r\n`;
+})();
+
+/**
+ * Answers each request with an SSE stream of STREAM_PIECES events, one write
+ * per event-loop turn, so a client reads them one by one (per-read cost).
+ */
+function serveStream(socket: net.Socket): void {
+  onRequests(socket, (count) => {
+    for (let i = 0; i < count; i++) {
+      socket.write(STREAM_HEAD);
+      let sent = 0;
+      const next = () => {
+        if (socket.destroyed) return;
+        if (sent++ < STREAM_PIECES) {
+          socket.write(STREAM_PIECE);
+          setImmediate(next);
+        } else socket.write("0\r\n\r\n");
+      };
+      setImmediate(next);
+    }
+  });
+}
+
+async function clients(
+  rounds: number,
+  requests: number,
+  answer: "plain" | "stream",
+) {
+  const server = net.createServer(
+    answer === "plain" ? serveSocket : serveStream,
+  );
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as net.AddressInfo).port;
+  const us: Record<Client, number[]> = {
+    exchange: [],
+    "node-net": [],
+    "deno-conn": [],
+  };
+  try {
+    for (let r = 0; r < rounds; r++) {
+      for (let i = 0; i < CLIENTS.length; i++) {
+        const kind = CLIENTS[(i + r) % CLIENTS.length]!;
+        const child = self(["client", kind, String(port), String(requests)]);
+        const m = await child.waitForLine(/^cpu-ns (\d+)$/, 120_000);
+        await child.status;
+        us[kind].push(Number(m[1]) / 1000 / requests);
+      }
+    }
+  } finally {
+    server.close();
+  }
+  return us;
 }
 
 if (import.meta.main) {
@@ -391,8 +631,12 @@ if (import.meta.main) {
         serveNodeNet(port);
         break;
     }
+  } else if (mode === "client") {
+    await runClient(kind as Client, Number(arg), Number(Deno.args[3]));
+    Deno.exit(0);
   } else if (mode === "link") {
     if (kind === "ws-client") linkWs(arg!);
+    else if (kind === "ours") linkOurs(arg!);
     else linkDeno(arg!);
   } else {
     const { values } = parseArgs({
@@ -400,35 +644,66 @@ if (import.meta.main) {
       options: {
         rounds: { type: "string", default: "3" },
         requests: { type: "string", default: "4000" },
+        only: { type: "string", default: "door,link,client" },
       },
     });
     const rounds = Number(values.rounds);
     const requests = Number(values.requests);
-    const d = await doors(rounds, requests);
-    console.log(
-      `client door: server CPU µs per request, c=8, ${requests} requests, ${rounds} rounds (median; rounds)`,
-    );
-    const base = median(d["node-http"]);
-    for (const k of DOORS) {
-      console.log(
-        `  ${k.padEnd(11)} ${median(d[k]).toFixed(1).padStart(6)} µs  (${
-          (median(d[k]) / base).toFixed(2)
-        } of node-http)  [${d[k].map((v) => v.toFixed(1)).join(", ")}]`,
-      );
-    }
-    const l = await links(rounds, requests);
-    console.log(
-      `worker link: client CPU µs per message echoed, 8 in flight, ${requests} messages (median; rounds); head + first piece in two turns, p50 / p99 ms`,
-    );
-    for (const k of LINKS) {
-      console.log(
-        `  ${k.padEnd(11)} ${median(l.us[k]).toFixed(1).padStart(6)} µs  [${
-          l.us[k].map((v) => v.toFixed(1)).join(", ")
-        }]   pair p50 ${percentile(l.pairMs[k], 50).toFixed(2)} ms, p99 ${
-          percentile(l.pairMs[k], 99).toFixed(2)
-        } ms`,
-      );
-    }
+    const only = values.only.split(",");
+    if (only.includes("door")) await reportDoors(rounds, requests);
+    if (only.includes("link")) await reportLinks(rounds, requests);
+    if (only.includes("client")) await printClients(rounds, requests);
     Deno.exit(0);
+  }
+}
+
+async function printClients(rounds: number, requests: number) {
+  for (const answer of ["plain", "stream"] as const) {
+    const n = answer === "plain" ? requests : requests / 4;
+    const c = await clients(rounds, n, answer);
+    console.log(
+      answer === "plain"
+        ? `backend client: client CPU µs per plain request, c=8, ${n} requests, ${rounds} rounds (median; rounds)`
+        : `backend client: client CPU µs per streamed request (${STREAM_PIECES} events, one per turn), c=8, ${n} requests`,
+    );
+    const base = median(c.exchange);
+    for (const k of CLIENTS) {
+      console.log(
+        `  ${k.padEnd(11)} ${median(c[k]).toFixed(1).padStart(6)} µs  (${
+          (median(c[k]) / base).toFixed(2)
+        } of exchange)  [${c[k].map((v) => v.toFixed(1)).join(", ")}]`,
+      );
+    }
+  }
+}
+
+async function reportDoors(rounds: number, requests: number): Promise<void> {
+  const d = await doors(rounds, requests);
+  console.log(
+    `client door: server CPU µs per request, c=8, ${requests} requests, ${rounds} rounds (median; rounds)`,
+  );
+  const base = median(d["node-http"]);
+  for (const k of DOORS) {
+    console.log(
+      `  ${k.padEnd(11)} ${median(d[k]).toFixed(1).padStart(6)} µs  (${
+        (median(d[k]) / base).toFixed(2)
+      } of node-http)  [${d[k].map((v) => v.toFixed(1)).join(", ")}]`,
+    );
+  }
+}
+
+async function reportLinks(rounds: number, requests: number): Promise<void> {
+  const l = await links(rounds, requests);
+  console.log(
+    `worker link: client CPU µs per message echoed, 8 in flight, ${requests} messages (median; rounds); head + first piece in two turns, p50 / p99 ms`,
+  );
+  for (const k of LINKS) {
+    console.log(
+      `  ${k.padEnd(11)} ${median(l.us[k]).toFixed(1).padStart(6)} µs  [${
+        l.us[k].map((v) => v.toFixed(1)).join(", ")
+      }]   pair p50 ${percentile(l.pairMs[k], 50).toFixed(2)} ms, p99 ${
+        percentile(l.pairMs[k], 99).toFixed(2)
+      } ms`,
+    );
   }
 }

@@ -5,8 +5,11 @@
 // Set to the server's own µs per chunk from a normal run, it doubles the
 // server's work per chunk, which is what a lost optimisation (a parse or an
 // encoding again per chunk) looks like. Never imported by the relay itself.
-import WebSocket from "ws";
-
+//
+// The hook: our WebSocket parser (shell/ws/frame.ts) gives each binary
+// message its own bytes with `Uint8Array.prototype.slice`; a slice that is a
+// chunk-bytes-v1 frame (kind 0x01, then the request id's length, the id) is
+// one frame from a worker.
 const usPerChunk = Number(Deno.env.get("BENCH_MUTANT_US_PER_CHUNK") ?? "0");
 if (!(usPerChunk > 0)) {
   throw new Error("BENCH_MUTANT_US_PER_CHUNK must be a positive number");
@@ -29,15 +32,27 @@ function burn(us: number): void {
   }
 }
 
-type Emit = (this: WebSocket, event: string, ...args: unknown[]) => boolean;
-const proto = WebSocket.prototype as unknown as { emit: Emit };
-const emit = proto.emit;
-proto.emit = function (this: WebSocket, event: string, ...args: unknown[]) {
-  const [data, isBinary] = args;
-  if (event === "message" && isBinary === true && data instanceof Uint8Array) {
-    burn(usPerChunk * events(data));
+const slice = Uint8Array.prototype.slice;
+Uint8Array.prototype.slice = function (
+  this: Uint8Array,
+  start?: number,
+  end?: number,
+) {
+  const out = slice.call(this, start, end);
+  if (start === undefined && end === undefined && looksLikeChunkFrame(out)) {
+    burn(usPerChunk * events(out));
   }
-  return emit.call(this, event, ...args);
-};
+  return out;
+} as typeof slice;
+
+/** A chunk-bytes-v1 frame: kind 0x01, an id length, an id of printable ASCII. */
+function looksLikeChunkFrame(b: Uint8Array): boolean {
+  const n = b[1] ?? 0;
+  if (b[0] !== 1 || n === 0 || b.length < 2 + n) return false;
+  for (let i = 2; i < 2 + n; i++) {
+    if (b[i]! < 0x21 || b[i]! > 0x7e) return false;
+  }
+  return true;
+}
 
 await import("../../shell/server/main.ts");

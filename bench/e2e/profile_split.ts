@@ -76,7 +76,9 @@ export function stageOf(f: CallFrame): Stage | null {
     return "write";
   }
   if (/\/core\//.test(url) && !/ext:core/.test(url)) return "decide";
-  if (/internal\/timers|\/timers\.ts/.test(url)) return "timers";
+  if (/internal\/timers|\/timers\.ts|worker\/deadlines\.ts/.test(url)) {
+    return "timers";
+  }
   if (/\/shell\//.test(url)) return "shell";
   return null;
 }

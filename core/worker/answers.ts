@@ -56,11 +56,12 @@ export function completionFrames(
     ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
   });
   const max = state.responseFrameBytesMax;
-  // One rule with the worker shell's (core/protocol/frame_limit.ts), in bytes.
-  const room = frameRoomBytes(c.headers, requestId, max);
+  // One rule with the worker shell's (core/protocol/frame_limit.ts), in
+  // bytes; the exact room only where bodyFitsOneFrame's bounds do not do.
+  const room = () => frameRoomBytes(c.headers, requestId, max);
   // body-bytes-v1 (issue 25): a binary answer in one frame, base64.
   if (c.body_base64 !== undefined) {
-    if (c.body_base64.length <= room) {
+    if (c.body_base64.length <= room()) {
       return [{
         type: "response_complete",
         request_id: requestId,
@@ -81,7 +82,7 @@ export function completionFrames(
   }
   // Pieces sized so that even an all-escaped piece fits a frame: JSON takes
   // at most 6 bytes per UTF-16 unit.
-  const piece = Math.max(1, Math.floor(room / 6));
+  const piece = Math.max(1, Math.floor(room() / 6));
   const out: WorkerMessage[] = [];
   let i = 0;
   while (i < c.body.length) {

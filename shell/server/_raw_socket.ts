@@ -2,6 +2,8 @@
 // that stops halfway, a WebSocket peer that ignores close frames, a frame that
 // never ends). Real sockets, byte by byte.
 
+import { connTransport } from "../ws/transport.ts";
+
 export type RawConn = {
   conn: Deno.TcpConn;
   /** Everything received so far, decoded as latin1 (bytes preserved). */
@@ -41,7 +43,7 @@ export async function rawConnect(port: number): Promise<RawConn> {
     await readUntilEnd(conn, (bytes) => chunks.push(bytes.slice()));
     return performance.now() - started;
   })();
-  let closed = false;
+  const transport = connTransport(conn);
   return {
     conn,
     received: () => {
@@ -49,23 +51,12 @@ export async function rawConnect(port: number): Promise<RawConn> {
       for (const c of chunks) for (const b of c) s += String.fromCharCode(b);
       return s;
     },
-    async write(data) {
-      const bytes = typeof data === "string"
-        ? new TextEncoder().encode(data)
-        : data;
-      let off = 0;
-      while (off < bytes.length) off += await conn.write(bytes.subarray(off));
-    },
+    write: (data) =>
+      transport.write(
+        typeof data === "string" ? new TextEncoder().encode(data) : data,
+      ),
     ended,
-    close() {
-      if (closed) return;
-      closed = true;
-      try {
-        conn.close();
-      } catch {
-        // already closed
-      }
-    },
+    close: () => transport.close(),
   };
 }
 

@@ -1,8 +1,6 @@
 // Carries out core effects: the exhaustive switch over `Effect` (conventions §1).
 // Writes are enqueued synchronously; nothing here decides anything about routing,
 // timing or retries.
-// @ts-types="npm:@types/ws@8.18.1"
-import type { WebSocket } from "ws";
 import {
   type ServerResponse,
   validateHeaderName,
@@ -33,6 +31,7 @@ import { compactHead, replyError, sendJson } from "./http/http_reply.ts";
 import { CACHE_HEADER_DEFAULTS } from "./http/tenancy.ts";
 import { cutAfterLinger } from "./linger.ts";
 import { pieceBytes } from "../piece_bytes.ts";
+import type { WsConnection } from "../ws/connection.ts";
 
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -44,9 +43,8 @@ export const SSE_HEADERS = {
 export type EffectDeps = {
   clients: Clients;
   lifecycleCallers: LifecycleCallers;
-  sockets: Map<string, WebSocket>;
-  /** Called before a frame goes to `ws`: frames of one turn share a write (frame_batch.ts). */
-  batch?: (ws: WebSocket) => void;
+  /** Each worker's socket: frames sent in one turn leave in one write (shell/ws/connection.ts). */
+  sockets: Map<string, WsConnection>;
   log: Logger;
   clientBufferBytes: number;
   submit: (event: Event) => void;
@@ -164,8 +162,7 @@ export function makeEffectRunner(deps: EffectDeps): (effect: Effect) => void {
       case "sendToWorker": {
         const ws = deps.sockets.get(effect.workerId);
         if (ws === undefined) return;
-        deps.batch?.(ws);
-        ws.send(encodeFrame(effect.message));
+        ws.sendText(encodeFrame(effect.message));
         return;
       }
       case "startStream":
@@ -452,12 +449,7 @@ function closeWorker(
   const ws = deps.sockets.get(workerId);
   if (ws === undefined) return;
   deps.sockets.delete(workerId);
-  try {
-    ws.close(code, closeReason(reason));
-  } catch {
-    ws.terminate(); // never leave a dropped worker's socket open
-    return;
-  }
+  ws.close(code, closeReason(reason));
   // The close event comes back as workerDisconnected; the core ignores it.
   // A peer that never answers the close handshake is cut.
   cutAfterLinger(ws, () => ws.terminate());

@@ -1,7 +1,16 @@
 // Credentials a request presents, read and compared in one place: the bearer
 // token of the admin, metrics and client-key checks, compared in constant time.
-import type { IncomingMessage } from "node:http";
 import { createHash, timingSafeEqual } from "node:crypto";
+
+/** What carries credentials: a node:http request, or an upgrade handed over by the door (shell/ws/upgrade.ts). */
+type WithHeaders = {
+  headers: { authorization?: string | string[] | undefined };
+};
+
+function authorization(req: WithHeaders): string | undefined {
+  const h = req.headers.authorization;
+  return Array.isArray(h) ? h[0] : h;
+}
 
 /** Constant-time comparison (C1): both sides hashed first so lengths never leak. */
 export function secretsEqual(given: string, expected: string): boolean {
@@ -14,8 +23,8 @@ export function secretsEqual(given: string, expected: string): boolean {
  * A token as the original's admin API also takes it (issue 32): the whole
  * `Authorization` value when it is one word with no scheme, else null.
  */
-function bareToken(req: IncomingMessage): string | null {
-  const h = req.headers.authorization?.trim();
+function bareToken(req: WithHeaders): string | null {
+  const h = authorization(req)?.trim();
   return h === undefined || h === "" || /\s/.test(h) ? null : h;
 }
 
@@ -26,7 +35,7 @@ function bareToken(req: IncomingMessage): string | null {
  * `bare`: a token without the `Bearer ` scheme counts too.
  */
 export function bearerCheck(
-  req: IncomingMessage,
+  req: WithHeaders,
   secret: string,
   opts: { bare?: boolean } = {},
 ): "ok" | "missing" | "wrong" {
@@ -37,8 +46,8 @@ export function bearerCheck(
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or null. */
-export function bearerToken(req: IncomingMessage): string | null {
-  const h = req.headers.authorization;
+export function bearerToken(req: WithHeaders): string | null {
+  const h = authorization(req);
   if (h === undefined) return null;
   const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
   return m === null ? null : m[1]!;

@@ -7,8 +7,6 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
-// @ts-types="npm:@types/ws@8.18.1"
-import type { WebSocket } from "ws";
 import {
   apiError,
   type Effect,
@@ -26,7 +24,6 @@ import {
   type ServerConfig,
   UNLIMITED_QUEUE_LEN,
 } from "./config.ts";
-import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import {
   answerUnparsable,
   closeIfBodyUnread,
@@ -40,6 +37,8 @@ import {
   makeWorkerUpgrade,
   type WorkerUpgrade,
 } from "./worker_door/worker_socket.ts";
+import { nodeUpgrade } from "./worker_door/node_upgrade.ts";
+import type { WsConnection } from "../ws/connection.ts";
 
 /**
  * Below this a worker secret can be guessed: the auth throttle never refuses a
@@ -85,8 +84,7 @@ export async function startServer(
   const clients: Clients = new Map();
   const lifecycleCallers: LifecycleCallers = hooks.lifecycleCallers ??
     new Map();
-  const sockets = new Map<string, WebSocket>();
-  const rawSockets = new WeakMap<WebSocket, Corkable>();
+  const sockets = new Map<string, WsConnection>();
   let resolveShutdown = () => {};
   const shutdownDone = new Promise<void>((r) => resolveShutdown = r);
   // Late-bound so the effect runner can submit follow-up events.
@@ -98,23 +96,19 @@ export async function startServer(
   const connections = capConnections(server, config.maxConnections);
   const upgrade = makeWorkerUpgrade({
     sockets,
-    rawSockets,
     submit: (e) => submit(e),
     now: nowMs,
     workerSecret: config.workerSecret,
     ...(hooks.workerKeyValid ? { workerKeyValid: hooks.workerKeyValid } : {}),
     defaultProvider: config.core.defaultProvider,
     frameCharsMax: config.core.frameCharsMax,
-    trustedProxies: config.trustedProxies,
     isRegistered: (id) => state.workers.has(id),
-    cap: connections,
     answerTimeoutMs: config.core.registerTimeoutMs,
   });
   const runEffect = effectRunnerFor(config, hooks, {
     clients,
     lifecycleCallers,
     sockets,
-    rawSockets,
     log,
     submit: (e) => submit(e),
     onShutdownComplete: () => resolveShutdown(),
@@ -138,9 +132,13 @@ export async function startServer(
   }
   const httpDeps = httpDepsFor(config, state, clients, submit, hooks, cluster);
   server.on("upgrade", (req, socket, head) => {
+    const u = nodeUpgrade(req, socket, head, {
+      trustedProxies: config.trustedProxies,
+      cap: connections,
+    });
     // Issue 23: another instance's link for answer bytes, on this same port.
-    if (cluster?.peerUpgrade(req, socket, head) === true) return;
-    upgrade.onUpgrade(req, socket, head);
+    if (cluster?.peerUpgrade(u) === true) return;
+    upgrade.onUpgrade(u);
   });
   server.keepAliveTimeout = 65_000;
 
@@ -179,7 +177,7 @@ export async function startServer(
 async function closeAll(
   { server, sockets, clients, lifecycleCallers, upgrade }: {
     server: Server;
-    sockets: Map<string, WebSocket>;
+    sockets: Map<string, WsConnection>;
     clients: Clients;
     lifecycleCallers: LifecycleCallers;
     upgrade: WorkerUpgrade;
@@ -242,28 +240,19 @@ async function startRuntime(
 function effectRunnerFor(
   config: ServerConfig,
   hooks: ServerHooks,
-  deps:
-    & Pick<
-      EffectDeps,
-      | "clients"
-      | "lifecycleCallers"
-      | "sockets"
-      | "log"
-      | "submit"
-      | "onShutdownComplete"
-      | "admission"
-    >
-    & { rawSockets: WeakMap<WebSocket, Corkable> },
+  deps: Pick<
+    EffectDeps,
+    | "clients"
+    | "lifecycleCallers"
+    | "sockets"
+    | "log"
+    | "submit"
+    | "onShutdownComplete"
+    | "admission"
+  >,
 ): (effect: Effect) => void {
-  const { rawSockets, ...rest } = deps;
-  const batcher = makeFrameBatcher();
   const runEffect = makeEffectRunner({
-    ...rest,
-    // Frames of one turn to one worker leave in one write (frame_batch.ts).
-    batch: (ws) => {
-      const raw = rawSockets.get(ws);
-      if (raw !== undefined) batcher.hold(raw);
-    },
+    ...deps,
     clientBufferBytes: config.clientBufferBytes,
     now: nowMs,
     onRequestFinished: hooks.onRequestFinished ?? (() => {}),

@@ -416,7 +416,7 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
     if (pending.length === 0 || a.settled()) return;
     const reads = pending;
     pending = [];
-    pass(reads.length === 1 ? reads[0]! : Buffer.concat(reads));
+    pass(reads.length === 1 ? reads[0]! : joined(reads));
   };
   a.body.onData((b) => {
     if (b.length === 0) return;
@@ -492,6 +492,23 @@ function readWholeBytes(a: Answer): void {
         },
     });
   });
+}
+
+/**
+ * A turn's reads as one Buffer: Buffer.concat's copy without its per-part
+ * checks, about half its cost a part in Deno 2.9 (issue 31: a stream's reads
+ * of one turn are joined on every turn).
+ */
+function joined(reads: readonly Buffer[]): Buffer {
+  let size = 0;
+  for (const r of reads) size += r.length;
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const r of reads) {
+    out.set(r, at);
+    at += r.length;
+  }
+  return out;
 }
 
 const EMPTY_BYTES: Uint8Array = Buffer.alloc(0);

@@ -6,14 +6,17 @@ import type { RequestMessage } from "../../core/protocol/mod.ts";
 import type { WorkerInput } from "../../core/worker/mod.ts";
 import {
   type Backend,
-  forwardToBackend,
   listBackendModels,
+  startBackendCall,
 } from "./backend_client.ts";
 
 export type BackendCallsDeps = {
   backend: Backend;
   dispatch: (event: WorkerInput) => void;
-  /** Keeps a call's promise until it settles, so nothing outlives the worker. */
+  /**
+   * Keeps a model listing's promise until it settles, so nothing outlives the
+   * worker (a forwarded call needs none: abortAll settles every one at once).
+   */
   track: (p: Promise<unknown>) => void;
   /** Whether the server negotiated body-chunks-v1 (read per request: a reconnect may reach another server). */
   bodyChunks: () => boolean;
@@ -35,54 +38,58 @@ export type BackendCalls = {
 };
 
 export function makeBackendCalls(deps: BackendCallsDeps): BackendCalls {
-  const calls = new Map<string, AbortController>();
+  /** Each call in flight's cancel, by request id. */
+  const calls = new Map<string, () => void>();
   return {
     forward(request) {
       const id = request.request_id;
-      const controller = new AbortController();
-      calls.set(id, controller);
-      deps.track(
-        forwardToBackend(deps.backend, request, controller.signal, {
-          chunk: (chunk) =>
-            deps.dispatch({ kind: "chunkRead", requestId: id, chunk }),
-          head: (status, headers) =>
-            deps.dispatch({ kind: "headRead", requestId: id, status, headers }),
-          bodyChunks: deps.bodyChunks(),
-          chunkBytes: deps.chunkBytes(),
-          bodyBytes: deps.bodyBytes(),
-          hasRoom: deps.hasRoom,
-        }).then((outcome) => {
-          if (calls.get(id) === controller) calls.delete(id);
-          switch (outcome.kind) {
-            case "completed":
-              return deps.dispatch({
-                kind: "backendFinished",
-                requestId: id,
-                completion: outcome.completion,
-              });
-            case "failed":
-              return deps.dispatch({
-                kind: outcome.code === "backend_unavailable"
-                  ? "backendUnavailable"
-                  : "backendStreamBroken",
-                requestId: id,
-                message: outcome.message,
-              });
-            case "cancelled":
-              return;
-            default:
-              return assertNever(outcome);
-          }
-        }),
-      );
+      /** Null until started: a call that fails at once is never listed. */
+      let cancel: (() => void) | null = null;
+      let over = false;
+      cancel = startBackendCall("own", deps.backend, request, {
+        chunk: (chunk) =>
+          deps.dispatch({ kind: "chunkRead", requestId: id, chunk }),
+        head: (status, headers) =>
+          deps.dispatch({ kind: "headRead", requestId: id, status, headers }),
+        bodyChunks: deps.bodyChunks(),
+        chunkBytes: deps.chunkBytes(),
+        bodyBytes: deps.bodyBytes(),
+        hasRoom: deps.hasRoom,
+      }, (outcome) => {
+        over = true;
+        if (cancel !== null && calls.get(id) === cancel) calls.delete(id);
+        switch (outcome.kind) {
+          case "completed":
+            return deps.dispatch({
+              kind: "backendFinished",
+              requestId: id,
+              completion: outcome.completion,
+            });
+          case "failed":
+            return deps.dispatch({
+              kind: outcome.code === "backend_unavailable"
+                ? "backendUnavailable"
+                : "backendStreamBroken",
+              requestId: id,
+              message: outcome.message,
+            });
+          case "cancelled":
+            return;
+          default:
+            return assertNever(outcome);
+        }
+      });
+      if (!over) calls.set(id, cancel);
     },
     abort(requestId) {
-      calls.get(requestId)?.abort();
+      const cancel = calls.get(requestId);
       calls.delete(requestId);
+      cancel?.();
     },
     abortAll() {
-      for (const c of calls.values()) c.abort();
+      const all = [...calls.values()];
       calls.clear();
+      for (const cancel of all) cancel();
     },
     listModels(reply) {
       deps.track(

@@ -8,6 +8,7 @@ import http from "node:http";
 import https from "node:https";
 import { urlToHttpOptions } from "node:url";
 import { exchange, type RequestTarget } from "./http1/exchange.ts";
+import { type Deadline, makeDeadlines } from "./deadlines.ts";
 import {
   asksUsageOn,
   flavourOf,
@@ -86,6 +87,9 @@ function targetOf(href: string): Target {
   return t;
 }
 
+/** Every call's BACKEND_HEAD_TIMEOUT_SECS, on one timer (deadlines.ts). */
+const HEAD_DEADLINES = makeDeadlines();
+
 /** Where the backend is and the key it wants (BACKEND_API_KEY), if any. */
 export type Backend = {
   url: string;
@@ -111,17 +115,8 @@ function authorize(headers: Record<string, string>, backend: Backend): void {
 }
 
 /**
- * Forwards `request` and reports how it ended.
- *
- * node:http rather than fetch (issue 10, measured): Deno's fetch body reader
- * costs ~30 µs per read, 4-8x node:http's per-chunk cost, and it was the
- * worker's largest cost while streaming. Chunks that arrive in one socket read
- * are passed on as one string (flushed in a microtask, so nothing waits for a
- * later read): fewer frames, the same bytes in the same order.
- *
- * Memory stays bounded: a stream or a chunked body is read only while the
- * proxy link has room (`sink.hasRoom`), and a buffered body stops at
- * RESPONSE_FRAME_BYTES_MAX.
+ * Forwards `request` and reports how it ended, as a promise; `signal` cancels
+ * it. startBackendCall's promise form (the tests'; the worker uses that).
  */
 export function forwardToBackend(
   backend: Backend,
@@ -144,6 +139,43 @@ export function forwardToBackendVia(
   signal: AbortSignal,
   sink: AnswerSink,
 ): Promise<BackendOutcome> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve({ kind: "cancelled" });
+    let cancel = () => {};
+    cancel = startBackendCall(via, backend, request, sink, (o) => {
+      signal.removeEventListener("abort", cancel);
+      resolve(o);
+    });
+    signal.addEventListener("abort", cancel, { once: true });
+  });
+}
+
+/**
+ * Forwards `request`; `settle` hears how it ended, once (perhaps before this
+ * returns, when it fails at once). Returns its cancel: the backend connection
+ * is closed and `settle` hears "cancelled", unless it has heard already.
+ *
+ * A callback, not a promise (issue 31): no promise, `then` or AbortSignal
+ * per request, and the outcome is dispatched as it happens, not a microtask
+ * later.
+ *
+ * node:http rather than fetch (issue 10, measured): Deno's fetch body reader
+ * costs ~30 µs per read, 4-8x node:http's per-chunk cost, and it was the
+ * worker's largest cost while streaming. Chunks that arrive in one socket read
+ * are passed on as one string (flushed in a microtask, so nothing waits for a
+ * later read): fewer frames, the same bytes in the same order.
+ *
+ * Memory stays bounded: a stream or a chunked body is read only while the
+ * proxy link has room (`sink.hasRoom`), and a buffered body stops at
+ * RESPONSE_FRAME_BYTES_MAX.
+ */
+export function startBackendCall(
+  via: "own" | "node",
+  backend: Backend,
+  request: RequestMessage,
+  sink: AnswerSink,
+  settle: (outcome: BackendOutcome) => void,
+): () => void {
   // Issue 33: a stream the client did not ask usage for is asked, where the
   // backend's answer stays exact without the usage chunk (usage_ask.ts).
   const asked = request.is_streaming && request.body_base64 == null &&
@@ -153,80 +185,78 @@ export function forwardToBackendVia(
   if (asked !== null) request = { ...request, body: asked };
   const headers = backendHeaders(request, backend);
   const backendUrl = backend.url;
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve({ kind: "cancelled" });
-    let settled = false;
-    /** Whether any byte of the answer went to the proxy. */
-    let started = false;
-    let headTimer: ReturnType<typeof setTimeout> | undefined;
-    const done = (o: BackendOutcome) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(headTimer);
-      signal.removeEventListener("abort", onAbort);
-      resolve(signal.aborted ? { kind: "cancelled" } : o);
-    };
-    /** Issue 33: what a reader holds back goes out before a break is reported. */
-    let letGo = () => {};
-    const failed = (why: string) => {
-      if (!settled) letGo();
-      done({
-        kind: "failed",
-        code: started ? "backend_stream_broken" : "backend_unavailable",
-        message: why,
-      });
-    };
-    let stop = () => {};
-    const onAbort = () => {
+  let settled = false;
+  /** Whether any byte of the answer went to the proxy. */
+  let started = false;
+  let headDeadline: Deadline | null = null;
+  const headArrived = () => {
+    if (headDeadline !== null) HEAD_DEADLINES.cancel(headDeadline);
+  };
+  const done = (o: BackendOutcome) => {
+    if (settled) return;
+    settled = true;
+    headArrived();
+    settle(o);
+  };
+  /** Issue 33: what a reader holds back goes out before a break is reported. */
+  let letGo = () => {};
+  const failed = (why: string) => {
+    if (!settled) letGo();
+    done({
+      kind: "failed",
+      code: started ? "backend_stream_broken" : "backend_unavailable",
+      message: why,
+    });
+  };
+  let stop = () => {};
+  const cancel = () => {
+    stop();
+    done({ kind: "cancelled" });
+  };
+  let target: Target;
+  try {
+    target = targetOf(backendUrl + request.endpoint_path);
+  } catch (e) {
+    failed(`backend unreachable at ${backendUrl}: ${(e as Error).message}`);
+    return cancel;
+  }
+  /** Not HTTP: a 502 before any byte went out, else a broken stream (C61). */
+  const invalid = (why: string) =>
+    started ? failed(`backend response failed: ${why}`) : done({
+      kind: "completed",
+      completion: protocolErrorAnswer(request, why),
+    });
+  const call: Call = {
+    done,
+    failed,
+    invalid,
+    settled: () => settled,
+    started: () => started,
+    markStarted: () => {
+      started = true;
+    },
+    headArrived,
+    destroy: () => stop(),
+    stripUsage: asked !== null,
+    onBreak: (f) => letGo = f,
+  };
+  stop = target.plain !== null && via === "own"
+    ? viaOwnClient(target.plain, headers, request, sink, call, backendUrl)
+    : viaNode(target.options, headers, request, sink, call, backendUrl);
+  const headMs = backend.headTimeoutMs ?? 0;
+  if (headMs > 0 && !settled) {
+    // C63: a backend that takes the request and never answers frees the
+    // slot after this long; nothing went out, so another worker may run it.
+    headDeadline = HEAD_DEADLINES.add(headMs, () => {
       stop();
-      done({ kind: "cancelled" });
-    };
-    let target: Target;
-    try {
-      target = targetOf(backendUrl + request.endpoint_path);
-    } catch (e) {
-      return failed(
-        `backend unreachable at ${backendUrl}: ${(e as Error).message}`,
+      failed(
+        `backend sent no response head within ${
+          headMs / 1000
+        } s (BACKEND_HEAD_TIMEOUT_SECS)`,
       );
-    }
-    /** Not HTTP: a 502 before any byte went out, else a broken stream (C61). */
-    const invalid = (why: string) =>
-      started ? failed(`backend response failed: ${why}`) : done({
-        kind: "completed",
-        completion: protocolErrorAnswer(request, why),
-      });
-    const call: Call = {
-      done,
-      failed,
-      invalid,
-      settled: () => settled,
-      started: () => started,
-      markStarted: () => {
-        started = true;
-      },
-      headArrived: () => clearTimeout(headTimer),
-      destroy: () => stop(),
-      stripUsage: asked !== null,
-      onBreak: (f) => letGo = f,
-    };
-    stop = target.plain !== null && via === "own"
-      ? viaOwnClient(target.plain, headers, request, sink, call, backendUrl)
-      : viaNode(target.options, headers, request, sink, call, backendUrl);
-    signal.addEventListener("abort", onAbort, { once: true });
-    const headMs = backend.headTimeoutMs ?? 0;
-    if (headMs > 0 && !settled) {
-      // C63: a backend that takes the request and never answers frees the
-      // slot after this long; nothing went out, so another worker may run it.
-      headTimer = setTimeout(() => {
-        stop();
-        failed(
-          `backend sent no response head within ${
-            headMs / 1000
-          } s (BACKEND_HEAD_TIMEOUT_SECS)`,
-        );
-      }, headMs);
-    }
-  });
+    });
+  }
+  return cancel;
 }
 
 /** An http: backend through the worker's own HTTP/1.1 client (http1/, issue 18). Returns its stop. */

@@ -1,10 +1,9 @@
 // The worker's WebSocket to the proxy: one socket at a time, its events turned
-// into worker events, frames of one turn sent in one write (frame_batch.ts).
-// The `ws` package rather than Deno's WebSocket (issue 10, measured): Deno's
-// client socket has no TCP_NODELAY, so a chunk frame sent right after another
-// waited for the proxy's delayed ACK, ~40 ms. `ws` sets it.
-// @ts-types="npm:@types/ws@8.18.1"
-import { WebSocket } from "ws";
+// into worker events. Our own client (shell/ws/, issue 31): TCP_NODELAY on (a
+// chunk frame sent right after another must not wait for the proxy's delayed
+// ACK, ~40 ms, which is why Deno's WebSocket does not do), frames of one turn
+// in one write, and about half the CPU per message of the `ws` package it
+// replaces (bench/README.md).
 import {
   binaryChunkFrameLength,
   encodeFrame,
@@ -12,8 +11,9 @@ import {
   writeBinaryChunkFrame,
 } from "../../core/protocol/mod.ts";
 import { FRAME_CHARS_MAX, type WorkerInput } from "../../core/worker/mod.ts";
-import { type Corkable, makeFrameBatcher } from "../frame_batch.ts";
 import type { Logger } from "../log.ts";
+import { connectWebSocket } from "../ws/client.ts";
+import type { WsConnection } from "../ws/connection.ts";
 
 /**
  * Unsent bytes on the proxy socket above which backend reads pause: a backend
@@ -46,69 +46,54 @@ export type ProxyLink = {
 };
 
 export function makeProxyLink(deps: ProxyLinkDeps): ProxyLink {
-  let socket: WebSocket | null = null;
-  /** `socket`'s TCP socket: frames of one turn leave in one write. */
-  let rawSocket: Corkable | null = null;
-  const batcher = makeFrameBatcher();
+  let socket: WsConnection | null = null;
   return {
     connect() {
       let wasOpen = false;
-      const ws = new WebSocket(deps.connectUrl, {
+      const ws = connectWebSocket(deps.connectUrl, {
         headers: { "X-Worker-Secret": deps.workerSecret },
         // A UTF-8 character is at most 4 bytes; decode.ts enforces the limit.
         maxPayload: FRAME_CHARS_MAX * 4,
-        perMessageDeflate: false,
+      }, {
+        onOpen: () => {
+          wasOpen = true;
+          deps.dispatch({ kind: "socketOpened" });
+        },
+        onText: (text) => deps.dispatch({ kind: "frameReceived", text }),
+        onBinary: () =>
+          deps.log("warn", "ignored a binary frame from the proxy"),
+        onClose: (code, reason) => {
+          if (socket === ws) socket = null;
+          deps.dispatch({
+            kind: "socketClosed",
+            code,
+            reason,
+            wasOpen,
+            random01: deps.random(),
+          });
+        },
       });
       socket = ws;
-      rawSocket = null;
-      ws.on("upgrade", (res) => {
-        if (socket === ws) rawSocket = res.socket;
-      });
-      ws.onopen = () => {
-        wasOpen = true;
-        deps.dispatch({ kind: "socketOpened" });
-      };
-      ws.onmessage = (m) => {
-        if (typeof m.data === "string") {
-          deps.dispatch({ kind: "frameReceived", text: m.data });
-        } else deps.log("warn", "ignored a binary frame from the proxy");
-      };
-      ws.onerror = () => {}; // A close event always follows and carries the code.
-      ws.onclose = (c) => {
-        if (socket === ws) {
-          socket = null;
-          rawSocket = null;
-        }
-        deps.dispatch({
-          kind: "socketClosed",
-          code: c.code,
-          reason: c.reason,
-          wasOpen,
-          random01: deps.random(),
-        });
-      };
     },
     send(message) {
-      if (socket?.readyState !== WebSocket.OPEN) return;
-      if (rawSocket !== null) batcher.hold(rawSocket);
-      socket.send(encodeFrame(message));
+      if (socket?.state !== "open") return;
+      socket.sendText(encodeFrame(message));
     },
     sendChunkBytes(requestId, chunk) {
-      if (socket?.readyState !== WebSocket.OPEN) return;
-      if (rawSocket !== null) batcher.hold(rawSocket);
-      // One allocation for header and payload (ws sends one buffer per frame).
-      const frame = Buffer.allocUnsafe(
+      if (socket?.state !== "open") return;
+      // Header and payload written straight into the socket's buffer.
+      socket.sendBinaryWith(
         binaryChunkFrameLength(requestId, chunk.length),
+        (into) => writeBinaryChunkFrame(into, requestId, chunk),
       );
-      writeBinaryChunkFrame(frame, requestId, chunk);
-      socket.send(frame, { binary: true });
     },
     hasRoom() {
       return (socket?.bufferedAmount ?? 0) < SEND_BUFFER_BYTES_MAX;
     },
     close(code, reason) {
-      if (socket !== null && socket.readyState <= WebSocket.OPEN) {
-        socket.close(code, reason);
+      const state = socket?.state;
+      if (state === "connecting" || state === "open") {
+        socket!.close(code, reason);
       }
     },
     terminate() {
@@ -116,12 +101,10 @@ export function makeProxyLink(deps: ProxyLinkDeps): ProxyLink {
     },
     closeForExit() {
       const ws = socket;
-      if (ws === null || ws.readyState === WebSocket.CLOSED) {
-        return Promise.resolve();
-      }
+      if (ws === null || ws.state === "closed") return Promise.resolve();
       return new Promise<void>((resolve) => {
-        ws.addEventListener("close", () => resolve(), { once: true });
-        if (ws.readyState <= WebSocket.OPEN) {
+        ws.once("close", resolve);
+        if (ws.state === "connecting" || ws.state === "open") {
           ws.close(1000, "worker shutting down");
         }
       });

@@ -20,8 +20,7 @@ import {
   stepHost,
   type Unstamped,
 } from "../../../core/cluster/host.ts";
-// @ts-types="npm:@types/ws@8.18.1"
-import type { WebSocket } from "ws";
+import type { WsConnection } from "../../ws/connection.ts";
 import type { Config, State } from "../../../core/mod.ts";
 import type { Liveness } from "../../../core/cluster/mod.ts";
 import type { Logger } from "../../log.ts";
@@ -35,7 +34,7 @@ export type ClusterDeps = {
   state: State;
   coreConfig: Config;
   clients: Clients;
-  sockets: Map<string, WebSocket>;
+  sockets: Map<string, WsConnection>;
   /** A worker handshake held here and not yet answered (authenticated at upgrade, issue 15). */
   workerPending?: (workerId: string) => boolean;
   /** Every handshake held here and not yet answered. */

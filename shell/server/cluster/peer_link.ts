@@ -11,24 +11,25 @@
 // (`peerGone`); both rules are in core/cluster/data_path.ts.
 //
 // Issue 33: what a link may hold unsent is bounded (PEER_QUEUED_BYTES_MAX: the
-// socket's `bufferedAmount`, or the frames queued while it opens). A peer that
+// connection's `bufferedAmount`, frames queued while it opens included). A peer that
 // does not read (stopped, starved, its network stuck) is cut past it: the
 // link is terminated, so its close takes the path of any broken link (the
 // answers sent over it end `cluster_link_lost`, their workers told to stop),
 // rather than holding memory for a reader that may never come back.
-import type { IncomingMessage } from "node:http";
-import type { Duplex } from "node:stream";
-import { Buffer } from "node:buffer";
-// @ts-types="npm:@types/ws@8.18.1"
-import { WebSocket, WebSocketServer } from "ws";
 import type { DirectChunk, InstanceId } from "../../../core/cluster/mod.ts";
 import { bearerCheck } from "../secret.ts";
 import type { Logger } from "../../log.ts";
+import { connectWebSocket } from "../../ws/client.ts";
+import type { WsConnection } from "../../ws/connection.ts";
+import { headerOf } from "../../ws/handshake.ts";
+import type { Upgrade } from "../../ws/upgrade.ts";
 
 export const PEER_PATH = "/_relay/peer";
 const INSTANCE_HEADER = "x-relay-instance";
 /** Unsent bytes one link may hold: 16 slow clients' worth (CLIENT_BUFFER_BYTES' default, 4 MiB). */
 export const PEER_QUEUED_BYTES_MAX = 64 * 1024 * 1024;
+/** Largest piece a link takes (what the `ws` package's default was: 100 MiB). */
+const PEER_FRAME_BYTES_MAX = 100 * 1024 * 1024;
 
 export type PeerLinkDeps = {
   /** The cluster secret (fixed, or read from the log's engine). */
@@ -48,8 +49,8 @@ export type PeerLinkDeps = {
 export type PeerLinks = {
   /** Sends a piece to instance `to` at `url`; queued while its link opens. */
   send(to: InstanceId, url: string, piece: DirectChunk): void;
-  /** Takes the HTTP upgrade when it is a peer link; false for any other path. */
-  onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): boolean;
+  /** Takes the upgrade when it is a peer link; false for any other path. */
+  onUpgrade(upgrade: Upgrade): boolean;
   /** Closes every outbound link (this instance's id changed, or it stops). */
   closeOutbound(): void;
   close(): void;
@@ -104,27 +105,19 @@ export function decodePiece(frame: Uint8Array): DirectChunk {
 }
 
 type Outbound = {
-  ws: WebSocket;
-  queue: Uint8Array[];
-  /** Bytes in `queue`. */
-  queued: number;
+  /** Frames sent while it opens wait in it (its bufferedAmount counts them). */
+  ws: WsConnection;
   used: boolean;
 };
 
 /** One instance's links, beside what it needs from the runtime. */
 type Links = PeerLinkDeps & {
   outbound: Map<InstanceId, Outbound>;
-  inbound: Set<WebSocket>;
-  wss: WebSocketServer;
+  inbound: Set<WsConnection>;
 };
 
 export function startPeerLinks(d: PeerLinkDeps): PeerLinks {
-  const l: Links = {
-    ...d,
-    outbound: new Map(),
-    inbound: new Set(),
-    wss: new WebSocketServer({ noServer: true, perMessageDeflate: false }),
-  };
+  const l: Links = { ...d, outbound: new Map(), inbound: new Set() };
   function closeOutbound(): void {
     for (const link of l.outbound.values()) {
       link.used = false; // a deliberate close breaks nothing
@@ -136,13 +129,11 @@ export function startPeerLinks(d: PeerLinkDeps): PeerLinks {
     send(to, url, piece) {
       const link = l.outbound.get(to) ?? open(l, to, url);
       link.used = true;
-      const frame = encodePiece(piece);
-      if (link.ws.readyState === WebSocket.OPEN) link.ws.send(frame);
-      else if (link.ws.readyState === WebSocket.CONNECTING) {
-        link.queue.push(frame);
-        link.queued += frame.length;
-      } else return l.onLinkBroke(to); // closing: its close already ran or will run
-      const unsent = link.ws.bufferedAmount + link.queued;
+      const state = link.ws.state;
+      // Closing: its close already ran or will run.
+      if (state === "closing" || state === "closed") return l.onLinkBroke(to);
+      link.ws.sendBinary(encodePiece(piece));
+      const unsent = link.ws.bufferedAmount;
       if (unsent > (l.queuedBytesMax ?? PEER_QUEUED_BYTES_MAX)) {
         l.log("warn", "peer link cut: its peer does not read", {
           to,
@@ -153,12 +144,11 @@ export function startPeerLinks(d: PeerLinkDeps): PeerLinks {
         link.ws.terminate();
       }
     },
-    onUpgrade: (req, socket, head) => accept(l, req, socket, head),
+    onUpgrade: (upgrade) => accept(l, upgrade),
     closeOutbound,
     close() {
       closeOutbound();
       for (const ws of l.inbound) ws.terminate();
-      l.wss.close();
     },
   };
 }
@@ -166,62 +156,55 @@ export function startPeerLinks(d: PeerLinkDeps): PeerLinks {
 function open(l: Links, to: InstanceId, url: string): Outbound {
   const target = new URL(PEER_PATH, url);
   target.protocol = target.protocol === "https:" ? "wss:" : "ws:";
-  const ws = new WebSocket(target, {
-    headers: {
-      authorization: `Bearer ${l.secret()}`,
-      [INSTANCE_HEADER]: l.self(),
-    },
-    perMessageDeflate: false,
-  });
-  const link: Outbound = { ws, queue: [], queued: 0, used: false };
-  ws.on("open", () => {
-    for (const frame of link.queue) ws.send(frame);
-    link.queue = [];
-    link.queued = 0;
-  });
-  ws.on(
-    "error",
-    (e) => l.log("warn", "peer link failed", { to, error: String(e) }),
-  );
-  ws.on("close", () => {
-    if (l.outbound.get(to) === link) l.outbound.delete(to);
-    if (link.used) l.onLinkBroke(to);
-  });
+  let opened = false;
+  const link: Outbound = {
+    ws: connectWebSocket(target, {
+      headers: {
+        authorization: `Bearer ${l.secret()}`,
+        [INSTANCE_HEADER]: l.self(),
+      },
+      // Nothing comes back over an outbound link.
+      maxPayload: 1024,
+    }, {
+      onOpen: () => opened = true,
+      onText: ignore,
+      onBinary: ignore,
+      onClose: (_code, reason) => {
+        if (!opened) l.log("warn", "peer link failed", { to, error: reason });
+        if (l.outbound.get(to) === link) l.outbound.delete(to);
+        if (link.used) l.onLinkBroke(to);
+      },
+    }),
+    used: false,
+  };
   l.outbound.set(to, link);
   return link;
 }
 
 /** An inbound link: authenticated with the cluster secret, then pieces in. */
-function accept(
-  l: Links,
-  req: IncomingMessage,
-  socket: Duplex,
-  head: Buffer,
-): boolean {
-  if (new URL(req.url ?? "/", "http://x").pathname !== PEER_PATH) {
-    return false;
-  }
-  const from = req.headers[INSTANCE_HEADER];
-  if (typeof from !== "string" || bearerCheck(req, l.secret()) !== "ok") {
-    socket.on("error", () => {});
-    socket.end("HTTP/1.1 401 Unauthorized\r\nconnection: close\r\n\r\n");
+function accept(l: Links, upgrade: Upgrade): boolean {
+  if (new URL(upgrade.url, "http://x").pathname !== PEER_PATH) return false;
+  const from = headerOf(upgrade.headers, INSTANCE_HEADER);
+  if (from === undefined || bearerCheck(upgrade, l.secret()) !== "ok") {
+    upgrade.reply("HTTP/1.1 401 Unauthorized\r\nconnection: close\r\n\r\n");
     return true;
   }
-  l.wss.handleUpgrade(req, socket, head, (ws) => {
-    l.inbound.add(ws);
-    ws.on("message", (data: Buffer, isBinary: boolean) => {
-      if (!isBinary) return;
+  const ws = upgrade.accept({ maxPayload: PEER_FRAME_BYTES_MAX }, {
+    onText: ignore,
+    onBinary: (bytes) => {
       try {
-        l.onPiece(decodePiece(data), from);
+        l.onPiece(decodePiece(bytes), from);
       } catch (e) {
         l.log("warn", "unreadable peer frame", { from, error: String(e) });
       }
-    });
-    ws.on("error", () => {});
-    ws.on("close", () => {
-      l.inbound.delete(ws);
+    },
+    onClose: () => {
+      if (ws !== null) l.inbound.delete(ws);
       l.onPeerGone(from);
-    });
+    },
   });
+  if (ws !== null) l.inbound.add(ws);
   return true;
 }
+
+function ignore(): void {}

@@ -9,6 +9,8 @@ import {
   type PeerLinks,
   startPeerLinks,
 } from "./peer_link.ts";
+import { nodeUpgrade } from "../worker_door/node_upgrade.ts";
+import { parseTrustedProxies } from "../http/client_address.ts";
 
 Deno.test("peer link frames: text and byte pieces decode to what was sent", () => {
   const text: DirectChunk = {
@@ -76,7 +78,10 @@ async function side(
   });
   const server = createServer((_req, res) => res.end());
   server.on("upgrade", (req, socket, head) => {
-    if (!links.onUpgrade(req, socket, head)) socket.destroy();
+    const upgrade = nodeUpgrade(req, socket, head, {
+      trustedProxies: parseTrustedProxies(""),
+    });
+    if (!links.onUpgrade(upgrade)) socket.destroy();
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const port = (server.address() as AddressInfo).port;

@@ -20,9 +20,7 @@ import {
   initialInstance,
   type Note,
 } from "../../../core/cluster/instance.ts";
-import type { IncomingMessage } from "node:http";
-import type { Duplex } from "node:stream";
-import type { Buffer } from "node:buffer";
+import type { Upgrade } from "../../ws/upgrade.ts";
 import type { Runtime } from "../runtime.ts";
 import type { ClusterEngine } from "./engine.ts";
 import {
@@ -52,11 +50,7 @@ export type ClusterRuntime = Runtime & {
   /** The cluster secret in use (CLUSTER_SECRET or the generated one; "" before the first join). */
   peerSecret(): string;
   /** Takes an HTTP upgrade that is a peer link (issue 23); false for any other. */
-  peerUpgrade: (
-    req: IncomingMessage,
-    socket: Duplex,
-    head: Buffer,
-  ) => boolean;
+  peerUpgrade: (upgrade: Upgrade) => boolean;
   close(): Promise<void>;
 };
 
@@ -100,7 +94,7 @@ export async function startClusterRuntime(
     },
     advertise: (url) => advertise(io, url),
     peerSecret: () => io.peerSecret,
-    peerUpgrade: (req, socket, head) => io.links.onUpgrade(req, socket, head),
+    peerUpgrade: (upgrade) => io.links.onUpgrade(upgrade),
     close: () => closeInstance(io),
   };
 }

@@ -1,7 +1,6 @@
 // Cluster mode's entry point (issue 16), loaded by server.ts only when
 // CLUSTER_URL is set: connects the engine and starts the replicated runtime.
-// @ts-types="npm:@types/ws@8.18.1"
-import type { WebSocket } from "ws";
+import type { WsConnection } from "../../ws/connection.ts";
 import type { Effect, State } from "../../../core/mod.ts";
 import type { Logger } from "../../log.ts";
 import type { Clients } from "../http/clients.ts";
@@ -14,7 +13,7 @@ import { type ClusterRuntime, startClusterRuntime } from "./runtime.ts";
 export type RuntimeDeps = {
   state: State;
   clients: Clients;
-  sockets: Map<string, WebSocket>;
+  sockets: Map<string, WsConnection>;
   workerPending: (workerId: string) => boolean;
   workersPending: () => string[];
   runEffect: (effect: Effect) => void;

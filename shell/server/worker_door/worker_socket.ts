@@ -1,21 +1,19 @@
 // The worker endpoint (C1, C2, C33, C41): GET /v1/worker/connect?provider=NAME
 // upgraded to a WebSocket. The secret is compared (constant time) and the core
-// admits or refuses in node:http's `upgrade` handler, before the handshake
-// completes (issue 15): a refused socket never reaches the frame parser, and an
-// admitted one may send only a register-sized amount before its register is
-// accepted. Socket callbacks only translate into core events.
-import type { IncomingMessage } from "node:http";
-import type { Duplex } from "node:stream";
-// @ts-types="npm:@types/ws@8.18.1"
-import { type WebSocket, WebSocketServer } from "ws";
+// admits or refuses while the upgrade is held, before the handshake completes
+// (issue 15): a refused socket never reaches the frame parser, and an admitted
+// one may send only a register-sized amount before its register is accepted.
+// Socket callbacks only translate into core events. The client door hands the
+// upgrade over as an `Upgrade` (shell/ws/upgrade.ts); the WebSocket is ours
+// (shell/ws/, issue 31).
 import {
   type Event,
   eventFromBinaryFrame,
   eventFromFrame,
 } from "../../../core/mod.ts";
-import type { Corkable } from "../../frame_batch.ts";
-import { clientAddress, type TrustedProxies } from "../http/client_address.ts";
-import type { ConnectionCap } from "../http/connection_cap.ts";
+import type { WsConnection } from "../../ws/connection.ts";
+import { badRequest, headerOf, upgradeProblem } from "../../ws/handshake.ts";
+import type { Upgrade } from "../../ws/upgrade.ts";
 import { requestUrl } from "../http/http_reply.ts";
 import { newWorkerId } from "../ids.ts";
 import { closeReason } from "../run_effects.ts";
@@ -32,9 +30,7 @@ export const PRE_REGISTER_BYTES_MAX = 128 * 1024;
 const REFUSED_LINGER_MS = 1000;
 
 export type WorkerSocketDeps = {
-  sockets: Map<string, WebSocket>;
-  /** Each worker's TCP socket, for write batching (frame_batch.ts). */
-  rawSockets?: WeakMap<WebSocket, Corkable>;
+  sockets: Map<string, WsConnection>;
   submit: (event: Event) => void;
   now: () => number;
   workerSecret: string;
@@ -46,10 +42,8 @@ export type WorkerSocketDeps = {
   workerKeyValid?: (key: string) => boolean;
   defaultProvider: string;
   frameCharsMax: number;
-  trustedProxies: TrustedProxies;
   /** True once the core accepted this worker's register. */
   isRegistered: (workerId: string) => boolean;
-  cap?: ConnectionCap;
   /**
    * How long an upgrade may wait for the core's answer before it is refused
    * here (1013). Alone the core answers at once; in a cluster it answers after
@@ -75,58 +69,48 @@ export type WorkerAdmission = {
 };
 
 type Attempt = {
-  req: IncomingMessage;
-  socket: Duplex;
-  head: Buffer;
-  /** Forgets the attempt if the socket closes first; removed once answered. */
-  onClose: () => void;
+  upgrade: Upgrade;
+  /** Stops watching for the socket's close (the attempt is answered). */
+  unwatch: () => void;
   /** Refuses the attempt if the core has not answered in time. */
   timer: ReturnType<typeof setTimeout>;
 };
 
 export type WorkerUpgrade = {
-  onUpgrade: (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  /** Takes an upgrade request from the client door (any path: 404 off ours). */
+  onUpgrade: (upgrade: Upgrade) => void;
   admission: WorkerAdmission;
   close: () => void;
 };
 
 const NOT_ANSWERED_IN_TIME = "the relay did not answer in time: try again";
+/** Refused sockets only receive our close frame: nothing of theirs is kept. */
+const REFUSED_MAX_PAYLOAD = 125;
 
 export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
-  // maxPayload in bytes: a UTF-8 character is at most 4 bytes.
-  const wss = new WebSocketServer({
-    noServer: true,
-    maxPayload: deps.frameCharsMax * 4,
-  });
-  // Refused sockets only receive our close frame: nothing of theirs is kept.
-  const refusals = new WebSocketServer({ noServer: true, maxPayload: 125 });
   const attempts = new Map<string, Attempt>();
 
-  function onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const screened = screenUpgrade(deps, req, socket);
+  function onUpgrade(upgrade: Upgrade): void {
+    const screened = screenUpgrade(deps, upgrade);
     if (screened === null) return;
     const { url, secretValid } = screened;
-    // A reset before the handshake: the socket closes, nothing to tell.
-    socket.on("error", ignoreError);
     const workerId = newWorkerId();
-    // Gone before the core answered: nothing to complete or refuse.
-    const onClose = () => {
-      const a = attempts.get(workerId);
-      if (a !== undefined) clearTimeout(a.timer);
-      attempts.delete(workerId);
-    };
     const timer = setTimeout(
       () => unanswered(workerId),
       deps.answerTimeoutMs ?? 10_000,
     );
-    attempts.set(workerId, { req, socket, head, onClose, timer });
-    socket.on("close", onClose);
+    // Gone before the core answered: nothing to complete or refuse.
+    const unwatch = upgrade.onGone(() => {
+      clearTimeout(timer);
+      attempts.delete(workerId);
+    });
+    attempts.set(workerId, { upgrade, unwatch, timer });
     deps.submit({
       kind: "workerConnectAttempted",
       atMs: deps.now(),
       workerId,
       provider: url.searchParams.get("provider") ?? deps.defaultProvider,
-      clientIp: clientAddress(req, deps.trustedProxies),
+      clientIp: upgrade.clientIp,
       secretValid,
     });
   }
@@ -135,7 +119,7 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
   function forget(workerId: string, a: Attempt): void {
     attempts.delete(workerId);
     clearTimeout(a.timer);
-    a.socket.off("close", a.onClose);
+    a.unwatch();
   }
 
   /** No answer in time: the worker is told to retry, the core forgets the attempt. */
@@ -153,12 +137,7 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
     const a = attempts.get(workerId);
     if (a === undefined) return false;
     forget(workerId, a);
-    wss.handleUpgrade(
-      a.req,
-      a.socket,
-      a.head,
-      (ws) => admitted(deps, workerId, ws, a.socket),
-    );
+    admitted(deps, workerId, a.upgrade);
     return true;
   }
 
@@ -166,14 +145,7 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
     const a = attempts.get(workerId);
     if (a === undefined) return false;
     forget(workerId, a);
-    // The handshake completes so the worker reads the close code and reason, as
-    // the original's workers expect (C41).
-    refusals.handleUpgrade(
-      a.req,
-      a.socket,
-      a.head,
-      (ws) => refused(ws, a.socket, code, reason),
-    );
+    refused(a.upgrade, code, reason);
     return true;
   }
 
@@ -185,44 +157,44 @@ export function makeWorkerUpgrade(deps: WorkerSocketDeps): WorkerUpgrade {
       pending: (id) => attempts.has(id),
       pendingIds: () => [...attempts.keys()],
     },
-    close: () => closeDoor(attempts, [wss, refusals]),
+    close: () => closeDoor(attempts),
   };
 }
 
-/** The worker door shut: every held handshake cut, both WebSocket servers closed. */
-function closeDoor(
-  attempts: Map<string, Attempt>,
-  servers: WebSocketServer[],
-): void {
+/** The worker door shut: every held handshake cut. */
+function closeDoor(attempts: Map<string, Attempt>): void {
   for (const a of attempts.values()) {
     clearTimeout(a.timer);
-    a.socket.destroy();
+    a.upgrade.destroy();
   }
   attempts.clear();
-  for (const s of servers) s.close();
 }
 
 /**
- * What node:http answers itself, before any WebSocket: 404 off the worker path,
- * 503 over the connection cap (a worker with the right secret is exempt).
- * Null when answered here.
+ * What is answered before any WebSocket: 404 off the worker path, 400 for a
+ * request that is not a valid upgrade, 503 over the connection cap (a worker
+ * with the right secret is exempt). Null when answered here.
  */
 function screenUpgrade(
   deps: WorkerSocketDeps,
-  req: IncomingMessage,
-  socket: Duplex,
+  upgrade: Upgrade,
 ): { url: URL; secretValid: boolean } | null {
-  const url = requestUrl(req.url);
+  const url = requestUrl(upgrade.url);
   if (url === null || url.pathname !== "/v1/worker/connect") {
-    socket.end("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+    upgrade.reply("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
     return null;
   }
-  const presented = presentedSecret(req, url);
+  const problem = upgradeProblem(upgrade);
+  if (problem !== null) {
+    upgrade.reply(badRequest(problem));
+    return null;
+  }
+  const presented = presentedSecret(upgrade, url);
   const secretValid = secretsEqual(presented, deps.workerSecret) ||
     (presented !== "" && deps.workerKeyValid?.(presented) === true);
-  if (secretValid) deps.cap?.exempt(socket);
-  else if (deps.cap?.overCap(socket) === true) {
-    socket.end(
+  if (secretValid) upgrade.exempt();
+  else if (upgrade.overCap()) {
+    upgrade.reply(
       "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: 0\r\n\r\n",
     );
     return null;
@@ -234,9 +206,8 @@ function screenUpgrade(
  * The secret a worker presented: the header, else the `secret` query
  * parameter, else the original's `worker_secret` (issue 32).
  */
-function presentedSecret(req: IncomingMessage, url: URL): string {
-  const header = req.headers["x-worker-secret"];
-  return (Array.isArray(header) ? header[0] : header) ??
+function presentedSecret(upgrade: Upgrade, url: URL): string {
+  return headerOf(upgrade.headers, "x-worker-secret") ??
     url.searchParams.get("secret") ??
     url.searchParams.get("worker_secret") ??
     "";
@@ -246,94 +217,81 @@ function presentedSecret(req: IncomingMessage, url: URL): string {
 function admitted(
   deps: WorkerSocketDeps,
   workerId: string,
-  ws: WebSocket,
-  socket: Duplex,
+  upgrade: Upgrade,
 ): void {
+  const ws = upgrade.accept({
+    // In bytes: a UTF-8 character is at most 4 bytes.
+    maxPayload: deps.frameCharsMax * 4,
+  }, {
+    onText: (text) =>
+      deps.submit(
+        eventFromFrame(workerId, deps.now(), text, deps.frameCharsMax),
+      ),
+    // chunk-bytes-v1 (issue 18): the header is read, the bytes are not; the
+    // frame limit counts bytes here.
+    onBinary: (bytes) =>
+      deps.submit(
+        eventFromBinaryFrame(workerId, deps.now(), bytes, deps.frameCharsMax),
+      ),
+    onClose: (code, reason) => {
+      deps.sockets.delete(workerId);
+      deps.submit({
+        kind: "workerDisconnected",
+        atMs: deps.now(),
+        workerId,
+        reason: reason === "" ? `close code ${code}` : `${code} ${reason}`,
+      });
+    },
+    onRead: (bytes) => cap(bytes),
+  });
+  // Not a valid upgrade after all (screened before the core saw it, so
+  // never): answered 400; the core's register timeout ends its record.
+  if (ws === null) return;
   deps.sockets.set(workerId, ws);
-  deps.rawSockets?.set(ws, socket);
-  capUntilRegistered(deps, workerId, ws, socket);
-  ws.on("message", (data, isBinary) => {
-    deps.submit(
-      isBinary
-        // chunk-bytes-v1 (issue 18): the header is read, the bytes are not;
-        // the frame limit counts bytes here.
-        ? eventFromBinaryFrame(
-          workerId,
-          deps.now(),
-          frameBytes(data),
-          deps.frameCharsMax,
-        )
-        : eventFromFrame(
-          workerId,
-          deps.now(),
-          data.toString(),
-          deps.frameCharsMax,
-        ),
-    );
-  });
-  ws.on("close", (code, reason) => {
-    deps.sockets.delete(workerId);
-    const text = reason.toString();
-    deps.submit({
-      kind: "workerDisconnected",
-      atMs: deps.now(),
-      workerId,
-      reason: text === "" ? `close code ${code}` : `${code} ${text}`,
-    });
-  });
-  // Followed by "close", which carries the disconnect into the core.
-  ws.on("error", ignoreError);
+  const cap = capUntilRegistered(deps, workerId, ws);
 }
-
-/** A binary message's bytes (`ws` hands a Buffer; the other shapes just in case). */
-function frameBytes(data: Buffer | ArrayBuffer | Buffer[]): Uint8Array {
-  if (Array.isArray(data)) return Buffer.concat(data);
-  return data instanceof ArrayBuffer ? new Uint8Array(data) : data;
-}
-
-/** One no-op "error" listener for every socket, not a closure each. */
-function ignoreError(): void {}
 
 /**
  * Counts raw bytes until the core accepted `register`, so a socket that was
- * admitted but never registers cannot make us buffer a 64 MiB frame.
+ * admitted but never registers cannot make us buffer a 64 MiB frame: past
+ * PRE_REGISTER_BYTES_MAX it is closed 1009, nothing more of it is kept, and
+ * it is cut if it lingers.
  */
 function capUntilRegistered(
   deps: WorkerSocketDeps,
   workerId: string,
-  ws: WebSocket,
-  socket: Duplex,
-): void {
+  ws: WsConnection,
+): (bytes: number) => void {
   let received = 0;
-  const onData = (chunk: Buffer) => {
-    if (deps.isRegistered(workerId)) return socket.off("data", onData);
-    received += chunk.length;
+  let done = false;
+  return (bytes) => {
+    if (done) return;
+    if (deps.isRegistered(workerId)) {
+      done = true;
+      return;
+    }
+    received += bytes;
     if (received <= PRE_REGISTER_BYTES_MAX) return;
-    socket.off("data", onData);
-    ws.close(
-      1009,
-      `more than ${PRE_REGISTER_BYTES_MAX} bytes before register`,
-    );
-    socket.end();
-    // Read nothing more of theirs; the close event ends the core's record.
-    socket.pause();
+    done = true;
+    ws.close(1009, `more than ${PRE_REGISTER_BYTES_MAX} bytes before register`);
     cutAfterLinger(ws, () => ws.terminate(), REFUSED_LINGER_MS);
   };
-  socket.on("data", onData);
 }
 
 /**
- * A refused worker's socket, open only to read why: it is half-closed right
- * after our close frame and cut if the peer lingers.
+ * A refused worker's socket, open only to read why: our close frame leaves
+ * with the 101, our side ends right after it, and the socket is cut if the
+ * peer lingers.
  */
-function refused(
-  ws: WebSocket,
-  socket: Duplex,
-  code: number,
-  reason: string,
-): void {
-  ws.on("error", () => {});
+function refused(upgrade: Upgrade, code: number, reason: string): void {
+  const ws = upgrade.accept({ maxPayload: REFUSED_MAX_PAYLOAD }, {
+    onText: ignore,
+    onBinary: ignore,
+    onClose: ignore,
+  });
+  if (ws === null) return;
   ws.close(code, closeReason(reason));
-  socket.end();
   cutAfterLinger(ws, () => ws.terminate(), REFUSED_LINGER_MS);
 }
+
+function ignore(): void {}

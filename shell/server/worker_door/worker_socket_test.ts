@@ -21,6 +21,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Event } from "../../../core/mod.ts";
 import { makeWorkerUpgrade, PRE_REGISTER_BYTES_MAX } from "./worker_socket.ts";
+import { nodeUpgrade } from "./node_upgrade.ts";
 
 async function badAttempt(
   server: TestServer,
@@ -139,12 +140,16 @@ async function silentDoor(answerTimeoutMs: number) {
     workerSecret: SECRET,
     defaultProvider: "local",
     frameCharsMax: 1024,
-    trustedProxies: parseTrustedProxies(""),
     isRegistered: () => false,
     answerTimeoutMs,
   });
   const http = createServer();
-  http.on("upgrade", upgrade.onUpgrade);
+  http.on("upgrade", (req, socket, head) =>
+    upgrade.onUpgrade(
+      nodeUpgrade(req, socket, head, {
+        trustedProxies: parseTrustedProxies(""),
+      }),
+    ));
   await new Promise<void>((r) => http.listen(0, "127.0.0.1", () => r()));
   return {
     events,

@@ -38,13 +38,12 @@ const FIRST_ONLY = new Set([
   "if-unmodified-since",
 ]);
 
-/** Adds one header line to `dest` (`name` as received, `value` trimmed). */
+/** Adds one header line to `dest` (`field`: its name lowercased; `value` trimmed). */
 export function addHeaderLine(
   dest: ResponseHeaders,
-  name: string,
+  field: string,
   value: string,
 ): void {
-  const field = name.toLowerCase();
   const had = dest[field];
   if (field === "set-cookie") {
     if (had !== undefined) (had as string[]).push(value);
