@@ -12,12 +12,17 @@ export function stateWithWorkers(
   workers: number,
   maxConcurrent = 4,
   queueLenMax = 20_000,
+  extensions?: string[],
 ): State {
   const state = initialState(
     makeConfig({ queueLenMax, requestTimeoutMs: 1e12, queueTimeoutMs: 1e12 }),
   );
   for (let i = 0; i < workers; i++) {
-    addWorker(state, `w${i}`, { models: ["m"], maxConcurrent });
+    addWorker(state, `w${i}`, {
+      models: ["m"],
+      maxConcurrent,
+      ...(extensions === undefined ? {} : { extensions }),
+    });
   }
   return state;
 }
@@ -96,11 +101,18 @@ export function dispatchAndComplete(
   reduce(state, completed(requestId, send.workerId));
 }
 
-/** Opens `n` streaming requests and returns (requestId, workerId) pairs. */
-export function openStreams(state: State, n: number): [string, string][] {
+/**
+ * Opens `n` streaming requests and returns (requestId, workerId) pairs; ids
+ * `r0`, `r1`... unless `idOf` names them (the server's are 40 characters).
+ */
+export function openStreams(
+  state: State,
+  n: number,
+  idOf: (i: number) => string = (i) => `r${i}`,
+): [string, string][] {
   const out: [string, string][] = [];
   for (let i = 0; i < n; i++) {
-    const id = `r${i}`;
+    const id = idOf(i);
     const effects = reduce(state, request(id)).effects;
     const send = effects.find((e) => e.kind === "sendToWorker");
     if (send === undefined || send.kind !== "sendToWorker") {

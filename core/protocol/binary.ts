@@ -63,15 +63,43 @@ export function decodeBinaryWorkerFrame(
   if (frame.length < start) {
     return bad("binary chunk frame shorter than its request id");
   }
-  let requestId = "";
-  for (let i = HEADER_FIXED; i < start; i++) {
-    const b = frame[i]!;
-    if (b < 0x20 || b > 0x7e) {
-      return bad("binary chunk frame request id is not printable ASCII");
-    }
-    requestId += String.fromCharCode(b);
+  const requestId = sameIdAsLast(frame, start) ? lastId : readId(frame, start);
+  if (requestId === null) {
+    return bad("binary chunk frame request id is not printable ASCII");
   }
   return { ok: true, message: { requestId, chunk: frame.subarray(start) } };
+}
+
+/**
+ * The last request id read, and its bytes: a stream's chunks follow each
+ * other, and comparing an id's bytes with the last one's (already checked)
+ * costs a fraction of checking and building it again, which every Map lookup
+ * would then hash again (issue 31). It only ever answers a string equal to the
+ * frame's bytes, so nothing a caller sees depends on it.
+ */
+let lastId = "";
+let lastIdBytes = new Uint8Array(0);
+
+function sameIdAsLast(frame: Uint8Array, start: number): boolean {
+  const n = start - HEADER_FIXED;
+  if (lastIdBytes.length !== n) return false;
+  for (let i = 0; i < n; i++) {
+    if (lastIdBytes[i] !== frame[HEADER_FIXED + i]) return false;
+  }
+  return true;
+}
+
+/** The id at frame[2..start) if it is printable ASCII (then kept as the last), else null. */
+function readId(frame: Uint8Array, start: number): string | null {
+  for (let i = HEADER_FIXED; i < start; i++) {
+    const b = frame[i]!;
+    if (b < 0x20 || b > 0x7e) return null;
+  }
+  const bytes = frame.slice(HEADER_FIXED, start);
+  // One call for the whole id, not a string per character.
+  lastId = String.fromCharCode.apply(null, bytes as unknown as number[]);
+  lastIdBytes = bytes;
+  return lastId;
 }
 
 /** Whether `requestId` fits the header (1..255 printable ASCII characters). */

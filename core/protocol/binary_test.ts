@@ -55,3 +55,22 @@ Deno.test("issue 18 only 1..255 printable ASCII characters fit the header's requ
   assert.equal(binaryChunkIdFits("x".repeat(256)), false);
   assert.equal(binaryChunkIdFits("r\u00e9"), false);
 });
+
+Deno.test("issue 31 frames of one stream, then of another, then with a bad id of the same length, each read as if alone", () => {
+  const ids = ["req-aaaa", "req-aaaa", "req-aaab", "req-aaaa"];
+  for (const id of ids) {
+    const frame = encodeBinaryChunkFrame(id, text("x"));
+    const d = decodeBinaryWorkerFrame(frame, 1024);
+    assert.ok(d.ok);
+    assert.equal(d.message.requestId, id);
+    // The frame's buffer may be reused by its socket: the id kept is not a view of it.
+    frame.fill(0x41, 2, 2 + id.length);
+    const again = decodeBinaryWorkerFrame(frame, 1024);
+    assert.ok(again.ok);
+    assert.equal(again.message.requestId, "A".repeat(id.length));
+  }
+  const bad = encodeBinaryChunkFrame("AAAAAAAA", text("x"));
+  bad[5] = 0x07;
+  const d = decodeBinaryWorkerFrame(bad, 1024);
+  assert.equal(d.ok, false);
+});

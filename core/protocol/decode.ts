@@ -210,7 +210,9 @@ function stringRecord(value: unknown): Record<string, string> | undefined {
     return undefined;
   }
   const out: Record<string, string> = {};
-  for (const key of Object.keys(value)) {
+  // for-in, not Object.keys (an array per frame, issue 31): a parsed frame's
+  // objects inherit no enumerable key, so both give the same keys in order.
+  for (const key in value) {
     if (key === "__proto__") continue; // zod skips it, value unchecked
     const v = (value as Record<string, unknown>)[key];
     if (typeof v !== "string") return undefined;

@@ -56,19 +56,27 @@ export function servedFor(
   model: string,
   need: Need,
 ): "ok" | "path" | "body" {
+  // Issue 31: a loop per index, no closure per request.
+  const named = lookAt(state, state.modelIndex.get(provider)?.get(model), need);
+  if (named === "ok") return "ok";
+  const any = lookAt(state, state.wildcardIndex.get(provider), need);
+  if (any === "ok") return "ok";
+  return named === "body" || any === "body" ? "body" : "path";
+}
+
+/** `servedFor` over one index's workers: `body` = some took the path, none the body. */
+function lookAt(
+  state: State,
+  ids: Iterable<string> | undefined,
+  need: Need,
+): "ok" | "path" | "body" {
+  if (ids === undefined) return "path";
   let pathOk = false;
-  const look = (ids: Iterable<string> | undefined): boolean => {
-    for (const id of ids ?? []) {
-      const w = state.workers.get(id);
-      if (w === undefined || !acceptsPath(w, need.path)) continue;
-      pathOk = true;
-      if (carriesBody(w, need.binary)) return true;
-    }
-    return false;
-  };
-  if (
-    look(state.modelIndex.get(provider)?.get(model)) ||
-    look(state.wildcardIndex.get(provider))
-  ) return "ok";
+  for (const id of ids) {
+    const w = state.workers.get(id);
+    if (w === undefined || !acceptsPath(w, need.path)) continue;
+    pathOk = true;
+    if (carriesBody(w, need.binary)) return "ok";
+  }
   return pathOk ? "body" : "path";
 }

@@ -9,6 +9,8 @@ export function cacheReportOf(headers: Headers): CacheReport | null {
   let hit: string | undefined;
   let reused: string | undefined;
   for (const k in headers) {
+    // Issue 31: only a name of either length is lowercased and compared.
+    if (k.length !== 11 && k.length !== 21) continue;
     const lower = k.toLowerCase();
     if (lower === "x-cache-hit") hit = headers[k];
     else if (lower === "x-cache-tokens-reused") reused = headers[k];

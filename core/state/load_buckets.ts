@@ -59,9 +59,12 @@ function link(b: LoadBuckets, id: WorkerId, node: BucketNode, level: number) {
   }
   node.prev = null;
   b.byLevel.set(level, { head: id, tail: id });
-  let i = b.levels.length;
-  while (i > 0 && b.levels[i - 1]! > level) i--;
-  b.levels.splice(i, 0, level);
+  // Shifted in place: splice would make an array of what it removed, on
+  // every move of a worker to a level nobody holds (issue 31).
+  const levels = b.levels;
+  let i = levels.length;
+  for (; i > 0 && levels[i - 1]! > level; i--) levels[i] = levels[i - 1]!;
+  levels[i] = level;
 }
 
 function unlink(b: LoadBuckets, node: BucketNode): void {
@@ -75,7 +78,11 @@ function unlink(b: LoadBuckets, node: BucketNode): void {
   else b.nodes.get(next)!.prev = prev;
   if (prev === null && next === null) {
     b.byLevel.delete(level);
-    b.levels.splice(b.levels.indexOf(level), 1);
+    const levels = b.levels;
+    for (let i = levels.indexOf(level); i < levels.length - 1; i++) {
+      levels[i] = levels[i + 1]!;
+    }
+    levels.pop();
   }
   node.level = null;
   node.prev = null;

@@ -41,8 +41,22 @@ type Applied = {
 
 const BUCKETS = 60;
 
-function applied(state: State, tenant: string, key: KeyRef | null): Applied[] {
+/** What `applied` answers when no limit applies: shared, never written. */
+const NONE_APPLIED: readonly Applied[] = [];
+
+function applied(
+  state: State,
+  tenant: string,
+  key: KeyRef | null,
+): readonly Applied[] {
   const c = state.config;
+  // Issue 31: most relays set no token limit; their requests then build no
+  // closure, array or window key here (admitted, reserved and settled each ask).
+  if (
+    key?.tokenBudget == null && key?.tokenRateLimit == null &&
+    c.defaultTokenBudget === null && c.defaultTokenRateLimit === null &&
+    c.tokenBudgets[tenant] == null && c.tokenRateLimits[tenant] == null
+  ) return NONE_APPLIED;
   const out: Applied[] = [];
   /** The tenant's limit of this kind, then the key's. */
   const add = (
@@ -186,7 +200,8 @@ export function settleTokens(
   request: Request,
   tokens: number,
 ): void {
-  if (request.tokensReserved > 0) {
+  // Issue 31: no window at all (no token limit set) holds no reservation.
+  if (request.tokensReserved > 0 && state.tokenWindows.size > 0) {
     const subjects = [`tenant:${request.tenant}`];
     if (request.key !== null) subjects.push(`key:${request.key.id}`);
     for (const kind of ["budget", "rate"]) {
@@ -197,8 +212,8 @@ export function settleTokens(
         }
       }
     }
-    request.tokensReserved = 0;
   }
+  request.tokensReserved = 0;
   chargeTokens(state, request, tokens);
 }
 

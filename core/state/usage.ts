@@ -101,9 +101,16 @@ function textLength(v: unknown, depth: number): number {
   if (typeof v === "string") return v.length;
   if (typeof v !== "object" || v === null || depth > 16) return 0;
   let n = 0;
-  for (const [k, x] of Object.entries(v)) {
-    if (!MEDIA_KEYS.has(k)) n += textLength(x, depth + 1);
+  // Issue 31: no array of pairs per object of the body (Object.entries), and
+  // an array's items read by index (an index is never a media key; for-in
+  // would make a string of each). A parsed body's objects inherit no
+  // enumerable key.
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) n += textLength(v[i], depth + 1);
+    return n;
   }
+  const o = v as Record<string, unknown>;
+  for (const k in o) if (!MEDIA_KEYS.has(k)) n += textLength(o[k], depth + 1);
   return n;
 }
 

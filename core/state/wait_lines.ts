@@ -39,8 +39,10 @@ export function waitLinesFor(
   isStreaming: boolean,
   headers: Headers,
 ): WaitLines | null {
-  const route = endpointPath.split("?", 1)[0]!;
-  if (!isStreaming || !SSE_ROUTES.has(route)) return null;
+  if (!isStreaming) return null;
+  const q = endpointPath.indexOf("?");
+  const route = q === -1 ? endpointPath : endpointPath.slice(0, q);
+  if (!SSE_ROUTES.has(route)) return null;
   const progress = headers[PROGRESS_HEADER]?.trim() === "1";
   const every = state.config.sseKeepAliveMs;
   if (!progress && every <= 0) return null;

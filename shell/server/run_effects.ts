@@ -75,26 +75,50 @@ export function closeReason(reason: string): string {
 const HTTP_TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
 const INVALID_HEADER_CHAR = /[^\t\x20-\x7e\x80-\xff]/;
 
+/** Whether a header may go to the client as HTTP (name and value). */
+function acceptable(k: string, v: string): boolean {
+  // node:http's rules (checkIsHttpToken, checkInvalidHeaderChar), which the
+  // door keeps: a bad name or a value that could split the head is refused.
+  return HTTP_TOKEN.test(k) && !INVALID_HEADER_CHAR.test(v);
+}
+
+/** Holds a refused header's place in `answerHead` until the head is done. */
+const REFUSED = "\u0000";
+
 /**
- * The worker's status and headers, made safe to send: a status outside 200–599
- * (a 1xx would be a malformed final answer) becomes 502, and a header that is
- * not HTTP (a name that is not a token, a value with control characters or
- * beyond latin1, which could split the head) is dropped rather than losing the
- * whole answer (C34: the client always gets one).
+ * The head of an answer or a stream: `own` (the relay's spec 004 defaults),
+ * then the backend's headers a client may see (clientResponseHeaders), then
+ * the queue wait, each later one overriding in place. Made safe to send: a
+ * status outside 200–599 (a 1xx would be a malformed final answer) becomes
+ * 502, and a header that is not HTTP (a name that is not a token, a value with control characters or beyond latin1, which could split the head) is
+ * dropped rather than losing the whole answer (C34: the client always gets
+ * one). One object built and only the backend's headers checked (issue 31: a
+ * merged copy and a checked copy of it were two more objects per answer).
  */
-export function safeHead(
+export function answerHead(
   status: number,
-  headers: Record<string, string>,
+  own: Readonly<Record<string, string>>,
+  backend: Record<string, string>,
+  queueWaitMs: number,
 ): { status: number; headers: Record<string, string> } {
-  const out: Record<string, string> = {};
-  for (const k in headers) {
-    const v = headers[k]!;
-    // node:http's rules (checkIsHttpToken, checkInvalidHeaderChar).
-    if (HTTP_TOKEN.test(k) && !INVALID_HEADER_CHAR.test(v)) out[k] = v;
+  const headers: Record<string, string> = { ...own };
+  const kept = clientResponseHeaders(backend);
+  let refused = false;
+  for (const k in kept) {
+    const v = kept[k]!;
+    if (acceptable(k, v)) headers[k] = v;
+    else {
+      headers[k] = REFUSED;
+      refused = true;
+    }
+  }
+  headers["x-queue-wait-ms"] = String(queueWaitMs);
+  if (refused) {
+    for (const k in headers) if (headers[k] === REFUSED) delete headers[k];
   }
   return {
     status: status >= 200 && status <= 599 ? status : 502,
-    headers: out,
+    headers,
   };
 }
 
@@ -239,6 +263,12 @@ function startStream(
   c.res.flushHeaders();
 }
 
+/** What the relay sets on a stream's head before the backend's headers. */
+const STREAM_OWN: Readonly<Record<string, string>> = {
+  ...CACHE_HEADER_DEFAULTS,
+  "x-accel-buffering": "no",
+};
+
 /**
  * stream-head-v1 (issue 25): the backend's status and headers for a stream,
  * filtered as a whole answer's are (no length: node frames the stream), with
@@ -248,13 +278,7 @@ export function streamHead(
   from: StreamHead,
   queueWaitMs: number,
 ): { status: number; headers: Record<string, string> } {
-  const headers: Record<string, string> = {
-    ...CACHE_HEADER_DEFAULTS,
-    "x-accel-buffering": "no",
-    ...clientResponseHeaders(from.headers),
-  };
-  headers["x-queue-wait-ms"] = String(queueWaitMs);
-  return safeHead(from.status, headers);
+  return answerHead(from.status, STREAM_OWN, from.headers, queueWaitMs);
 }
 
 function respond(
@@ -272,12 +296,12 @@ function respond(
     return;
   }
   // Spec 004 headers: the backend's when it sent them, else false/0.
-  const headers: Record<string, string> = {
-    ...CACHE_HEADER_DEFAULTS,
-    ...clientResponseHeaders(effect.headers),
-  };
-  headers["x-queue-wait-ms"] = String(effect.queueWaitMs ?? 0);
-  const head = safeHead(effect.status, headers);
+  const head = answerHead(
+    effect.status,
+    CACHE_HEADER_DEFAULTS,
+    effect.headers,
+    effect.queueWaitMs ?? 0,
+  );
   // body-bytes-v1 (issue 25): a binary answer's bytes, exactly as the backend sent them.
   const rest = effect.bodyBase64 === undefined ? effect.body : Buffer.concat([
     Buffer.from(effect.body),

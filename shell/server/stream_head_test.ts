@@ -38,3 +38,23 @@ Deno.test("C108 the backend's own x-accel-buffering wins; a status outside 200-5
   assert.equal(h.headers["x-accel-buffering"], "yes");
   assert.equal(h.status, 502);
 });
+
+Deno.test("issue 31 a head keeps the relay's headers, then the backend's in its order, and drops a value node:http refuses even where it overrode a default", () => {
+  const h = streamHead({
+    status: 200,
+    headers: {
+      "x-b": "1",
+      "X-Cache-Hit": "tr\u0001ue",
+      "x-queue-wait-ms": "\u0001",
+      "x-a": "2",
+    },
+  }, 7);
+  assert.deepEqual(Object.entries(h.headers), [
+    ["x-cache-tokens-reused", "0"],
+    ["x-gpu-time-ms", "0"],
+    ["x-accel-buffering", "no"],
+    ["x-b", "1"],
+    ["x-queue-wait-ms", "7"],
+    ["x-a", "2"],
+  ]);
+});

@@ -111,6 +111,34 @@ function labels(pairs: Record<string, string>): string {
 
 const SEP = "\u0000";
 
+/**
+ * A counter's key built from three parts, kept while the parts repeat (issue
+ * 31: most requests share their route, model and outcome, and a key kept is a
+ * string already hashed, where one joined anew is built and hashed on every
+ * request). `build` must answer the same for the same parts, which `capped`
+ * does: a value it once let in or sent to "other" stays so.
+ */
+function lastKey(
+  build: (a: string, b: string, c: string) => string,
+): (a: string, b: string, c: string) => string {
+  let a0: string | null = null, b0 = "", c0 = "", key = "";
+  return (a, b, c) => {
+    if (a !== a0 || b !== b0 || c !== c0) {
+      a0 = a;
+      b0 = b;
+      c0 = c;
+      key = build(a, b, c);
+    }
+    return key;
+  };
+}
+
+/** A route label: the path without its query. */
+function routePath(route: string): string {
+  const q = route.indexOf("?");
+  return q === -1 ? route : route.slice(0, q);
+}
+
 export class Metrics {
   readonly #models: LabelCap = { seen: new Set(), max: LABEL_VALUES_MAX.model };
   /** Issue 25: any /v1 path is forwarded, so clients choose routes too (query left out). */
@@ -159,6 +187,22 @@ export class Metrics {
   readonly modelEvictions = new Map<string, number>();
   /** Issue 30: start to loaded, for loads whose start the relay saw. */
   readonly modelLoadSeconds = new Histogram();
+
+  readonly #requestKey = lastKey((route, model, outcome) =>
+    capped(this.#routes, routePath(route)) + SEP +
+    capped(this.#models, model) + SEP + outcome
+  );
+  readonly #tenantKey = lastKey((tenant, outcome) =>
+    capped(this.#tenants, tenant) + SEP + outcome
+  );
+  readonly #promptKey = lastKey((tenant, model) =>
+    capped(this.#tenants, tenant) + SEP + capped(this.#models, model) + SEP +
+    "prompt"
+  );
+  readonly #completionKey = lastKey((tenant, model) =>
+    capped(this.#tenants, tenant) + SEP + capped(this.#models, model) + SEP +
+    "completion"
+  );
 
   constructor(readonly startedAtMs: number) {}
 
@@ -256,14 +300,11 @@ export class Metrics {
   }
 
   requestFinished(e: Extract<Effect, { kind: "requestFinished" }>): void {
-    const tenant = capped(this.#tenants, e.tenant);
-    inc(this.tenantRequests, tenant + SEP + e.outcome);
-    if (e.status === 429) inc(this.rateLimited, tenant);
-    inc(
-      this.requests,
-      capped(this.#routes, e.route.split("?", 1)[0]!) + SEP +
-        capped(this.#models, e.model) + SEP + e.outcome,
-    );
+    inc(this.tenantRequests, this.#tenantKey(e.tenant, e.outcome, ""));
+    if (e.status === 429) {
+      inc(this.rateLimited, capped(this.#tenants, e.tenant));
+    }
+    inc(this.requests, this.#requestKey(e.route, e.model, e.outcome));
     if (e.cacheReport !== null) {
       const label = capped(this.#models, e.model);
       inc(this.cacheReports, label);
@@ -277,14 +318,13 @@ export class Metrics {
       this.firstByteSeconds.observe(e.firstByteMs / 1000);
     }
     this.requeues += e.requeues;
-    const model = capped(this.#models, e.model);
     if (e.usage.prompt !== null && e.usage.prompt > 0) {
-      inc(this.tokens, tenant + SEP + model + SEP + "prompt", e.usage.prompt);
+      inc(this.tokens, this.#promptKey(e.tenant, e.model, ""), e.usage.prompt);
     }
     if (e.usage.completion !== null && e.usage.completion > 0) {
       inc(
         this.tokens,
-        tenant + SEP + model + SEP + "completion",
+        this.#completionKey(e.tenant, e.model, ""),
         e.usage.completion,
       );
     }

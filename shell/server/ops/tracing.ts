@@ -31,17 +31,22 @@ export type TraceIds = {
   flags: string;
 };
 
-/** Random ids cut from a pooled 4 KiB draw: one crypto call per ~170 requests, not two per request. */
-let pool = randomBytes(0);
+/**
+ * Random ids cut from a pooled 4 KiB draw, hex-encoded once per draw: one
+ * crypto call and one encode per ~128 requests, and a slice per id (issue 31:
+ * an encode per id was two native calls per request).
+ */
+let pool = "";
 let poolAt = 0;
 
 function hex(bytes: number): string {
-  if (poolAt + bytes > pool.length) {
-    pool = randomBytes(4096);
+  const chars = bytes * 2;
+  if (poolAt + chars > pool.length) {
+    pool = randomBytes(4096).toString("hex");
     poolAt = 0;
   }
-  const out = pool.toString("hex", poolAt, poolAt + bytes);
-  poolAt += bytes;
+  const out = pool.slice(poolAt, poolAt + chars);
+  poolAt += chars;
   return out;
 }
 
