@@ -173,6 +173,11 @@ async function readLoop(c: Connection): Promise<void> {
 }
 
 function parseInput(c: Connection, bytes: Uint8Array): void {
+  parseBytes(c, bytes);
+  c.req?.firstReadDone();
+}
+
+function parseBytes(c: Connection, bytes: Uint8Array): void {
   let at = 0;
   while (at < bytes.length) {
     if (c.state !== "open" || c.last) return; // dropped: nothing more is served

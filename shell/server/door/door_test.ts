@@ -244,3 +244,31 @@ Deno.test("door: heads and bodies larger than a read arrive whole, Content-Lengt
     assert.ok(got.includes(`POST /big ${big}HTTP/1.1 200 OK`));
   });
 });
+
+Deno.test("door: whenBodyPending runs once the head's read is over and only if the body is still missing", async () => {
+  const pending: string[] = [];
+  const route: Route = (req, res) => {
+    req.whenBodyPending(() => pending.push(req.url));
+    echo(req, res);
+  };
+  await withDoor(route, async (door) => {
+    // The body with its head, then a pipelined one with its body: no call.
+    await exchange(
+      door.port,
+      "POST /whole HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiPOST /also HTTP/1.1\r\nContent-Length: 1\r\n\r\nx",
+      /POST \/also x$/,
+    );
+    assert.deepEqual(pending, []);
+    // The head alone, its body in a later write: one call, before the body.
+    const c = await rawConnect(door.port);
+    try {
+      await c.write("POST /later HTTP/1.1\r\nContent-Length: 2\r\n\r\n");
+      await waitFor("the pending call", () => pending.length === 1);
+      await c.write("ok");
+      await waitFor("the answer", () => /POST \/later ok$/.test(c.received()));
+      assert.deepEqual(pending, ["/later"]);
+    } finally {
+      c.close();
+    }
+  });
+});

@@ -51,6 +51,9 @@ export class HttpRequest extends Listeners<RequestEvents> {
   #flowing = false;
   #discard = false;
   #endPending = false;
+  /** The read that brought the head is still being parsed. */
+  #firstRead = true;
+  #onBodyPending: (() => void) | null = null;
 
   constructor(head: RequestHead, peer: Peer) {
     super();
@@ -69,6 +72,27 @@ export class HttpRequest extends Listeners<RequestEvents> {
     super.on(event, fn);
     if (event === "data" && !this.#flowing) this.#startFlowing();
     return this;
+  }
+
+  /**
+   * `fn` runs once if the body is still to come after the read that brought
+   * the head (at once when that read is over): a body that came with its head,
+   * almost every one, arms no timer (issue 31: a timer armed and cleared per
+   * request was ~2.5% of the server's CPU).
+   */
+  whenBodyPending(fn: () => void): void {
+    if (this.complete) return;
+    if (this.#firstRead) this.#onBodyPending = fn;
+    else fn();
+  }
+
+  /** The connection has parsed the read that brought the head. */
+  firstReadDone(): void {
+    if (!this.#firstRead) return;
+    this.#firstRead = false;
+    const fn = this.#onBodyPending;
+    this.#onBodyPending = null;
+    if (fn !== null && !this.complete) fn();
   }
 
   /** The body is not wanted: its bytes are dropped as they come. */

@@ -23,19 +23,25 @@ export function readBody(
   onRefused: (error: ClientError) => void,
 ): void {
   let settled = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   const refuse = (error: ClientError) => {
     settled = true;
-    clearTimeout(timer);
+    if (timer !== undefined) clearTimeout(timer);
     closeAfterAnswer(res);
     onRefused(error);
   };
   const tooLarge = (): ClientError =>
     apiError("body_too_large", { max: limits.maxBytes });
-  const timer = setTimeout(() => {
+  // The clock starts with the head's read; a body that came with it (almost
+  // every one) never needs the timer, so it is armed only when still missing.
+  req.whenBodyPending(() => {
     if (settled) return;
-    const secs = Math.round(limits.timeoutMs / 100) / 10;
-    refuse(apiError("body_timeout", { secs }));
-  }, limits.timeoutMs);
+    timer = setTimeout(() => {
+      if (settled) return;
+      const secs = Math.round(limits.timeoutMs / 100) / 10;
+      refuse(apiError("body_timeout", { secs }));
+    }, limits.timeoutMs);
+  });
   const declared = Number(req.headers["content-length"] ?? "0");
   if (declared > limits.maxBytes) return refuse(tooLarge());
   const parts: Buffer[] = [];
@@ -51,7 +57,7 @@ export function readBody(
   // for as long as the response streams (issue 18).
   const done = () => {
     settled = true;
-    clearTimeout(timer);
+    if (timer !== undefined) clearTimeout(timer);
     req.off("data", onData);
     req.off("end", onEnd);
     req.off("close", onClose);
