@@ -1,6 +1,7 @@
 // The characters of HTTP/1.1 (RFC 9110, 9112) as llhttp's strict mode reads
 // them, shared by the worker's response parser (shell/worker/http1/) and the
 // server's request parser (shell/server/door/).
+import { Buffer } from "node:buffer";
 
 /** tchar of RFC 9110: the characters a header name may hold. */
 export const TOKEN = (() => {
@@ -31,15 +32,10 @@ export function isFieldValue(s: string): boolean {
 
 /** Bytes as a latin1 string (one character a byte). */
 export function latin1(bytes: Uint8Array, from: number, to: number): string {
-  // Heads are short; String.fromCharCode on a subarray is latin1 as is.
-  let s = "";
-  for (let i = from; i < to; i += 4096) {
-    s += String.fromCharCode.apply(
-      null,
-      bytes.subarray(i, Math.min(to, i + 4096)) as unknown as number[],
-    );
-  }
-  return s;
+  // Buffer's latin1 makes the string natively: a head of ~150 bytes in ~0.17
+  // µs where String.fromCharCode.apply took ~0.75 (issue 31: every request).
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length)
+    .toString("latin1", from, to);
 }
 
 /** Hex digits, then `;name[=[value]]` extensions (token or quoted value, llhttp lets it be empty). */

@@ -105,7 +105,10 @@ export class HttpRequest extends Listeners<RequestEvents> {
   /** Body bytes (a view into the read buffer: copied if kept). */
   push(bytes: Uint8Array): void {
     if (this.#discard) return;
-    const chunk = Buffer.from(bytes);
+    // From Buffer's shared pool: a small body is not an ArrayBuffer of its own
+    // (Buffer.from made one per chunk, ~0.9 µs where this is ~0.07, issue 31).
+    const chunk = Buffer.allocUnsafe(bytes.length);
+    chunk.set(bytes);
     if (this.#flowing && this.#queued === null) this.emit("data", chunk);
     else (this.#queued ??= []).push(chunk);
   }

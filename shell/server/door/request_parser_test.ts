@@ -214,3 +214,39 @@ Deno.test("door parser: an upgrade's head stops the parser; what follows is not 
   assert.equal(head!.upgrade, true);
   assert.equal(bytes.length - at, 2);
 });
+
+Deno.test("door parser: obs-text bytes read as the latin1 characters of their codes, from a view at any offset, whole or split", () => {
+  const high = Array.from({ length: 128 }, (_, i) => 0x80 + i);
+  const head = [
+    ..."GET / HTTP/1.1\r\nx-high: ".split("").map((c) => c.charCodeAt(0)),
+    ...high,
+    13,
+    10,
+    13,
+    10,
+  ];
+  const want = String.fromCharCode(...high);
+  for (const split of [0, 20, head.length - 3]) {
+    // The bytes sit inside a larger buffer, as a read's do.
+    const buf = new Uint8Array(head.length + 64).fill(0x41);
+    buf.set(head, 17);
+    const p = newRequestParser();
+    let got: RequestHead | null = null;
+    const events = {
+      head: (h: RequestHead) => got = h,
+      body: () => {},
+      complete: () => {},
+    };
+    const pieces = split === 0 ? [buf.subarray(17, 17 + head.length)] : [
+      buf.subarray(17, 17 + split),
+      buf.subarray(17 + split, 17 + head.length),
+    ];
+    for (const piece of pieces) {
+      let at = 0;
+      while (at < piece.length && got === null) {
+        at = feed(p, piece, at, events);
+      }
+    }
+    assert.equal(got!.headers["x-high"], want, `split at ${split}`);
+  }
+});
