@@ -1,5 +1,6 @@
 // The client door over real sockets: what a client sees on the wire.
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
 import { rawConnect } from "../_raw_socket.ts";
 import { waitFor } from "../../procs.ts";
 import { answerUnparsable } from "../http/http_reply.ts";
@@ -267,6 +268,36 @@ Deno.test("door: whenBodyPending runs once the head's read is over and only if t
       await c.write("ok");
       await waitFor("the answer", () => /POST \/later ok$/.test(c.received()));
       assert.deepEqual(pending, ["/later"]);
+    } finally {
+      c.close();
+    }
+  });
+});
+
+Deno.test("door: text and bytes queued in one turn leave as their exact UTF-8 and bytes, in order", async () => {
+  const route: Route = (req, res) => {
+    req.resume();
+    res.writeHead(200, { "content-type": "text/plain; charset=utf-8" });
+    res.write("é€😀 ");
+    res.write(new Uint8Array([0x62, 0x79, 0x74, 0x65, 0x73]));
+    res.end(" ✓");
+  };
+  await withDoor(route, async (door) => {
+    const c = await rawConnect(door.port);
+    try {
+      await c.write("GET /mixed HTTP/1.1\r\n\r\n");
+      await waitFor("the last chunk", () => c.received().endsWith("0\r\n\r\n"));
+      const got = c.received();
+      const body = got.slice(got.indexOf("\r\n\r\n") + 4);
+      // Each piece its own chunk, sized in bytes (é 2, € 3, 😀 4, the space
+      // 1); received() reads the bytes as latin1.
+      const utf8 = (t: string) => Buffer.from(t, "utf8").toString("latin1");
+      assert.equal(
+        body,
+        `a\r\n${utf8("é€😀 ")}\r\n5\r\nbytes\r\n4\r\n${
+          utf8(" ✓")
+        }\r\n0\r\n\r\n`,
+      );
     } finally {
       c.close();
     }
