@@ -29,11 +29,12 @@ export type Wire = {
 /** A write returns false once this much waits for the client: the caller waits for "drain". */
 export const HIGH_WATER_BYTES = 64 * 1024;
 
+// No "error": the door reports a broken request as "close" (node's "error"
+// needed a listener only so that it would not throw).
 type RequestEvents = {
   data: Buffer;
   end: void;
   close: void;
-  error: Error;
 };
 
 export class HttpRequest extends Listeners<RequestEvents> {

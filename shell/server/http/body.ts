@@ -74,11 +74,7 @@ export function readBody(
   req.on("data", onData);
   req.on("end", onEnd);
   req.on("close", onClose);
-  req.on("error", ignoreError);
 }
-
-/** A request's "error" is followed by "close"; one listener for every request. */
-function ignoreError(): void {}
 
 /** A body read as JSON: its value, or not JSON at all (each route words that 400). */
 export type JsonBody = { kind: "json"; value: unknown } | { kind: "notJson" };
