@@ -1,0 +1,107 @@
+// Issue 31: the server's whole path per plain request (the door, the routes,
+// the core, the worker door's WebSocket) counted in instructions rather than
+// time, for cuts of a microsecond or two that CPU time on this shared machine
+// cannot resolve (bench/README.md, "The server's own path, round 2").
+//
+// One process: a checkout's server (`startTestServer`), a fake worker on a
+// native WebSocket answering each request with a llama-server-like
+// response_complete, and four raw keep-alive clients sending `count` requests.
+// Run it under valgrind twice per checkout, with few and with many requests;
+// the difference over the difference in requests is the instructions of one
+// request (server, fake worker and clients together; the last two are the same
+// code for every checkout):
+//
+//   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+//     --smc-check=all-non-file deno run -A --config deno.json \
+//     bench/instructions_probe.ts <checkout> <count>
+//
+// `Collected :` in valgrind's summary is the count. The core's tick is made
+// rare so that the wall time (long under valgrind) adds no ticks.
+const [root = ".", countArg = "500"] = Deno.args;
+const count = Number(countArg);
+const CLIENTS = 4;
+
+type Helpers = {
+  startTestServer(config: unknown): Promise<{ port: number }>;
+  testConfig(core: unknown, rest: unknown): unknown;
+  registeredWorker(
+    server: { port: number },
+    register: Record<string, unknown>,
+  ): Promise<{ ws: WebSocket }>;
+};
+
+const base = new URL(`${root.replace(/\/$/, "")}/`, `file://${Deno.cwd()}/`);
+const h: Helpers = await import(
+  new URL("shell/server/_test_helpers.ts", base).href
+);
+const server = await h.startTestServer(
+  h.testConfig({}, { tickMs: 1_000_000 }),
+);
+const worker = await h.registeredWorker(server, {
+  models: ["m1"],
+  max_concurrent: 64,
+});
+const answer = JSON.stringify({
+  id: "chatcmpl-1",
+  object: "chat.completion",
+  created: 1,
+  model: "m1",
+  choices: [{
+    index: 0,
+    message: { role: "assistant", content: "hello there, a mock answer" },
+    finish_reason: "stop",
+  }],
+  usage: { prompt_tokens: 3, completion_tokens: 16, total_tokens: 19 },
+});
+worker.ws.onmessage = (e: MessageEvent) => {
+  const frame = JSON.parse(e.data as string);
+  if (frame.type !== "request") return;
+  worker.ws.send(JSON.stringify({
+    type: "response_complete",
+    request_id: frame.request_id,
+    status_code: 200,
+    headers: { "content-type": "application/json" },
+    body: answer,
+  }));
+};
+
+const body = JSON.stringify({
+  model: "m1",
+  messages: [{ role: "user", content: "hi" }],
+  max_tokens: 16,
+});
+const request = new TextEncoder().encode(
+  "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n" +
+    "connection: keep-alive\r\ncontent-type: application/json\r\n" +
+    `content-length: ${body.length}\r\n\r\n${body}`,
+);
+const decoder = new TextDecoder();
+
+/** Sends requests one at a time on one connection while any are left. */
+async function client(left: { n: number }): Promise<void> {
+  const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
+  conn.setNoDelay(true);
+  const buf = new Uint8Array(65536);
+  while (left.n > 0) {
+    left.n--;
+    await conn.write(request);
+    let got = "";
+    for (;;) {
+      const n = await conn.read(buf);
+      if (n === null) throw new Error("the server closed the connection");
+      got += decoder.decode(buf.subarray(0, n));
+      const headEnd = got.indexOf("\r\n\r\n");
+      if (headEnd < 0) continue;
+      const length = /content-length: (\d+)/i.exec(got.slice(0, headEnd));
+      if (length === null) throw new Error("an answer without a length");
+      if (got.length >= headEnd + 4 + Number(length[1])) break;
+    }
+  }
+  conn.close();
+}
+
+const left = { n: count };
+await Promise.all(Array.from({ length: CLIENTS }, () => client(left)));
+console.log(`${count} requests answered`);
+// No orderly close: it would wait on timers, and add their instructions.
+Deno.exit(0);
