@@ -122,3 +122,19 @@ export function openStreams(
   }
   return out;
 }
+
+/** A llama-server-like non-streaming answer's body, for `model`. */
+export function chatCompletionBody(model: string): string {
+  return JSON.stringify({
+    id: "chatcmpl-1",
+    object: "chat.completion",
+    created: 1,
+    model,
+    choices: [{
+      index: 0,
+      message: { role: "assistant", content: "Hello there, how are you?" },
+      finish_reason: "stop",
+    }],
+    usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
+  });
+}

@@ -17,6 +17,8 @@
 //
 // `Collected :` in valgrind's summary is the count. The core's tick is made
 // rare so that the wall time (long under valgrind) adds no ticks.
+import { chatCompletionBody } from "./_fixtures.ts";
+
 const [root = ".", countArg = "500"] = Deno.args;
 const count = Number(countArg);
 const CLIENTS = 4;
@@ -41,18 +43,7 @@ const worker = await h.registeredWorker(server, {
   models: ["m1"],
   max_concurrent: 64,
 });
-const answer = JSON.stringify({
-  id: "chatcmpl-1",
-  object: "chat.completion",
-  created: 1,
-  model: "m1",
-  choices: [{
-    index: 0,
-    message: { role: "assistant", content: "hello there, a mock answer" },
-    finish_reason: "stop",
-  }],
-  usage: { prompt_tokens: 3, completion_tokens: 16, total_tokens: 19 },
-});
+const answer = chatCompletionBody("m1");
 worker.ws.onmessage = (e: MessageEvent) => {
   const frame = JSON.parse(e.data as string);
   if (frame.type !== "request") return;

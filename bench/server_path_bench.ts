@@ -21,7 +21,12 @@ import { encodeBinaryChunkFrame } from "../core/protocol/binary.ts";
 import { EXTENSION_CHUNK_BYTES } from "../core/protocol/messages.ts";
 import { Metrics } from "../shell/server/ops/metrics.ts";
 import { traceRequest } from "../shell/server/ops/tracing.ts";
-import { openStreams, request, stateWithWorkers } from "./_fixtures.ts";
+import {
+  chatCompletionBody,
+  openStreams,
+  request,
+  stateWithWorkers,
+} from "./_fixtures.ts";
 
 const BATCH = 1000;
 const FRAME_MAX = 16 << 20;
@@ -78,18 +83,7 @@ const COMPLETE_TAIL = encodeFrame({
     "date": "Fri, 27 Nov 2026 21:00:00 GMT",
     "access-control-allow-origin": "*",
   },
-  body: JSON.stringify({
-    id: "chatcmpl-1",
-    object: "chat.completion",
-    created: 1,
-    model: "m",
-    choices: [{
-      index: 0,
-      message: { role: "assistant", content: "Hello there, how are you?" },
-      finish_reason: "stop",
-    }],
-    usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
-  }),
+  body: chatCompletionBody("m"),
   token_counts: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
 }).slice('{"type":"response_complete","request_id":"'.length);
 
