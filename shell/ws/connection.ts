@@ -119,9 +119,10 @@ class Connection implements WsConnection {
   #state: WsState = "connecting";
   #transport: Transport | null = null;
   /**
-   * Frames of this turn; `#spare` is the other buffer, back from its write.
-   * Both start empty and grow as frames come: an idle connection holds
-   * little (issue 31: memory per idle worker).
+   * Frames of this turn; `#spare` is the other buffer, back from its write
+   * while frames were queued for the next one. Both start empty and grow as
+   * frames come: an idle connection holds one (issue 31: memory per idle
+   * worker).
    */
   #fill: Uint8Array<ArrayBuffer> = EMPTY;
   #fillLen = 0;
@@ -260,7 +261,10 @@ class Connection implements WsConnection {
     t.write(out).then(() => {
       this.#writing = 0;
       if (out.buffer.byteLength <= KEEP_BYTES_MAX) {
-        this.#spare = new Uint8Array(out.buffer);
+        // Nothing queued meanwhile: the written buffer is the next turn's
+        // and `#fill` (empty) goes, so an idle connection keeps one buffer.
+        if (this.#fillLen === 0) this.#fill = new Uint8Array(out.buffer);
+        else this.#spare = new Uint8Array(out.buffer);
       }
       // What was queued meanwhile already waited a turn: it goes now.
       this.flush();
