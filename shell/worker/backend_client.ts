@@ -289,7 +289,11 @@ function viaOwnClient(
         {
           onData: (f) => onData = f,
           onEnd: (f) => onEnd = f,
-          ...flowControlOf(ex),
+          // The exchange's own functions (they need no `this`): no wrapper
+          // closures and no spread per answer (issue 31).
+          pause: ex.pause,
+          resume: ex.resume,
+          isPaused: ex.isPaused,
         },
         request,
         sink,
@@ -316,7 +320,7 @@ function viaOwnClient(
   return () => ex.destroy();
 }
 
-/** Pausing and resuming a body's reading, on either client's answer. */
+/** Pausing and resuming a body's reading, on node's answer. */
 function flowControlOf(
   body: { pause(): unknown; resume(): unknown; isPaused(): boolean },
 ): Pick<AnswerBody, "pause" | "resume" | "isPaused"> {
