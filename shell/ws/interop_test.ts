@@ -316,7 +316,7 @@ Deno.test("a ws client and our server (Deno.Conn) exchange messages, fragments a
   srv.close();
 });
 
-Deno.test("our server closes with 1009 a message over its maxPayload, and frames of one turn leave in one write", async () => {
+Deno.test("our server closes with 1009 a message over its maxPayload, and frames of one turn leave in one write, a promise chain's too", async () => {
   const writes: number[] = [];
   const counting = (t: Transport): Transport => ({
     ...t,
@@ -340,6 +340,17 @@ Deno.test("our server closes with 1009 a message over its maxPayload, and frames
   await until(() => cl.messages.length === 50);
   assert.equal(writes.length, 2, `writes: ${writes}`);
   assert.equal(server!.bufferedAmount, 0);
+  // Frames sent step by step by a promise chain within one turn (a stream
+  // reader handing chunks on through microtasks) still share one write.
+  await (async () => {
+    for (let i = 0; i < 5; i++) {
+      server!.sendText(`p${i}`);
+      await Promise.resolve();
+      await null;
+    }
+  })();
+  await until(() => cl.messages.length === 55);
+  assert.equal(writes.length, 3, `writes: ${writes}`);
   cl.ws.send("z".repeat(1001));
   assert.equal((await cl.closed).code, 1009);
   srv.close();
