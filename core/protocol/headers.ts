@@ -82,12 +82,21 @@ export function forwardableHeaders(headers: Headers): Headers {
   return keptOf(headers, FORWARDED_HEADERS, null);
 }
 
-/** A backend's answer headers as the worker passes them on (hop-by-hop dropped). */
-export function passedOnHeaders(headers: Iterable<[string, string]>): Headers {
+/**
+ * A backend's answer headers as the worker passes them on (hop-by-hop
+ * dropped), a repeated header's values joined with ", ". From the parsed
+ * record itself (issue 31: no entries array, no pair per header).
+ */
+export function passedOnHeaders(
+  headers: Readonly<Record<string, string | readonly string[] | undefined>>,
+): Headers {
   const out: Headers = {};
-  for (const [name, value] of headers) {
+  for (const name in headers) {
+    const value = headers[name];
+    if (value === undefined) continue;
     const lower = name.toLowerCase();
-    if (!HOP_HEADERS.has(lower)) out[lower] = value;
+    if (HOP_HEADERS.has(lower)) continue;
+    out[lower] = typeof value === "string" ? value : value.join(", ");
   }
   return out;
 }

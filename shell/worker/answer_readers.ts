@@ -52,18 +52,6 @@ function failure(request: RequestMessage, error: ClientError): Completion {
   };
 }
 
-function headerEntries(
-  headers: http.IncomingHttpHeaders | HeaderMap,
-): [string, string][] {
-  const out: [string, string][] = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (value !== undefined) {
-      out.push([name, Array.isArray(value) ? value.join(", ") : value]);
-    }
-  }
-  return out;
-}
-
 /** How one backend call ended. */
 export type BackendOutcome =
   | { kind: "completed"; completion: Completion }
@@ -212,7 +200,7 @@ export function readAnswer(
     request,
     body,
     status,
-    headers: passedOnHeaders(headerEntries(headers)),
+    headers: passedOnHeaders(headers),
     send: (data) => {
       call.markStarted();
       sink.chunk(data);

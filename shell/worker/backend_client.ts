@@ -58,19 +58,25 @@ type TargetOptions = ReturnType<typeof urlToHttpOptions>;
 /** A backend URL parsed: node's request options, and our client's target for http:. */
 type Target = { options: TargetOptions; plain: RequestTarget | null };
 
-/** Parsed backend URLs by full URL; a few routes, bounded all the same. */
-const TARGETS = new Map<string, Target>();
+/**
+ * Parsed backend URLs by backend URL, then by endpoint path (issue 31: no
+ * joined string to hash per request); a few routes, bounded all the same.
+ */
+const TARGETS = new Map<string, Map<string, Target>>();
 const TARGETS_MAX = 64;
+let targetsKept = 0;
 
 /**
- * The request options of a backend URL, what http.request(url) derives from it
- * (urlToHttpOptions), parsed once per URL: parsing it per request was ~4 µs of
- * the worker's (d) profile (issue 10). Throws like `new URL` on a bad URL.
+ * The request options of `backendUrl + path`, what http.request(url) derives
+ * from it (urlToHttpOptions), parsed once per URL: parsing it per request was
+ * ~4 µs of the worker's (d) profile (issue 10). Throws like `new URL` on a bad
+ * URL.
  */
-function targetOf(href: string): Target {
-  let t = TARGETS.get(href);
+function targetOf(backendUrl: string, path: string): Target {
+  let paths = TARGETS.get(backendUrl);
+  let t = paths?.get(path);
   if (t === undefined) {
-    const options = urlToHttpOptions(new URL(href));
+    const options = urlToHttpOptions(new URL(backendUrl + path));
     t = {
       options,
       plain: options.protocol === "http:" && !ENV_PROXY
@@ -82,7 +88,11 @@ function targetOf(href: string): Target {
         }
         : null,
     };
-    if (TARGETS.size < TARGETS_MAX) TARGETS.set(href, t);
+    if (targetsKept < TARGETS_MAX) {
+      if (paths === undefined) TARGETS.set(backendUrl, paths = new Map());
+      paths.set(path, t);
+      targetsKept++;
+    }
   }
   return t;
 }
@@ -215,7 +225,7 @@ export function startBackendCall(
   };
   let target: Target;
   try {
-    target = targetOf(backendUrl + request.endpoint_path);
+    target = targetOf(backendUrl, request.endpoint_path);
   } catch (e) {
     failed(`backend unreachable at ${backendUrl}: ${(e as Error).message}`);
     return cancel;
@@ -279,7 +289,11 @@ function viaOwnClient(
         {
           onData: (f) => onData = f,
           onEnd: (f) => onEnd = f,
-          ...flowControlOf(ex),
+          // The exchange's own functions (they need no `this`): no wrapper
+          // closures and no spread per answer (issue 31).
+          pause: ex.pause,
+          resume: ex.resume,
+          isPaused: ex.isPaused,
         },
         request,
         sink,
@@ -306,7 +320,7 @@ function viaOwnClient(
   return () => ex.destroy();
 }
 
-/** Pausing and resuming a body's reading, on either client's answer. */
+/** Pausing and resuming a body's reading, on node's answer. */
 function flowControlOf(
   body: { pause(): unknown; resume(): unknown; isPaused(): boolean },
 ): Pick<AnswerBody, "pause" | "resume" | "isPaused"> {

@@ -103,11 +103,15 @@ const USAGE_SKIP = (() => {
  * Where `"usage"` starts in bytes, or -1. Buffer.indexOf would do, but Deno's
  * node:buffer searches in JavaScript at ~5 ns a byte (0.8 µs for one SSE
  * event, measured): this skips ahead up to 7 bytes at a time (issue 18).
+ * Only `bytes[0, end)` is searched (no subarray per read, issue 31).
  */
-export function indexOfUsage(bytes: Uint8Array): number {
+export function indexOfUsage(
+  bytes: Uint8Array,
+  end: number = bytes.length,
+): number {
   const n = USAGE_BYTES.length;
   const last = n - 1;
-  for (let at = 0; at + n <= bytes.length;) {
+  for (let at = 0; at + n <= end;) {
     const tail = bytes[at + last]!;
     if (tail === 0x22) {
       let i = last - 1;
@@ -138,7 +142,7 @@ export function scanBytes(scan: UsageByteScan, bytes: Buffer): void {
       joined.length - end - 1 > CARRY_MAX
     ? NO_BYTES
     : Buffer.from(joined.subarray(end + 1));
-  if (end === -1 || indexOfUsage(joined.subarray(0, end)) === -1) return;
+  if (end === -1 || indexOfUsage(joined, end) === -1) return;
   scanLines(scan.counts, joined.toString("utf8", 0, end));
 }
 

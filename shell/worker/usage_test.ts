@@ -80,5 +80,8 @@ Deno.test("the usage byte search finds what Buffer.indexOf finds, at every offse
       hay[i] = alphabet[next() % alphabet.length]!;
     }
     assert.equal(indexOfUsage(hay), hay.indexOf(needle));
+    // Searched only up to `end`: what the bytes before it hold.
+    const end = next() % (hay.length + 1);
+    assert.equal(indexOfUsage(hay, end), hay.subarray(0, end).indexOf(needle));
   }
 });

@@ -1,12 +1,12 @@
-// The byte stream under a WebSocket connection (connection.ts): a Deno.Conn
-// here; node_socket.ts adapts the net.Socket that node:http hands over for an
-// upgrade, while the server's door is still node:http.
+// The byte stream under a WebSocket connection (connection.ts): a Deno.Conn.
 
 export type Transport = {
   /**
    * Starts reading: `onData` for each chunk (its bytes are valid only during
    * the call and may be changed by it), then `onEnd` once, at the peer's end,
-   * an error, or after `close`.
+   * an error, or after `close`. A later call hands the reads to new callbacks
+   * (an upgrade's socket, read while the request waited, handed to its
+   * connection): the old ones are dropped, not kept for the socket's life.
    */
   read(onData: (bytes: Uint8Array) => void, onEnd: () => void): void;
   /**
@@ -35,45 +35,86 @@ const READ_LARGE_BYTES = 64 * 1024;
 
 /** A Deno.Conn (TCP or TLS) as a transport. */
 export function connTransport(conn: Deno.Conn): Transport {
-  let closed = false;
-  return {
-    read(onData, onEnd) {
-      const small = new Uint8Array(READ_SMALL_BYTES);
-      let large: Uint8Array | null = null;
-      (async () => {
-        try {
-          for (;;) {
-            const buf = large ?? small;
-            const n = await conn.read(buf);
-            if (n === null) break;
-            onData(buf.subarray(0, n));
-            if (n === buf.length) large ??= new Uint8Array(READ_LARGE_BYTES);
-            else if (n <= READ_SMALL_BYTES) large = null;
-          }
-        } catch {
-          // A reset, or our own close: the end either way.
-        }
-        onEnd();
-      })();
-    },
-    async write(bytes) {
-      let at = 0;
-      while (at < bytes.length) at += await conn.write(bytes.subarray(at));
-    },
-    queued: () => 0,
-    closeWrite() {
-      conn.closeWrite().catch(() => {
-        // Already closed, or reset: the read side reports the end.
-      });
-    },
-    close() {
-      if (closed) return;
-      closed = true;
-      try {
-        conn.close();
-      } catch {
-        // Already closed.
-      }
-    },
-  };
+  return new ConnTransport(conn);
 }
+
+/**
+ * One object a connection, its methods shared (issue 31: an idle worker's
+ * socket lives for days; closures per socket were a third of its heap).
+ */
+class ConnTransport implements Transport {
+  #conn: Deno.Conn;
+  #closed = false;
+  #reading = false;
+  #ended = false;
+  #onData: (bytes: Uint8Array) => void = ignore;
+  #onEnd: () => void = ignore;
+
+  constructor(conn: Deno.Conn) {
+    this.#conn = conn;
+  }
+
+  read(onData: (bytes: Uint8Array) => void, onEnd: () => void): void {
+    this.#onData = onData;
+    this.#onEnd = onEnd;
+    if (this.#ended) return this.#end();
+    if (!this.#reading) {
+      this.#reading = true;
+      void this.#readLoop();
+    }
+  }
+
+  async #readLoop(): Promise<void> {
+    const small = new Uint8Array(READ_SMALL_BYTES);
+    let large: Uint8Array | null = null;
+    try {
+      for (;;) {
+        const buf = large ?? small;
+        const n = await this.#conn.read(buf);
+        if (n === null) break;
+        this.#onData(buf.subarray(0, n));
+        if (n === buf.length) large ??= new Uint8Array(READ_LARGE_BYTES);
+        else if (n <= READ_SMALL_BYTES) large = null;
+      }
+    } catch {
+      // A reset, or our own close: the end either way.
+    }
+    this.#ended = true;
+    this.#end();
+  }
+
+  /** `onEnd` once, then no callback is kept. */
+  #end(): void {
+    const onEnd = this.#onEnd;
+    this.#onData = ignore;
+    this.#onEnd = ignore;
+    onEnd();
+  }
+
+  async write(bytes: Uint8Array): Promise<void> {
+    let at = 0;
+    while (at < bytes.length) at += await this.#conn.write(bytes.subarray(at));
+  }
+
+  queued(): number {
+    return 0;
+  }
+
+  closeWrite(): void {
+    this.#conn.closeWrite().catch(() => {
+      // Already closed, or reset: the read side reports the end.
+    });
+  }
+
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    try {
+      this.#conn.close();
+    } catch {
+      // Already closed.
+    }
+  }
+}
+
+function ignore(): void {}

@@ -5,15 +5,12 @@
 // its connection count); the socket stays unanswered, watched for its close,
 // until `reply`, `accept` or `destroy`.
 //
-// Two sockets carry it: a Deno.Conn (the door on Deno.listen: the bytes it
-// read past the head come along) and, while the door is node:http, the
-// net.Socket of its `upgrade` event (with its `head` bytes).
-import type { Duplex } from "node:stream";
+// Its socket is a Deno.Conn from the door on Deno.listen; the bytes the door
+// read past the head come along.
 import { acceptOn, type AcceptOptions } from "./accept.ts";
 import type { WsConnection, WsEvents } from "./connection.ts";
 import type { HeaderRecord } from "./handshake.ts";
-import { nodeSocketTransport } from "./node_socket.ts";
-import { connTransport, type Transport } from "./transport.ts";
+import { connTransport } from "./transport.ts";
 
 /** What the door knows of an upgrade request. */
 export type UpgradeHead = {
@@ -63,82 +60,53 @@ export function upgradeOnConn(
   } catch {
     // Not TCP, or closed already: the read side reports it.
   }
-  const base = connTransport(conn);
-  const early: Uint8Array[] = [leftover];
-  let earlyBytes = leftover.length;
-  let ended = false;
-  let sink: ((bytes: Uint8Array) => void) | null = null;
-  let endSink: (() => void) | null = null;
+  const t = connTransport(conn);
+  // Bytes the peer sent before the answer (a WebSocket client sends none).
+  let early = leftover;
   const gone = new Set<() => void>();
-  base.read((bytes) => {
-    if (sink !== null) return sink(bytes);
-    earlyBytes += bytes.length;
-    if (earlyBytes > EARLY_BYTES_MAX) return base.close();
-    early.push(bytes.slice());
+  t.read((bytes) => {
+    if (early.length + bytes.length > EARLY_BYTES_MAX) return t.close();
+    const joined = new Uint8Array(early.length + bytes.length);
+    joined.set(early);
+    joined.set(bytes, early.length);
+    early = joined;
   }, () => {
-    ended = true;
-    base.close();
-    if (endSink !== null) return endSink();
+    t.close();
     for (const fn of gone) fn();
     gone.clear();
   });
-  // The reads already under way, handed to whoever reads next.
-  const held: Transport = {
-    ...base,
-    read(onData, onEnd) {
-      for (const bytes of early.splice(0)) onData(bytes);
-      if (ended) return onEnd();
-      sink = onData;
-      endSink = onEnd;
-    },
-  };
   return {
     ...head,
     reply(response) {
       gone.clear();
-      const cut = setTimeout(() => base.close(), REPLY_LINGER_MS);
-      held.read(() => {}, () => clearTimeout(cut));
-      base.write(encoder.encode(response)).then(
-        () => base.closeWrite(),
-        () => base.close(),
+      const cut = setTimeout(() => t.close(), REPLY_LINGER_MS);
+      // Read and dropped until the peer ends (its reads now go here).
+      t.read(ignore, () => {
+        clearTimeout(cut);
+        t.close();
+      });
+      t.write(encoder.encode(response)).then(
+        () => t.closeWrite(),
+        () => t.close(),
       );
     },
     accept(opts, events) {
       gone.clear();
-      return acceptOn(head, held, new Uint8Array(0), opts, events);
+      // The connection takes the reads over (transport.ts): what was read
+      // while the request waited goes first, and nothing of this upgrade
+      // (its head, these closures) stays with the socket for its life.
+      const bytes = early;
+      early = EMPTY;
+      return acceptOn(head, t, bytes, opts, events);
     },
     onGone: (fn) => {
       gone.add(fn);
       return () => gone.delete(fn);
     },
-    destroy: () => base.close(),
+    destroy: () => t.close(),
   };
 }
 
-/** An upgrade on node:http's `upgrade` socket and its `head` bytes. */
-export function upgradeOnNodeSocket(
-  head: UpgradeHead,
-  socket: Duplex,
-  bytes: Uint8Array,
-): Upgrade {
-  (socket as Duplex & { setNoDelay?: (on: boolean) => void }).setNoDelay?.(
-    true,
-  );
-  // A reset before the answer: the socket closes, nothing to tell.
-  socket.on("error", ignore);
-  return {
-    ...head,
-    reply(response) {
-      socket.end(response);
-    },
-    accept: (opts, events) =>
-      acceptOn(head, nodeSocketTransport(socket), bytes, opts, events),
-    onGone(fn) {
-      socket.once("close", fn);
-      return () => socket.off("close", fn);
-    },
-    destroy: () => socket.destroy(),
-  };
-}
+const EMPTY = new Uint8Array(0);
 
 function ignore(): void {}

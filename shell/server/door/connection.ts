@@ -244,7 +244,12 @@ function onComplete(c: Connection): void {
 function onEnded(c: Connection, res: HttpResponse, keepAlive: boolean): void {
   c.ending.push(res);
   if (!keepAlive) c.last = true;
-  schedule(c);
+  // An ended answer has all its bytes queued: they leave now, not after the
+  // rest of the turn (issue 31: added latency at concurrency 1). No later
+  // byte of this connection can join them in this turn: the next request is
+  // parsed in a microtask at the earliest (nextExchange).
+  if (c.writing) schedule(c);
+  else void flush(c);
   if (res !== c.res) return;
   if (res.req.complete) nextExchange(c);
   // The body still coming is dropped: the answer no longer wants it.

@@ -196,6 +196,59 @@ Deno.test("issue 18: concurrent requests open a connection each, then reuse them
   assert.equal(seen.connections, 3);
 });
 
+Deno.test("issue 31: an answer that arrives before the request is all written frees its connection once it is, then reuses it", async () => {
+  // The backend answers each request on its head and reads the 8 MiB body
+  // after: the client's write is still queued when the answer is whole.
+  // Our client alone: Deno's node:http client never ends the first call here.
+  const body = "x".repeat(8 << 20);
+  let connections = 0;
+  let requests = 0;
+  let bodyBytes = 0;
+  let contentLength = 0;
+  const server = net.createServer((socket) => {
+    connections++;
+    socket.on("error", () => {});
+    let got = "";
+    let skip = 0;
+    socket.on("data", (d: Buffer) => {
+      const take = Math.min(skip, d.length);
+      skip -= take;
+      bodyBytes += take;
+      got += d.subarray(take).toString("latin1");
+      const headEnd = got.indexOf("\r\n\r\n");
+      if (headEnd < 0) return;
+      const len = Number(/content-length: (\d+)/i.exec(got)![1]);
+      const rest = Math.min(len, got.length - (headEnd + 4));
+      bodyBytes += rest;
+      contentLength = len;
+      skip = len - rest;
+      got = got.slice(headEnd + 4 + rest);
+      ok(socket, `a${++requests}`);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  const port = (server.address() as net.AddressInfo).port;
+  try {
+    const first = await call("own", url, body);
+    // The answer is whole before the request is: the connection comes back
+    // to the pool only once the rest of it went out.
+    assert.equal(idleConnections("127.0.0.1", port), 0);
+    while (idleConnections("127.0.0.1", port) === 0) await pause(5);
+    assert.equal(bodyBytes, contentLength);
+    const second = await call("own", url, body);
+    assert.deepEqual(kinds([first, second]), [
+      "completed 200 a1",
+      "completed 200 a2",
+    ]);
+    assert.equal(connections, 1);
+    while (idleConnections("127.0.0.1", port) === 0) await pause(5);
+  } finally {
+    closeIdleConnections(true);
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
+
 /** What our own client answers, alone (the cases below differ from node:http on purpose). */
 async function ownClient(
   reply: Reply,

@@ -77,6 +77,9 @@ export type Exchange = {
   isPaused(): boolean;
 };
 
+/** An empty write: its callback runs once every earlier write went out. */
+const NOTHING = new Uint8Array(0);
+
 /** Held while paused: body bytes, or the end of the message. */
 type Held = Buffer | "end";
 
@@ -172,7 +175,22 @@ export function exchange(
 
   /** Hands the connection back once the response is read and the request written. */
   const freeWhenDone = () => {
-    if (complete === null || !written || conn.user !== user) return;
+    if (complete === null || conn.user !== user) return;
+    if (!written) {
+      // No callback on the request's write (issue 31: ~1.5 µs a request in
+      // node's stream layer): nothing left queued means it went out. A
+      // backend that answers before reading all of it (rare) is waited for
+      // with an empty write, whose callback follows the request's.
+      const mine = conn;
+      if (mine.socket.writableLength > 0) {
+        return void mine.socket.write(NOTHING, () => {
+          if (conn !== mine) return;
+          written = true;
+          freeWhenDone();
+        });
+      }
+      written = true;
+    }
     if (complete.keepAlive) {
       const hint = complete.headers["keep-alive"];
       releaseConnection(conn, typeof hint === "string" ? hint : undefined);
@@ -228,12 +246,7 @@ export function exchange(
     written = false;
     complete = null;
     after = 0;
-    const mine = conn;
-    mine.socket.write(wire, () => {
-      if (conn !== mine) return;
-      written = true;
-      freeWhenDone();
-    });
+    conn.socket.write(wire);
   };
   start();
 

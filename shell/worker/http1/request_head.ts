@@ -28,20 +28,35 @@ const INVALID_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** tchar of RFC 9110; node rejects other names (ERR_INVALID_HTTP_TOKEN). */
 const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
 
+/**
+ * Methods and header names already found to be tokens (issue 31: the same
+ * few on every request; a lookup instead of a regex each). Bounded: a name
+ * past the bound is tested every time, as before.
+ */
+const KNOWN_TOKENS = new Set<string>();
+const KNOWN_TOKENS_MAX = 256;
+
+function knownToken(s: string): boolean {
+  if (KNOWN_TOKENS.has(s)) return true;
+  if (!TOKEN.test(s)) return false;
+  if (KNOWN_TOKENS.size < KNOWN_TOKENS_MAX) KNOWN_TOKENS.add(s);
+  return true;
+}
+
 /** Throws a TypeError like node's for what ClientRequest would refuse to send. */
 function check(
   method: string,
   target: RequestTarget,
   headers: Record<string, string>,
 ) {
-  if (!TOKEN.test(method)) {
+  if (!knownToken(method)) {
     throw new TypeError(`Method must be a valid HTTP token ["${method}"]`);
   }
   if (INVALID_PATH.test(target.path)) {
     throw new TypeError("Request path contains unescaped characters");
   }
   for (const name in headers) {
-    if (!TOKEN.test(name)) {
+    if (!knownToken(name)) {
       throw new TypeError(`Header name must be a valid HTTP token ["${name}"]`);
     }
     if (INVALID_HEADER_VALUE.test(headers[name]!)) {
