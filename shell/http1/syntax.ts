@@ -53,3 +53,20 @@ export function trimOws(s: string): string {
   }
   return a === 0 && b === s.length ? s : s.slice(a, b);
 }
+
+/**
+ * Where the first CR LF CR LF in `bytes[from..stop)` ends (the index after
+ * it), or -1: a request's head (the door) or a handshake answer's (shell/ws).
+ */
+export function headEnd(bytes: Uint8Array, from: number, stop: number): number {
+  for (
+    let i = bytes.indexOf(10, from + 3);
+    i >= 0 && i < stop;
+    i = bytes.indexOf(10, i + 1)
+  ) {
+    if (bytes[i - 1] === 13 && bytes[i - 2] === 10 && bytes[i - 3] === 13) {
+      return i + 1;
+    }
+  }
+  return -1;
+}

@@ -10,12 +10,12 @@ import {
 import {
   clientRequest,
   HEAD_BYTES_MAX,
-  headEnd,
   newClientKey,
   parseResponseHead,
   responseProblem,
 } from "./handshake.ts";
 import { connTransport } from "./transport.ts";
+import { headEnd, latin1 } from "../http1/syntax.ts";
 
 export type ClientOptions = {
   /** Added to the upgrade request (X-Worker-Secret, Authorization, ...). */
@@ -25,8 +25,6 @@ export type ClientOptions = {
   /** After our close frame, how long the server has to end the socket (default 30 s). */
   closeTimeoutMs?: number;
 };
-
-const latin1 = new TextDecoder("latin1");
 
 /**
  * Opens a connection to `url` (ws: or wss:). It starts "connecting": frames
@@ -91,12 +89,9 @@ async function readHead(
     if (n === null) throw new Error("server closed during the handshake");
     const from = Math.max(0, len - 3);
     len += n;
-    const end = headEnd(buf.subarray(from), len - from);
+    const end = headEnd(buf, from, len);
     if (end >= 0) {
-      return {
-        head: latin1.decode(buf.subarray(0, from + end)),
-        leftover: buf.slice(from + end, len),
-      };
+      return { head: latin1(buf, 0, end), leftover: buf.slice(end, len) };
     }
   }
   throw new Error("server response head too large");

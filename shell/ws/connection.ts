@@ -156,7 +156,7 @@ class Connection implements WsConnection {
   }
 
   get bufferedAmount(): number {
-    return this.#fillLen + this.#writing + (this.#transport?.queued() ?? 0);
+    return this.#fillLen + this.#writing;
   }
 
   get maxPayload(): number {

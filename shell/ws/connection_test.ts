@@ -3,7 +3,8 @@
 import assert from "node:assert/strict";
 import { connectWebSocket } from "./client.ts";
 import type { WsEvents } from "./connection.ts";
-import { acceptKey, headEnd } from "./handshake.ts";
+import { acceptKey } from "./handshake.ts";
+import { headEnd } from "../http1/syntax.ts";
 
 type RawPeer = {
   url: string;
@@ -19,7 +20,7 @@ function rawPeer(): RawPeer {
     const c = await listener.accept();
     const buf = new Uint8Array(8192);
     let len = 0;
-    while (headEnd(buf, len) < 0) {
+    while (headEnd(buf, 0, len) < 0) {
       const n = await c.read(buf.subarray(len));
       if (n === null) throw new Error("closed during the handshake");
       len += n;

@@ -42,17 +42,6 @@ export function clientRequest(
   return lines.join("\r\n") + "\r\n\r\n";
 }
 
-/** Where the head ends (the index after CR LF CR LF) in buf[0, len), or -1. */
-export function headEnd(buf: Uint8Array, len: number): number {
-  for (let i = 3; i < len; i++) {
-    if (
-      buf[i] === 10 && buf[i - 1] === 13 && buf[i - 2] === 10 &&
-      buf[i - 3] === 13
-    ) return i + 1;
-  }
-  return -1;
-}
-
 /** Header lookup by lower-case name (first value). */
 export type Headers = (name: string) => string | undefined;
 

@@ -3,13 +3,13 @@ import assert from "node:assert/strict";
 import {
   acceptKey,
   clientRequest,
-  headEnd,
   newClientKey,
   parseResponseHead,
   responseProblem,
   switchingProtocols,
   upgradeProblem,
 } from "./handshake.ts";
+import { headEnd } from "../http1/syntax.ts";
 
 const RFC_KEY = "dGhlIHNhbXBsZSBub25jZQ==";
 
@@ -65,7 +65,7 @@ Deno.test("the server's answer opens only with 101, the upgrade headers and the 
   );
   assert.equal(parseResponseHead("garbage"), null);
   const bytes = new TextEncoder().encode(ok + "tail");
-  assert.equal(headEnd(bytes, bytes.length), ok.length);
+  assert.equal(headEnd(bytes, 0, bytes.length), ok.length);
 });
 
 Deno.test("an upgrade request needs GET, Upgrade, Connection, version 13 and a 16-byte key", () => {

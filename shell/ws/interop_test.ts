@@ -9,7 +9,7 @@ import WebSocket, { WebSocketServer } from "ws";
 import { acceptOn } from "./accept.ts";
 import { connectWebSocket } from "./client.ts";
 import type { WsConnection, WsEvents } from "./connection.ts";
-import { headEnd } from "./handshake.ts";
+import { headEnd } from "../http1/syntax.ts";
 import { connTransport, type Transport } from "./transport.ts";
 import { type UpgradeHead, upgradeOnConn } from "./upgrade.ts";
 
@@ -197,7 +197,7 @@ async function readUpgrade(
     const n = await conn.read(buf.subarray(len));
     if (n === null) throw new Error("closed before the head");
     len += n;
-    const end = headEnd(buf, len);
+    const end = headEnd(buf, 0, len);
     if (end < 0) continue;
     const [line, ...lines] = new TextDecoder().decode(buf.subarray(0, end - 4))
       .split("\r\n");
@@ -319,7 +319,6 @@ Deno.test("our server closes with 1009 a message over its maxPayload, and frames
       writes.push(b.length);
       return t.write(b);
     },
-    queued: () => t.queued(),
     closeWrite: () => t.closeWrite(),
     close: () => t.close(),
   });

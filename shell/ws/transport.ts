@@ -9,14 +9,8 @@ export type Transport = {
    * connection): the old ones are dropped, not kept for the socket's life.
    */
   read(onData: (bytes: Uint8Array) => void, onEnd: () => void): void;
-  /**
-   * Writes all of `bytes`; resolves once written (or, for a transport that
-   * queues, once queued: it keeps no reference to `bytes`), rejects when the
-   * socket broke.
-   */
+  /** Writes all of `bytes`; resolves once written, rejects when the socket broke. */
   write(bytes: Uint8Array): Promise<void>;
-  /** Bytes written and queued by the transport, not yet on the wire. */
-  queued(): number;
   /** Ends our side (FIN); reading goes on. */
   closeWrite(): void;
   /** Cuts the socket now. */
@@ -94,10 +88,6 @@ class ConnTransport implements Transport {
   async write(bytes: Uint8Array): Promise<void> {
     let at = 0;
     while (at < bytes.length) at += await this.#conn.write(bytes.subarray(at));
-  }
-
-  queued(): number {
-    return 0;
   }
 
   closeWrite(): void {

@@ -17,6 +17,7 @@
 import { addHeaderLine, type HeaderMap } from "../../http1/header_lines.ts";
 import {
   CHUNK_SIZE_LINE,
+  headEnd,
   isFieldValue,
   isToken,
   latin1,
@@ -209,20 +210,6 @@ function takeHead(
   if (found + 4 - lead > HEAD_BYTES_MAX) throw headTooLarge(text.slice(lead));
   p.text = "";
   return { at: from + found + 4 - before, text: text.slice(lead, found) };
-}
-
-/** Where the first CRLFCRLF in `bytes[from..stop)` ends, or -1. */
-function headEnd(bytes: Uint8Array, from: number, stop: number): number {
-  for (
-    let i = bytes.indexOf(LF, from + 3);
-    i >= 0 && i < stop;
-    i = bytes.indexOf(LF, i + 1)
-  ) {
-    if (bytes[i - 1] === CR && bytes[i - 2] === LF && bytes[i - 3] === CR) {
-      return i + 1;
-    }
-  }
-  return -1;
 }
 
 /**
