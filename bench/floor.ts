@@ -9,6 +9,12 @@
 //
 //   deno task bench:floor [--rounds 5] [--requests 1000] [--concurrency 8]
 //                         [--baseline 9ef0db5] [--no-base] [--no-naive]
+//                         [--sequential 500]
+//
+// --sequential N measures latency instead (bench:e2e's (g)): each round sends
+// N sequential plain requests on one connection to each path in turn, direct
+// to the mock included (rotated, so no path always goes first), and the
+// figure is each relay's added p50 over direct's in the same round.
 //
 // Read "above the floor": what a relay spends beyond the tunnel, ours against
 // the baseline's. Halving the whole figure needs the floor plus at most half
@@ -25,7 +31,7 @@ import {
   startRelayServer,
   startWorker,
 } from "./e2e/procs.ts";
-import { median, round } from "./e2e/stats.ts";
+import { median, percentile, round } from "./e2e/stats.ts";
 import { stopInReverse } from "../shell/procs.ts";
 
 const HELP = `usage: deno task bench:floor [options]
@@ -35,6 +41,8 @@ const HELP = `usage: deno task bench:floor [options]
   --baseline <rev>   the commit to compare with (default ${DEFAULT_BASELINE})
   --no-base          leave the baseline out
   --no-naive         leave the naive relay out
+  --sequential <n>   added latency at concurrency 1 instead: n sequential
+                     requests per path per round, paths in turn
 `;
 
 type Path = { name: string; target: Target; pids: number[] };
@@ -51,6 +59,7 @@ async function main(): Promise<number> {
       baseline: { type: "string", default: DEFAULT_BASELINE },
       "no-base": { type: "boolean" },
       "no-naive": { type: "boolean" },
+      sequential: { type: "string" },
       help: { type: "boolean" },
     },
   });
@@ -98,6 +107,20 @@ async function main(): Promise<number> {
     paths.push(path("floor", f.url, [f.server.pid, f.worker.pid]));
 
     const agent = newAgent();
+    if (values.sequential !== undefined) {
+      const n = positive(values.sequential, "--sequential");
+      const direct = path("direct", mock.url, []);
+      const added = await sequentialRounds(
+        [direct, ...paths],
+        rounds,
+        n,
+        agent,
+        log,
+      );
+      agent.destroy();
+      console.log(latencyReport(added, base?.commit ?? null, rounds, n));
+      return 0;
+    }
     const runAll = () =>
       Promise.all(
         paths.map((p) =>
@@ -145,6 +168,82 @@ async function main(): Promise<number> {
   }
 }
 
+/** One checked plain request of the bench's model, 5 tokens. */
+function plain(p: Path, agent: ReturnType<typeof newAgent>) {
+  return postOnce(p.target, {
+    model: MODEL,
+    maxTokens: 5,
+    checker: "mock",
+    agent,
+    timeoutMs: 30_000,
+  });
+}
+
+/**
+ * `rounds` rounds of `n` sequential requests on each path (the first is
+ * direct), rotated by the round; returns each relay's added p50 per round, ms.
+ */
+async function sequentialRounds(
+  all: readonly Path[],
+  rounds: number,
+  n: number,
+  agent: ReturnType<typeof newAgent>,
+  log: (line: string) => void,
+): Promise<Map<string, number[]>> {
+  const p50 = async (p: Path) => {
+    const ms: number[] = [];
+    for (let i = 0; i < n; i++) ms.push((await plain(p, agent)).totalMs);
+    return percentile(ms, 50);
+  };
+  for (const p of all) await p50(p); // warm-up
+  const added = new Map<string, number[]>(
+    all.slice(1).map((p) => [p.name, []]),
+  );
+  for (let r = 0; r < rounds; r++) {
+    const got = new Map<string, number>();
+    for (let k = 0; k < all.length; k++) {
+      const p = all[(k + r) % all.length]!;
+      got.set(p.name, await p50(p));
+    }
+    const direct = got.get("direct")!;
+    for (const [name, v] of added) v.push(got.get(name)! - direct);
+    log(
+      `round ${r + 1}: direct p50 ${round(direct)} ms; added ${
+        [...added].map(([name, v]) => `${name} +${round(v.at(-1)!)}`).join(
+          ", ",
+        )
+      } ms`,
+    );
+  }
+  return added;
+}
+
+/** The markdown table of added p50 at concurrency 1. */
+function latencyReport(
+  added: Map<string, number[]>,
+  baseCommit: string | null,
+  rounds: number,
+  n: number,
+): string {
+  const baseRounds = added.get("base");
+  const floor = added.get("floor")!;
+  const lines = [
+    `| relay | added p50 over direct, ms (median of ${rounds} rounds of ${n}) | / base's | above the floor's, ms |`,
+    "| --- | ---: | ---: | ---: |",
+  ];
+  for (const [name, v] of added) {
+    const ratio = baseRounds === undefined
+      ? "n/a"
+      : String(round(median(v) / median(baseRounds)));
+    lines.push(
+      `| ${name === "base" ? `base (${baseCommit})` : name} | ${
+        round(median(v))
+      } | ${ratio} | ${round(median(v) - median(floor))} |`,
+    );
+  }
+  return lines.join("\n");
+}
+
 function path(name: string, url: string, pids: number[]): Path {
   const u = new URL(url);
   return {
@@ -152,7 +251,11 @@ function path(name: string, url: string, pids: number[]): Path {
     // The client's Target names only the four bench:e2e paths; its name is
     // used in error messages, so the nearest one is given.
     target: {
-      name: name === "ours" ? "relay" : name === "base" ? "base" : "naive",
+      name: name === "ours"
+        ? "relay"
+        : name === "base" || name === "direct"
+        ? name
+        : "naive",
       host: u.hostname,
       port: Number(u.port),
     },
