@@ -9,7 +9,12 @@
 // requests' own and one run per checkout is enough.
 //
 //   deno run -A --config deno.json bench/instructions_split.ts \
-//     <checkout> [count=2000] [server|relay] [warm=500]
+//     <checkout> [count=2000] [server|relay] [warm=500] [--profile=<dir>]
+//
+// `--profile=<dir>`: no valgrind; the server runs with `--cpu-prof` (100 µs
+// interval) and writes its profile to <dir> when the requests are done
+// (bench/profile_top.ts summarises it): the server's own functions, without
+// its clients' and worker's.
 //
 // `server`: the bare server (startServer, no hooks, LOG_LEVEL error); `relay`:
 // as `deno task server` runs it (startRelay with the settings' defaults: the
@@ -42,39 +47,65 @@ async function serve(root: string, mode: string): Promise<void> {
       settings,
       logger,
     );
+  // A profiled run (--profile) writes its profile on exit.
+  Deno.addSignalListener("SIGTERM", () => Deno.exit(0));
   console.log(`port ${running.port}`);
 }
 
 async function drive(): Promise<void> {
-  const [root = ".", countArg = "2000", mode = "server", warmArg = "500"] =
-    Deno.args;
+  const profile = Deno.args.find((a) => a.startsWith("--profile="))
+    ?.slice("--profile=".length);
+  const [root = ".", countArg = "2000", mode = "server", warmArg = "500"] = Deno
+    .args.filter((a) => !a.startsWith("--profile="));
   const count = Number(countArg);
   const warm = Number(warmArg);
   const out = await Deno.makeTempDir({ prefix: "instructions_split" });
-  const child = new Deno.Command("valgrind", {
-    args: [
-      "--tool=callgrind",
-      `--callgrind-out-file=${out}/cg.%p`,
-      "--separate-threads=yes",
-      "--smc-check=all-non-file",
-      Deno.execPath(),
-      "run",
-      "-A",
-      "--config",
-      "deno.json",
-      new URL(import.meta.url).pathname,
-      "--serve",
-      root,
-      mode,
-    ],
-    stdout: "piped",
-    stderr: "null",
-  }).spawn();
+  const serveArgs = [
+    "run",
+    "-A",
+    "--config",
+    "deno.json",
+    new URL(import.meta.url).pathname,
+    "--serve",
+    root,
+    mode,
+  ];
+  const child = new Deno.Command(
+    profile === undefined ? "valgrind" : Deno.execPath(),
+    {
+      args: profile === undefined
+        ? [
+          "--tool=callgrind",
+          `--callgrind-out-file=${out}/cg.%p`,
+          "--separate-threads=yes",
+          "--smc-check=all-non-file",
+          Deno.execPath(),
+          ...serveArgs,
+        ]
+        : [
+          serveArgs[0]!,
+          "--cpu-prof",
+          `--cpu-prof-dir=${profile}`,
+          "--cpu-prof-interval",
+          "100",
+          ...serveArgs.slice(1),
+        ],
+      stdout: "piped",
+      stderr: "null",
+    },
+  ).spawn();
   const port = await portOf(child.stdout);
   const pid = child.pid;
   try {
     await answerAsWorker(port);
     await requests(port, warm);
+    if (profile !== undefined) {
+      await requests(port, count);
+      child.kill("SIGTERM");
+      await child.status;
+      console.log(`${mode} ${root}: profile in ${profile}`);
+      return;
+    }
     await control(pid, "-z");
     await requests(port, count);
     await control(pid, "-d");
@@ -86,7 +117,11 @@ async function drive(): Promise<void> {
         } k`,
     );
   } finally {
-    child.kill("SIGKILL");
+    try {
+      child.kill("SIGKILL");
+    } catch {
+      // already gone (a profiled run)
+    }
     await child.status;
     await Deno.remove(out, { recursive: true });
   }
