@@ -21,11 +21,16 @@
 //
 //   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
 //     --smc-check=all-non-file deno run -A --config deno.json \
+//     --v8-flags=--single-threaded,--predictable-gc-schedule \
 //     bench/worker_instructions_probe.ts <checkout> 2000 500
 //
-// (Two runs with few and many requests, as bench/instructions_probe.ts does,
-// carried each run's start-up in the difference: it moved by ±4% between runs
-// of the same tree here. One process read twice leaves it out.)
+// The V8 flags make the count repeatable: V8's background compiler and GC
+// threads and its time-driven heap growing and memory reducer otherwise moved
+// the same tree's figure by 7% (main thread) and 25% (all threads) between
+// runs; with them all work is on the main thread, scheduled by the work
+// alone, and two runs agreed to 0.04%. (Two runs with few and many requests,
+// as bench/instructions_probe.ts does, also carried each run's start-up in
+// the difference; one process read twice leaves it out.)
 //
 // The server acks only the extensions that shape a request's path, not
 // capabilities-v1 or residency-v1: those run on the wall clock (a probe every
