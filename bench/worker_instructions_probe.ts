@@ -11,24 +11,43 @@
 // answering every chat completion with the same llama-server-like body), and a
 // checkout's worker started in-process by its own `startWorker` with its own
 // logger at LOG_LEVEL=info. The server keeps CONCURRENCY requests in flight
-// until `count` are answered. Run it under valgrind twice per checkout, with
-// few and with many requests; the difference over the difference in requests
-// is the instructions of one request (worker, fake server and fake backend
-// together; the last two are this file's, the same for every checkout):
+// until `count` are answered. Run under valgrind with a warm-up count W as
+// third argument: W requests, then the process's instruction counts read from
+// valgrind (`callgrind_control -e`, with nothing in flight), then `count`
+// requests and a second reading; it prints their difference over `count`, the
+// instructions of one request in steady state (worker, fake server and fake
+// backend together; the last two are this file's, the same for every
+// checkout):
 //
 //   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
 //     --smc-check=all-non-file deno run -A --config deno.json \
-//     bench/worker_instructions_probe.ts <checkout> <count>
+//     --v8-flags=--single-threaded,--predictable-gc-schedule \
+//     bench/worker_instructions_probe.ts <checkout> 2000 500
 //
-// `Collected :` in valgrind's summary is the count. The server acks only the
-// extensions that shape a request's path, not capabilities-v1 or residency-v1:
-// those run on the wall clock (a probe every 5 s, residency reads after
-// answers, folded by time), which valgrind stretches, so they would add work
-// with the run's duration rather than its requests.
+// The V8 flags make the count repeatable: V8's background compiler and GC
+// threads and its time-driven heap growing and memory reducer otherwise moved
+// the same tree's figure by 7% (main thread) and 25% (all threads) between
+// runs; with them all work is on the main thread, scheduled by the work
+// alone, and two runs agreed to 0.04%. (Two runs with few and many requests,
+// as bench/instructions_probe.ts does, also carried each run's start-up in
+// the difference; one process read twice leaves it out.)
+//
+// The server acks only the extensions that shape a request's path, not
+// capabilities-v1 or residency-v1: those run on the wall clock (a probe every
+// 5 s, residency reads after answers, folded by time), which valgrind
+// stretches, so they would add work with the run's duration rather than its
+// requests.
 import { chatCompletionBody } from "./_fixtures.ts";
 
-const [root = ".", countArg = "500"] = Deno.args;
+const [root = ".", countArg = "500", warmArg] = Deno.args;
 const count = Number(countArg);
+/**
+ * With a third argument W (run under valgrind): W requests first, then the
+ * count read from valgrind (`callgrind_control -e`, nothing in flight), then
+ * `count` requests and a second reading; their difference over `count` is
+ * printed. One process, steady state only: no start-up in the figure.
+ */
+const warm = warmArg === undefined ? null : Number(warmArg);
 const CONCURRENCY = 4;
 const TIMED_EXTENSIONS = new Set(["capabilities-v1", "residency-v1"]);
 
@@ -149,8 +168,52 @@ function requestFrame(n: number): string {
   });
 }
 
+/** How many requests may be sent so far (the warm-up's, then all). */
+let limit = warm ?? count;
+/** valgrind's instruction counts at the end of the warm-up. */
+let atWarm: Counts | null = null;
+
+type Counts = { main: number; all: number };
+
+/** This process's instructions so far, per valgrind (main thread, all threads). */
+async function counts(): Promise<Counts> {
+  const out = await new Deno.Command("callgrind_control", {
+    args: ["-e", String(Deno.pid)],
+    stdout: "piped",
+    stderr: "inherit",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  const threads = [...text.matchAll(/^\s*Th (\d+)\s+([\d,]+)/gm)].map((
+    m,
+  ) => ({ thread: Number(m[1]), ir: Number(m[2]!.replaceAll(",", "")) }));
+  if (threads.length === 0) throw new Error(`no counts in: ${text}`);
+  return {
+    main: threads.find((t) => t.thread === 1)?.ir ?? NaN,
+    all: threads.reduce((sum, t) => sum + t.ir, 0),
+  };
+}
+
+/** Every request allowed so far is answered: take a reading, or finish. */
+async function limitReached(ws: WebSocket): Promise<void> {
+  if (warm !== null && atWarm === null) {
+    atWarm = await counts();
+    limit = warm + count;
+    for (let i = 0; i < CONCURRENCY; i++) sendNext(ws);
+    return;
+  }
+  if (atWarm !== null) {
+    const end = await counts();
+    console.log(
+      `instructions per request over ${count}: main=${
+        ((end.main - atWarm.main) / count).toFixed(0)
+      } all=${((end.all - atWarm.all) / count).toFixed(0)}`,
+    );
+  }
+  allAnswered();
+}
+
 function sendNext(ws: WebSocket): void {
-  if (answered + inFlight >= count) return;
+  if (answered + inFlight >= limit) return;
   inFlight++;
   ws.send(requestFrame(nextId++));
 }
@@ -192,7 +255,7 @@ const server = Deno.serve({
         }
         answered++;
         inFlight--;
-        if (answered === count) allAnswered();
+        if (answered === limit) limitReached(ws);
         else sendNext(ws);
         return;
       default:
@@ -215,6 +278,6 @@ connection.startWorker(config, ["m1"], {
 });
 await finished;
 // A run with a reconnect did that work too: its count is not comparable.
-console.log(`${count} requests answered, registers=${registers}`);
+console.log(`${answered} requests answered, registers=${registers}`);
 // No orderly close: it would wait on timers, and add their instructions.
 Deno.exit(0);

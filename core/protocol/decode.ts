@@ -140,7 +140,7 @@ export function decodeWorkerFrame(
     type,
     WORKER_TYPES,
     workerMessageSchema,
-    (o) => type === "response_complete" ? responseCompleteFast(o) : null,
+    responseCompleteIfOne,
   );
 }
 
@@ -194,7 +194,7 @@ export function decodeServerFrame(
     type,
     SERVER_TYPES,
     serverMessageSchema,
-    (o) => type === "request" ? requestFast(o) : null,
+    requestIfOne,
   );
 }
 
@@ -290,6 +290,18 @@ function responseCompleteFast(
     copyNullish(o, out, "token_counts", tokenCountsFast) &&
     copyNullish(o, out, "body_base64", aString);
   return ok ? out : null;
+}
+
+// The guards by frame type, as module functions: no closure per frame (issue
+// 31, third round).
+function responseCompleteIfOne(
+  o: Record<string, unknown>,
+): ResponseCompleteMessage | null {
+  return o.type === "response_complete" ? responseCompleteFast(o) : null;
+}
+
+function requestIfOne(o: Record<string, unknown>): RequestMessage | null {
+  return o.type === "request" ? requestFast(o) : null;
 }
 
 function requestFast(o: Record<string, unknown>): RequestMessage | null {

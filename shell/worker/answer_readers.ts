@@ -321,14 +321,17 @@ function readInPieces(a: Answer): void {
       a.send(piece);
     }
   }, () => {
-    keepTail(tail, body);
+    // The tail is read only when pieces went ahead; otherwise the whole body
+    // is here to parse.
+    const started = a.call.started();
+    if (started) keepTail(tail, body);
     a.call.done({
       kind: "completed",
       completion: {
         status_code: a.status,
         headers: a.headers,
         body,
-        token_counts: a.call.started()
+        token_counts: started
           ? tokenCountsFromTail(tail.text)
           : tokenCountsFromBody(body),
       },
