@@ -6,10 +6,18 @@
 // `warm` requests the counters are zeroed (`callgrind_control -z`), `count`
 // more are sent, and the counters dumped (`callgrind_control -d`): startup,
 // module loading and the first compiles are left out, so the count is the
-// requests' own and one run per checkout is enough.
+// requests' own and one run per checkout is enough. The server's V8 runs with
+// `--predictable` under valgrind (see `drive`).
 //
 //   deno run -A --config deno.json bench/instructions_split.ts \
-//     <checkout> [count=2000] [server|relay] [warm=500] [--profile=<dir>]
+//     <checkout> [count=2000] [server|relay] [warm=500] [clients=4] \
+//     [prompt=2] [--profile=<dir>]
+//
+// `prompt`: the characters of the one user message (2: "hi", a request of
+// ~200 bytes; a few thousand make one larger than the door's first read).
+//
+// One client (`clients` 1) makes the count the most repeatable: no two
+// requests share a read or a write, so no run depends on how they batched.
 //
 // `--profile=<dir>`: no valgrind; the server runs with `--cpu-prof` (100 µs
 // interval) and writes its profile to <dir> when the requests are done
@@ -22,7 +30,6 @@
 // request of all the server's threads and of its main thread (our JS).
 import { chatCompletionBody } from "./_fixtures.ts";
 
-const CLIENTS = 4;
 const SECRET = "probe-worker-secret-0123456789";
 
 type Served = { port: number };
@@ -55,10 +62,18 @@ async function serve(root: string, mode: string): Promise<void> {
 async function drive(): Promise<void> {
   const profile = Deno.args.find((a) => a.startsWith("--profile="))
     ?.slice("--profile=".length);
-  const [root = ".", countArg = "2000", mode = "server", warmArg = "500"] = Deno
-    .args.filter((a) => !a.startsWith("--profile="));
+  const [
+    root = ".",
+    countArg = "2000",
+    mode = "server",
+    warmArg = "500",
+    clientsArg = "4",
+    promptArg = "2",
+  ] = Deno.args.filter((a) => !a.startsWith("--profile="));
   const count = Number(countArg);
   const warm = Number(warmArg);
+  const clients = Number(clientsArg);
+  const body = requestBody(Number(promptArg));
   const out = await Deno.makeTempDir({ prefix: "instructions_split" });
   const serveArgs = [
     "run",
@@ -80,7 +95,14 @@ async function drive(): Promise<void> {
           "--separate-threads=yes",
           "--smc-check=all-non-file",
           Deno.execPath(),
-          ...serveArgs,
+          serveArgs[0]!,
+          // V8 single-threaded and deterministic (no concurrent marking,
+          // sweeping or compiling): the collector's and the compiler's work
+          // lands at the same points in every run, on the main thread, so
+          // the same checkout counts the same to within a fraction of a
+          // percent.
+          "--v8-flags=--predictable",
+          ...serveArgs.slice(1),
         ]
         : [
           serveArgs[0]!,
@@ -98,16 +120,16 @@ async function drive(): Promise<void> {
   const pid = child.pid;
   try {
     await answerAsWorker(port);
-    await requests(port, warm);
+    await requests(port, warm, clients, body);
     if (profile !== undefined) {
-      await requests(port, count);
+      await requests(port, count, clients, body);
       child.kill("SIGTERM");
       await child.status;
       console.log(`${mode} ${root}: profile in ${profile}`);
       return;
     }
     await control(pid, "-z");
-    await requests(port, count);
+    await requests(port, count, clients, body);
     await control(pid, "-d");
     const { all, main } = await counts(out);
     console.log(
@@ -210,13 +232,23 @@ async function answerAsWorker(port: number): Promise<void> {
   await registered;
 }
 
-const body = JSON.stringify({
-  model: "m1",
-  messages: [{ role: "user", content: "hi" }],
-  max_tokens: 16,
-});
+function requestBody(promptChars: number): string {
+  return JSON.stringify({
+    model: "m1",
+    messages: [{
+      role: "user",
+      content: "hi".repeat(promptChars).slice(0, promptChars),
+    }],
+    max_tokens: 16,
+  });
+}
 
-async function requests(port: number, count: number): Promise<void> {
+async function requests(
+  port: number,
+  count: number,
+  clients: number,
+  body: string,
+): Promise<void> {
   const request = new TextEncoder().encode(
     "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n" +
       "connection: keep-alive\r\ncontent-type: application/json\r\n" +
@@ -224,7 +256,7 @@ async function requests(port: number, count: number): Promise<void> {
   );
   const left = { n: count };
   await Promise.all(
-    Array.from({ length: CLIENTS }, () => client(port, request, left)),
+    Array.from({ length: clients }, () => client(port, request, left)),
   );
 }
 

@@ -418,3 +418,102 @@ Deno.test("a held upgrade on a Deno.Conn notices its socket's close before an an
   asked.close();
   listener.close();
 });
+
+Deno.test("large messages on several connections at once, turn after turn, each arrive as sent (write buffers are reused)", async () => {
+  // Frames larger than the buffer a connection keeps go out of buffers kept
+  // for any connection, turn after turn: a buffer handed on with the wrong
+  // bytes, or while still in use, would mix two connections' messages. The
+  // readers are paused while everything is sent (on loopback the sockets'
+  // buffers take it all the same, so writes rarely wait).
+  const { wss, url, next } = await wsServer({ maxPayload: 1 << 22 });
+  const message = (conn: number, turn: number, size: number) =>
+    `${conn}-${turn}-` +
+    String.fromCharCode(97 + (conn * 5 + turn) % 26).repeat(size);
+  const sizes = [3_000, 40_000, 9_000, 120_000, 5_000, 200_000, 7_000]
+    .flatMap((size) => [size, size, size, size]);
+  const want = (conn: number) =>
+    sizes.flatMap((size, turn) => [
+      message(conn, turn, size),
+      message(conn, turn + 100, size >> 1),
+    ]);
+  // Connected one at a time, so each client is paired with its server side.
+  const pairs = [];
+  for (let conn = 0; conn < 3; conn++) {
+    const serverSide = next();
+    const rec = recorder();
+    const c = connectWebSocket(url, { maxPayload: 1 << 22 }, rec.events);
+    await rec.open;
+    const s = await serverSide;
+    const got: string[] = [];
+    const all = new Promise<void>((resolve) =>
+      s.on("message", (data) => {
+        got.push(data.toString());
+        if (got.length === sizes.length * 2) resolve();
+      })
+    );
+    s.pause();
+    pairs.push({ conn, c, rec, s, got, all });
+  }
+  await Promise.all(pairs.map(async ({ conn, c }) => {
+    for (let turn = 0; turn < sizes.length; turn++) {
+      c.sendText(message(conn, turn, sizes[turn]!));
+      c.sendText(message(conn, turn + 100, sizes[turn]! >> 1));
+      await new Promise((r) => setTimeout(r, 0));
+    }
+  }));
+  for (const { s } of pairs) s.resume();
+  for (const { conn, c, rec, s, got, all } of pairs) {
+    await all;
+    const expected = want(conn);
+    // Compared without printing megabytes when they differ.
+    assert.equal(got.length, expected.length);
+    for (let i = 0; i < expected.length; i++) {
+      assert.ok(got[i] === expected[i], `connection ${conn}, message ${i}`);
+    }
+    const closed = closeOf(s);
+    c.close(1000, "");
+    await closed;
+    await rec.closed;
+  }
+  wss.close();
+});
+
+Deno.test("large messages to several of our clients at once each arrive as sent (read buffers are reused)", async () => {
+  // A message over the small read buffer is read into a large one, kept for
+  // any connection once let go: one shared while another connection's read
+  // was pending would mix their bytes.
+  const { wss, url, next } = await wsServer();
+  const message = (conn: number, i: number) =>
+    `${conn}-${i}-` +
+    String.fromCharCode(97 + (conn * 3 + i) % 26).repeat(
+      [2_000, 70_000, 500, 9_000][i % 4]!,
+    );
+  const pairs = [];
+  for (let conn = 0; conn < 3; conn++) {
+    const serverSide = next();
+    const rec = recorder();
+    const c = connectWebSocket(url, { maxPayload: 1 << 20 }, rec.events);
+    await rec.open;
+    pairs.push({ conn, c, rec, s: await serverSide });
+  }
+  const count = 24;
+  for (let i = 0; i < count; i++) {
+    for (const { conn, s } of pairs) s.send(message(conn, i));
+  }
+  for (const { conn, c, rec, s } of pairs) {
+    // Mixed bytes can also fail the connection (a broken frame): then it
+    // closes before its messages are all in.
+    await Promise.race([rec.count(count), rec.closed]);
+    assert.equal(c.state, "open", `${conn}: the connection failed`);
+    assert.equal(rec.texts.length, count);
+    for (let i = 0; i < count; i++) {
+      // Compared without printing the messages when they differ.
+      assert.ok(rec.texts[i] === message(conn, i), `${conn}: message ${i}`);
+    }
+    const closed = closeOf(s);
+    c.close(1000, "");
+    await closed;
+    await rec.closed;
+  }
+  wss.close();
+});

@@ -27,6 +27,17 @@ export type Transport = {
 const READ_SMALL_BYTES = 1024;
 const READ_LARGE_BYTES = 64 * 1024;
 
+/**
+ * Large read buffers let go (a read fitting the small one again) are kept,
+ * at most LARGE_SPARES_MAX, for the next connection or turn that needs one:
+ * a message over 1 KiB (a request frame with a real prompt, an answer of a
+ * few hundred tokens) took a new zero-filled 64 KiB buffer every time
+ * (issue 31). A buffer here is free: a chunk's bytes are valid only during
+ * `onData`, whose parser copies what it keeps.
+ */
+const LARGE_SPARES_MAX = 4;
+const largeSpares: Uint8Array[] = [];
+
 /** A Deno.Conn (TCP or TLS) as a transport. */
 export function connTransport(conn: Deno.Conn): Transport {
   return new ConnTransport(conn);
@@ -67,12 +78,18 @@ class ConnTransport implements Transport {
         const n = await this.#conn.read(buf);
         if (n === null) break;
         this.#onData(buf.subarray(0, n));
-        if (n === buf.length) large ??= new Uint8Array(READ_LARGE_BYTES);
-        else if (n <= READ_SMALL_BYTES) large = null;
+        if (n === buf.length) {
+          large ??= largeSpares.pop() ?? new Uint8Array(READ_LARGE_BYTES);
+        } else if (n <= READ_SMALL_BYTES && large !== null) {
+          giveBackLarge(large);
+          large = null;
+        }
       }
     } catch {
       // A reset, or our own close: the end either way.
     }
+    // No read is pending: the loop only ends after one returned.
+    if (large !== null) giveBackLarge(large);
     this.#ended = true;
     this.#end();
   }
@@ -105,6 +122,10 @@ class ConnTransport implements Transport {
       // Already closed.
     }
   }
+}
+
+function giveBackLarge(buf: Uint8Array): void {
+  if (largeSpares.length < LARGE_SPARES_MAX) largeSpares.push(buf);
 }
 
 function ignore(): void {}

@@ -303,3 +303,38 @@ Deno.test("door: text and bytes queued in one turn leave as their exact UTF-8 an
     }
   });
 });
+
+Deno.test("door: large bodies on many connections at once, request after request, each arrive as sent (read buffers are reused)", async () => {
+  // Each body larger than the small read buffer and than one large one, and
+  // different on every connection and request: a buffer handed to the next
+  // request while something still read from it would mix them.
+  const body = (conn: number, i: number) =>
+    `${conn}-${i}-` +
+    String.fromCharCode(97 + (conn * 7 + i) % 26).repeat(20_000 + conn * 97);
+  await withDoor(echo, async (door) => {
+    await Promise.all([0, 1, 2, 3, 4].map(async (conn) => {
+      const c = await rawConnect(door.port);
+      try {
+        let want = "";
+        for (let i = 0; i < 4; i++) {
+          const b = body(conn, i);
+          await c.write(
+            `POST /r${i} HTTP/1.1\r\nContent-Length: ${b.length}\r\n\r\n${b}`,
+          );
+          want += `POST /r${i} ${b}`;
+          await waitFor(
+            `answer ${i} on connection ${conn}`,
+            () => c.received().endsWith(`POST /r${i} ${b}`),
+          );
+        }
+        const got = c.received().replace(
+          /HTTP\/1\.1 200 OK\r\n[^]*?\r\n\r\n/g,
+          "",
+        );
+        assert.equal(got, want);
+      } finally {
+        c.close();
+      }
+    }));
+  });
+});
