@@ -17,28 +17,64 @@
 //
 // `Collected :` in valgrind's summary is the count. The core's tick is made
 // rare so that the wall time (long under valgrind) adds no ticks.
+//
+// A third argument `relay` runs the relay as `deno task server` does instead
+// (`startRelay` with the settings' defaults: the metrics tap, the traceparent,
+// LOG_LEVEL info), where the default is the bare server (`startServer`, no
+// hooks, LOG_LEVEL error).
 import { chatCompletionBody } from "./_fixtures.ts";
 
-const [root = ".", countArg = "500"] = Deno.args;
+const [root = ".", countArg = "500", mode = "server"] = Deno.args;
 const count = Number(countArg);
 const CLIENTS = 4;
 
 type Helpers = {
+  SECRET: string;
   startTestServer(config: unknown): Promise<{ port: number }>;
   testConfig(core: unknown, rest: unknown): unknown;
+  withAddresses<T extends { port: number }>(running: T): T;
   registeredWorker(
     server: { port: number },
     register: Record<string, unknown>,
   ): Promise<{ ws: WebSocket }>;
 };
+type RelayModules = {
+  config: {
+    loadServerConfig(
+      args: string[],
+      env: (name: string) => string | undefined,
+    ): { config: Record<string, unknown> };
+  };
+  relay: {
+    startRelay(config: unknown, log: unknown): Promise<{ port: number }>;
+  };
+  log: { makeLogger(level: unknown, format: string, name: string): unknown };
+};
 
 const base = new URL(`${root.replace(/\/$/, "")}/`, `file://${Deno.cwd()}/`);
-const h: Helpers = await import(
-  new URL("shell/server/_test_helpers.ts", base).href
-);
-const server = await h.startTestServer(
-  h.testConfig({}, { tickMs: 1_000_000 }),
-);
+const load = (path: string) => import(new URL(path, base).href);
+const h: Helpers = await load("shell/server/_test_helpers.ts");
+
+async function startRelay(): Promise<{ port: number }> {
+  const m: RelayModules = {
+    config: await load("shell/server/config.ts"),
+    relay: await load("shell/server/relay.ts"),
+    log: await load("shell/log.ts"),
+  };
+  const env: Record<string, string> = {
+    WORKER_SECRET: h.SECRET,
+    LISTEN_ADDR: "127.0.0.1:0",
+  };
+  const { config } = m.config.loadServerConfig([], (name) => env[name]);
+  const log = m.log.makeLogger(config.logLevel, "text", "server");
+  return h.withAddresses(
+    await m.relay.startRelay({ ...config, tickMs: 1_000_000 }, log),
+  );
+}
+
+const server = mode === "relay"
+  ? await startRelay()
+  : await h.startTestServer(h.testConfig({}, { tickMs: 1_000_000 }));
 const worker = await h.registeredWorker(server, {
   models: ["m1"],
   max_concurrent: 64,

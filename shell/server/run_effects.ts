@@ -281,6 +281,8 @@ export function streamHead(
   return answerHead(from.status, STREAM_OWN, from.headers, queueWaitMs);
 }
 
+const NO_PIECES: readonly Uint8Array[] = [];
+
 function respond(
   deps: EffectDeps,
   sending: Map<string, HttpResponse>,
@@ -307,13 +309,14 @@ function respond(
     Buffer.from(effect.body),
     Buffer.from(effect.bodyBase64, "base64"),
   ]);
-  const length = (effect.bodyPieces ?? []).reduce((n, p) => n + p.length, 0) +
-    pieceBytes(rest);
+  const restBytes = pieceBytes(rest);
+  let length = restBytes;
+  for (const p of effect.bodyPieces ?? NO_PIECES) length += p.length;
   const framing = contentLength(c.res, head.status, effect.headers, length);
   if (framing !== null) head.headers["content-length"] = framing;
   if (effect.bodyPieces === undefined) {
     c.res.writeHead(head.status, head.headers);
-    c.res.end(rest);
+    c.res.end(rest, restBytes);
     return;
   }
   c.res.writeHead(head.status, head.headers);

@@ -340,17 +340,39 @@ function schedule(c: Connection): void {
 const encoder = new TextEncoder();
 
 /**
- * Parts queued in one turn as one buffer (`bytes` long). Small ones come from
- * Buffer's shared pool: an ArrayBuffer of its own per write cost ~1 µs
- * (issue 31); the pool's slab is never handed out twice, so the bytes stay
- * as they are until the write is done. Text next to text is joined and
- * encoded at once: one `encodeInto` a part was slower than the old single
- * `encode` once a turn held a few chunks.
+ * The door's own slab for small outputs: a turn's output is cut from it, and
+ * no byte of it is ever handed out twice, so an output stays as written until
+ * its write is done. Issue 31: an ArrayBuffer of its own per write cost ~1
+ * µs; Buffer's shared pool (8 KiB) made a new one every few answers and a
+ * Buffer object for each; a view of a 64 KiB slab is one `subarray`.
+ */
+const SLAB_BYTES = 64 * 1024;
+/** Outputs this large or larger get their own buffer. */
+const SLAB_PART_MAX = 4 * 1024;
+let slab = new Uint8Array(0);
+let slabAt = 0;
+
+function outputBuffer(bytes: number): Uint8Array {
+  if (bytes >= SLAB_PART_MAX) return Buffer.allocUnsafe(bytes);
+  if (slabAt + bytes > slab.length) {
+    slab = new Uint8Array(SLAB_BYTES);
+    slabAt = 0;
+  }
+  const out = slab.subarray(slabAt, slabAt + bytes);
+  slabAt += bytes;
+  return out;
+}
+
+/**
+ * Parts queued in one turn as one buffer (`bytes` long), from the door's slab
+ * when small (outputBuffer). Text next to text is joined and encoded at once:
+ * one `encodeInto` a part was slower than the old single `encode` once a turn
+ * held a few chunks.
  */
 function join(parts: (string | Uint8Array)[], bytes: number): Uint8Array {
   const first = parts[0]!;
   if (parts.length === 1 && typeof first !== "string") return first;
-  const out = Buffer.allocUnsafe(bytes);
+  const out = outputBuffer(bytes);
   let at = 0;
   let text = "";
   for (const p of parts) {

@@ -204,19 +204,23 @@ export class HttpResponse extends Listeners<ResponseEvents> {
   write(chunk: string | Uint8Array): boolean {
     if (this.writableEnded || this.#closed) return false;
     if (this.#framing === null) this.#writeHead(-1);
-    this.#body(chunk);
+    this.#body(chunk, byteLength(chunk));
     const ok = this.#wire.buffered() < HIGH_WATER_BYTES;
     if (!ok) this.#wantsDrain = true;
     return ok;
   }
 
-  end(chunk?: string | Uint8Array): void {
+  /**
+   * The last bytes, and the answer complete. `bytes`: the chunk's UTF-8
+   * length when the caller has it already (issue 31: a whole answer's text
+   * was measured three times, for its length, its head and its write).
+   */
+  end(chunk?: string | Uint8Array, bytes?: number): void {
     if (this.writableEnded || this.#closed) return;
     this.writableEnded = true;
-    if (this.#framing === null) {
-      this.#writeHead(chunk === undefined ? 0 : byteLength(chunk));
-    }
-    if (chunk !== undefined) this.#body(chunk);
+    const n = chunk === undefined ? 0 : bytes ?? byteLength(chunk);
+    if (this.#framing === null) this.#writeHead(n);
+    if (chunk !== undefined) this.#body(chunk, n);
     if (this.#framing === "chunked") this.#wire.send("0\r\n\r\n", 5);
     this.#wire.ended(this, this.#keepAlive && !this.#last);
   }
@@ -270,10 +274,10 @@ export class HttpResponse extends Listeners<ResponseEvents> {
     }
   }
 
-  #body(chunk: string | Uint8Array): void {
+  /** `n`: the chunk's length on the wire (UTF-8 bytes of a text). */
+  #body(chunk: string | Uint8Array, n: number): void {
     const framing = this.#framing;
     if (framing === "none") return;
-    const n = byteLength(chunk);
     if (n === 0) return;
     if (framing === "chunked") {
       const size = `${n.toString(16)}\r\n`;

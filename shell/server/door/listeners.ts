@@ -25,8 +25,16 @@ export class Listeners<M extends Record<string, unknown>> {
   off<K extends keyof M>(event: K, fn: (arg: M[K]) => void): this {
     const list = this.#lists[event];
     if (list === undefined) return this;
-    const i = list.findIndex((l) => l === fn || l.original === fn);
-    if (i >= 0) list.splice(i, 1);
+    // A loop, not findIndex with a closure, and shifted in place, not
+    // spliced (an array of what it removed): readBody removes three a
+    // request (issue 31).
+    for (let i = 0; i < list.length; i++) {
+      const l = list[i]!;
+      if (l !== fn && l.original !== fn) continue;
+      for (let j = i + 1; j < list.length; j++) list[j - 1] = list[j]!;
+      list.pop();
+      break;
+    }
     return this;
   }
 

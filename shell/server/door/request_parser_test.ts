@@ -1,8 +1,12 @@
 import assert from "node:assert/strict";
+import fc from "fast-check";
+import { addHeaderLine, type HeaderMap } from "../../http1/header_lines.ts";
+import { isFieldValue, isToken, trimOws } from "../../http1/syntax.ts";
 import {
   feed,
   HEAD_BYTES_MAX,
   newRequestParser,
+  parseHead,
   type RequestHead,
   RequestParseError,
   resetParser,
@@ -249,4 +253,84 @@ Deno.test("door parser: obs-text bytes read as the latin1 characters of their co
     }
     assert.equal(got!.headers["x-high"], want, `split at ${split}`);
   }
+});
+
+/**
+ * The header lines as the parser read them before its one-pass scan (issue
+ * 31): split at CRLF, each line a token name up to the first colon and a
+ * field value trimmed of spaces and tabs; null when any line is malformed.
+ */
+function splitReference(text: string): HeaderMap | null {
+  const lines = text.split("\r\n");
+  const headers: HeaderMap = {};
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i]!;
+    const colon = line.indexOf(":");
+    if (colon <= 0) return null;
+    const name = line.slice(0, colon);
+    if (!isToken(name)) return null;
+    const value = trimOws(line.slice(colon + 1));
+    if (!isFieldValue(value)) return null;
+    addHeaderLine(headers, name.toLowerCase(), value);
+  }
+  return headers;
+}
+
+/** Header names the parser reads itself (framing, connection): left to the tests above. */
+const READ_BY_PARSER =
+  /^(content-length|transfer-encoding|connection|expect|upgrade|set-cookie)$/i;
+
+Deno.test("door parser: header lines scanned in one pass read as split lines did, for any characters", () => {
+  // Token characters, uppercase, and every kind of byte a line may wrongly
+  // hold: colon, space, tab, bare CR and LF, controls, DEL, obs-text.
+  const char = fc.constantFrom(
+    ...'aZk-_!~09:: \t\r\n\r\n\x00\x7f\xe9\xff("',
+  );
+  const text = (cs: fc.Arbitrary<string>, most: number) =>
+    fc.array(cs, { maxLength: most }).map((a) => a.join(""));
+  // Lines of any of those characters, and well-formed lines (a name, a
+  // colon, a value with spaces and tabs about it) that one such character
+  // may break.
+  const line = fc.oneof(
+    text(char, 12),
+    fc.tuple(
+      text(fc.constantFrom(..."aZk-_!~09"), 6),
+      text(fc.constantFrom(..." \t"), 2),
+      text(fc.constantFrom(..."aZ :\t\xe9!"), 8),
+      text(fc.constantFrom(..." \t"), 2),
+      fc.option(char, { freq: 4 }),
+    ).map(([name, before, value, after, odd]) =>
+      `${name}:${before}${value}${odd ?? ""}${after}`
+    ),
+  );
+  fc.assert(
+    fc.property(
+      fc.array(line, { maxLength: 6 }),
+      fc.boolean(),
+      (lines, trailingCrlf) => {
+        const head = ["GET / HTTP/1.1", ...lines].join("\r\n") +
+          (trailingCrlf ? "\r\n" : "");
+        const want = splitReference(head);
+        if (want !== null) {
+          fc.pre(Object.keys(want).every((k) => !READ_BY_PARSER.test(k)));
+        }
+        let got: RequestHead | RequestParseError;
+        try {
+          got = parseHead(head);
+        } catch (e) {
+          if (!(e instanceof RequestParseError)) throw e;
+          got = e;
+        }
+        if (want === null) {
+          assert.ok(got instanceof RequestParseError, JSON.stringify(head));
+          assert.equal(got.failure, "malformed");
+          assert.equal(got.start, head.slice(0, 256));
+        } else {
+          assert.ok(!(got instanceof RequestParseError), JSON.stringify(head));
+          assert.deepEqual({ ...got.headers }, want, JSON.stringify(head));
+        }
+      },
+    ),
+    { numRuns: 3000 },
+  );
 });
