@@ -235,10 +235,7 @@ function onFrame(state: WorkerState, text: string): WorkerAction[] {
       }),
     ];
   }
-  // Pushed, not spread into a new array (issue 31: one a frame).
-  const out: WorkerAction[] = [alive];
-  for (const a of onServerMessage(state, decoded.message)) out.push(a);
-  return out;
+  return [alive, ...onServerMessage(state, decoded.message)];
 }
 
 function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {

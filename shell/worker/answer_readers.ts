@@ -218,15 +218,19 @@ export function readAnswer(
     if (!request.is_streaming) return readWholeBytes(answer);
     if (ok && sink.chunkBytes) return readStreamBytes(answer, true, false);
   }
-  const sse = isEventStream(answer.headers["content-type"]);
   // chunk-bytes-v1: a successful stream is read as bytes (readStreamBytes).
   if (request.is_streaming && ok && sink.chunkBytes) {
-    return readStreamBytes(answer, false, sse);
+    return readStreamBytes(answer, false, isSse(answer));
   }
   if (!request.is_streaming && ok && sink.bodyChunks) readInPieces(answer);
   // Errors of a streaming request arrive as one JSON body: pass it whole.
   else if (!request.is_streaming || !ok) readWhole(answer, ok);
-  else readStream(answer, sse);
+  else readStream(answer, isSse(answer));
+}
+
+/** Whether a stream's answer is server-sent events (asked of streams only: issue 31). */
+function isSse(answer: Answer): boolean {
+  return isEventStream(answer.headers["content-type"]);
 }
 
 /**

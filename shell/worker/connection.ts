@@ -25,7 +25,6 @@ import {
   step,
   type TimerName,
   type WorkerAction,
-  type WorkerEvent,
   type WorkerInput,
 } from "../../core/worker/mod.ts";
 
@@ -122,15 +121,9 @@ export function startWorker(
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => resolveDone = resolve);
 
-  /**
-   * Stamps what happened with the worker's clock and steps it. Stamped in
-   * place, not copied (issue 31: a spread per event): every input is a fresh
-   * object its caller keeps no use for.
-   */
+  /** Stamps what happened with the worker's clock and steps it. */
   function dispatch(input: WorkerInput): void {
-    const event = input as WorkerEvent;
-    event.atMs = nowMs();
-    driver.submit(event);
+    driver.submit({ ...input, atMs: nowMs() });
   }
 
   function track(p: Promise<unknown>): void {
