@@ -267,3 +267,34 @@ export async function startNaiveRelay(
   );
   return { server, worker, url };
 }
+
+/**
+ * The floor of issue 31 (bench/floor/relay.ts): a byte tunnel of two Deno
+ * processes in front of `backendUrl`, up once its worker has connected.
+ */
+export async function startFloorRelay(
+  backendUrl: string,
+): Promise<{ server: Proc; worker: Proc; url: string }> {
+  const port = freePort();
+  const linkPort = freePort();
+  const server = spawn("floor-server", [
+    "run",
+    "--allow-net=127.0.0.1",
+    "bench/floor/relay.ts",
+    "server",
+    String(port),
+    String(linkPort),
+  ]);
+  await server.waitForLine(/floor server listening/, 30_000);
+  const worker = spawn("floor-worker", [
+    "run",
+    // A real backend may be on another host.
+    "--allow-net",
+    "bench/floor/relay.ts",
+    "worker",
+    String(linkPort),
+    new URL(backendUrl).host,
+  ]);
+  await worker.waitForLine(/floor worker connected/, 30_000);
+  return { server, worker, url: `http://127.0.0.1:${port}` };
+}

@@ -14,6 +14,48 @@ import {
 } from "../protocol/mod.ts";
 import type { Completion, WorkerState } from "./worker_state.ts";
 
+/** The response_complete carrying `body` for `c`. */
+function completeFrame(
+  requestId: string,
+  c: Completion,
+  body: string,
+): WorkerMessage {
+  const m: WorkerMessage = {
+    type: "response_complete",
+    request_id: requestId,
+    status_code: c.status_code,
+    headers: c.headers,
+    body,
+  };
+  // Omitted when unknown, as the original's serde `skip_serializing_if` does;
+  // set last, so the frame's fields keep their order.
+  if (c.token_counts !== null) m.token_counts = c.token_counts;
+  return m;
+}
+
+/** The 502 for an answer of `size` that no frame of `max` bytes carries. */
+function tooLargeFrame(
+  requestId: string,
+  endpointPath: string,
+  max: number,
+  size: string,
+): WorkerMessage {
+  return {
+    type: "response_complete",
+    request_id: requestId,
+    status_code: 502,
+    headers: { "content-type": "application/json" },
+    body: routeErrorBody(
+      errorShapeOf(endpointPath),
+      answerTooLarge(false, {
+        limit: max,
+        unit: "bytes",
+        of: `in one worker frame (the backend's answer is ${size})`,
+      }),
+    ),
+  };
+}
+
 /** A server that listed any of our extensions is ours: it reads scoped errors as "retry elsewhere". */
 export function serverUnderstandsScopedErrors(state: WorkerState): boolean {
   return state.extensions.length > 0;
@@ -32,30 +74,17 @@ export function completionFrames(
   endpointPath: string,
   c: Completion,
 ): WorkerMessage[] {
-  const tooLarge = (size: string): WorkerMessage => ({
-    type: "response_complete",
-    request_id: requestId,
-    status_code: 502,
-    headers: { "content-type": "application/json" },
-    body: routeErrorBody(
-      errorShapeOf(endpointPath),
-      answerTooLarge(false, {
-        limit: max,
-        unit: "bytes",
-        of: `in one worker frame (the backend's answer is ${size})`,
-      }),
-    ),
-  });
-  const complete = (body: string, status = c.status_code): WorkerMessage => ({
-    type: "response_complete",
-    request_id: requestId,
-    status_code: status,
-    headers: c.headers,
-    body,
-    // Omitted when unknown, as the original's serde `skip_serializing_if` does.
-    ...(c.token_counts === null ? {} : { token_counts: c.token_counts }),
-  });
   const max = state.responseFrameBytesMax;
+  // The common answer first: one frame, no closure and no spread made for it
+  // (issue 31, third round).
+  if (
+    c.body_base64 === undefined &&
+    bodyFitsOneFrame(c.body, c.headers, requestId, max)
+  ) {
+    return [completeFrame(requestId, c, c.body)];
+  }
+  const tooLarge = (size: string): WorkerMessage =>
+    tooLargeFrame(requestId, endpointPath, max, size);
   // One rule with the worker shell's (core/protocol/frame_limit.ts), in
   // bytes; the exact room only where bodyFitsOneFrame's bounds do not do.
   const room = () => frameRoomBytes(c.headers, requestId, max);
@@ -73,9 +102,6 @@ export function completionFrames(
       }];
     }
     return [tooLarge(`${c.body_base64.length} base64 characters`)];
-  }
-  if (bodyFitsOneFrame(c.body, c.headers, requestId, max)) {
-    return [complete(c.body)];
   }
   if (!state.extensions.includes(EXTENSION_BODY_CHUNKS)) {
     return [tooLarge(`${c.body.length} characters`)];
@@ -101,6 +127,6 @@ export function completionFrames(
     });
     i = end;
   }
-  out.push(complete(""));
+  out.push(completeFrame(requestId, c, ""));
   return out;
 }

@@ -235,7 +235,10 @@ function onFrame(state: WorkerState, text: string): WorkerAction[] {
       }),
     ];
   }
-  return [alive, ...onServerMessage(state, decoded.message)];
+  // Pushed, not spread into a new array (issue 31: one a frame).
+  const out: WorkerAction[] = [alive];
+  for (const a of onServerMessage(state, decoded.message)) out.push(a);
+  return out;
 }
 
 function onServerMessage(state: WorkerState, m: ServerMessage): WorkerAction[] {
@@ -322,7 +325,10 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
   // Issue 30: a model the backend must be asked to load is loaded first.
   if (needsLoad(state, r.model)) return holdForLoad(state, r);
   // Debug, not info (issue 10): a line per request was a synchronous stdout
-  // write on every request, measured in the worker's profile.
+  // write on every request, measured in the worker's profile; and not built
+  // at all unless kept (issue 31).
+  const forward: WorkerAction = { kind: "forward", request: r };
+  if (!state.logsDebug) return [forward];
   return [
     log("debug", "forwarding request", {
       request_id: r.request_id,
@@ -331,7 +337,7 @@ function onRequest(state: WorkerState, r: RequestMessage): WorkerAction[] {
       stream: r.is_streaming,
       load: state.inFlight.size,
     }),
-    { kind: "forward", request: r },
+    forward,
   ];
 }
 

@@ -71,6 +71,12 @@ export type WorkerState = {
   backendHolds: BackendResidency | null;
   /** Loads the worker runs for its requests: model -> the requests waiting for it. */
   autoLoads: Map<string, RequestMessage[]>;
+  /**
+   * Whether debug lines are kept (LOG_LEVEL debug or trace): the per-request
+   * ones are not built otherwise (issue 31: their fields were an object and an
+   * action per request that the logger then dropped).
+   */
+  logsDebug: boolean;
 };
 
 /**
@@ -237,6 +243,8 @@ export function initialWorkerState(opts: {
   maxResidentModels?: number | null;
   /** AUTO_LOAD; absent: off. */
   autoLoad?: boolean;
+  /** Whether debug lines are wanted; absent: yes (the simulator and tests keep them). */
+  logsDebug?: boolean;
 }): WorkerState {
   return {
     workerName: opts.workerName,
@@ -267,5 +275,6 @@ export function initialWorkerState(opts: {
     autoLoad: opts.autoLoad ?? false,
     backendHolds: null,
     autoLoads: new Map(),
+    logsDebug: opts.logsDebug ?? true,
   };
 }

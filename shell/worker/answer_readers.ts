@@ -174,8 +174,12 @@ export type AnswerBody = {
   isPaused(): boolean;
 };
 
-/** One backend answer being read: what the three readers below share. */
-type Answer = Call & {
+/**
+ * One backend answer being read: what the three readers below share. The call
+ * is a field, not spread in (issue 31: its ten members copied per answer).
+ */
+type Answer = {
+  call: Call;
   request: RequestMessage;
   body: AnswerBody;
   status: number;
@@ -196,7 +200,7 @@ export function readAnswer(
 ): void {
   const ok = status >= 200 && status < 300;
   const answer: Answer = {
-    ...call,
+    call,
     request,
     body,
     status,
@@ -244,6 +248,50 @@ function onText(
   });
 }
 
+/**
+ * onText for an answer that is not streamed: the first read is held as bytes
+ * and decoded at the end on its own, the decoder made only when a second read
+ * comes (then both go through it, in order). A whole body in one read, the
+ * common case, costs one `toString` instead of a decoder, its `write` and its
+ * `end` (issue 31): the same text, since one buffer's `toString("utf8")`
+ * equals a fresh decoder's `write` then `end` of it (answer_readers_test.ts).
+ * A held read reaches `onText` one read later, or at the end: nothing of a
+ * buffered answer leaves before its end anyway, and body-chunks-v1's pieces
+ * keep their order.
+ */
+export function onWholeText(
+  body: AnswerBody,
+  onText: (s: string) => void,
+  onEnd: () => void,
+): void {
+  let held: Buffer | null = null;
+  let decoder: StringDecoder | null = null;
+  body.onData((bytes) => {
+    if (decoder === null) {
+      if (held === null) {
+        held = bytes;
+        return;
+      }
+      decoder = new StringDecoder("utf8");
+      const first = held;
+      held = null;
+      onText(decoder.write(first));
+    }
+    onText(decoder.write(bytes));
+  });
+  body.onEnd(() => {
+    if (held !== null) {
+      const text = held.toString("utf8");
+      held = null;
+      if (text !== "") onText(text);
+    } else if (decoder !== null) {
+      const rest = decoder.end();
+      if (rest !== "") onText(rest);
+    }
+    onEnd();
+  });
+}
+
 /** Pauses reading until the proxy link has room again. */
 function pauseWhileFull(
   body: AnswerBody,
@@ -264,7 +312,7 @@ function pauseWhileFull(
 function readInPieces(a: Answer): void {
   let body = "";
   const tail = newUsageTail();
-  onText(a.body, (s) => {
+  onWholeText(a.body, (s) => {
     body += s;
     while (body.length >= BODY_PIECE_CHARS) {
       const piece = body.slice(0, BODY_PIECE_CHARS);
@@ -274,13 +322,13 @@ function readInPieces(a: Answer): void {
     }
   }, () => {
     keepTail(tail, body);
-    a.done({
+    a.call.done({
       kind: "completed",
       completion: {
         status_code: a.status,
         headers: a.headers,
         body,
-        token_counts: a.started()
+        token_counts: a.call.started()
           ? tokenCountsFromTail(tail.text)
           : tokenCountsFromBody(body),
       },
@@ -292,16 +340,19 @@ function readInPieces(a: Answer): void {
 function readWhole(a: Answer, ok: boolean): void {
   let body = "";
   let bytes = 0;
-  onText(a.body, (s) => {
+  onWholeText(a.body, (s) => {
     bytes += pieceBytes(s);
     if (bytes > RESPONSE_FRAME_BYTES_MAX) {
       // Already too large for one frame: stop reading, answer 502.
-      a.destroy();
-      return a.done({ kind: "completed", completion: tooLarge(a.request) });
+      a.call.destroy();
+      return a.call.done({
+        kind: "completed",
+        completion: tooLarge(a.request),
+      });
     }
     body += s;
   }, () =>
-    a.done({
+    a.call.done({
       kind: "completed",
       // The worker core's rule too (core/protocol/frame_limit.ts).
       completion: bodyFitsOneFrame(
@@ -329,10 +380,10 @@ function readWhole(a: Answer, ok: boolean): void {
 function readStream(a: Answer, sse: boolean): void {
   const usage = newUsageScan();
   const events = sse ? newSseEventPassage<string>("") : null;
-  const strip = sse && a.stripUsage === true
+  const strip = sse && a.call.stripUsage === true
     ? newUsageStrip((event) => scanChunk(usage, event))
     : null;
-  if (strip !== null) a.onBreak?.(() => send(strip.end()));
+  if (strip !== null) a.call.onBreak?.(() => send(strip.end()));
   let pending = "";
   const send = (text: string) => {
     if (text === "") return;
@@ -341,7 +392,7 @@ function readStream(a: Answer, sse: boolean): void {
   };
   const pass = (text: string) => send(strip === null ? text : strip.pass(text));
   const flush = () => {
-    if (pending === "" || a.settled()) return;
+    if (pending === "" || a.call.settled()) return;
     const text = pending;
     pending = "";
     pass(events === null ? text : events.pass(text));
@@ -352,15 +403,15 @@ function readStream(a: Answer, sse: boolean): void {
     pending += s;
   }, () => {
     flush();
-    if (events !== null && !a.settled()) pass(events.end());
-    if (strip !== null && !a.settled()) send(strip.end());
+    if (events !== null && !a.call.settled()) pass(events.end());
+    if (strip !== null && !a.call.settled()) send(strip.end());
     streamEnded(a, scanResult(usage));
   });
 }
 
 /** A stream read to its end: its response_complete carries only status, headers and usage. */
 function streamEnded(a: Answer, tokenCounts: Completion["token_counts"]): void {
-  a.done({
+  a.call.done({
     kind: "completed",
     completion: {
       status_code: a.status,
@@ -382,7 +433,7 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
   const usage = newUsageByteScan();
   const utf8 = newUtf8Passage();
   const events = sse ? newSseEventPassage<Uint8Array>(EMPTY_BYTES) : null;
-  const strip = sse && a.stripUsage === true
+  const strip = sse && a.call.stripUsage === true
     ? newUsageByteStrip((event) => scanBytes(usage, Buffer.from(event)))
     : null;
   let pending: Buffer[] = [];
@@ -393,7 +444,7 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
   };
   const send = (out: Buffer) =>
     sendOut(strip === null || out.length === 0 ? out : strip.pass(out));
-  if (strip !== null) a.onBreak?.(() => sendOut(strip.end()));
+  if (strip !== null) a.call.onBreak?.(() => sendOut(strip.end()));
   const pass = (bytes: Buffer) => {
     // raw (body-bytes-v1, a binary answer): the bytes as they are.
     const out = raw ? bytes : utf8.pass(bytes);
@@ -401,7 +452,7 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
     send(events === null ? out : asBuffer(events.pass(out)));
   };
   const flush = () => {
-    if (pending.length === 0 || a.settled()) return;
+    if (pending.length === 0 || a.call.settled()) return;
     const reads = pending;
     pending = [];
     pass(reads.length === 1 ? reads[0]! : joined(reads));
@@ -413,7 +464,7 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
   });
   a.body.onEnd(() => {
     flush();
-    if (!a.settled() && !raw) {
+    if (!a.call.settled() && !raw) {
       const rest = utf8.end();
       if (events === null) send(rest);
       else {
@@ -428,9 +479,24 @@ function readStreamBytes(a: Answer, raw: boolean, sse: boolean): void {
 
 // ---- body-bytes-v1 (issue 25) ------------------------------------------------
 
+/**
+ * The last content type isTextType judged, and its answer: a backend sends
+ * the same one answer after answer, and its lower-casing, split and trim were
+ * three strings and an array per answer (issue 31).
+ */
+let lastContentType = "";
+let lastIsText = true;
+
 /** Whether a content type is text (kept on the text readers); absent counts as text. */
 export function isTextType(contentType: string | undefined): boolean {
   if (contentType === undefined) return true;
+  if (contentType === lastContentType) return lastIsText;
+  lastIsText = judgeTextType(contentType);
+  lastContentType = contentType;
+  return lastIsText;
+}
+
+function judgeTextType(contentType: string): boolean {
   const ct = contentType.toLowerCase().split(";")[0]!.trim();
   return ct === "" || ct.startsWith("text/") || ct.endsWith("+json") ||
     ct.endsWith("+xml") || ct === "application/json" ||
@@ -451,18 +517,21 @@ function readWholeBytes(a: Answer): void {
   const parts: Buffer[] = [];
   let size = 0;
   a.body.onData((b) => {
-    if (a.settled()) return;
+    if (a.call.settled()) return;
     size += b.length;
     if (size > BINARY_BODY_BYTES_MAX) {
-      a.destroy();
-      return a.done({ kind: "completed", completion: tooLarge(a.request) });
+      a.call.destroy();
+      return a.call.done({
+        kind: "completed",
+        completion: tooLarge(a.request),
+      });
     }
     parts.push(b);
   });
   a.body.onEnd(() => {
     const bytes = Buffer.concat(parts);
     const text = isUtf8(bytes);
-    a.done({
+    a.call.done({
       kind: "completed",
       completion: text
         ? {

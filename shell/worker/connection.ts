@@ -11,7 +11,7 @@ import {
   EXTENSION_CHUNK_BYTES,
 } from "../../core/protocol/mod.ts";
 import { makeDriver } from "../../core/driver.ts";
-import type { Logger } from "../log.ts";
+import type { Logger, LogLevel } from "../log.ts";
 import { type BackendCalls, makeBackendCalls } from "./backend_calls.ts";
 import type { WorkerConfig } from "./config.ts";
 import { type Lifecycle, makeLifecycle } from "./lifecycle/mod.ts";
@@ -25,6 +25,7 @@ import {
   step,
   type TimerName,
   type WorkerAction,
+  type WorkerEvent,
   type WorkerInput,
 } from "../../core/worker/mod.ts";
 
@@ -47,6 +48,11 @@ function nowMs(): number {
   return Math.floor(performance.now() - origin);
 }
 
+/** Whether LOG_LEVEL keeps debug lines (debug or trace). */
+function logsDebug(level: LogLevel): boolean {
+  return level === "debug" || level === "trace";
+}
+
 /** How long a graceful exit waits for the proxy to answer our close frame. */
 const CLOSE_WAIT_MS = 2_000;
 
@@ -66,6 +72,7 @@ export function startWorker(
     endpointPrefixes: config.endpointPrefixes ?? [],
     maxResidentModels: config.maxResidentModels,
     autoLoad: config.autoLoad,
+    logsDebug: logsDebug(config.logLevel),
   });
   const driver = makeDriver({
     state,
@@ -115,9 +122,15 @@ export function startWorker(
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((resolve) => resolveDone = resolve);
 
-  /** Stamps what happened with the worker's clock and steps it. */
+  /**
+   * Stamps what happened with the worker's clock and steps it. Stamped in
+   * place, not copied (issue 31: a spread per event): every input is a fresh
+   * object its caller keeps no use for.
+   */
   function dispatch(input: WorkerInput): void {
-    driver.submit({ ...input, atMs: nowMs() });
+    const event = input as WorkerEvent;
+    event.atMs = nowMs();
+    driver.submit(event);
   }
 
   function track(p: Promise<unknown>): void {

@@ -74,6 +74,9 @@ export type ResponseParser = {
   noBody: boolean;
   /** The final head, once read. */
   head: ResponseHead | null;
+  /** This read's gathered chunk data (feed): from, to. */
+  gatheredFrom: number;
+  gatheredTo: number;
 };
 
 /** node's default `maxHeaderSize` (16 KiB): a larger head is an error. */
@@ -92,6 +95,8 @@ export function newResponseParser(noBody = false): ResponseParser {
     headBytes: 0,
     noBody,
     head: null,
+    gatheredFrom: 0,
+    gatheredTo: 0,
   };
 }
 
@@ -109,33 +114,39 @@ export function feed(
   // framing between (`bytes` is this read's own), and goes out as one body
   // slice when the read is done, the message complete or the bytes wrong:
   // one slice a read rather than one a chunk, which the readers would only
-  // copy together again (issue 31).
-  let gatheredFrom = 0;
-  let gatheredTo = 0;
-  const passGathered = () => {
-    if (gatheredTo === gatheredFrom) return;
-    const slice = bytes.subarray(gatheredFrom, gatheredTo);
-    gatheredFrom = gatheredTo;
-    events.body(slice);
-  };
+  // copy together again (issue 31). Where it lies is kept on the parser, not
+  // in closures made per read (issue 31, third round).
+  p.gatheredFrom = 0;
+  p.gatheredTo = 0;
   try {
-    read(p, bytes, events, (at, take) => {
-      if (gatheredTo === gatheredFrom) gatheredFrom = gatheredTo = at;
-      else if (gatheredTo !== at) bytes.copyWithin(gatheredTo, at, at + take);
-      gatheredTo += take;
-    }, passGathered);
+    read(p, bytes, events);
   } finally {
-    passGathered();
+    passGathered(p, bytes, events);
   }
 }
 
-/** feed's loop; `gather` takes chunk data, `passGathered` passes it on. */
+/** Takes `take` bytes of chunk data at `at` into this read's gathered run. */
+function gather(p: ResponseParser, bytes: Buffer, at: number, take: number) {
+  if (p.gatheredTo === p.gatheredFrom) p.gatheredFrom = p.gatheredTo = at;
+  else if (p.gatheredTo !== at) {
+    bytes.copyWithin(p.gatheredTo, at, at + take);
+  }
+  p.gatheredTo += take;
+}
+
+/** Passes the gathered chunk data of this read on, if any. */
+function passGathered(p: ResponseParser, bytes: Buffer, events: ParserEvents) {
+  if (p.gatheredTo === p.gatheredFrom) return;
+  const slice = bytes.subarray(p.gatheredFrom, p.gatheredTo);
+  p.gatheredFrom = p.gatheredTo;
+  events.body(slice);
+}
+
+/** feed's loop. */
 function read(
   p: ResponseParser,
   bytes: Buffer,
   events: ParserEvents,
-  gather: (at: number, take: number) => void,
-  passGathered: () => void,
 ): void {
   let at = 0;
   const end = bytes.length;
@@ -221,7 +232,7 @@ function read(
       }
       case "chunkData": {
         const take = Math.min(stage.left, end - at);
-        gather(at, take);
+        gather(p, bytes, at, take);
         at += take;
         stage.left -= take;
         if (stage.left === 0) {
@@ -256,7 +267,7 @@ function read(
         return unreachable(stage);
     }
     if (p.stage.kind === "done") {
-      passGathered();
+      passGathered(p, bytes, events);
       return events.complete(end - at);
     }
   }
