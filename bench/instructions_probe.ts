@@ -23,6 +23,7 @@
 // LOG_LEVEL info), where the default is the bare server (`startServer`, no
 // hooks, LOG_LEVEL error).
 import { chatCompletionBody } from "./_fixtures.ts";
+import { plainClient } from "./_plain_client.ts";
 
 const [root = ".", countArg = "500", mode = "server"] = Deno.args;
 const count = Number(countArg);
@@ -102,33 +103,13 @@ const request = new TextEncoder().encode(
     "connection: keep-alive\r\ncontent-type: application/json\r\n" +
     `content-length: ${body.length}\r\n\r\n${body}`,
 );
-const decoder = new TextDecoder();
-
-/** Sends requests one at a time on one connection while any are left. */
-async function client(left: { n: number }): Promise<void> {
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port: server.port });
-  conn.setNoDelay(true);
-  const buf = new Uint8Array(65536);
-  while (left.n > 0) {
-    left.n--;
-    await conn.write(request);
-    let got = "";
-    for (;;) {
-      const n = await conn.read(buf);
-      if (n === null) throw new Error("the server closed the connection");
-      got += decoder.decode(buf.subarray(0, n));
-      const headEnd = got.indexOf("\r\n\r\n");
-      if (headEnd < 0) continue;
-      const length = /content-length: (\d+)/i.exec(got.slice(0, headEnd));
-      if (length === null) throw new Error("an answer without a length");
-      if (got.length >= headEnd + 4 + Number(length[1])) break;
-    }
-  }
-  conn.close();
-}
-
 const left = { n: count };
-await Promise.all(Array.from({ length: CLIENTS }, () => client(left)));
+await Promise.all(
+  Array.from(
+    { length: CLIENTS },
+    () => plainClient(server.port, request, left),
+  ),
+);
 console.log(`${count} requests answered`);
 // No orderly close: it would wait on timers, and add their instructions.
 Deno.exit(0);

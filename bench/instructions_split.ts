@@ -29,6 +29,7 @@
 // metrics tap, the traceparent, LOG_LEVEL info). Prints the instructions per
 // request of all the server's threads and of its main thread (our JS).
 import { chatCompletionBody } from "./_fixtures.ts";
+import { plainClient } from "./_plain_client.ts";
 
 const SECRET = "probe-worker-secret-0123456789";
 
@@ -256,36 +257,8 @@ async function requests(
   );
   const left = { n: count };
   await Promise.all(
-    Array.from({ length: clients }, () => client(port, request, left)),
+    Array.from({ length: clients }, () => plainClient(port, request, left)),
   );
-}
-
-/** Sends requests one at a time on one connection while any are left. */
-async function client(
-  port: number,
-  request: Uint8Array,
-  left: { n: number },
-): Promise<void> {
-  const decoder = new TextDecoder();
-  const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-  conn.setNoDelay(true);
-  const buf = new Uint8Array(65536);
-  while (left.n > 0) {
-    left.n--;
-    await conn.write(request);
-    let got = "";
-    for (;;) {
-      const n = await conn.read(buf);
-      if (n === null) throw new Error("the server closed the connection");
-      got += decoder.decode(buf.subarray(0, n));
-      const headEnd = got.indexOf("\r\n\r\n");
-      if (headEnd < 0) continue;
-      const length = /content-length: (\d+)/i.exec(got.slice(0, headEnd));
-      if (length === null) throw new Error("an answer without a length");
-      if (got.length >= headEnd + 4 + Number(length[1])) break;
-    }
-  }
-  conn.close();
 }
 
 if (Deno.args[0] === "--serve") await serve(Deno.args[1]!, Deno.args[2]!);
