@@ -2,6 +2,15 @@
 // (instructions_probe.ts, instructions_split.ts): one connection sending a
 // plain request, reading its whole answer, and again while any are left.
 
+/** The bytes of one keep-alive POST /v1/chat/completions carrying `body`. */
+export function plainRequest(body: string): Uint8Array {
+  return new TextEncoder().encode(
+    "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n" +
+      "connection: keep-alive\r\ncontent-type: application/json\r\n" +
+      `content-length: ${body.length}\r\n\r\n${body}`,
+  );
+}
+
 /** Sends `request` one at a time on one connection while `left.n` > 0. */
 export async function plainClient(
   port: number,

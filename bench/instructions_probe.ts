@@ -23,7 +23,7 @@
 // LOG_LEVEL info), where the default is the bare server (`startServer`, no
 // hooks, LOG_LEVEL error).
 import { chatCompletionBody } from "./_fixtures.ts";
-import { plainClient } from "./_plain_client.ts";
+import { plainClient, plainRequest } from "./_plain_client.ts";
 
 const [root = ".", countArg = "500", mode = "server"] = Deno.args;
 const count = Number(countArg);
@@ -98,11 +98,7 @@ const body = JSON.stringify({
   messages: [{ role: "user", content: "hi" }],
   max_tokens: 16,
 });
-const request = new TextEncoder().encode(
-  "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n" +
-    "connection: keep-alive\r\ncontent-type: application/json\r\n" +
-    `content-length: ${body.length}\r\n\r\n${body}`,
-);
+const request = plainRequest(body);
 const left = { n: count };
 await Promise.all(
   Array.from(

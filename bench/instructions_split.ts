@@ -29,7 +29,7 @@
 // metrics tap, the traceparent, LOG_LEVEL info). Prints the instructions per
 // request of all the server's threads and of its main thread (our JS).
 import { chatCompletionBody } from "./_fixtures.ts";
-import { plainClient } from "./_plain_client.ts";
+import { plainClient, plainRequest } from "./_plain_client.ts";
 
 const SECRET = "probe-worker-secret-0123456789";
 
@@ -250,11 +250,7 @@ async function requests(
   clients: number,
   body: string,
 ): Promise<void> {
-  const request = new TextEncoder().encode(
-    "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n" +
-      "connection: keep-alive\r\ncontent-type: application/json\r\n" +
-      `content-length: ${body.length}\r\n\r\n${body}`,
-  );
+  const request = plainRequest(body);
   const left = { n: count };
   await Promise.all(
     Array.from({ length: clients }, () => plainClient(port, request, left)),
