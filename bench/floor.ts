@@ -115,7 +115,7 @@ async function main(): Promise<number> {
     if (values.sequential !== undefined) {
       const n = positive(values.sequential, "--sequential");
       const direct = path("direct", mock.url, []);
-      const added = await sequentialRounds(
+      const { added, cpu } = await sequentialRounds(
         [direct, ...paths],
         rounds,
         n,
@@ -123,7 +123,9 @@ async function main(): Promise<number> {
         log,
       );
       agent.destroy();
-      console.log(latencyReport(added, base?.commit ?? null, rounds, n));
+      console.log(
+        latencyReport(added, cpu, base?.commit ?? null, rounds, n),
+      );
       return 0;
     }
     const runAll = () =>
@@ -186,7 +188,8 @@ function plain(p: Path, agent: ReturnType<typeof newAgent>) {
 
 /**
  * `rounds` rounds of `n` sequential requests on each path (the first is
- * direct), rotated by the round; returns each relay's added p50 per round, ms.
+ * direct), rotated by the round; returns each relay's added p50 per round,
+ * ms, and its server + worker CPU per request in that round, µs.
  */
 async function sequentialRounds(
   all: readonly Path[],
@@ -194,13 +197,17 @@ async function sequentialRounds(
   n: number,
   agent: ReturnType<typeof newAgent>,
   log: (line: string) => void,
-): Promise<Map<string, number[]>> {
+): Promise<{ added: Map<string, number[]>; cpu: Map<string, number[]> }> {
+  const cpu = new Map<string, number[]>(all.slice(1).map((p) => [p.name, []]));
   const p50 = async (p: Path) => {
     const ms: number[] = [];
+    const before = cpuOf([p])[0]!;
     for (let i = 0; i < n; i++) ms.push((await plain(p, agent)).totalMs);
+    cpu.get(p.name)?.push((cpuOf([p])[0]! - before) / 1000 / n);
     return percentile(ms, 50);
   };
   for (const p of all) await p50(p); // warm-up
+  for (const v of cpu.values()) v.length = 0;
   const added = new Map<string, number[]>(
     all.slice(1).map((p) => [p.name, []]),
   );
@@ -220,12 +227,13 @@ async function sequentialRounds(
       } ms`,
     );
   }
-  return added;
+  return { added, cpu };
 }
 
-/** The markdown table of added p50 at concurrency 1. */
+/** The markdown table of added p50 and CPU per request at concurrency 1. */
 function latencyReport(
   added: Map<string, number[]>,
+  cpu: Map<string, number[]>,
   baseCommit: string | null,
   rounds: number,
   n: number,
@@ -233,8 +241,8 @@ function latencyReport(
   const baseRounds = added.get("base");
   const floor = added.get("floor")!;
   const lines = [
-    `| relay | added p50 over direct, ms (median of ${rounds} rounds of ${n}) | / base's | above the floor's, ms |`,
-    "| --- | ---: | ---: | ---: |",
+    `| relay | added p50 over direct, ms (median of ${rounds} rounds of ${n}) | / base's | above the floor's, ms | server + worker µs per request at c=1 |`,
+    "| --- | ---: | ---: | ---: | ---: |",
   ];
   for (const [name, v] of added) {
     const ratio = baseRounds === undefined
@@ -243,7 +251,9 @@ function latencyReport(
     lines.push(
       `| ${name === "base" ? `base (${baseCommit})` : name} | ${
         round(median(v))
-      } | ${ratio} | ${round(median(v) - median(floor))} |`,
+      } | ${ratio} | ${round(median(v) - median(floor))} | ${
+        round(median(cpu.get(name)!), 1)
+      } |`,
     );
   }
   return lines.join("\n");
