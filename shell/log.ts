@@ -124,6 +124,11 @@ export function logLevelOf(raw: string): LogLevel | null {
   return isLogLevel(word) ? word : rustLogLevel(word);
 }
 
+/** Whether a logger at `min` keeps a line at `level`: the one rule of LOG_LEVEL. */
+export function keepsLevel(min: LogLevel, level: LogLevel): boolean {
+  return RANK[level] >= RANK[min];
+}
+
 export function makeLogger(
   min: LogLevel,
   format: LogFormat,
@@ -131,7 +136,7 @@ export function makeLogger(
 ): Logger {
   const encoder = new TextEncoder();
   return (level, message, fields = {}) => {
-    if (RANK[level] < RANK[min]) return;
+    if (!keepsLevel(min, level)) return;
     const time = new Date().toISOString();
     let line: string;
     if (format === "json") {

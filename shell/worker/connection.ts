@@ -11,7 +11,7 @@ import {
   EXTENSION_CHUNK_BYTES,
 } from "../../core/protocol/mod.ts";
 import { makeDriver } from "../../core/driver.ts";
-import type { Logger, LogLevel } from "../log.ts";
+import { keepsLevel, type Logger } from "../log.ts";
 import { type BackendCalls, makeBackendCalls } from "./backend_calls.ts";
 import type { WorkerConfig } from "./config.ts";
 import { type Lifecycle, makeLifecycle } from "./lifecycle/mod.ts";
@@ -47,11 +47,6 @@ function nowMs(): number {
   return Math.floor(performance.now() - origin);
 }
 
-/** Whether LOG_LEVEL keeps debug lines (debug or trace). */
-function logsDebug(level: LogLevel): boolean {
-  return level === "debug" || level === "trace";
-}
-
 /** How long a graceful exit waits for the proxy to answer our close frame. */
 const CLOSE_WAIT_MS = 2_000;
 
@@ -71,7 +66,7 @@ export function startWorker(
     endpointPrefixes: config.endpointPrefixes ?? [],
     maxResidentModels: config.maxResidentModels,
     autoLoad: config.autoLoad,
-    logsDebug: logsDebug(config.logLevel),
+    logsDebug: keepsLevel(config.logLevel, "debug"),
   });
   const driver = makeDriver({
     state,
