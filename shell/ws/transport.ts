@@ -1,5 +1,7 @@
 // The byte stream under a WebSocket connection (connection.ts): a Deno.Conn.
 
+import { spareBuffers } from "../spare_buffers.ts";
+
 export type Transport = {
   /**
    * Starts reading: `onData` for each chunk (its bytes are valid only during
@@ -29,14 +31,13 @@ const READ_LARGE_BYTES = 64 * 1024;
 
 /**
  * Large read buffers let go (a read fitting the small one again) are kept,
- * at most LARGE_SPARES_MAX, for the next connection or turn that needs one:
- * a message over 1 KiB (a request frame with a real prompt, an answer of a
- * few hundred tokens) took a new zero-filled 64 KiB buffer every time
- * (issue 31). A buffer here is free: a chunk's bytes are valid only during
+ * at most 4, for the next connection or turn that needs one
+ * (shell/spare_buffers.ts): a message over 1 KiB (a request frame with a real
+ * prompt, an answer of a few hundred tokens) took a new 64 KiB buffer each
+ * time. A buffer given back is free: a chunk's bytes are valid only during
  * `onData`, whose parser copies what it keeps.
  */
-const LARGE_SPARES_MAX = 4;
-const largeSpares: Uint8Array[] = [];
+const largeReads = spareBuffers(READ_LARGE_BYTES, 4);
 
 /** A Deno.Conn (TCP or TLS) as a transport. */
 export function connTransport(conn: Deno.Conn): Transport {
@@ -79,9 +80,9 @@ class ConnTransport implements Transport {
         if (n === null) break;
         this.#onData(buf.subarray(0, n));
         if (n === buf.length) {
-          large ??= largeSpares.pop() ?? new Uint8Array(READ_LARGE_BYTES);
+          large ??= largeReads.take();
         } else if (n <= READ_SMALL_BYTES && large !== null) {
-          giveBackLarge(large);
+          largeReads.give(large);
           large = null;
         }
       }
@@ -89,7 +90,7 @@ class ConnTransport implements Transport {
       // A reset, or our own close: the end either way.
     }
     // No read is pending: the loop only ends after one returned.
-    if (large !== null) giveBackLarge(large);
+    if (large !== null) largeReads.give(large);
     this.#ended = true;
     this.#end();
   }
@@ -122,10 +123,6 @@ class ConnTransport implements Transport {
       // Already closed.
     }
   }
-}
-
-function giveBackLarge(buf: Uint8Array): void {
-  if (largeSpares.length < LARGE_SPARES_MAX) largeSpares.push(buf);
 }
 
 function ignore(): void {}

@@ -16,6 +16,7 @@
 //   (a close with unread input sends a reset that can discard the answer).
 import { Buffer } from "node:buffer";
 import { LINGER_MS } from "../linger.ts";
+import { spareBuffers } from "../../spare_buffers.ts";
 import { HttpRequest, HttpResponse, type Peer, type Wire } from "./exchange.ts";
 import {
   feed,
@@ -57,24 +58,12 @@ export type DoorHandlers = {
 const WAITING_READ_BYTES = 1024;
 const READING_READ_BYTES = 16 * 1024;
 /**
- * Large read buffers let go between requests, kept for the next request on
- * any connection: a request larger than the small buffer took a fresh 16 KiB
- * one (~1.4 µs zero-filled, and its share of the collector) every time
- * (issue 31). Nothing read into one outlives its parse (bodies, held input
- * and an upgrade's bytes are copied out), so a buffer back here is free.
+ * Large read buffers let go between requests, at most 16 kept for the next
+ * request on any connection (shell/spare_buffers.ts). Nothing read into one
+ * outlives its parse (bodies, held input and an upgrade's bytes are copied
+ * out), so a buffer given back is free.
  */
-const SPARE_READ_BUFFERS_MAX = 16;
-const spareReadBuffers: Uint8Array[] = [];
-
-function takeReadBuffer(): Uint8Array {
-  return spareReadBuffers.pop() ?? new Uint8Array(READING_READ_BYTES);
-}
-
-function giveBackReadBuffer(buf: Uint8Array): void {
-  if (spareReadBuffers.length < SPARE_READ_BUFFERS_MAX) {
-    spareReadBuffers.push(buf);
-  }
-}
+const readBuffers = spareBuffers(READING_READ_BYTES, 16);
 
 /** Pipelined input held while an answer is pending; beyond it reading pauses. */
 const HOLD_BYTES_MAX = 64 * 1024;
@@ -178,10 +167,10 @@ async function readLoop(c: Connection): Promise<void> {
       // Let go of the large buffer between requests.
       const midRequest = c.req !== null ? !c.req.complete : !isIdle(c.parser);
       if (!midRequest && reading !== null) {
-        giveBackReadBuffer(reading);
+        readBuffers.give(reading);
         reading = null;
       }
-      const buf = midRequest ? (reading ??= takeReadBuffer()) : waiting;
+      const buf = midRequest ? (reading ??= readBuffers.take()) : waiting;
       let n: number | null;
       try {
         n = await c.conn.read(buf);
@@ -194,7 +183,7 @@ async function readLoop(c: Connection): Promise<void> {
     }
   } finally {
     // No read is pending here: the loop only ends after one returned.
-    if (reading !== null) giveBackReadBuffer(reading);
+    if (reading !== null) readBuffers.give(reading);
   }
 }
 
