@@ -19,9 +19,14 @@
 // Read "above the floor": what a relay spends beyond the tunnel, ours against
 // the baseline's. Halving the whole figure needs the floor plus at most half
 // the baseline's figure minus the floor.
+//
+// The last two columns split each relay's figure into user and kernel time,
+// by their shares of /proc/<pid>/stat's ticks over all rounds: the kernel's
+// part (the sockets' syscalls, loopback delivery included) is what no relay's
+// own code changes, so it shows how much of a figure is left to cut.
 import { parseArgs } from "node:util";
 import { newAgent, pool, postOnce, type Target } from "./e2e/client.ts";
-import { readCpuNs } from "./e2e/cpu.ts";
+import { readCpuNs, readTicks, type Ticks } from "./e2e/cpu.ts";
 import { baselineCheckout, DEFAULT_BASELINE } from "./e2e/baseline.ts";
 import {
   type Proc,
@@ -150,13 +155,21 @@ async function main(): Promise<number> {
     const perRequest = new Map<string, number[]>(
       paths.map((p) => [p.name, []]),
     );
+    const ticks = new Map<string, Ticks>(
+      paths.map((p) => [p.name, { user: 0, kernel: 0 }]),
+    );
     for (let r = 0; r < rounds; r++) {
       const before = cpuOf(paths);
+      const ticksBefore = ticksOf(paths);
       const done = await runAll();
       const after = cpuOf(paths);
+      const ticksAfter = ticksOf(paths);
       paths.forEach((p, i) => {
         const us = (after[i]! - before[i]!) / 1000 / done[i]!.length;
         perRequest.get(p.name)!.push(us);
+        const t = ticks.get(p.name)!;
+        t.user += ticksAfter[i]!.user - ticksBefore[i]!.user;
+        t.kernel += ticksAfter[i]!.kernel - ticksBefore[i]!.kernel;
       });
       log(
         `round ${r + 1}: ${
@@ -167,7 +180,7 @@ async function main(): Promise<number> {
       );
     }
     agent.destroy();
-    console.log(report(perRequest, base?.commit ?? null, rounds));
+    console.log(report(perRequest, ticks, base?.commit ?? null, rounds));
     return 0;
   } finally {
     await stopInReverse(procs, 3000);
@@ -290,9 +303,25 @@ function cpuOf(paths: readonly Path[]): number[] {
   );
 }
 
-/** The markdown table: µs per request, and per-round ratios to base. */
+/** Each path's server + worker user and kernel ticks, in `paths`' order. */
+function ticksOf(paths: readonly Path[]): Ticks[] {
+  const all = readTicks(paths.flatMap((p) => p.pids));
+  return paths.map((p) =>
+    p.pids.reduce((sum, pid) => {
+      const t = all.get(pid);
+      if (t === undefined) throw new Error(`${p.name}: process ${pid} gone`);
+      return { user: sum.user + t.user, kernel: sum.kernel + t.kernel };
+    }, { user: 0, kernel: 0 })
+  );
+}
+
+/**
+ * The markdown table: µs per request, per-round ratios to base, and the median
+ * split into user and kernel time by the share of each in all rounds' ticks.
+ */
 function report(
   perRequest: Map<string, number[]>,
+  ticks: Map<string, Ticks>,
   baseCommit: string | null,
   rounds: number,
 ): string {
@@ -305,8 +334,8 @@ function report(
   const perRound = (f: (i: number) => number) =>
     round(median(Array.from({ length: rounds }, (_, i) => f(i))));
   const lines = [
-    `| relay | server + worker µs per request (median of ${rounds}) | / base (median of rounds) | above the floor, µs | above the floor / base's |`,
-    "| --- | ---: | ---: | ---: | ---: |",
+    `| relay | server + worker µs per request (median of ${rounds}) | / base (median of rounds) | above the floor, µs | above the floor / base's | the whole in user space, µs | the whole in the kernel, µs |`,
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
   ];
   for (const [name, v] of perRequest) {
     const ratio = baseRounds === undefined
@@ -316,10 +345,16 @@ function report(
     const aboveRatio = baseRounds === undefined ? "n/a" : String(
       perRound((i) => (v[i]! - floor[i]!) / (baseRounds[i]! - floor[i]!)),
     );
+    const t = ticks.get(name)!;
+    const kernelShare = t.user + t.kernel === 0
+      ? 0
+      : t.kernel / (t.user + t.kernel);
     lines.push(
       `| ${name === "base" ? `base (${baseCommit})` : name} | ${
         round(med(name)!, 1)
-      } | ${ratio} | ${round(above, 1)} | ${aboveRatio} |`,
+      } | ${ratio} | ${round(above, 1)} | ${aboveRatio} | ${
+        round(med(name)! * (1 - kernelShare), 1)
+      } | ${round(med(name)! * kernelShare, 1)} |`,
     );
   }
   return lines.join("\n");

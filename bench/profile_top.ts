@@ -34,7 +34,7 @@ for (const [id, us] of self) {
     /^.*\/(node_modules|\.deno|npm|ext|node)\//,
     "$1/",
   )
-    .replace(/^file:\/\/\/work\/main\//, "");
+    .replace(`file://${Deno.cwd()}/`, "");
   const key = `${f.functionName || "(anonymous)"} ${short}:${f.lineNumber + 1}`;
   byFn.set(key, (byFn.get(key) ?? 0) + us);
   const fileKey = short === "" ? f.functionName : short;

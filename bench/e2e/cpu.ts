@@ -86,6 +86,51 @@ export function parseCpuNs(text: string): Map<number, number> {
   return out;
 }
 
+/** A process's user and kernel time so far, in clock ticks, all threads. */
+export type Ticks = { user: number; kernel: number };
+
+/**
+ * User and kernel ticks per pid from /proc/<pid>/stat (through `sh`, as
+ * readCpuNs). Ticks are coarse (10 ms), so they serve to split a schedstat
+ * total into user and kernel time over a whole run, not to time a request.
+ */
+export function readTicks(pids: readonly number[]): Map<number, Ticks> {
+  if (pids.length === 0) return new Map();
+  const script = 'for p in "$@"; do [ -r /proc/$p/stat ] && ' +
+    'echo "$p $(cat /proc/$p/stat)"; done; true';
+  const res = new Deno.Command("sh", {
+    args: ["-c", script, "sh", ...pids.map(String)],
+    stderr: "null",
+  }).outputSync();
+  const out = new Map<number, Ticks>();
+  for (const line of new TextDecoder().decode(res.stdout).split("\n")) {
+    if (line.trim() === "") continue;
+    const space = line.indexOf(" ");
+    out.set(
+      Number(line.slice(0, space)),
+      parseStatTicks(line.slice(space + 1)),
+    );
+  }
+  return out;
+}
+
+/**
+ * utime and stime of one /proc/<pid>/stat line (proc(5) fields 14 and 15).
+ * The command name (field 2) may hold spaces and parentheses, so the fields
+ * are counted from its last ')'.
+ */
+export function parseStatTicks(stat: string): Ticks {
+  const end = stat.lastIndexOf(")");
+  const rest = end < 0 ? [] : stat.slice(end + 2).split(" ");
+  // rest[0] is field 3 (state): utime is field 14, stime 15.
+  const user = Number(rest[11]);
+  const kernel = Number(rest[12]);
+  if (!Number.isInteger(user) || !Number.isInteger(kernel)) {
+    throw new Error(`not a /proc/<pid>/stat line: "${stat.slice(0, 80)}"`);
+  }
+  return { user, kernel };
+}
+
 /** CPU ns per role now; throws if a process has gone (its time would be lost). */
 export function snapshot(procs: CpuProcs): Record<Role, number> {
   const ns = readCpuNs(ROLES.flatMap((r) => procs[r]));

@@ -3,7 +3,9 @@ import {
   cpuFigure,
   type CpuProcs,
   parseCpuNs,
+  parseStatTicks,
   readCpuNs,
+  readTicks,
   rolesOn,
   zeroCpu,
 } from "./cpu.ts";
@@ -104,4 +106,18 @@ Deno.test("rolesOn: relay crosses server and worker, nginx crosses nginx, direct
   ]);
   assert.deepEqual(rolesOn("direct"), ["backend", "loadgen"]);
   assert.deepEqual(rolesOn("nginx"), ["backend", "nginx", "loadgen"]);
+});
+
+Deno.test("parseStatTicks reads utime and stime after a command name with spaces and parentheses", () => {
+  const line =
+    "4242 (deno (main) x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 731 88 0 0 20 0 9 0 5555 1000000 2000 18446744073709551615";
+  assert.deepEqual(parseStatTicks(line), { user: 731, kernel: 88 });
+  assert.throws(() => parseStatTicks("4242 (deno) S 1"), /not a \/proc/);
+});
+
+Deno.test("readTicks reads this process's own user and kernel ticks", () => {
+  const t = readTicks([Deno.pid]).get(Deno.pid);
+  assert.ok(t !== undefined);
+  assert.ok(t.user >= 0 && t.kernel >= 0);
+  assert.equal(readTicks([]).size, 0);
 });

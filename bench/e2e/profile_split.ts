@@ -10,6 +10,12 @@
 // CPU time: on a loaded machine a thread preempted inside a syscall (a
 // loopback write wakes its reader) is sampled there, so read the split as
 // shares and the CPU table of bench:e2e for the absolute figure.
+//
+// It also prints whose code the time is in (`splitByOwner`): each sample by
+// its leaf alone, with no charging up the stack. A builtin our code calls
+// (JSON.parse, a string method) has no frame of its own in a V8 profile, so
+// it counts as ours; an op (`op_write`, node's `writeUtf8String`) is the
+// runtime's. Issue 31 reads it as the most a cut of our own code could take.
 
 type CallFrame = { functionName: string; url: string; lineNumber?: number };
 type Node = { id: number; callFrame: CallFrame; children?: number[] };
@@ -94,13 +100,19 @@ function isStartup(f: CallFrame & { lineNumber?: number }): boolean {
     ) || f.functionName === "Module._load";
 }
 
-export function split(p: Profile): Map<Stage, number> {
+type Tree = {
+  byId: Map<number, Node>;
+  parent: Map<number, number>;
+  /** Whether a node is module loading or top-level evaluation, or below it. */
+  underStartup: (id: number) => boolean;
+};
+
+function tree(p: Profile): Tree {
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of p.nodes) {
     for (const c of n.children ?? []) parent.set(c, n.id);
   }
-  const stageById = new Map<number, Stage>();
   const startup = new Map<number, boolean>();
   const underStartup = (id: number): boolean => {
     const known = startup.get(id);
@@ -111,6 +123,55 @@ export function split(p: Profile): Map<Stage, number> {
     startup.set(id, s);
     return s;
   };
+  return { byId, parent, underStartup };
+}
+
+export type Owner =
+  | "ours"
+  | "runtime ops"
+  | "runtime JS"
+  | "packages"
+  | "gc"
+  | "program";
+
+export const OWNERS: readonly Owner[] = [
+  "ours",
+  "runtime ops",
+  "runtime JS",
+  "packages",
+  "gc",
+  "program",
+];
+
+/** Whose code one frame is: ours, the runtime's (ops, its JS), a package's. */
+export function ownerOf(f: CallFrame): Owner {
+  const fn = f.functionName;
+  if (fn === "(garbage collector)") return "gc";
+  if (fn === "(program)" || fn === "(root)") return "program";
+  // Natives without a script: Deno's ops and node-compat's stream writes.
+  if (f.url === "") return "runtime ops";
+  if (/^(ext|node):/.test(f.url)) return "runtime JS";
+  if (/^npm:|\/(npm|node_modules)\//.test(f.url)) return "packages";
+  return "ours";
+}
+
+/** Busy time (idle and startup left out) by the owner of each sample's leaf. */
+export function splitByOwner(p: Profile): Map<Owner, number> {
+  const { byId, underStartup } = tree(p);
+  const out = new Map<Owner, number>(OWNERS.map((o) => [o, 0]));
+  for (let i = 0; i < p.samples.length; i++) {
+    const node = byId.get(p.samples[i]!)!;
+    if (node.callFrame.functionName === "(idle)") continue;
+    if (underStartup(node.id)) continue;
+    const o = ownerOf(node.callFrame);
+    out.set(o, out.get(o)! + (p.timeDeltas[i] ?? 0));
+  }
+  return out;
+}
+
+export function split(p: Profile): Map<Stage, number> {
+  const { byId, parent, underStartup } = tree(p);
+  const stageById = new Map<number, Stage>();
   const resolve = (id: number): Stage => {
     const known = stageById.get(id);
     if (known !== undefined) return known;
@@ -158,6 +219,17 @@ if (import.meta.main) {
     const per = units === null ? "" : `  ${(us / units).toFixed(2)} µs/unit`;
     console.log(
       `${s.padEnd(8)} ${(100 * us / busy).toFixed(1).padStart(5)}%${per}`,
+    );
+  }
+  console.log(
+    "whose code (each sample's leaf; builtins count as their caller's):",
+  );
+  const owners = splitByOwner(p);
+  for (const o of OWNERS) {
+    const us = owners.get(o)!;
+    const per = units === null ? "" : `  ${(us / units).toFixed(2)} µs/unit`;
+    console.log(
+      `${o.padEnd(12)} ${(100 * us / busy).toFixed(1).padStart(5)}%${per}`,
     );
   }
 }

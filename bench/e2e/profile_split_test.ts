@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { split, stageOf } from "./profile_split.ts";
+import { ownerOf, split, splitByOwner, stageOf } from "./profile_split.ts";
 
 const frame = (functionName: string, url = "", lineNumber = 5) => ({
   functionName,
@@ -64,4 +64,54 @@ Deno.test("split charges a runtime leaf to the stage of ours that called it, lea
   assert.equal(out.get("runtime"), 50);
   assert.equal(out.get("parse"), 0);
   assert.equal([...out.values()].reduce((a, b) => a + b, 0), 150);
+});
+
+Deno.test("ownerOf tells our code from the runtime's ops, its JS and packages", () => {
+  const cases: [string, string, string][] = [
+    ["reduce", "file:///r/core/reduce.ts", "ours"],
+    ["parseHead", "file:///r/shell/server/door/request_parser.ts", "ours"],
+    ["op_write", "", "runtime ops"],
+    ["writeUtf8String", "", "runtime ops"],
+    ["__eventLoopTick", "ext:core/01_core.js", "runtime JS"],
+    ["nextTick", "ext:deno_node/_next_tick.ts", "runtime JS"],
+    [
+      "parse",
+      "file:///root/.cache/deno/npm/registry.npmjs.org/zod/4.1.12/v4/core/parse.js",
+      "packages",
+    ],
+    ["(garbage collector)", "", "gc"],
+    ["(program)", "", "program"],
+  ];
+  for (const [name, url, owner] of cases) {
+    assert.equal(ownerOf(frame(name, url)), owner, `${name} ${url}`);
+  }
+});
+
+Deno.test("splitByOwner charges each sample to its leaf alone, leaves idle and startup out", () => {
+  const nodes = [
+    { id: 1, callFrame: frame("(root)"), children: [2, 3, 5] },
+    { id: 2, callFrame: frame("(idle)"), children: [] },
+    // respond (ours) → op_write: the op's, not ours.
+    {
+      id: 3,
+      callFrame: frame("respond", "file:///r/shell/server/run_effects.ts"),
+      children: [4],
+    },
+    { id: 4, callFrame: frame("op_write") },
+    // A module's top-level evaluation and what it calls: startup.
+    {
+      id: 5,
+      callFrame: frame("", "file:///r/shell/server/main.ts", 0),
+      children: [6],
+    },
+    { id: 6, callFrame: frame("reduce", "file:///r/core/reduce.ts") },
+  ];
+  const out = splitByOwner({
+    nodes,
+    samples: [2, 3, 4, 4, 6],
+    timeDeltas: [100, 7, 10, 20, 40],
+  });
+  assert.equal(out.get("ours"), 7);
+  assert.equal(out.get("runtime ops"), 30);
+  assert.equal([...out.values()].reduce((a, b) => a + b, 0), 37);
 });
