@@ -159,17 +159,16 @@ async function main(): Promise<number> {
       paths.map((p) => [p.name, { user: 0, kernel: 0 }]),
     );
     for (let r = 0; r < rounds; r++) {
-      const before = cpuOf(paths);
-      const ticksBefore = ticksOf(paths);
+      const before = usageOf(paths);
       const done = await runAll();
-      const after = cpuOf(paths);
-      const ticksAfter = ticksOf(paths);
+      const after = usageOf(paths);
       paths.forEach((p, i) => {
-        const us = (after[i]! - before[i]!) / 1000 / done[i]!.length;
-        perRequest.get(p.name)!.push(us);
+        const a = after[i]!;
+        const b = before[i]!;
+        perRequest.get(p.name)!.push((a.ns - b.ns) / 1000 / done[i]!.length);
         const t = ticks.get(p.name)!;
-        t.user += ticksAfter[i]!.user - ticksBefore[i]!.user;
-        t.kernel += ticksAfter[i]!.kernel - ticksBefore[i]!.kernel;
+        t.user += a.ticks.user - b.ticks.user;
+        t.kernel += a.ticks.kernel - b.ticks.kernel;
       });
       log(
         `round ${r + 1}: ${
@@ -214,9 +213,9 @@ async function sequentialRounds(
   const cpu = new Map<string, number[]>(all.slice(1).map((p) => [p.name, []]));
   const p50 = async (p: Path) => {
     const ms: number[] = [];
-    const before = cpuOf([p])[0]!;
+    const before = usageOf([p])[0]!.ns;
     for (let i = 0; i < n; i++) ms.push((await plain(p, agent)).totalMs);
-    cpu.get(p.name)?.push((cpuOf([p])[0]! - before) / 1000 / n);
+    cpu.get(p.name)?.push((usageOf([p])[0]!.ns - before) / 1000 / n);
     return percentile(ms, 50);
   };
   for (const p of all) await p50(p); // warm-up
@@ -291,27 +290,29 @@ function path(name: string, url: string, pids: number[]): Path {
   };
 }
 
-/** Each path's server + worker CPU, ns, in `paths`' order. */
-function cpuOf(paths: readonly Path[]): number[] {
-  const ns = readCpuNs(paths.flatMap((p) => p.pids));
-  return paths.map((p) =>
-    p.pids.reduce((sum, pid) => {
-      const v = ns.get(pid);
-      if (v === undefined) throw new Error(`${p.name}: process ${pid} gone`);
-      return sum + v;
-    }, 0)
-  );
-}
+/** What a path's processes have used so far: CPU ns, and user and kernel ticks. */
+type Usage = { ns: number; ticks: Ticks };
 
-/** Each path's server + worker user and kernel ticks, in `paths`' order. */
-function ticksOf(paths: readonly Path[]): Ticks[] {
-  const all = readTicks(paths.flatMap((p) => p.pids));
+/** Each path's server + worker usage, in `paths`' order. */
+function usageOf(paths: readonly Path[]): Usage[] {
+  const pids = paths.flatMap((p) => p.pids);
+  const ns = readCpuNs(pids);
+  const ticks = readTicks(pids);
   return paths.map((p) =>
     p.pids.reduce((sum, pid) => {
-      const t = all.get(pid);
-      if (t === undefined) throw new Error(`${p.name}: process ${pid} gone`);
-      return { user: sum.user + t.user, kernel: sum.kernel + t.kernel };
-    }, { user: 0, kernel: 0 })
+      const n = ns.get(pid);
+      const t = ticks.get(pid);
+      if (n === undefined || t === undefined) {
+        throw new Error(`${p.name}: process ${pid} gone`);
+      }
+      return {
+        ns: sum.ns + n,
+        ticks: {
+          user: sum.ticks.user + t.user,
+          kernel: sum.ticks.kernel + t.kernel,
+        },
+      };
+    }, { ns: 0, ticks: { user: 0, kernel: 0 } })
   );
 }
 
