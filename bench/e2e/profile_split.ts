@@ -148,6 +148,8 @@ export function ownerOf(f: CallFrame): Owner {
   const fn = f.functionName;
   if (fn === "(garbage collector)") return "gc";
   if (fn === "(program)" || fn === "(root)") return "program";
+  // A regular expression's compiled code runs for its caller, as a builtin.
+  if (fn.startsWith("RegExp: ")) return "ours";
   // Natives without a script: Deno's ops and node-compat's stream writes.
   if (f.url === "") return "runtime ops";
   if (/^(ext|node):/.test(f.url)) return "runtime JS";

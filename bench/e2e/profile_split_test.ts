@@ -81,6 +81,7 @@ Deno.test("ownerOf tells our code from the runtime's ops, its JS and packages", 
     ],
     ["(garbage collector)", "", "gc"],
     ["(program)", "", "program"],
+    ["RegExp: [^\\t\\x20-\\x7e]", "", "ours"],
   ];
   for (const [name, url, owner] of cases) {
     assert.equal(ownerOf(frame(name, url)), owner, `${name} ${url}`);
