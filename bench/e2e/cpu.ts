@@ -65,11 +65,19 @@ export function readCpuNs(pids: readonly number[]): Map<number, number> {
     "for f in /proc/$p/task/*/schedstat; do " +
     '[ -r "$f" ] || continue; read a b c < "$f" && s=$((s + a)) && found=1; ' +
     'done; [ $found = 1 ] && echo "$p $s"; done; true';
+  return parseCpuNs(shOverPids(script, pids));
+}
+
+/**
+ * What one `sh` running `script` over `pids` (its "$@") prints: /proc is read
+ * through `sh`, the one program test:core may run (`--allow-run=sh`).
+ */
+function shOverPids(script: string, pids: readonly number[]): string {
   const res = new Deno.Command("sh", {
     args: ["-c", script, "sh", ...pids.map(String)],
     stderr: "null",
   }).outputSync();
-  return parseCpuNs(new TextDecoder().decode(res.stdout));
+  return new TextDecoder().decode(res.stdout);
 }
 
 /** Parses readCpuNs's "pid ns" lines. */
@@ -90,26 +98,20 @@ export function parseCpuNs(text: string): Map<number, number> {
 export type Ticks = { user: number; kernel: number };
 
 /**
- * User and kernel ticks per pid from /proc/<pid>/stat (through `sh`, as
- * readCpuNs). Ticks are coarse (10 ms), so they serve to split a schedstat
- * total into user and kernel time over a whole run, not to time a request.
+ * User and kernel ticks per pid from /proc/<pid>/stat, all in one `sh`
+ * (shOverPids); a process that has exited is missing. Ticks are coarse (10
+ * ms), so they serve to split a schedstat total into user and kernel time
+ * over a whole run, not to time a request.
  */
 export function readTicks(pids: readonly number[]): Map<number, Ticks> {
-  if (pids.length === 0) return new Map();
-  const script = 'for p in "$@"; do [ -r /proc/$p/stat ] && ' +
-    'echo "$p $(cat /proc/$p/stat)"; done; true';
-  const res = new Deno.Command("sh", {
-    args: ["-c", script, "sh", ...pids.map(String)],
-    stderr: "null",
-  }).outputSync();
   const out = new Map<number, Ticks>();
-  for (const line of new TextDecoder().decode(res.stdout).split("\n")) {
+  if (pids.length === 0) return out;
+  const script =
+    'for p in "$@"; do read -r l < /proc/$p/stat 2>/dev/null && echo "$l"; done; true';
+  for (const line of shOverPids(script, pids).split("\n")) {
     if (line.trim() === "") continue;
-    const space = line.indexOf(" ");
-    out.set(
-      Number(line.slice(0, space)),
-      parseStatTicks(line.slice(space + 1)),
-    );
+    // A stat line starts with its pid (field 1).
+    out.set(Number(line.slice(0, line.indexOf(" "))), parseStatTicks(line));
   }
   return out;
 }
